@@ -1,0 +1,77 @@
+/**
+ * Layering check (run by `npm test` through `npm run layers`). Layers point one way:
+ *   src/util -> src/core, src/config, src/observability -> transports and drivers
+ *   (src/http, src/agents, src/agent, src/hypervisor, src/api, src/cli, src/dashboard, ...)
+ *   -> src/main.ts and src/bin.
+ * actors/ may use src/util, src/core, src/observability and proto/, never a transport.
+ * Only src/http imports uWebSockets.js; only src/hypervisor/libvirt imports the libvirt binding;
+ * only src/agents (server) and src/agent (the agent's client) import grpc-js.
+ * Worker entry files (*.worker.ts) are loaded by URL and never imported.
+ */
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    { name: 'no-circular', severity: 'error', from: {}, to: { circular: true } },
+    {
+      name: 'uws-only-in-http',
+      severity: 'error',
+      from: { pathNot: '^(src/http/|test/|native-bench/)' },
+      to: { path: 'node_modules/@trufflesuite/uws-js-unofficial' },
+    },
+    {
+      name: 'libvirt-only-in-hypervisor-libvirt',
+      severity: 'error',
+      from: { pathNot: '^(src/hypervisor/libvirt/|test/|native-bench/)' },
+      to: { path: 'node_modules/@unraid/libvirt' },
+    },
+    {
+      name: 'grpc-only-in-agents',
+      severity: 'error',
+      from: { pathNot: '^(src/agents/|src/agent/|test/|native-bench/)' },
+      to: { path: 'node_modules/@grpc/grpc-js' },
+    },
+    {
+      name: 'workers-are-loaded-by-url',
+      severity: 'error',
+      from: {},
+      to: { path: '\\.worker\\.(ts|js)$' },
+    },
+    {
+      name: 'util-is-the-bottom',
+      severity: 'error',
+      from: { path: '^src/util/' },
+      to: { path: '^(src/(?!util/)|actors/)' },
+    },
+    {
+      name: 'core-does-not-reach-up',
+      severity: 'error',
+      from: { path: '^src/(core|config|observability)/' },
+      to: { path: '^(src/(?!(util|core|config|observability)/)|actors/)' },
+    },
+    {
+      name: 'actors-do-not-use-transports',
+      severity: 'error',
+      from: { path: '^actors/' },
+      to: { path: '^src/(?!(util|core|observability)/)' },
+    },
+    {
+      name: 'nothing-imports-main-or-bins',
+      severity: 'error',
+      from: { pathNot: '^(src/bin/|test/|native-bench/)' },
+      to: { path: '^src/(main\\.ts|bin/)' },
+    },
+    {
+      name: 'src-does-not-import-tests-or-bench',
+      severity: 'error',
+      from: { path: '^(src|actors|proto)/' },
+      to: { path: '^(test|native-bench)/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '^(dist|node_modules|\\.build-)' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { extensions: ['.ts', '.js', '.mjs'] },
+  },
+};

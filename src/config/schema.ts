@@ -1,0 +1,198 @@
+/**
+ * The one configuration schema: every environment variable sandboxd reads, with its default,
+ * unit and meaning. `sandboxd serve --help` and the README table are generated from this list
+ * (test/unit/config/readme-table.test.ts fails when the README drifts).
+ */
+import {
+  parseBytes,
+  parseEnum,
+  parseFlag,
+  parseHypervisorUris,
+  parseIntInRange,
+  parseList,
+  parseListenAddress,
+  parseNonEmpty,
+  parsePairs,
+  parseUrl,
+} from './parsers.js';
+
+/** What a default may depend on; the loader fills it from the process. */
+export interface DefaultsContext {
+  readonly cpuCount: number;
+  readonly stdoutIsTty: boolean;
+  readonly homeDir: string;
+  readonly xdgStateHome: string | undefined;
+}
+
+interface Entry<F extends string, T> {
+  /** Property name in the frozen Config object. */
+  readonly field: F;
+  readonly group: 'spec' | 'listeners' | 'runtime' | 'logging' | 'gateway-ssh' | 'agents';
+  /** Shown in --help and the README; `null` = unset by default. */
+  readonly defaultText: string;
+  /** Raw default fed to `parse`, or null when unset means "off"/"derived". */
+  readonly defaultRaw: ((ctx: DefaultsContext) => string) | string | null;
+  readonly parse: (raw: string) => T;
+  readonly doc: string;
+  /** Never echo the value (paths to keys are fine; values of secrets are not). */
+  readonly secret?: boolean;
+}
+
+type RawDefault = ((ctx: DefaultsContext) => string) | string | null;
+
+/** Keeps the literal type of defaultRaw so Config can tell which fields may be null. */
+function entry<F extends string, T, D extends RawDefault>(
+  e: Omit<Entry<F, T>, 'defaultRaw'> & { readonly defaultRaw: D },
+): Entry<F, T> & { readonly defaultRaw: D } {
+  return e;
+}
+
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+
+export const SCHEMA = {
+  // ---- spec part 1
+  LOG_FORMAT: entry({
+    field: 'logFormat', group: 'logging', defaultText: 'pretty on a terminal, json otherwise',
+    defaultRaw: (ctx) => (ctx.stdoutIsTty ? 'pretty' : 'json'), parse: parseEnum(['pretty', 'json', 'compact'] as const),
+    doc: 'Log line format: pretty (human, colour on a terminal), json (one object per line) or compact (one short line).',
+  }),
+  LOG_LEVEL: entry({
+    field: 'logLevel', group: 'logging', defaultText: 'info', defaultRaw: 'info', parse: parseEnum(LOG_LEVELS),
+    doc: 'Minimum level logged: trace, debug, info, warn, error, fatal or silent.',
+  }),
+  LOG_FILE: entry({
+    field: 'logFile', group: 'logging', defaultText: 'unset (log to stdout)', defaultRaw: null, parse: parseNonEmpty,
+    doc: 'Write logs to this file instead of stdout (directories are created).',
+  }),
+  LOG_FILE_ROTATION: entry({
+    field: 'logFileRotation', group: 'logging', defaultText: 'none', defaultRaw: 'none', parse: parseEnum(['daily', 'none'] as const),
+    doc: 'daily rotates LOG_FILE every day (files LOG_FILE.YYYY-MM-DD.N); none keeps one file.',
+  }),
+  LOG_FILE_RETENTION_DAYS: entry({
+    field: 'logFileRetentionDays', group: 'logging', defaultText: '7', defaultRaw: '7', parse: parseIntInRange(1, 3650),
+    doc: 'With daily rotation, how many days of rotated files are kept (days).',
+  }),
+  SECRETS_DIR: entry({
+    field: 'secretsDir', group: 'spec', defaultText: '$SVC_STATE_DIR/secrets', defaultRaw: null, parse: parseNonEmpty,
+    doc: 'Directory of the CA, server and SSH keys (created 0700; private keys 0600).',
+  }),
+  ORCH_SERVE_ENDPOINT: entry({
+    field: 'orchServeEndpoint', group: 'spec', defaultText: 'unset (standalone)', defaultRaw: null, parse: parseUrl(['ws:', 'wss:']),
+    doc: 'When set, register with this orchestration server and stream events to it over a WebSocket (fire-and-forget).',
+  }),
+  SVC_ENABLE_DIRECT_RUNTIME_SSH: entry({
+    field: 'enableDirectRuntimeSsh', group: 'spec', defaultText: '0', defaultRaw: '0', parse: parseFlag,
+    doc: '1 lets managed-profile (svc-dev) provisioning install direct runtime SSH keys (ssh_key of VM create).',
+  }),
+  SVC_ENABLE_DIRECT_SSH_ORCH_PROXY: entry({
+    field: 'enableDirectSshOrchProxy', group: 'spec', defaultText: '0', defaultRaw: '0', parse: parseFlag,
+    doc: '1 enables the legacy manifest and exec proxy routes (403 otherwise).',
+  }),
+  SVC_GATEWAY_SSH_LISTEN: entry({
+    field: 'gatewaySshListen', group: 'gateway-ssh', defaultText: 'unset (connector off)', defaultRaw: null, parse: parseListenAddress,
+    doc: 'Address of the SSH connector listener (host:port); the connector is disabled when unset.',
+  }),
+  SVC_GATEWAY_SSH_TARGETS: entry({
+    field: 'gatewaySshTargets', group: 'gateway-ssh', defaultText: 'empty', defaultRaw: '', parse: parsePairs,
+    doc: 'Comma-separated instance=host:port map of runtime SSH endpoints.',
+  }),
+  SVC_GATEWAY_SSH_ALLOWLIST: entry({
+    field: 'gatewaySshAllowlist', group: 'gateway-ssh', defaultText: 'empty (deny all)', defaultRaw: '', parse: parsePairs,
+    doc: 'Comma-separated actor=instance rules; * may stand on either side.',
+  }),
+  SVC_GATEWAY_SSH_CONNECT: entry({
+    field: 'gatewaySshConnect', group: 'gateway-ssh', defaultText: '127.0.0.1:8124', defaultRaw: '127.0.0.1:8124', parse: parseListenAddress,
+    doc: 'Client side (sbx): the connector address to dial.',
+  }),
+  SVC_GATEWAY_SSH_ACTOR: entry({
+    field: 'gatewaySshActor', group: 'gateway-ssh', defaultText: 'unset', defaultRaw: null, parse: parseNonEmpty,
+    doc: 'Client side (sbx): actor name sent to the connector and used for leases.',
+  }),
+  SVC_GATEWAY_SSH_CA_KEY: entry({
+    field: 'gatewaySshCaKey', group: 'gateway-ssh', defaultText: 'unset (no signing)', defaultRaw: null, parse: parseNonEmpty,
+    doc: 'Path to an SSH CA private key; enables certificate signing on lease issue.',
+  }),
+  SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH: entry({
+    field: 'gatewaySshCaPublicKeyHostPath', group: 'gateway-ssh', defaultText: 'unset', defaultRaw: null, parse: parseNonEmpty,
+    doc: 'Path to the CA public key installed into guests.',
+  }),
+  SVC_GATEWAY_SSH_AUTHORIZED_USER: entry({
+    field: 'gatewaySshAuthorizedUser', group: 'gateway-ssh', defaultText: 'agent', defaultRaw: 'agent', parse: parseNonEmpty,
+    doc: 'Guest user for certificate principals.',
+  }),
+  SVC_GATEWAY_SSH_AUTHORIZED_PRINCIPALS: entry({
+    field: 'gatewaySshAuthorizedPrincipals', group: 'gateway-ssh', defaultText: 'empty (the user)', defaultRaw: '', parse: parseList,
+    doc: 'Accepted principals, comma or space separated.',
+  }),
+
+  // ---- ours: listeners
+  SVC_HTTP_ADDR: entry({
+    field: 'httpAddr', group: 'listeners', defaultText: '127.0.0.1:8122', defaultRaw: '127.0.0.1:8122', parse: parseListenAddress,
+    doc: 'HTTP listener: REST API, SSE, dashboard, metrics, pty-ws.v1.',
+  }),
+  SVC_WS_ADDR: entry({
+    field: 'wsAddr', group: 'listeners', defaultText: '127.0.0.1:8121', defaultRaw: '127.0.0.1:8121', parse: parseListenAddress,
+    doc: 'WebSocket listener (plaintext, legacy; dashboard live output).',
+  }),
+  SVC_GRPC_ADDR: entry({
+    field: 'grpcAddr', group: 'listeners', defaultText: '127.0.0.1:8120', defaultRaw: '127.0.0.1:8120', parse: parseListenAddress,
+    doc: 'gRPC listener for agents (mTLS only).',
+  }),
+  SVC_ALLOW_INSECURE_REMOTE: entry({
+    field: 'allowInsecureRemote', group: 'listeners', defaultText: '0', defaultRaw: '0', parse: parseFlag,
+    doc: 'Unsafe override: 1 allows a plaintext listener (HTTP, WS) on a non-loopback address.',
+  }),
+  SVC_MAX_BODY_BYTES: entry({
+    field: 'maxBodyBytes', group: 'listeners', defaultText: '1MiB', defaultRaw: '1MiB', parse: parseBytes(1024, 64 * 1024 ** 2),
+    doc: 'Largest JSON request body accepted (bytes; larger gets 413).',
+  }),
+
+  // ---- ours: runtime
+  SVC_STATE_DIR: entry({
+    field: 'stateDir', group: 'runtime', defaultText: '$XDG_STATE_HOME/sandboxd (~/.local/state/sandboxd)',
+    defaultRaw: (ctx) => `${ctx.xdgStateHome ?? `${ctx.homeDir}/.local/state`}/sandboxd`, parse: parseNonEmpty,
+    doc: 'Where durable files live (SQLite stores, session registry, VM working dirs).',
+  }),
+  SVC_HYPERVISOR_URI: entry({
+    field: 'hypervisorUris', group: 'runtime', defaultText: 'test:///default', defaultRaw: 'test:///default', parse: parseHypervisorUris,
+    doc: 'libvirt connection URI; several comma-separated URIs for several hosts (a VM lives on one).',
+  }),
+  SVC_ACTORS: entry({
+    field: 'actorsMode', group: 'runtime', defaultText: 'workers', defaultRaw: 'workers', parse: parseEnum(['workers', 'inline'] as const),
+    doc: 'workers runs actors in worker-thread shards; inline runs the same actors on the main thread (baseline, debugging).',
+  }),
+  SVC_ACTOR_SHARDS: entry({
+    field: 'actorShards', group: 'runtime', defaultText: 'CPU cores - 1, at least 1',
+    defaultRaw: (ctx) => String(Math.max(1, ctx.cpuCount - 1)), parse: parseIntInRange(1, 256),
+    doc: 'Number of worker shards hosting actors.',
+  }),
+  SVC_ACTOR_RING_BYTES: entry({
+    field: 'actorRingBytes', group: 'runtime', defaultText: '8MiB', defaultRaw: '8MiB', parse: parseBytes(64 * 1024, 1024 ** 3),
+    doc: 'Size of each shard ring (inbound and outbound; a power of two, bytes).',
+  }),
+  SVC_SHUTDOWN_DEADLINE_MS: entry({
+    field: 'shutdownDeadlineMs', group: 'runtime', defaultText: '10000', defaultRaw: '10000', parse: parseIntInRange(100, 600_000),
+    doc: 'On SIGTERM/SIGINT, exit within this many milliseconds (a second signal exits at once).',
+  }),
+
+  // ---- ours: agents
+  SVC_TRUST_DOMAIN: entry({
+    field: 'trustDomain', group: 'agents', defaultText: 'sandbox.local', defaultRaw: 'sandbox.local',
+    parse: (raw: string) => {
+      const v = parseNonEmpty(raw).toLowerCase();
+      if (!/^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/.test(v)) throw new Error(`"${raw}" is not a valid SPIFFE trust domain`);
+      return v;
+    },
+    doc: 'SPIFFE trust domain of agent and operator identities (spiffe://<domain>/agent/<instance_id>).',
+  }),
+} as const;
+
+export type SchemaKey = keyof typeof SCHEMA;
+type FieldOf<K extends SchemaKey> = (typeof SCHEMA)[K]['field'];
+type ValueOf<K extends SchemaKey> = ReturnType<(typeof SCHEMA)[K]['parse']>;
+type Nullable<K extends SchemaKey> = (typeof SCHEMA)[K]['defaultRaw'] extends null ? null : never;
+
+/** The validated, deep-frozen configuration every component receives. */
+export type Config = {
+  readonly [K in SchemaKey as FieldOf<K>]: ValueOf<K> | (K extends 'SECRETS_DIR' ? never : Nullable<K>);
+};

@@ -1,0 +1,151 @@
+/**
+ * The one error table: every error sandboxd returns has a stable code, an HTTP status and a gRPC
+ * status, declared here and nowhere else. docs/errors (README "Errors") is checked against this
+ * table by test/unit/core/errors.test.ts.
+ *
+ * Errors cross threads and processes as the plain object {code, message, details}
+ * (see toWire/fromWire); the HTTP layer renders them as the spec's v1 envelope
+ * {"error": {"code", "message"}}.
+ */
+
+/** gRPC status codes we use (numeric values from the gRPC spec; no grpc-js import here). */
+export const GrpcStatus = {
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  UNAUTHENTICATED: 16,
+} as const;
+export type GrpcStatusCode = (typeof GrpcStatus)[keyof typeof GrpcStatus];
+
+interface ErrorSpec {
+  readonly http: number;
+  readonly grpc: GrpcStatusCode;
+  /** One line for the README table. */
+  readonly meaning: string;
+}
+
+/**
+ * code → statuses. Codes named by the spec keep its spelling (VM_NOT_FOUND, idempotency.key_conflict);
+ * codes we added use lower-case dotted names by area (request.*, route.*, server.*).
+ */
+export const ERROR_TABLE = {
+  // request validation (ours; the spec only says "400 invalid input")
+  'request.invalid': { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT, meaning: 'a field or query parameter is missing or invalid' },
+  'request.malformed_json': { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT, meaning: 'the body is not valid JSON' },
+  'request.unsupported_media_type': { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT, meaning: 'a body was sent without Content-Type: application/json' },
+  'request.body_too_large': { http: 413, grpc: GrpcStatus.RESOURCE_EXHAUSTED, meaning: 'the body exceeds the route\'s size limit' },
+  'route.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no route has this path' },
+  'route.method_not_allowed': { http: 405, grpc: GrpcStatus.UNIMPLEMENTED, meaning: 'the path exists but not with this method (Allow lists the methods)' },
+  'route.forbidden': { http: 403, grpc: GrpcStatus.PERMISSION_DENIED, meaning: 'the route is disabled by configuration (legacy direct-SSH proxy routes)' },
+  'route.retired': { http: 410, grpc: GrpcStatus.UNIMPLEMENTED, meaning: 'the route is retired (rotate-secret: agents use transport identity)' },
+  'server.not_ready': { http: 503, grpc: GrpcStatus.UNAVAILABLE, meaning: 'listeners or actors are still starting, or the server is shutting down' },
+  'server.unavailable': { http: 503, grpc: GrpcStatus.UNAVAILABLE, meaning: 'a dependency needed for this request is unavailable' },
+  'server.internal': { http: 500, grpc: GrpcStatus.INTERNAL, meaning: 'an unexpected failure; the log has the details' },
+  'server.timeout': { http: 503, grpc: GrpcStatus.DEADLINE_EXCEEDED, meaning: 'an internal call did not finish within its deadline' },
+  'actor.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no actor has this id' },
+  'actor.shard_restarted': { http: 503, grpc: GrpcStatus.UNAVAILABLE, meaning: 'the worker shard hosting the actor crashed and was restarted' },
+
+  // agents (spec part 5; gRPC identity)
+  'agent.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no connected or retained agent has this id' },
+  'agent.identity_mismatch': { http: 403, grpc: GrpcStatus.PERMISSION_DENIED, meaning: 'the certificate identity does not match x-agent-instance-id' },
+  'agent.unauthenticated': { http: 401, grpc: GrpcStatus.UNAUTHENTICATED, meaning: 'no verified transport identity' },
+
+  // VMs and operations (spec part 7)
+  VM_NOT_FOUND: { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'VM missing' },
+  VM_RUNNING: { http: 409, grpc: GrpcStatus.FAILED_PRECONDITION, meaning: 'VM running when stopped is required (delete without force)' },
+  VM_STOPPED: { http: 409, grpc: GrpcStatus.FAILED_PRECONDITION, meaning: 'VM stopped when running is required' },
+  VM_NOT_RUNNING: { http: 409, grpc: GrpcStatus.FAILED_PRECONDITION, meaning: 'VM not running (restart, deploy-agent)' },
+  VM_ALREADY_EXISTS: { http: 409, grpc: GrpcStatus.ALREADY_EXISTS, meaning: 'name in use' },
+  VM_BUSY: { http: 409, grpc: GrpcStatus.ABORTED, meaning: 'a conflicting operation is queued or running on this VM' },
+  INVALID_VM_NAME: { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT, meaning: 'name fails ^agent-[a-z0-9-]+$' },
+  PROVISIONING_ERROR: { http: 500, grpc: GrpcStatus.INTERNAL, meaning: 'provisioning failed' },
+  LIBVIRT_ERROR: { http: 502, grpc: GrpcStatus.UNAVAILABLE, meaning: 'hypervisor operation failed' },
+  HYPERVISOR_UNAVAILABLE: { http: 503, grpc: GrpcStatus.UNAVAILABLE, meaning: 'hypervisor down, too slow, or circuit open (Retry-After sent)' },
+  OPERATION_NOT_FOUND: { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'unknown operation id' },
+
+  // sessions, idempotency (spec part 7)
+  'session.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no session with this id on this agent' },
+  'session_backend.not_implemented': { http: 501, grpc: GrpcStatus.UNIMPLEMENTED, meaning: 'session backend other than tmux' },
+  'session_class.not_implemented': { http: 501, grpc: GrpcStatus.UNIMPLEMENTED, meaning: 'session class other than managed' },
+  'idempotency.key_conflict': { http: 409, grpc: GrpcStatus.ALREADY_EXISTS, meaning: 'same Idempotency-Key, different request' },
+  'idempotency.in_progress': { http: 409, grpc: GrpcStatus.ABORTED, meaning: 'the original request with this key is still running (Retry-After: 1)' },
+  STREAM_INTERRUPTED: { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'chat stream for an unknown or expired command' },
+
+  // tasks and storage
+  'task.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no task with this id' },
+  'task.invalid_manifest': { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT, meaning: 'the manifest fails the schema' },
+  'task.not_cancellable': { http: 400, grpc: GrpcStatus.FAILED_PRECONDITION, meaning: 'the task already finished' },
+  'task.no_capacity': { http: 503, grpc: GrpcStatus.UNAVAILABLE, meaning: 'no VM or agent can be had for a task' },
+  'storage.invalid_path': { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT, meaning: 'path is absolute, has .., a NUL byte, or leaves the root' },
+  'storage.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no such file' },
+  'storage.quota_exceeded': { http: 507, grpc: GrpcStatus.RESOURCE_EXHAUSTED, meaning: 'the agent inbox quota is used up' },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERROR_TABLE;
+
+/** The plain shape errors take across threads, processes and the wire. */
+export interface WireError {
+  code: ErrorCode;
+  message: string;
+  details?: Record<string, unknown>;
+}
+
+/** An error with a code from the table. Throw it from handlers and actors; the edges render it. */
+export class SvcError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown> | undefined;
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>) {
+    super(message);
+    this.name = 'SvcError';
+    this.code = code;
+    this.details = details;
+  }
+  get httpStatus(): number {
+    return ERROR_TABLE[this.code].http;
+  }
+  get grpcStatus(): GrpcStatusCode {
+    return ERROR_TABLE[this.code].grpc;
+  }
+  toWire(): WireError {
+    return this.details === undefined
+      ? { code: this.code, message: this.message }
+      : { code: this.code, message: this.message, details: this.details };
+  }
+}
+
+export function isErrorCode(code: unknown): code is ErrorCode {
+  return typeof code === 'string' && Object.hasOwn(ERROR_TABLE, code);
+}
+
+/** Anything thrown → WireError. Unknown errors become server.internal with a generic message. */
+export function toWire(err: unknown): WireError {
+  if (err instanceof SvcError) return err.toWire();
+  if (typeof err === 'object' && err !== null && isErrorCode((err as { code?: unknown }).code)) {
+    const e = err as { code: ErrorCode; message?: unknown; details?: unknown };
+    const wire: WireError = { code: e.code, message: typeof e.message === 'string' ? e.message : e.code };
+    if (typeof e.details === 'object' && e.details !== null) wire.details = e.details as Record<string, unknown>;
+    return wire;
+  }
+  return { code: 'server.internal', message: 'internal error' };
+}
+
+/** WireError → SvcError (for rethrowing on the receiving side of a thread boundary). */
+export function fromWire(wire: WireError): SvcError {
+  return new SvcError(isErrorCode(wire.code) ? wire.code : 'server.internal', wire.message, wire.details);
+}
+
+/** The spec's v1 error envelope. */
+export function envelope(code: ErrorCode, message: string): { error: { code: ErrorCode; message: string } } {
+  return { error: { code, message } };
+}

@@ -1,0 +1,43 @@
+/**
+ * Test entry point (`npm test` runs it after set-up, lint and the layering check).
+ *
+ * Node 20's test runner neither discovers .js files in nested folders by pattern nor expands
+ * globs, so this lists every compiled `*.test.js` under dist/test and hands them to
+ * `node --test`, whose summary ("# pass N / # fail N") is what CI reads.
+ *
+ * Usage: node dist/test/run.js [substring ...]   (only files whose path contains a substring)
+ */
+import { spawn } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const testRoot = dirname(fileURLToPath(import.meta.url));
+
+function listTests(dir: string): string[] {
+  const out: string[] = [];
+  for (const ent of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, ent.name);
+    if (ent.isDirectory()) out.push(...listTests(p));
+    else if (ent.isFile() && ent.name.endsWith('.test.js')) out.push(p);
+  }
+  return out;
+}
+
+const filters = process.argv.slice(2);
+const files = listTests(testRoot)
+  .filter((f) => filters.length === 0 || filters.some((s) => relative(testRoot, f).includes(s)))
+  .sort();
+if (files.length === 0) {
+  process.stderr.write(`no test files matched ${filters.join(' ')}\n`);
+  process.exit(1);
+}
+
+const child = spawn(
+  process.execPath,
+  ['--test', '--test-reporter=spec', '--test-concurrency=2', '--test-timeout=300000', ...files],
+  { stdio: 'inherit', env: { ...process.env, SANDBOXD_TEST: '1' } },
+);
+child.on('exit', (code, signal) => {
+  process.exit(code ?? (signal ? 1 : 0));
+});
