@@ -1,0 +1,132 @@
+/**
+ * Socket-free request pipeline: body parsing, the handler call and rendering of its result or its
+ * error into bytes. The uWS listener and `inject()` share it, so what tests see is what clients get.
+ */
+import fastJson from 'fast-json-stringify';
+import { ERROR_TABLE, SvcError, toWire, type ErrorCode } from '../core/errors.js';
+import { parseBody } from './body.js';
+import type { Route } from './router.js';
+import type { HandlerResult, RequestView, SseResult } from './types.js';
+
+export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+
+/** The copied parts of a request, before its route's body policy is applied. */
+export interface RawRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly query: URLSearchParams;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly remoteAddress: string;
+}
+
+/** A complete response ready to be written. */
+export interface RenderedBody {
+  readonly kind: 'body';
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly contentType: string;
+  readonly body: Uint8Array | string;
+  /** Set when the body is a v1 error envelope. */
+  readonly errorCode?: ErrorCode;
+}
+
+/** An SSE stream to start; `view` is what the producer gets as its request. */
+export interface RenderedSse {
+  readonly kind: 'sse';
+  readonly start: SseResult['sse'];
+  readonly view: RequestView;
+}
+
+export type Rendered = RenderedBody | RenderedSse;
+
+/** Called for every failure that is not an SvcError (it becomes a 500 `server.internal`). */
+export type InternalErrorHook = (err: unknown, route: string) => void;
+
+// The envelope is the hottest error path (404 floods, 413s): serialise it with a compiled schema.
+const serializeEnvelope = fastJson({
+  type: 'object',
+  properties: {
+    error: {
+      type: 'object',
+      properties: { code: { type: 'string' }, message: { type: 'string' } },
+      required: ['code', 'message'],
+    },
+  },
+  required: ['error'],
+}) as (value: unknown) => string;
+
+/**
+ * Render any thrown value as the spec's v1 envelope. SvcErrors keep their code and message;
+ * everything else is 500 `server.internal` with a generic message (details go to the log only).
+ */
+export function renderError(err: unknown, extraHeaders: Readonly<Record<string, string>> = {}): RenderedBody {
+  const wire = err instanceof SvcError ? err.toWire() : toWire(err);
+  return {
+    kind: 'body',
+    status: ERROR_TABLE[wire.code].http,
+    headers: extraHeaders,
+    contentType: JSON_CONTENT_TYPE,
+    body: serializeEnvelope({ error: { code: wire.code, message: wire.message } }),
+    errorCode: wire.code,
+  };
+}
+
+/** True when `err` will render as a 500 `server.internal` (and so must be logged and counted). */
+export function isInternal(err: unknown): boolean {
+  return toWire(err).code === 'server.internal';
+}
+
+/**
+ * Run a matched route: apply its body policy, call the handler, render the result. Never rejects:
+ * every failure becomes an envelope, and non-SvcErrors are reported to `onInternalError`.
+ */
+export async function dispatch(
+  route: Route,
+  params: Record<string, string>,
+  raw: RawRequest,
+  rawBody: Uint8Array | null,
+  onInternalError: InternalErrorHook,
+): Promise<Rendered> {
+  try {
+    const view: RequestView = {
+      method: raw.method,
+      path: raw.path,
+      query: raw.query,
+      headers: raw.headers,
+      params,
+      body: parseBody(route.body, raw.headers, rawBody),
+      rawBody: route.body === 'none' ? null : rawBody,
+      remoteAddress: raw.remoteAddress,
+    };
+    const result = await route.handler(view);
+    return renderResult(route, result, view);
+  } catch (err) {
+    if (isInternal(err)) onInternalError(err, route.pattern);
+    return renderError(err);
+  }
+}
+
+function renderResult(route: Route, result: HandlerResult, view: RequestView): Rendered {
+  if (typeof result !== 'object' || result === null) throw new TypeError(`handler of ${route.pattern} returned ${typeof result}`);
+  if ('sse' in result) return { kind: 'sse', start: result.sse, view };
+  if (!Number.isInteger(result.status) || result.status < 100 || result.status > 599) {
+    throw new TypeError(`handler of ${route.pattern} returned status ${String(result.status)}`);
+  }
+  const headers = result.headers ?? {};
+  checkHeaders(headers);
+  if ('json' in result) {
+    const body = route.serialize !== undefined ? route.serialize(result.json) : (JSON.stringify(result.json) ?? 'null');
+    return { kind: 'body', status: result.status, headers, contentType: JSON_CONTENT_TYPE, body };
+  }
+  return { kind: 'body', status: result.status, headers, contentType: result.contentType, body: result.body };
+}
+
+const HEADER_VALUE_OK = /^[^\r\n]*$/;
+const HEADER_NAME_OK = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** Throws on header names/values that could split the response (a handler bug: becomes a 500). */
+function checkHeaders(headers: Readonly<Record<string, string>>): void {
+  for (const [k, v] of Object.entries(headers)) {
+    if (!HEADER_NAME_OK.test(k) || !HEADER_VALUE_OK.test(v)) throw new TypeError(`invalid response header ${JSON.stringify(k)}`);
+  }
+}

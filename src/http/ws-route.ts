@@ -1,0 +1,235 @@
+/**
+ * A WebSocket route on a uWS App: used by the dashboard listener (ws-server.ts, spec 4.18) and
+ * for WS routes on the HTTP App (`wsRoutes` of startHttpListener; pty-ws.v1 later).
+ *
+ * Handlers see a small {@link WsConn}, never the uWS socket (which is invalid after close).
+ * Overflow is explicit: a connection whose backpressure passes `maxBackpressureBytes` is closed
+ * (uWS closeOnBackpressureLimit) instead of silently skipping published frames.
+ */
+import uWS from '@trufflesuite/uws-js-unofficial';
+import type { HttpRequest, HttpResponse, TemplatedApp, us_socket_context_t, WebSocket } from '@trufflesuite/uws-js-unofficial';
+import type { Logger } from 'pino';
+import { SvcError } from '../core/errors.js';
+import { renderError } from './dispatch.js';
+import { copyRequest, writeRendered } from './uws-io.js';
+import type { RequestView } from './types.js';
+
+/** Result of `send`: queued fully, queued under backpressure, dropped (over the limit), or closed. */
+export type WsSendStatus = 'sent' | 'backpressure' | 'dropped' | 'closed';
+
+export interface WsConn {
+  /** Process-unique connection number. */
+  readonly id: number;
+  /** The upgrade request (path, query, headers, params); body is always empty. */
+  readonly request: RequestView;
+  /** The subprotocol selected at upgrade ('' when none). */
+  readonly protocol: string;
+  readonly closed: boolean;
+  /** Text frame unless `isBinary`. */
+  send(data: Uint8Array | string, isBinary?: boolean): WsSendStatus;
+  subscribe(topic: string): void;
+  unsubscribe(topic: string): void;
+  /** Close with a code (default 1000) and a short reason; idempotent. */
+  close(code?: number, reason?: string): void;
+  /** Bytes queued in uWS for this connection. */
+  bufferedAmount(): number;
+}
+
+export interface WsHandlers {
+  open?(conn: WsConn): void;
+  /** `data` is only valid during the call (uWS neuters it afterwards): copy what you keep. */
+  message?(conn: WsConn, data: ArrayBuffer, isBinary: boolean): void;
+  close?(conn: WsConn, code: number): void;
+  /** Backpressure drained below the limit. */
+  drain?(conn: WsConn): void;
+}
+
+export interface WsRouteOptions {
+  /** uWS pattern, e.g. `/*` or `/api/v1/pty/:id` (`:params` land in `conn.request.params`). */
+  path: string;
+  handlers: WsHandlers;
+  /** Per-connection send queue limit; over it the connection is closed. Default 4 MiB. */
+  maxBackpressureBytes?: number;
+  /** Close after this many seconds without traffic (uWS pings in between; 0 disables). Default 120. */
+  idleTimeoutSeconds?: number;
+  /** Largest accepted incoming message. Default 64 KiB. */
+  maxPayloadBytes?: number;
+  /** Accepted subprotocols; when set, a client offering none of them is refused with 400. */
+  protocols?: readonly string[];
+  /** Runs before the upgrade; throw an SvcError to refuse with its envelope. */
+  authorize?: (req: RequestView) => void | Promise<void>;
+}
+
+/** Live state shared between a route and the listener that owns it. */
+export interface WsRouteContext {
+  readonly logger: Logger;
+  readonly conns: Set<WsConn>;
+  /** True once the owning listener is stopping: upgrades are refused with 503. */
+  closing(): boolean;
+}
+
+interface UserData {
+  conn: WsConnImpl;
+}
+
+let nextConnId = 1;
+
+class WsConnImpl implements WsConn {
+  readonly id = nextConnId++;
+  readonly request: RequestView;
+  readonly protocol: string;
+  #ws: WebSocket<UserData> | null = null;
+  #closed = false;
+
+  constructor(request: RequestView, protocol: string) {
+    this.request = request;
+    this.protocol = protocol;
+  }
+  attach(ws: WebSocket<UserData>): void {
+    this.#ws = ws;
+  }
+  detach(): void {
+    this.#closed = true;
+    this.#ws = null;
+  }
+  get closed(): boolean {
+    return this.#closed;
+  }
+  send(data: Uint8Array | string, isBinary = false): WsSendStatus {
+    if (this.#ws === null) return 'closed';
+    const r = this.#ws.send(data, isBinary);
+    return r === 1 ? 'sent' : r === 0 ? 'backpressure' : 'dropped';
+  }
+  subscribe(topic: string): void {
+    this.#ws?.subscribe(topic);
+  }
+  unsubscribe(topic: string): void {
+    this.#ws?.unsubscribe(topic);
+  }
+  close(code = 1000, reason = ''): void {
+    const ws = this.#ws;
+    if (ws === null) return;
+    this.detach();
+    ws.end(code, reason.slice(0, 120));
+  }
+  bufferedAmount(): number {
+    return this.#ws?.getBufferedAmount() ?? 0;
+  }
+}
+
+/** Attach a WS route to an App. Connections are tracked in `ctx.conns` for shutdown. */
+export function attachWsRoute(app: TemplatedApp, opts: WsRouteOptions, ctx: WsRouteContext): void {
+  const paramNames = opts.path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
+  const safe = (what: string, fn: () => void): void => {
+    try {
+      fn();
+    } catch (err) {
+      ctx.logger.error({ err, route: opts.path }, `ws ${what} handler failed`);
+    }
+  };
+  app.ws<UserData>(opts.path, {
+    compression: uWS.DISABLED,
+    maxPayloadLength: opts.maxPayloadBytes ?? 64 * 1024,
+    maxBackpressure: opts.maxBackpressureBytes ?? 4 * 1024 * 1024,
+    closeOnBackpressureLimit: 1,
+    idleTimeout: opts.idleTimeoutSeconds ?? 120,
+    sendPingsAutomatically: true,
+    upgrade: (res, req, context) => upgrade(res, req, context, opts, paramNames, ctx),
+    open: (ws) => {
+      const conn = ws.getUserData().conn;
+      conn.attach(ws);
+      ctx.conns.add(conn);
+      if (opts.handlers.open) safe('open', () => opts.handlers.open?.(conn));
+    },
+    message: (ws, data, isBinary) => {
+      const conn = ws.getUserData().conn;
+      if (opts.handlers.message) safe('message', () => opts.handlers.message?.(conn, data, isBinary));
+    },
+    drain: (ws) => {
+      const conn = ws.getUserData().conn;
+      if (opts.handlers.drain) safe('drain', () => opts.handlers.drain?.(conn));
+    },
+    close: (ws, code) => {
+      const conn = ws.getUserData().conn;
+      conn.detach();
+      ctx.conns.delete(conn);
+      if (opts.handlers.close) safe('close', () => opts.handlers.close?.(conn, code));
+    },
+  });
+}
+
+function upgrade(
+  res: HttpResponse,
+  req: HttpRequest,
+  context: us_socket_context_t,
+  opts: WsRouteOptions,
+  paramNames: readonly string[],
+  ctx: WsRouteContext,
+): void {
+  // Everything from `req` is copied now: it is stack-allocated and gone after this callback.
+  const raw = copyRequest(res, req);
+  const key = raw.headers['sec-websocket-key'] ?? '';
+  const extensions = raw.headers['sec-websocket-extensions'] ?? '';
+  let aborted = false;
+  res.onAborted(() => {
+    aborted = true;
+  });
+  const refuse = (err: unknown): void => {
+    if (!aborted) writeRendered(res, renderError(err), { head: false, closeConnection: true });
+  };
+  try {
+    if (ctx.closing()) throw new SvcError('server.not_ready', 'the server is shutting down');
+    const params: Record<string, string> = Object.create(null) as Record<string, string>;
+    paramNames.forEach((name, i) => {
+      try {
+        params[name] = decodeURIComponent(req.getParameter(i));
+      } catch {
+        throw new SvcError('request.invalid', `invalid percent-encoding in path parameter ${name}`);
+      }
+    });
+    const offered = (raw.headers['sec-websocket-protocol'] ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+    let protocol = '';
+    if (opts.protocols !== undefined) {
+      protocol = offered.find((p) => opts.protocols?.includes(p)) ?? '';
+      if (protocol === '') throw new SvcError('request.invalid', `supported WebSocket subprotocols: ${opts.protocols.join(', ')}`);
+    }
+    const view: RequestView = { ...raw, params, body: undefined, rawBody: null };
+    const conn = new WsConnImpl(view, protocol);
+    const finish = (): void => {
+      if (aborted) return;
+      res.cork(() => {
+        res.upgrade<UserData>({ conn }, key, protocol, extensions, context);
+      });
+    };
+    if (opts.authorize === undefined) return finish();
+    Promise.resolve()
+      .then(() => opts.authorize?.(view))
+      .then(finish, (err: unknown) => {
+        if (!(err instanceof SvcError)) ctx.logger.error({ err, route: opts.path }, 'ws authorize failed');
+        refuse(err);
+      })
+      .catch((err: unknown) => ctx.logger.error({ err, route: opts.path }, 'ws upgrade failed'));
+  } catch (err) {
+    refuse(err);
+  }
+}
+
+/** Default dashboard behaviour until the subscription protocol lands: hello on open, errors otherwise. */
+export const defaultWsHandlers: WsHandlers = {
+  open(conn) {
+    conn.send(JSON.stringify({ type: 'server_hello', conn_id: conn.id, timestamp: Date.now() }));
+  },
+  message(conn, data, isBinary) {
+    let message = 'binary messages are not accepted';
+    if (!isBinary) {
+      let type: unknown;
+      try {
+        type = (JSON.parse(Buffer.from(data).toString('utf8')) as { type?: unknown } | null)?.type;
+      } catch {
+        type = undefined;
+      }
+      message = typeof type === 'string' ? `unknown message type: ${type.slice(0, 100)}` : 'expected a JSON object with a string type field';
+    }
+    conn.send(JSON.stringify({ type: 'error', message }));
+  },
+};
