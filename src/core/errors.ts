@@ -55,10 +55,12 @@ export const ERROR_TABLE = {
   'server.timeout': { http: 503, grpc: GrpcStatus.DEADLINE_EXCEEDED, meaning: 'an internal call did not finish within its deadline' },
   'actor.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no actor has this id' },
   'actor.shard_restarted': { http: 503, grpc: GrpcStatus.UNAVAILABLE, meaning: 'the worker shard hosting the actor crashed and was restarted' },
+  'actor.already_exists': { http: 409, grpc: GrpcStatus.ALREADY_EXISTS, meaning: 'an actor with this id is already running' },
 
   // agents (spec part 5; gRPC identity)
   'agent.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no connected or retained agent has this id' },
   'agent.identity_mismatch': { http: 403, grpc: GrpcStatus.PERMISSION_DENIED, meaning: 'the certificate identity does not match x-agent-instance-id' },
+  'identity.operator_required': { http: 403, grpc: GrpcStatus.PERMISSION_DENIED, meaning: 'the call needs an operator certificate (spiffe://<domain>/operator/<name>)' },
   'agent.unauthenticated': { http: 401, grpc: GrpcStatus.UNAUTHENTICATED, meaning: 'no verified transport identity' },
 
   // VMs and operations (spec part 7)
@@ -148,4 +150,14 @@ export function fromWire(wire: WireError): SvcError {
 /** The spec's v1 error envelope. */
 export function envelope(code: ErrorCode, message: string): { error: { code: ErrorCode; message: string } } {
   return { error: { code, message } };
+}
+
+/** The README's error table, generated from ERROR_TABLE (test/unit/core/errors.test.ts keeps them equal). */
+export function errorsMarkdownTable(): string {
+  const grpcName = new Map<number, string>(Object.entries(GrpcStatus).map(([k, v]) => [v, k]));
+  const rows = (Object.keys(ERROR_TABLE) as ErrorCode[]).map((code) => {
+    const e: ErrorSpec = ERROR_TABLE[code];
+    return `| \`${code}\` | ${e.http} | ${grpcName.get(e.grpc) ?? e.grpc} | ${e.meaning} |`;
+  });
+  return ['| Code | HTTP | gRPC | Meaning |', '|---|---|---|---|', ...rows].join('\n');
 }
