@@ -1,0 +1,175 @@
+/**
+ * The one record format for everything that crosses a shard ring (main ⇄ worker shard):
+ *
+ * ```
+ *   0        1         2              4                4 + keyBytes
+ *   ┌────────┬─────────┬──────────────┬────────────────┬──────────────────┐
+ *   │ u8 kind│ u8 flags│ u16 keyBytes │ key (UTF-8)    │ payload …        │
+ *   └────────┴─────────┴──────────────┴────────────────┴──────────────────┘
+ * ```
+ *
+ * keyBytes is little-endian. The key is the actor id on frames to an actor and the topic (or
+ * target) on frames from an actor. A frame is written as two parts, the header (kind, flags,
+ * keyBytes, key) and the caller's payload, so the ring copies the payload exactly once.
+ */
+
+/**
+ * Frame kinds. 0 is never valid. Ranges are reserved by area so later issues can add kinds
+ * without renumbering: 1–15 runtime, 16–31 agent connections, 32–47 publish/fanout,
+ * 48–63 commands and replay, 64–255 free.
+ */
+export const FrameKind = {
+  /** main → actor: opaque data for actor `key` (ActorSystem.send). */
+  kFrameData: 1,
+  /** actor → main: opaque output under topic `key` (ActorContext.emit). */
+  kFrameEmit: 2,
+  /** main → actor (reserved): one raw message received on agent connection `key`. */
+  kFrameAgentIn: 16,
+  /** actor → main (reserved): one encoded message to send to agent `key`. */
+  kFrameSendToAgent: 17,
+  /** actor → main (reserved): agent `key` should be disconnected; payload is the reason. */
+  kFrameAgentClose: 18,
+  /** actor → main (reserved): a pre-encoded WS frame to publish to all subscribers of topic `key`. */
+  kFramePublishWs: 32,
+  /** actor → main (reserved): a pre-encoded SSE event to write to all subscribers of topic `key`. */
+  kFramePublishSse: 33,
+} as const;
+export type FrameKindName = keyof typeof FrameKind;
+
+/** Frame flags (bit set). Reserved: senders write 0, decoders pass unknown bits through. */
+export const FrameFlag = {
+  kFlagNone: 0,
+} as const;
+
+/** Bytes before the key: kind, flags, keyBytes. */
+export const kFrameHeaderBytes = 4;
+/** Longest key in UTF-8 bytes (u16). */
+export const kMaxFrameKeyBytes = 0xffff;
+
+/** Thrown by decodeFrame for a record that is not a well-formed frame; nothing else is thrown. */
+export class FrameDecodeError extends Error {
+  override readonly name = 'FrameDecodeError';
+  /** Stable reason, for counting. */
+  readonly reason: 'too_short' | 'bad_kind' | 'key_overflow' | 'bad_utf8';
+  constructor(reason: FrameDecodeError['reason'], message: string) {
+    super(message);
+    this.reason = reason;
+  }
+}
+
+/** A decoded frame. `payload` is a view into the record (valid as long as the record is). */
+export interface Frame {
+  kind: number;
+  flags: number;
+  key: string;
+  payload: Uint8Array;
+}
+
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+const utf8Encoder = new TextEncoder();
+
+/** Bytes of the header (4 + UTF-8 key) for `key`. */
+export function frameHeaderBytes(key: string): number {
+  return kFrameHeaderBytes + utf8Length(key);
+}
+
+/** UTF-8 length of `s` without allocating. */
+export function utf8Length(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 2; // a surrogate pair: 2 UTF-16 units, 4 UTF-8 bytes
+      i++;
+    } else n += 2; // BMP (lone surrogates become U+FFFD, also 3 bytes)
+  }
+  return n;
+}
+
+function checkKind(kind: number, flags: number): void {
+  if (!Number.isInteger(kind) || kind < 1 || kind > 255) throw new RangeError(`frame kind must be 1..255, got ${kind}`);
+  if (!Number.isInteger(flags) || flags < 0 || flags > 255) throw new RangeError(`frame flags must be 0..255, got ${flags}`);
+}
+
+/**
+ * Builds frame headers into one reusable buffer, so sending a frame allocates nothing. The view
+ * returned by `header` is valid until the next call: hand it to a ring's tryWrite right away
+ * (the ring copies synchronously). One encoder per thread (or per producer) is enough.
+ */
+export class FrameEncoder {
+  #buf = new Uint8Array(256);
+
+  /** Header bytes for (kind, flags, key). RangeError for a kind/flags outside a byte or a key over 65,535 bytes. */
+  header(kind: number, flags: number, key: string): Uint8Array {
+    checkKind(kind, flags);
+    if (key.length > kMaxFrameKeyBytes) throw new RangeError(`frame key is over ${kMaxFrameKeyBytes} bytes`);
+    // ≤ 3 UTF-8 bytes per UTF-16 unit
+    const worst = kFrameHeaderBytes + key.length * 3;
+    if (worst > this.#buf.length) this.#buf = new Uint8Array(Math.min(kFrameHeaderBytes + kMaxFrameKeyBytes * 3, worst * 2));
+    const buf = this.#buf;
+    let keyBytes: number;
+    let ascii = true;
+    for (let i = 0; i < key.length; i++) {
+      const c = key.charCodeAt(i);
+      if (c >= 0x80) {
+        ascii = false;
+        break;
+      }
+      buf[kFrameHeaderBytes + i] = c;
+    }
+    if (ascii) keyBytes = key.length;
+    else keyBytes = utf8Encoder.encodeInto(key, buf.subarray(kFrameHeaderBytes)).written;
+    if (keyBytes > kMaxFrameKeyBytes) throw new RangeError(`frame key is ${keyBytes} bytes, max ${kMaxFrameKeyBytes}`);
+    buf[0] = kind;
+    buf[1] = flags;
+    buf[2] = keyBytes & 0xff;
+    buf[3] = keyBytes >>> 8;
+    return buf.subarray(0, kFrameHeaderBytes + keyBytes);
+  }
+}
+
+/** A fresh header (allocates; for code off the hot path). Same checks as FrameEncoder.header. */
+export function encodeFrameHeader(kind: number, flags: number, key: string): Uint8Array {
+  return new FrameEncoder().header(kind, flags, key).slice();
+}
+
+/** The frame as [header, payload] parts for RingProducer.tryWrite (allocates the header). */
+export function encodeFrame(kind: number, flags: number, key: string, payload: Uint8Array): [Uint8Array, Uint8Array] {
+  return [encodeFrameHeader(kind, flags, key), payload];
+}
+
+/** Decodes one ring record. Throws only FrameDecodeError; the payload is a view into `record`. */
+export function decodeFrame(record: Uint8Array): Frame {
+  if (record.byteLength < kFrameHeaderBytes) {
+    throw new FrameDecodeError('too_short', `frame of ${record.byteLength} bytes is shorter than its header`);
+  }
+  const kind = record[0]!;
+  if (kind === 0) throw new FrameDecodeError('bad_kind', 'frame kind 0 is invalid');
+  const keyBytes = record[2]! | (record[3]! << 8);
+  const keyEnd = kFrameHeaderBytes + keyBytes;
+  if (keyEnd > record.byteLength) {
+    throw new FrameDecodeError('key_overflow', `frame key of ${keyBytes} bytes overruns the ${record.byteLength}-byte record`);
+  }
+  return { kind, flags: record[1]!, key: decodeKey(record, keyEnd), payload: record.subarray(keyEnd) };
+}
+
+function decodeKey(record: Uint8Array, keyEnd: number): string {
+  // Actor ids and topics are ASCII in practice; short ASCII keys skip TextDecoder's call cost.
+  if (keyEnd - kFrameHeaderBytes <= 64) {
+    let s = '';
+    let i = kFrameHeaderBytes;
+    for (; i < keyEnd; i++) {
+      const c = record[i]!;
+      if (c >= 0x80) break;
+      s += String.fromCharCode(c);
+    }
+    if (i === keyEnd) return s;
+  }
+  try {
+    return utf8Decoder.decode(record.subarray(kFrameHeaderBytes, keyEnd));
+  } catch {
+    throw new FrameDecodeError('bad_utf8', 'frame key is not valid UTF-8');
+  }
+}

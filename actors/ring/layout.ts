@@ -1,0 +1,115 @@
+/**
+ * The one shared-memory layout of the SAB byte ring (actors/ring/sab-ring.ts). One
+ * SharedArrayBuffer holds one single-producer/single-consumer ring:
+ *
+ * ```
+ *  byte 0                              64                              128            128 + capacityBytes
+ *  ┌───────────────────────────────────┬───────────────────────────────┬──────────────────────────┐
+ *  │ control line 0 (producer writes)  │ control line 1 (consumer)     │ data region              │
+ *  │ i32[0]  kMagic                    │ i32[16] kTail                 │ capacityBytes, a power   │
+ *  │ i32[1]  kCapacityBytes            │ i32[17] kConsumerWaiting      │ of two, records below    │
+ *  │ i32[2]  kHead                     │ (rest unused)                 │                          │
+ *  │ i32[3]  kClosed                   │                               │                          │
+ *  │ i32[4]  kProducerWaiting          │                               │                          │
+ *  └───────────────────────────────────┴───────────────────────────────┴──────────────────────────┘
+ * ```
+ *
+ * Each side writes only its own 64-byte line (kMagic/kCapacityBytes are written once at
+ * allocation), so the two threads do not false-share a cache line on every record.
+ *
+ * kHead and kTail are free-running byte counters modulo 2^32 (stored as int32, compared with
+ * `>>> 0`): the position in the data region is `counter & (capacityBytes - 1)` and the bytes in
+ * use are `(head - tail) >>> 0`, which is unambiguous (0 = empty, capacityBytes = full) because
+ * capacityBytes ≤ 2^30. The producer alone stores kHead, the consumer alone stores kTail.
+ *
+ * A record at position p (a multiple of kRecordAlignBytes):
+ *
+ * ```
+ *   p         p+4                      p+4+length        p + recordBytes(length)
+ *   ┌─────────┬────────────────────────┬─────────────────┐
+ *   │ u32 len │ payload (len bytes)    │ pad to 8 bytes  │ next record …
+ *   └─────────┴────────────────────────┴─────────────────┘
+ * ```
+ *
+ * The length is in the machine's byte order (both sides are threads of one process).
+ *
+ * Wrap: a record never splits across the end of the data region, so the consumer can always
+ * hand out one contiguous zero-copy view. When a record does not fit before the end, the producer
+ * writes the length kPadMarker at p (there are always ≥ 8 bytes left, since p and the capacity
+ * are multiples of 8), advances kHead to the next lap's position 0, and writes the record there.
+ * The consumer skips a pad by advancing kTail to the end of the lap. A record of maxRecordBytes
+ * (capacityBytes - 4) occupies the whole region.
+ *
+ * Publication: the producer writes length and payload with plain stores, then publishes with
+ * `Atomics.store(kHead)`; the consumer reads kHead with `Atomics.load` before reading the
+ * record, and publishes the freed space with `Atomics.store(kTail)` only after the view it
+ * handed out is no longer used. Sequentially consistent atomics order the plain accesses.
+ *
+ * Waking: a side that must wait sets its waiting flag (kConsumerWaiting / kProducerWaiting),
+ * re-reads the other side's counter, and then waits with `Atomics.waitAsync` on that counter's
+ * current value; the other side stores its counter first and reads the flag second, and calls
+ * `Atomics.notify` only when the flag is set. Either the waiter sees the new counter or the
+ * notifier sees the flag (both orders are seq-cst), and waitAsync itself returns at once when the
+ * value has already changed, so no wake-up is lost and a busy stream pays no notify per record.
+ * Close sets kClosed and notifies kHead unconditionally; a consumer re-reads kClosed after its
+ * waiter is registered, so a close between its check and its wait is not lost either.
+ * `Atomics.wait` (blocking) is never used.
+ */
+
+/** Int32 slot: constant kRingMagic, to reject a SharedArrayBuffer that is not a ring. */
+export const kMagic = 0;
+/** Int32 slot: bytes of the data region (written once at allocation). */
+export const kCapacityBytes = 1;
+/** Int32 slot: free-running count of bytes the producer has published (mod 2^32). */
+export const kHead = 2;
+/** Int32 slot: 1 once the producer has closed the ring. */
+export const kClosed = 3;
+/** Int32 slot: 1 while the producer waits for space (the consumer then notifies kTail). */
+export const kProducerWaiting = 4;
+/** Int32 slot: free-running count of bytes the consumer has released (mod 2^32). */
+export const kTail = 16;
+/** Int32 slot: 1 while the consumer waits for records (the producer then notifies kHead). */
+export const kConsumerWaiting = 17;
+
+/** Bytes before the data region (two 64-byte cache lines of control words). */
+export const kControlBytes = 128;
+/** Int32 slots in the control region. */
+export const kControlSlots = kControlBytes / 4;
+/** 'RING' in ASCII. */
+export const kRingMagic = 0x52494e47;
+
+/** Bytes of the per-record length header. */
+export const kRecordHeaderBytes = 4;
+/** Record start positions are multiples of this (lets a payload hold aligned 4-byte words). */
+export const kRecordAlignBytes = 8;
+/** Length value that marks padding up to the end of the data region. */
+export const kPadMarker = 0xffffffff;
+
+/** Smallest data region accepted (bytes). */
+export const kMinCapacityBytes = 64;
+/** Largest data region accepted (bytes); keeps `(head - tail) >>> 0` unambiguous. */
+export const kMaxCapacityBytes = 2 ** 30;
+
+/** Bytes a record of `payloadBytes` occupies in the data region: header + payload, rounded up to 8. */
+export function recordBytes(payloadBytes: number): number {
+  return (kRecordHeaderBytes + payloadBytes + kRecordAlignBytes - 1) & ~(kRecordAlignBytes - 1);
+}
+
+/** Largest payload a ring of `capacityBytes` accepts (the record then fills the whole region). */
+export function maxRecordBytesFor(capacityBytes: number): number {
+  return capacityBytes - kRecordHeaderBytes;
+}
+
+/** Throws RangeError unless `capacityBytes` is a power of two within [kMinCapacityBytes, kMaxCapacityBytes]. */
+export function validateCapacityBytes(capacityBytes: number): void {
+  if (
+    !Number.isInteger(capacityBytes) ||
+    capacityBytes < kMinCapacityBytes ||
+    capacityBytes > kMaxCapacityBytes ||
+    (capacityBytes & (capacityBytes - 1)) !== 0
+  ) {
+    throw new RangeError(
+      `ring capacityBytes must be a power of two between ${kMinCapacityBytes} and ${kMaxCapacityBytes}, got ${capacityBytes}`,
+    );
+  }
+}

@@ -1,0 +1,278 @@
+/**
+ * The SharedArrayBuffer byte ring: the fast path between the main thread and a worker shard.
+ * One producer thread, one consumer thread; layout, publication order and wake-up protocol are
+ * described in ./layout.ts. Neither side ever blocks its thread (Atomics.waitAsync only), and
+ * the hot path allocates nothing but the consumer's per-record subarray view.
+ */
+import type { RingConsumer, RingProducer } from './types.js';
+import {
+  kCapacityBytes,
+  kClosed,
+  kConsumerWaiting,
+  kControlBytes,
+  kControlSlots,
+  kHead,
+  kMagic,
+  kPadMarker,
+  kProducerWaiting,
+  kRecordHeaderBytes,
+  kRingMagic,
+  kTail,
+  maxRecordBytesFor,
+  recordBytes,
+  validateCapacityBytes,
+} from './layout.js';
+import { waitForChange } from './wait-async.js';
+
+/**
+ * Allocates and initialises the SharedArrayBuffer of one ring with a data region of
+ * `capacityBytes` (a power of two, 64 B … 1 GiB; RangeError otherwise). Hand it to one
+ * SabRingProducer and one SabRingConsumer, in any threads.
+ */
+export function allocateSabRing(capacityBytes: number): SharedArrayBuffer {
+  validateCapacityBytes(capacityBytes);
+  const sab = new SharedArrayBuffer(kControlBytes + capacityBytes);
+  const ctrl = new Int32Array(sab, 0, kControlSlots);
+  ctrl[kCapacityBytes] = capacityBytes;
+  Atomics.store(ctrl, kMagic, kRingMagic);
+  return sab;
+}
+
+interface RingViews {
+  ctrl: Int32Array;
+  bytes: Uint8Array;
+  words: Uint32Array;
+  capacityBytes: number;
+}
+
+function openRing(sab: SharedArrayBuffer): RingViews {
+  if (!(sab instanceof SharedArrayBuffer) || sab.byteLength < kControlBytes) {
+    throw new TypeError('not a ring SharedArrayBuffer (use allocateSabRing)');
+  }
+  const ctrl = new Int32Array(sab, 0, kControlSlots);
+  const capacityBytes = Atomics.load(ctrl, kCapacityBytes);
+  if (Atomics.load(ctrl, kMagic) !== kRingMagic || sab.byteLength !== kControlBytes + capacityBytes) {
+    throw new TypeError('not a ring SharedArrayBuffer (use allocateSabRing)');
+  }
+  return {
+    ctrl,
+    bytes: new Uint8Array(sab, kControlBytes, capacityBytes),
+    words: new Uint32Array(sab, kControlBytes, capacityBytes / 4),
+    capacityBytes,
+  };
+}
+
+function partsLength(parts: Uint8Array | readonly Uint8Array[]): number {
+  if (parts instanceof Uint8Array) return parts.byteLength;
+  let n = 0;
+  for (const p of parts) n += p.byteLength;
+  return n;
+}
+
+/** Producer side of a SAB ring. Use from exactly one thread. */
+export class SabRingProducer implements RingProducer {
+  /** Bytes of the data region. */
+  readonly capacityBytes: number;
+  /** Largest payload accepted: capacityBytes - 4. */
+  readonly maxRecordBytes: number;
+  readonly #ctrl: Int32Array;
+  readonly #bytes: Uint8Array;
+  readonly #words: Uint32Array;
+  readonly #mask: number;
+  /** Our copy of kHead (we are its only writer). */
+  #head: number;
+  #closed = false;
+  /** Pending waitWritable calls in this thread; kProducerWaiting is 1 while > 0. */
+  #waiters = 0;
+
+  constructor(sab: SharedArrayBuffer) {
+    const v = openRing(sab);
+    this.#ctrl = v.ctrl;
+    this.#bytes = v.bytes;
+    this.#words = v.words;
+    this.capacityBytes = v.capacityBytes;
+    this.maxRecordBytes = maxRecordBytesFor(v.capacityBytes);
+    this.#mask = v.capacityBytes - 1;
+    this.#head = Atomics.load(v.ctrl, kHead);
+    this.#closed = Atomics.load(v.ctrl, kClosed) !== 0;
+  }
+
+  /** Bytes queued (written, not yet released by the consumer), including per-record overhead. */
+  get usedBytes(): number {
+    return (this.#head - Atomics.load(this.#ctrl, kTail)) >>> 0;
+  }
+
+  tryWrite(parts: Uint8Array | readonly Uint8Array[]): boolean {
+    if (this.#closed) throw new Error('ring is closed');
+    const length = partsLength(parts);
+    if (length > this.maxRecordBytes) {
+      throw new RangeError(`record of ${length} bytes exceeds maxRecordBytes ${this.maxRecordBytes}`);
+    }
+    const size = recordBytes(length);
+    if (!this.#makeRoom(size)) return false;
+    const pos = this.#head & this.#mask;
+    this.#words[pos >>> 2] = length;
+    let off = pos + kRecordHeaderBytes;
+    if (parts instanceof Uint8Array) {
+      this.#bytes.set(parts, off);
+    } else {
+      for (const p of parts) {
+        this.#bytes.set(p, off);
+        off += p.byteLength;
+      }
+    }
+    this.#publish((this.#head + size) | 0);
+    return true;
+  }
+
+  async waitWritable(recordBytesWanted: number, signal?: AbortSignal): Promise<void> {
+    if (recordBytesWanted > this.maxRecordBytes) {
+      throw new RangeError(`record of ${recordBytesWanted} bytes exceeds maxRecordBytes ${this.maxRecordBytes}`);
+    }
+    const size = recordBytes(Math.max(0, recordBytesWanted));
+    const ctrl = this.#ctrl;
+    for (;;) {
+      signal?.throwIfAborted();
+      if (this.#closed || this.#makeRoom(size)) return;
+      if (this.#waiters++ === 0) Atomics.store(ctrl, kProducerWaiting, 1);
+      try {
+        // Re-read kTail after raising the flag: either we see the consumer's progress here, or
+        // the consumer sees our flag and notifies.
+        const tail = Atomics.load(ctrl, kTail);
+        if (this.#makeRoom(size)) return;
+        await waitForChange(ctrl, kTail, tail, signal, () => this.#closed);
+      } finally {
+        if (--this.#waiters === 0) Atomics.store(ctrl, kProducerWaiting, 0);
+      }
+    }
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    Atomics.store(this.#ctrl, kClosed, 1);
+    // Unconditional: the consumer re-reads kClosed after registering its waiter (layout.ts).
+    Atomics.notify(this.#ctrl, kHead);
+    // Wakes this thread's own pending waitWritable calls, which then see #closed.
+    Atomics.notify(this.#ctrl, kTail);
+  }
+
+  /**
+   * True when a record of `size` ring bytes fits contiguously at the head now. When it would
+   * have to wrap and the rest of the lap is free, writes the pad first (invisible to the
+   * consumer) so the record can start at position 0 once enough is drained.
+   */
+  #makeRoom(size: number): boolean {
+    const tail = Atomics.load(this.#ctrl, kTail);
+    let free = this.capacityBytes - ((this.#head - tail) >>> 0);
+    if (free < size) return false;
+    const pos = this.#head & this.#mask;
+    const untilEnd = this.capacityBytes - pos;
+    if (size <= untilEnd) return true;
+    this.#words[pos >>> 2] = kPadMarker;
+    this.#publish((this.#head + untilEnd) | 0);
+    free -= untilEnd;
+    return free >= size;
+  }
+
+  #publish(head: number): void {
+    this.#head = head;
+    Atomics.store(this.#ctrl, kHead, head);
+    if (Atomics.load(this.#ctrl, kConsumerWaiting) !== 0) Atomics.notify(this.#ctrl, kHead);
+  }
+}
+
+/** Consumer side of a SAB ring. Use from exactly one thread. */
+export class SabRingConsumer implements RingConsumer {
+  /** Bytes of the data region. */
+  readonly capacityBytes: number;
+  readonly #ctrl: Int32Array;
+  readonly #bytes: Uint8Array;
+  readonly #words: Uint32Array;
+  readonly #mask: number;
+  /** Our copy of kTail (we are its only writer). */
+  #tail: number;
+  /** Pending waitReadable calls in this thread; kConsumerWaiting is 1 while > 0. */
+  #waiters = 0;
+
+  constructor(sab: SharedArrayBuffer) {
+    const v = openRing(sab);
+    this.#ctrl = v.ctrl;
+    this.#bytes = v.bytes;
+    this.#words = v.words;
+    this.capacityBytes = v.capacityBytes;
+    this.#mask = v.capacityBytes - 1;
+    this.#tail = Atomics.load(v.ctrl, kTail);
+  }
+
+  get usedBytes(): number {
+    return (Atomics.load(this.#ctrl, kHead) - this.#tail) >>> 0;
+  }
+
+  drain(fn: (record: Uint8Array) => void, maxRecords = Infinity): number {
+    const ctrl = this.#ctrl;
+    const words = this.#words;
+    let tail = this.#tail;
+    const start = tail;
+    let head = Atomics.load(ctrl, kHead);
+    let n = 0;
+    try {
+      while (n < maxRecords) {
+        if (tail === head) {
+          head = Atomics.load(ctrl, kHead);
+          if (tail === head) break;
+        }
+        const pos = tail & this.#mask;
+        const length = words[pos >>> 2]!;
+        if (length === kPadMarker) {
+          tail = (tail + this.capacityBytes - pos) | 0;
+          Atomics.store(ctrl, kTail, tail);
+          continue;
+        }
+        const off = pos + kRecordHeaderBytes;
+        // Count the record as consumed even when fn throws, or it would be redelivered forever.
+        n++;
+        try {
+          fn(this.#bytes.subarray(off, off + length));
+        } finally {
+          // Release the space only after fn is done with the zero-copy view.
+          tail = (tail + recordBytes(length)) | 0;
+          Atomics.store(ctrl, kTail, tail);
+        }
+      }
+    } finally {
+      this.#tail = tail;
+      if (tail !== start && Atomics.load(ctrl, kProducerWaiting) !== 0) Atomics.notify(ctrl, kTail);
+    }
+    return n;
+  }
+
+  async waitReadable(signal?: AbortSignal): Promise<boolean> {
+    const ctrl = this.#ctrl;
+    for (;;) {
+      signal?.throwIfAborted();
+      if (this.#hasRecord()) return true;
+      if (Atomics.load(ctrl, kClosed) !== 0) return this.#hasRecord();
+      if (this.#waiters++ === 0) Atomics.store(ctrl, kConsumerWaiting, 1);
+      try {
+        const head = Atomics.load(ctrl, kHead);
+        if (head !== this.#tail || Atomics.load(ctrl, kClosed) !== 0) continue;
+        await waitForChange(ctrl, kHead, head, signal, () => Atomics.load(ctrl, kClosed) !== 0);
+      } finally {
+        if (--this.#waiters === 0) Atomics.store(ctrl, kConsumerWaiting, 0);
+      }
+    }
+  }
+
+  /** True when a record (not just a pad) is available; consumes a pad at the tail if there is one. */
+  #hasRecord(): boolean {
+    const head = Atomics.load(this.#ctrl, kHead);
+    if (head === this.#tail) return false;
+    const pos = this.#tail & this.#mask;
+    if (this.#words[pos >>> 2] !== kPadMarker) return true;
+    this.#tail = (this.#tail + this.capacityBytes - pos) | 0;
+    Atomics.store(this.#ctrl, kTail, this.#tail);
+    if (Atomics.load(this.#ctrl, kProducerWaiting) !== 0) Atomics.notify(this.#ctrl, kTail);
+    return head !== this.#tail;
+  }
+}
