@@ -185,6 +185,22 @@ export const SCHEMA = {
     },
     doc: 'SPIFFE trust domain of agent and operator identities (spiffe://<domain>/agent/<instance_id>).',
   }),
+  SVC_AGENT_HEARTBEAT_SECONDS: entry({
+    field: 'agentHeartbeatSeconds', group: 'agents', defaultText: '30', defaultRaw: '30', parse: parseIntInRange(1, 3600),
+    doc: 'Heartbeat interval sent to agents in RegistrationAck (seconds).',
+  }),
+  SVC_AGENT_STALE_AFTER_SECONDS: entry({
+    field: 'agentStaleAfterSeconds', group: 'agents', defaultText: '3 heartbeat intervals', defaultRaw: null, parse: parseIntInRange(1, 86_400),
+    doc: 'An agent whose last heartbeat is older than this is Stale (seconds).',
+  }),
+  SVC_AGENT_RETENTION_SECONDS: entry({
+    field: 'agentRetentionSeconds', group: 'agents', defaultText: '600', defaultRaw: '600', parse: parseIntInRange(0, 7 * 86_400),
+    doc: 'A Disconnected agent stays listed this long, then is removed (seconds).',
+  }),
+  SVC_EXEC_DEFAULT_TIMEOUT_SECONDS: entry({
+    field: 'execDefaultTimeoutSeconds', group: 'agents', defaultText: '300', defaultRaw: '300', parse: parseIntInRange(1, 86_400),
+    doc: 'Timeout of an Exec call that asks for none (timeout_seconds 0).',
+  }),
 } as const;
 
 export type SchemaKey = keyof typeof SCHEMA;
@@ -192,7 +208,7 @@ type FieldOf<K extends SchemaKey> = (typeof SCHEMA)[K]['field'];
 type ValueOf<K extends SchemaKey> = ReturnType<(typeof SCHEMA)[K]['parse']>;
 type Nullable<K extends SchemaKey> = (typeof SCHEMA)[K]['defaultRaw'] extends null ? null : never;
 
-/** The validated, deep-frozen configuration every component receives. */
+/** The validated, deep-frozen configuration every component receives (derived defaults resolved by the loader). */
 export type Config = {
-  readonly [K in SchemaKey as FieldOf<K>]: ValueOf<K> | (K extends 'SECRETS_DIR' ? never : Nullable<K>);
+  readonly [K in SchemaKey as FieldOf<K>]: ValueOf<K> | (K extends 'SECRETS_DIR' | 'SVC_AGENT_STALE_AFTER_SECONDS' ? never : Nullable<K>);
 };

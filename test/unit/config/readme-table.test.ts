@@ -12,5 +12,5 @@ test('the README configuration table is the one generated from the schema', () =
   const to = readme.indexOf(end);
   assert.ok(from >= 0 && to > from, 'README.md must hold the config table between the config-table markers');
   const actual = readme.slice(from + begin.length, to).trim();
-  assert.equal(actual, configMarkdownTable(), 'README table drifted: regenerate it with `node dist/src/bin/sandboxd.js config --markdown`');
+  assert.equal(actual, configMarkdownTable(), 'README table drifted: run `npm run build && npm run docs`');
 });

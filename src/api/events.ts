@@ -1,0 +1,120 @@
+/**
+ * Events v1 (spec 4.5): POST /api/v1/events (the VM event bridge's ingest) and
+ * GET /api/v1/events (recent events, filters, and a live tail with follow=true).
+ *
+ * GET query (all optional): since (event id; only newer events), event_type (exact, or a prefix
+ * ending in `*` such as `agent.*`), agent_id, vm_name, limit (1-5000, default 100; the newest
+ * matches, oldest first), follow (true: an SSE stream of `event` frames, starting after `since`).
+ */
+import { SvcError } from '../core/errors.js';
+import type { EventRecord, EventStore, StoredEvent } from '../events/event-store.js';
+import { parseBoolParam, parseIntParam, parseStringParam } from '../http/body.js';
+import type { Router } from '../http/router.js';
+import type { SseSink } from '../http/types.js';
+
+const EVENT_TYPE_RE = /^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$/;
+const FIELDS = new Set(['event_type', 'vm_name', 'timestamp', 'details', 'agent_id', 'trace_id']);
+const MAX_DETAILS_BYTES = 16 * 1024;
+/** A follower more than this many bytes behind is dropped (it can resume with since=<last id>). */
+const FOLLOW_MAX_BUFFERED_BYTES = 1024 * 1024;
+
+export function registerEventRoutes(router: Router, deps: { events: EventStore }): void {
+  router.add({
+    method: 'POST',
+    path: '/api/v1/events',
+    maxBodyBytes: 64 * 1024,
+    handler: (req) => {
+      deps.events.append(validateEventRecord(req.body));
+      return { status: 200, json: { received: true } };
+    },
+  });
+
+  router.add({
+    method: 'GET',
+    path: '/api/v1/events',
+    handler: (req) => {
+      const since = parseIntParam(req.query, 'since', { min: 0 });
+      const eventType = parseStringParam(req.query, 'event_type', { maxLength: 128, pattern: /^[a-z0-9_.]+\*?$/ });
+      const agentId = parseStringParam(req.query, 'agent_id', { maxLength: 256 });
+      const vmName = parseStringParam(req.query, 'vm_name', { maxLength: 256 });
+      const limit = parseIntParam(req.query, 'limit', { min: 1, max: 5000, default: 100 });
+      const follow = parseBoolParam(req.query, 'follow', { default: false });
+      const filter = {
+        ...(since !== undefined ? { since } : {}),
+        ...(eventType !== undefined ? { eventType } : {}),
+        ...(agentId !== undefined ? { agentId } : {}),
+        ...(vmName !== undefined ? { vmName } : {}),
+      };
+      if (!follow) return { status: 200, json: deps.events.query({ ...filter, limit }) };
+      return { sse: (sink) => followEvents(deps.events, sink, filter, limit) };
+    },
+  });
+}
+
+function followEvents(
+  store: EventStore,
+  sink: SseSink,
+  filter: { since?: number; eventType?: string; agentId?: string; vmName?: string },
+  limit: number,
+): void {
+  const matches = (e: StoredEvent): boolean =>
+    (filter.agentId === undefined || e.agent_id === filter.agentId) &&
+    (filter.vmName === undefined || e.vm_name === filter.vmName) &&
+    (filter.eventType === undefined || (filter.eventType.endsWith('*') ? e.event_type.startsWith(filter.eventType.slice(0, -1)) : e.event_type === filter.eventType));
+  let lastId = filter.since ?? 0;
+  const send = (e: StoredEvent): void => {
+    lastId = e.id;
+    sink.write(`id: ${e.id}\nevent: event\ndata: ${JSON.stringify(e)}\n\n`);
+    if (sink.bufferedBytes() > FOLLOW_MAX_BUFFERED_BYTES) {
+      sink.write(`event: error\ndata: ${JSON.stringify({ code: 'slow_subscriber', message: 'subscriber fell behind; resume with since', since: lastId })}\n\n`);
+      sink.close();
+    }
+  };
+  if (filter.since !== undefined) for (const e of store.query({ ...filter, limit }).events) send(e);
+  const unsubscribe = store.subscribe((e) => {
+    if (!sink.closed && e.id > lastId && matches(e)) send(e);
+  });
+  sink.onClose(unsubscribe);
+}
+
+/** Validates a POSTed event record; unknown fields and wrong types are 400 with the field named. */
+export function validateEventRecord(body: unknown): Partial<EventRecord> & { event_type: string } {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new SvcError('request.invalid', 'body must be a JSON object (an event record)');
+  }
+  const rec = body as Record<string, unknown>;
+  const unknown = Object.keys(rec).filter((k) => !FIELDS.has(k));
+  if (unknown.length > 0) throw new SvcError('request.invalid', `unknown field(s): ${unknown.join(', ')}`);
+  const out: Partial<EventRecord> & { event_type: string } = { event_type: '' };
+  if (typeof rec['event_type'] !== 'string' || !EVENT_TYPE_RE.test(rec['event_type']) || rec['event_type'].length > 128) {
+    throw new SvcError('request.invalid', 'event_type must be a dotted lower-case name such as vm.started');
+  }
+  out.event_type = rec['event_type'];
+  for (const k of ['vm_name', 'agent_id'] as const) {
+    const v = rec[k];
+    if (v === undefined || v === null) continue;
+    if (typeof v !== 'string' || v.length > 256) throw new SvcError('request.invalid', `${k} must be a string of at most 256 characters`);
+    out[k] = v;
+  }
+  const ts = rec['timestamp'];
+  if (ts !== undefined) {
+    if (typeof ts !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(ts) || Number.isNaN(Date.parse(ts))) {
+      throw new SvcError('request.invalid', 'timestamp must be an ISO 8601 date-time such as 2026-01-01T00:00:00Z');
+    }
+    out.timestamp = new Date(ts).toISOString();
+  }
+  const details = rec['details'];
+  if (details !== undefined) {
+    if (typeof details !== 'object' || details === null || Array.isArray(details)) throw new SvcError('request.invalid', 'details must be an object');
+    if (JSON.stringify(details).length > MAX_DETAILS_BYTES) throw new SvcError('request.invalid', `details must be at most ${MAX_DETAILS_BYTES} bytes of JSON`);
+    out.details = details as Record<string, unknown>;
+  }
+  const trace = rec['trace_id'];
+  if (trace !== undefined && trace !== null) {
+    if (typeof trace !== 'string' || trace.length > 128) throw new SvcError('request.invalid', 'trace_id must be a string or null');
+    out.trace_id = trace;
+  } else if (trace === null) {
+    out.trace_id = null;
+  }
+  return out;
+}
