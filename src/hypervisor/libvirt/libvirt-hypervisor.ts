@@ -1,0 +1,354 @@
+/**
+ * The hypervisor port over libvirt (@unraid/libvirt), for one or several hosts.
+ *
+ * Hosts: SVC_HYPERVISOR_URI may list several URIs. A VM lives on exactly one host; list and get
+ * cover all of them; define places a VM on the reachable host with the fewest domains unless one
+ * is named; names are unique across hosts (define checks every host, and refuses with
+ * HYPERVISOR_UNAVAILABLE while a host cannot be asked, rather than risk a duplicate). Each host
+ * has its own connection, circuit breaker and lanes (host-link.ts); one dead host does not slow
+ * the others: list answers with the hosts that answered.
+ *
+ * Events: see events.ts (own calls + poller + optional virsh event source).
+ */
+import type { Domain } from '@unraid/libvirt';
+import type { Logger } from 'pino';
+import { SvcError } from '../../core/errors.js';
+import { EventTracker } from '../event-tracker.js';
+import type {
+  CallOptions,
+  DomainInfo,
+  DomainSpec,
+  HypervisorCapabilities,
+  HypervisorEvent,
+  HypervisorEventListener,
+  HypervisorHealth,
+  HypervisorPort,
+  ListOptions,
+} from '../port.js';
+import type { ChangeContext } from '../event-tracker.js';
+import { isInProcessTestUri, isTestDriverUri } from '../uri.js';
+import { qemuDomainXml, parseDiskPaths, parseMacAddresses, parseMetadata, testDomainXml, validateSpec } from './domain-xml.js';
+import { detectVirtType, lookupDomain, readDomainOrNull, type RawDomain } from './domains.js';
+import { DomainPoller, VirshEventSource, type VirshEventLine } from './events.js';
+import { probeHealth } from './health.js';
+import { HostLink, type ConnectionFactory } from './host-link.js';
+import { Inventory } from './inventory.js';
+import { vmStateOf } from './state-map.js';
+
+export interface LibvirtHypervisorOptions {
+  /** Host URIs (SVC_HYPERVISOR_URI). At least one; duplicates are refused. */
+  uris: readonly string[];
+  /** Read budget (list, get, health), ms. Default 2000. */
+  readBudgetMs?: number;
+  /** Write budget (define, lifecycle, undefine), ms. Default 30 000. */
+  writeBudgetMs?: number;
+  /** Budget of opening a connection, ms. Default: writeBudgetMs. */
+  connectBudgetMs?: number;
+  /** Consecutive failures that open a host's circuit. Default 3. */
+  failureThreshold?: number;
+  /** First cool-down of an open circuit, ms. Default 30 000 (then doubling, jittered, to maxCoolDownMs). */
+  coolDownMs?: number;
+  /** Default 300 000. */
+  maxCoolDownMs?: number;
+  /** Concurrent native reads / writes per host. Default 2 / 2. */
+  readConcurrency?: number;
+  writeConcurrency?: number;
+  /** Poll interval for changes made outside sandboxd, ms. Default 1000. */
+  pollIntervalMs?: number;
+  /** `auto` (default): a `virsh event` child per daemon URI; `off`: polling only. */
+  virshEvents?: 'auto' | 'off';
+  virshPath?: string;
+  /** Domain type on qemu hosts. `auto` (default) = kvm when this machine runs stock guests with KVM, else qemu (TCG). */
+  domainType?: 'auto' | 'qemu' | 'kvm';
+  /** Tests: make connections (e.g. redirect a URI). */
+  connectionFactory?: ConnectionFactory;
+  logger?: Pick<Logger, 'info' | 'warn' | 'debug'>;
+}
+
+type Phase = 'new' | 'started' | 'stopped';
+
+export class LibvirtHypervisor implements HypervisorPort {
+  readonly #opts: LibvirtHypervisorOptions;
+  readonly #links: HostLink[];
+  readonly #listeners = new Set<HypervisorEventListener>();
+  readonly #tracker: EventTracker;
+  readonly #poller: DomainPoller;
+  readonly #virsh: VirshEventSource[] = [];
+  readonly #inv: Inventory;
+  /** Serialises define/undefine of one name across hosts. */
+  readonly #nameLocks = new Map<string, Promise<unknown>>();
+  #health: Promise<HypervisorHealth> | null = null;
+  #phase: Phase = 'new';
+
+  constructor(opts: LibvirtHypervisorOptions) {
+    if (opts.uris.length === 0) throw new Error('at least one hypervisor URI is needed');
+    if (new Set(opts.uris).size !== opts.uris.length) throw new Error('hypervisor URIs must be distinct');
+    this.#opts = opts;
+    this.#links = opts.uris.map(
+      (uri) =>
+        new HostLink(uri, {
+          ...(opts.readBudgetMs !== undefined ? { readBudgetMs: opts.readBudgetMs } : {}),
+          ...(opts.writeBudgetMs !== undefined ? { writeBudgetMs: opts.writeBudgetMs } : {}),
+          ...(opts.connectBudgetMs !== undefined ? { connectBudgetMs: opts.connectBudgetMs } : {}),
+          ...(opts.readConcurrency !== undefined ? { readConcurrency: opts.readConcurrency } : {}),
+          ...(opts.writeConcurrency !== undefined ? { writeConcurrency: opts.writeConcurrency } : {}),
+          ...(opts.connectionFactory !== undefined ? { connectionFactory: opts.connectionFactory } : {}),
+          ...(opts.logger !== undefined ? { logger: opts.logger } : {}),
+          breaker: {
+            ...(opts.failureThreshold !== undefined ? { failureThreshold: opts.failureThreshold } : {}),
+            ...(opts.coolDownMs !== undefined ? { coolDownMs: opts.coolDownMs } : {}),
+            ...(opts.maxCoolDownMs !== undefined ? { maxCoolDownMs: opts.maxCoolDownMs } : {}),
+          },
+        }),
+    );
+    if (new Set(this.#links.map((l) => l.label)).size !== this.#links.length) throw new Error('hypervisor URIs must differ after redaction');
+    this.#tracker = new EventTracker((e) => this.#emit(e));
+    this.#inv = new Inventory(this.#links, this.#tracker);
+    this.#poller = new DomainPoller(opts.pollIntervalMs ?? 1000, () => this.#sweepAll().then(() => undefined));
+    if ((opts.virshEvents ?? 'auto') === 'auto') {
+      for (const link of this.#links.filter((l) => !isInProcessTestUri(l.uri))) {
+        this.#virsh.push(
+          new VirshEventSource({
+            uri: link.uri,
+            label: link.label,
+            logger: opts.logger,
+            ...(opts.virshPath !== undefined ? { virshPath: opts.virshPath } : {}),
+            onLine: (line) => this.#onVirshLine(link, line),
+          }),
+        );
+      }
+    }
+  }
+
+  async start(): Promise<void> {
+    if (this.#phase === 'started') return;
+    if (this.#phase === 'stopped') throw new SvcError('server.unavailable', 'the hypervisor port was stopped and cannot be restarted');
+    this.#phase = 'started';
+    for (const v of this.#virsh) v.start();
+    await this.#poller.start(); // first sweep: opens the connections and takes the silent baseline
+  }
+
+  async stop(): Promise<void> {
+    if (this.#phase === 'stopped') return;
+    this.#phase = 'stopped';
+    await Promise.all([this.#poller.stop(), ...this.#virsh.map((v) => v.stop())]);
+    await Promise.all(this.#links.map((l) => l.close(Math.min(5000, l.writeBudgetMs))));
+  }
+
+  hosts(): readonly string[] {
+    return this.#links.map((l) => l.label);
+  }
+
+  capabilities(): HypervisorCapabilities {
+    return { snapshots: false, managedSave: false, events: this.#virsh.length > 0 ? 'polling+virsh-event' : 'polling' };
+  }
+
+  onEvent(listener: HypervisorEventListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Sweeps every host now and reports changes (tests; the poller does this every interval). */
+  async pollNow(): Promise<void> {
+    await this.#poller.pollNow();
+    await this.#poller.pollNow();
+  }
+
+  async list(opts: ListOptions = {}): Promise<DomainInfo[]> {
+    const links = opts.host === undefined ? this.#links : [this.#inv.link(opts.host)];
+    const results = await this.#inv.sweep(links);
+    const ok = results.filter((r): r is { link: HostLink; domains: RawDomain[] } => !(r.domains instanceof Error));
+    if (ok.length === 0) throw results[0]?.domains as Error;
+    const states = opts.states === undefined ? null : new Set(opts.states);
+    const prefix = opts.prefix ?? '';
+    return ok
+      .flatMap(({ link, domains }) => domains.map((d) => this.#inv.info(link, d)))
+      .filter((d) => d.name.startsWith(prefix) && (states === null || states.has(d.state)))
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  async get(name: string, opts: CallOptions = {}): Promise<DomainInfo | null> {
+    const found = await this.#inv.locate(name, opts);
+    return found === null ? null : this.#inv.info(found.link, found.raw);
+  }
+
+  async describe(name: string, opts: CallOptions = {}): Promise<{ info: DomainInfo; disks: string[]; macAddresses: string[] }> {
+    const found = await this.#inv.locate(name, opts);
+    if (found === null) throw new SvcError('VM_NOT_FOUND', `VM '${name}' not found`);
+    const xml = await this.#inv.call(found.link, 'read', 'describe', name, opts, async (conn) => {
+      const d = await lookupDomain(conn, name);
+      if (d === null) throw new SvcError('VM_NOT_FOUND', `VM '${name}' not found`);
+      return d.getXMLDesc();
+    });
+    this.#inv.rememberMetadata(found.link, found.raw.uuid, parseMetadata(xml));
+    return { info: this.#inv.info(found.link, found.raw), disks: parseDiskPaths(xml), macAddresses: parseMacAddresses(xml) };
+  }
+
+  define(spec: DomainSpec, opts: CallOptions & { host?: string } = {}): Promise<DomainInfo> {
+    return this.#withNameLock(spec.name, async () => {
+      const uuid = validateSpec(spec);
+      const withUuid = { ...spec, uuid };
+      if ((await this.#inv.locate(spec.name, opts)) !== null) throw new SvcError('VM_ALREADY_EXISTS', `VM '${spec.name}' already exists`);
+      const link = opts.host !== undefined ? this.#inv.link(opts.host) : await this.#inv.placement();
+      const xml = isTestDriverUri(link.uri) ? testDomainXml(withUuid) : qemuDomainXml(withUuid, await this.#virtType());
+      this.#tracker.pin(link.label, spec.name);
+      try {
+        const { raw, seq } = await this.#inv.call(link, 'write', 'define', spec.name, opts, async (conn) => {
+          const d = await conn.domainDefineXML(xml);
+          const seq = this.#tracker.beginLook();
+          return { raw: await readDomainOrNull(d), seq };
+        });
+        if (raw === null) throw new SvcError('LIBVIRT_ERROR', `define ${spec.name}: the domain vanished right after it was defined`);
+        this.#inv.rememberMetadata(link, raw.uuid, spec.metadata ?? {});
+        this.#tracker.observeOwn(link.label, spec.name, raw, seq);
+        this.#inv.noteDefined(link);
+        return this.#inv.info(link, raw);
+      } finally {
+        this.#tracker.unpin(link.label, spec.name);
+      }
+    });
+  }
+
+  startDomain(name: string, opts: CallOptions = {}): Promise<DomainInfo> {
+    return this.#change(name, 'start', opts, { startReason: 'booted' }, async (d) => {
+      // A crashed domain (on_crash=preserve) must be reset before it can boot again.
+      if (vmStateOf((await d.getInfo()).state) === 'crashed') await d.destroy();
+      await d.create();
+    });
+  }
+
+  shutdownDomain(name: string, opts: CallOptions = {}): Promise<DomainInfo> {
+    return this.#change(name, 'shutdown', opts, { shutdownRequested: true }, (d) => d.shutdown());
+  }
+
+  destroyDomain(name: string, opts: CallOptions = {}): Promise<DomainInfo> {
+    return this.#change(name, 'destroy', opts, { stopReason: 'destroyed' }, (d) => d.destroy());
+  }
+
+  suspendDomain(name: string, opts: CallOptions = {}): Promise<DomainInfo> {
+    return this.#change(name, 'suspend', opts, {}, (d) => d.suspend());
+  }
+
+  resumeDomain(name: string, opts: CallOptions = {}): Promise<DomainInfo> {
+    return this.#change(name, 'resume', opts, {}, (d) => d.resume());
+  }
+
+  undefine(name: string, opts: CallOptions & { force?: boolean } = {}): Promise<void> {
+    return this.#withNameLock(name, async () => {
+      await this.#changeRaw(name, 'undefine', opts, { stopReason: 'destroyed' }, async (d) => {
+        const state = vmStateOf((await d.getInfo()).state);
+        // libvirt would turn an active domain transient rather than refuse; the API wants a 409 instead.
+        // A crashed (preserved) domain is not running: it is reset without force.
+        if (state !== 'stopped' && state !== 'crashed' && opts.force !== true) {
+          throw new SvcError('VM_RUNNING', `VM '${name}' is running; stop it first or force the delete`);
+        }
+        if (state !== 'stopped') await d.destroy();
+        await d.undefine();
+      });
+    });
+  }
+
+  health(): Promise<HypervisorHealth> {
+    // Concurrent health checks share one probe per host.
+    this.#health ??= probeHealth(this.#links).finally(() => {
+      this.#health = null;
+    });
+    return this.#health;
+  }
+
+  async #change(
+    name: string,
+    op: string,
+    opts: CallOptions,
+    ctx: ChangeContext,
+    action: (d: Domain) => Promise<void>,
+  ): Promise<DomainInfo> {
+    const { link, raw } = await this.#changeRaw(name, op, opts, ctx, action);
+    if (raw === null) throw new SvcError('VM_NOT_FOUND', `VM '${name}' disappeared during ${op}`);
+    return this.#inv.info(link, raw);
+  }
+
+  /** Finds the VM, pins it, runs `action` on it, reads it back and reports the change. */
+  async #changeRaw(
+    name: string,
+    op: string,
+    opts: CallOptions,
+    ctx: ChangeContext,
+    action: (d: Domain) => Promise<void>,
+  ): Promise<{ link: HostLink; raw: RawDomain | null }> {
+    const found = await this.#inv.locate(name, opts);
+    if (found === null) throw new SvcError('VM_NOT_FOUND', `VM '${name}' not found`);
+    const { link } = found;
+    this.#tracker.pin(link.label, name);
+    try {
+      this.#tracker.seed(link.label, found.raw, found.seq);
+      const { raw, seq } = await this.#inv.call(link, 'write', op, name, opts, async (conn) => {
+        const d = await lookupDomain(conn, name);
+        if (d === null) throw new SvcError('VM_NOT_FOUND', `VM '${name}' not found`);
+        await action(d);
+        const seq = this.#tracker.beginLook();
+        return { raw: await readDomainOrNull(d), seq };
+      });
+      this.#tracker.observeOwn(link.label, name, raw, seq, ctx);
+      if (raw === null) this.#inv.forgetMetadata(link, found.raw.uuid);
+      return { link, raw };
+    } finally {
+      this.#tracker.unpin(link.label, name);
+    }
+  }
+
+  #sweepAll(): Promise<unknown> {
+    return this.#inv.sweep(this.#links);
+  }
+
+  #onVirshLine(link: HostLink, line: VirshEventLine): void {
+    if (line.kind === 'reboot') {
+      this.#emit({
+        type: 'vm.rebooted', vmName: line.name, uuid: null, host: link.label, reason: 'guest', source: 'virsh-event',
+        state: 'running', previousState: 'running', uptimeSeconds: this.#tracker.uptimeSeconds(link.label, line.name), timestampMs: Date.now(),
+      });
+      return;
+    }
+    const ctx: ChangeContext =
+      line.event === 'stopped' ? { stopReason: line.detail || 'unknown' } : line.event === 'started' ? { startReason: line.detail || 'booted' } : {};
+    const seq = this.#tracker.beginLook();
+    void this.#inv.call(link, 'read', 'event refresh', line.name, {}, async (conn) => {
+      const d = await lookupDomain(conn, line.name);
+      return d === null ? null : readDomainOrNull(d);
+    }).then(
+      (raw) => {
+        // libvirt reports a crash as Stopped Crashed when on_crash destroys the domain.
+        const seen = raw !== null && line.event === 'stopped' && line.detail === 'crashed' ? { ...raw, state: 'crashed' as const } : raw;
+        this.#tracker.observeOne(link.label, line.name, seen, seq, 'virsh-event', ctx);
+      },
+      () => undefined, // the poller will catch up
+    );
+  }
+
+  async #virtType(): Promise<'qemu' | 'kvm'> {
+    const t = this.#opts.domainType ?? 'auto';
+    return t === 'auto' ? detectVirtType() : t;
+  }
+
+  #emit(e: HypervisorEvent): void {
+    for (const l of this.#listeners) {
+      try {
+        l(e);
+      } catch (err) {
+        this.#opts.logger?.warn({ err, event: e.type }, 'hypervisor event listener threw');
+      }
+    }
+  }
+
+  async #withNameLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.#nameLocks.get(name) ?? Promise.resolve();
+    const run = prev.then(fn, fn);
+    const tail = run.then(() => undefined, () => undefined);
+    this.#nameLocks.set(name, tail);
+    try {
+      return await run;
+    } finally {
+      if (this.#nameLocks.get(name) === tail) this.#nameLocks.delete(name);
+    }
+  }
+}
