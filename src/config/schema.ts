@@ -157,6 +157,34 @@ export const SCHEMA = {
     field: 'hypervisorUris', group: 'runtime', defaultText: 'test:///default', defaultRaw: 'test:///default', parse: parseHypervisorUris,
     doc: 'libvirt connection URI; several comma-separated URIs for several hosts (a VM lives on one).',
   }),
+  SVC_HYPERVISOR_READ_BUDGET_MS: entry({
+    field: 'hypervisorReadBudgetMs', group: 'runtime', defaultText: '2000', defaultRaw: '2000', parse: parseIntInRange(50, 600_000),
+    doc: 'A libvirt read (list, get, health) slower than this fails and counts toward the circuit breaker (ms).',
+  }),
+  SVC_HYPERVISOR_WRITE_BUDGET_MS: entry({
+    field: 'hypervisorWriteBudgetMs', group: 'runtime', defaultText: '30000', defaultRaw: '30000', parse: parseIntInRange(100, 3_600_000),
+    doc: 'Budget of a libvirt write (define, start, stop, destroy, undefine) and of connecting (ms).',
+  }),
+  SVC_HYPERVISOR_FAILURE_THRESHOLD: entry({
+    field: 'hypervisorFailureThreshold', group: 'runtime', defaultText: '3', defaultRaw: '3', parse: parseIntInRange(1, 100),
+    doc: 'Consecutive failures or timeouts that open a host\'s fail-fast circuit.',
+  }),
+  SVC_HYPERVISOR_COOLDOWN_MS: entry({
+    field: 'hypervisorCooldownMs', group: 'runtime', defaultText: '30000', defaultRaw: '30000', parse: parseIntInRange(100, 3_600_000),
+    doc: 'How long an open circuit fails fast before one probe call is let through (ms; doubles while probes fail, up to 5 minutes).',
+  }),
+  SVC_HYPERVISOR_POLL_INTERVAL_MS: entry({
+    field: 'hypervisorPollIntervalMs', group: 'runtime', defaultText: '1000', defaultRaw: '1000', parse: parseIntInRange(100, 600_000),
+    doc: 'Interval of the state poller that turns changes made outside sandboxd into vm.* events (ms).',
+  }),
+  SVC_HYPERVISOR_VIRSH_EVENTS: entry({
+    field: 'hypervisorVirshEvents', group: 'runtime', defaultText: 'auto', defaultRaw: 'auto', parse: parseEnum(['auto', 'off'] as const),
+    doc: 'auto also listens to `virsh event --loop` on daemon URIs for immediate, exact events; off uses polling only.',
+  }),
+  SVC_HYPERVISOR_DOMAIN_TYPE: entry({
+    field: 'hypervisorDomainType', group: 'runtime', defaultText: 'auto', defaultRaw: 'auto', parse: parseEnum(['auto', 'qemu', 'kvm'] as const),
+    doc: 'qemu domains: kvm, qemu (TCG), or auto (KVM when the host has usable hardware virtualisation, TCG otherwise).',
+  }),
   SVC_ACTORS: entry({
     field: 'actorsMode', group: 'runtime', defaultText: 'workers', defaultRaw: 'workers', parse: parseEnum(['workers', 'inline'] as const),
     doc: 'workers runs actors in worker-thread shards; inline runs the same actors on the main thread (baseline, debugging).',

@@ -61,10 +61,17 @@ const serializeEnvelope = fastJson({
  */
 export function renderError(err: unknown, extraHeaders: Readonly<Record<string, string>> = {}): RenderedBody {
   const wire = err instanceof SvcError ? err.toWire() : toWire(err);
+  // An error that knows when to come back (an open hypervisor circuit, idempotency.in_progress)
+  // carries details.retryAfterSeconds; every such response gets a Retry-After header.
+  const retryAfter = wire.details?.['retryAfterSeconds'];
+  const headers =
+    typeof retryAfter === 'number' && Number.isFinite(retryAfter) && retryAfter >= 0 && extraHeaders['retry-after'] === undefined && extraHeaders['Retry-After'] === undefined
+      ? { ...extraHeaders, 'retry-after': String(Math.ceil(retryAfter)) }
+      : extraHeaders;
   return {
     kind: 'body',
     status: ERROR_TABLE[wire.code].http,
-    headers: extraHeaders,
+    headers,
     contentType: JSON_CONTENT_TYPE,
     body: serializeEnvelope({ error: { code: wire.code, message: wire.message } }),
     errorCode: wire.code,

@@ -40,6 +40,7 @@ const TEST_PACKAGES = [
   ['openssh-server', 'real sshd for gateway SSH tests'],
   ['chromium', 'headless dashboard tests'],
   ['prometheus', 'promtool checks /metrics'],
+  ['libvirt-daemon', 'libvirtd for daemon-backed hypervisor tests (test+unix:// URIs)'],
 ];
 
 /** @param {string} msg */

@@ -122,3 +122,12 @@ void describe('SSE frames', () => {
     assert.equal(sseComment('ping'), ': ping\n\n');
   });
 });
+
+void test('errors that carry retryAfterSeconds get a Retry-After header', async () => {
+  const router = new Router();
+  router.add({ method: 'GET', path: '/busy', handler: () => { throw new SvcError('HYPERVISOR_UNAVAILABLE', 'circuit open', { retryAfterSeconds: 29.2 }); } });
+  const r = await inject(router, { method: 'GET', url: '/busy' });
+  assert.equal(r.status, 503);
+  assert.equal(r.headers['retry-after'], '30');
+  assert.deepEqual(r.json(), { error: { code: 'HYPERVISOR_UNAVAILABLE', message: 'circuit open' } });
+});
