@@ -1,0 +1,265 @@
+/**
+ * The bench harness: argument parsing, the time bound, and the one-JSON-line-per-scenario
+ * contract (README.md, "Result line"). run.ts is the command-line entry; tests drive runBench
+ * with their own scenarios and streams.
+ */
+import { spawn } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import type { BenchResult, BenchScenario, BenchTarget, JsonValue } from './types.js';
+
+/** Measuring time per scenario when --seconds is not given, seconds. */
+export const DEFAULT_SECONDS = 5;
+/** Added to 3 × seconds to make a scenario's hard limit, ms. */
+export const DEFAULT_GRACE_MS = 10_000;
+/** Exit codes: all ran; a scenario failed (threw, timed out, problems; with --strict also a missed target); bad usage; Ctrl-C. */
+export const EXIT_OK = 0;
+export const EXIT_FAILED = 1;
+export const EXIT_USAGE = 2;
+export const EXIT_INTERRUPTED = 130;
+
+/** A scenario's hard limit: 3 × its measuring time + grace, ms. */
+export function hardLimitMs(seconds: number, graceMs = DEFAULT_GRACE_MS): number {
+  return Math.ceil(3 * seconds * 1000 + graceMs);
+}
+
+/** The one line a scenario prints. Contract fields first, then the scenario's extras, then `seconds`. */
+export interface ResultLine {
+  scenario: string;
+  /** null when the scenario failed (then `error` says why). */
+  value: number | null;
+  unit: string;
+  ceiling: number | null;
+  /** value ÷ ceiling; null without a ceiling or on failure. */
+  ratio: number | null;
+  /** The target in words, e.g. "ratio >= 0.8"; null when the scenario has none. */
+  target: string | null;
+  /** Target met and no problems (false on failure). */
+  pass: boolean;
+  [extra: string]: JsonValue;
+}
+
+/** True when the line records a failure (not merely a missed target). */
+export function isFailure(line: ResultLine): boolean {
+  return line.error !== undefined || line.problems !== undefined;
+}
+
+function round(x: number, digits = 2): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
+
+export function describeTarget(t: BenchTarget): string {
+  if ('ratioAtLeast' in t) return `ratio >= ${t.ratioAtLeast}`;
+  if ('valueAtMost' in t) return `value <= ${t.valueAtMost}`;
+  return `value >= ${t.valueAtLeast}`;
+}
+
+function meetsTarget(t: BenchTarget, value: number, ratio: number | null): boolean {
+  if ('ratioAtLeast' in t) return ratio !== null && ratio >= t.ratioAtLeast;
+  if ('valueAtMost' in t) return value <= t.valueAtMost;
+  return value >= t.valueAtLeast;
+}
+
+function resultLine(s: BenchScenario, r: BenchResult, elapsedMs: number): ResultLine {
+  if (!Number.isFinite(r.value)) throw new TypeError(`value ${r.value} is not a finite number`);
+  if (r.ceiling !== null && !(Number.isFinite(r.ceiling) && r.ceiling > 0)) throw new TypeError(`ceiling ${r.ceiling} is not a positive number`);
+  const ratio = r.ceiling === null ? null : r.value / r.ceiling;
+  const problems = r.problems ?? [];
+  const line: ResultLine = {
+    scenario: s.name,
+    value: round(r.value),
+    unit: s.unit,
+    ceiling: r.ceiling === null ? null : round(r.ceiling),
+    ratio: ratio === null ? null : round(ratio, 3),
+    target: s.target ? describeTarget(s.target) : null,
+    pass: problems.length === 0 && (s.target ? meetsTarget(s.target, r.value, ratio) : true),
+  };
+  // contract fields win over an extra of the same name
+  for (const [k, v] of Object.entries(r.extra ?? {})) if (!(k in line)) line[k] = v;
+  if (problems.length > 0) line.problems = [...problems];
+  line.seconds = round(elapsedMs / 1000);
+  return line;
+}
+
+/** The line of a scenario that did not produce a result. */
+export function failureLine(s: Pick<BenchScenario, 'name' | 'unit' | 'target'>, error: string, elapsedMs: number): ResultLine {
+  return {
+    scenario: s.name, value: null, unit: s.unit, ceiling: null, ratio: null,
+    target: s.target ? describeTarget(s.target) : null, pass: false, error, seconds: round(elapsedMs / 1000),
+  };
+}
+
+/**
+ * Runs one scenario in this process and resolves with its result line; never rejects. After
+ * `hardLimitMs(seconds, graceMs)` the scenario's signal is aborted and the line reports the
+ * timeout (a scenario that ignores the signal is abandoned; the CLI exits regardless).
+ */
+export async function runScenario(
+  s: BenchScenario,
+  opts: { seconds: number; graceMs?: number; signal?: AbortSignal },
+): Promise<ResultLine> {
+  const limitMs = hardLimitMs(opts.seconds, opts.graceMs);
+  const ac = new AbortController();
+  const started = performance.now();
+  const onOuterAbort = (): void => ac.abort(new Error('interrupted'));
+  opts.signal?.addEventListener('abort', onOuterAbort, { once: true });
+  let timer: NodeJS.Timeout | undefined;
+  // Not unref'd on purpose: if the scenario leaves nothing else pending, this timer is what
+  // keeps the process alive long enough to report the timeout instead of exiting silently.
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const err = new Error(`timed out after ${limitMs} ms (hard limit 3 × ${opts.seconds} s + ${(opts.graceMs ?? DEFAULT_GRACE_MS) / 1000} s)`);
+      ac.abort(err);
+      reject(err);
+    }, limitMs);
+  });
+  const aborted = new Promise<never>((_, reject) => {
+    ac.signal.addEventListener('abort', () => reject(ac.signal.reason as Error), { once: true });
+  });
+  try {
+    if (opts.signal?.aborted === true) onOuterAbort();
+    const run = Promise.resolve().then(() => s.run({ seconds: opts.seconds, signal: ac.signal }));
+    const result = await Promise.race([run, limit, aborted]);
+    return resultLine(s, result, performance.now() - started);
+  } catch (err) {
+    return failureLine(s, err instanceof Error ? err.message : String(err), performance.now() - started);
+  } finally {
+    clearTimeout(timer);
+    opts.signal?.removeEventListener('abort', onOuterAbort);
+    if (!ac.signal.aborted) ac.abort(new Error('scenario finished'));
+  }
+}
+
+/**
+ * Runs one scenario in a child process (`node <script> NAME --seconds N --in-process`, with this
+ * process's execArgv, so `node --cpu-prof run.js` profiles each scenario) and resolves with the
+ * line it printed. The child is killed 5 s after its own hard limit. Never rejects.
+ */
+export function runIsolated(script: string, s: BenchScenario, seconds: number): Promise<ResultLine> {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [...process.execArgv, script, s.name, '--seconds', String(seconds), '--in-process'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    const killer = setTimeout(() => child.kill('SIGKILL'), hardLimitMs(seconds) + 5000);
+    const finish = (why: string): void => {
+      clearTimeout(killer);
+      const last = out.trim().split('\n').at(-1) ?? '';
+      try {
+        const line = JSON.parse(last) as ResultLine;
+        if (line.scenario === s.name) return resolve(line);
+      } catch {
+        // no JSON line: reported below
+      }
+      resolve(failureLine(s, `child process printed no result line (${why})`, performance.now() - started));
+    };
+    child.on('error', (err) => finish(err.message));
+    child.on('close', (code, signal) => finish(signal !== null ? `killed by ${signal}` : `exit code ${code}`));
+  });
+}
+
+export interface BenchArgs {
+  names: string[];
+  seconds: number;
+  list: boolean;
+  help: boolean;
+  strict: boolean;
+  inProcess: boolean;
+}
+
+/** Parses the command line; returns a message for bad usage. */
+export function parseBenchArgs(argv: readonly string[]): BenchArgs | string {
+  const args: BenchArgs = { names: [], seconds: DEFAULT_SECONDS, list: false, help: false, strict: false, inProcess: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--list') args.list = true;
+    else if (a === '--help' || a === '-h') args.help = true;
+    else if (a === '--strict') args.strict = true;
+    else if (a === '--in-process') args.inProcess = true;
+    else if (a === '--seconds' || a.startsWith('--seconds=')) {
+      const text = a === '--seconds' ? argv[++i] : a.slice('--seconds='.length);
+      const n = Number(text);
+      if (text === undefined || text === '' || !Number.isFinite(n) || n <= 0 || n > 3600) return `--seconds needs a number of seconds in (0, 3600], got ${text ?? 'nothing'}`;
+      args.seconds = n;
+    } else if (a.startsWith('-')) return `unknown option ${a}`;
+    else args.names.push(a);
+  }
+  return args;
+}
+
+export const USAGE = `usage: npm run bench -- [NAME ...] [--seconds N] [--strict] [--in-process] | --list
+  NAME          scenarios to run (default: all); one JSON result line each on stdout
+  --seconds N   measuring time per scenario, seconds (default ${DEFAULT_SECONDS}); hard limit 3 × N + ${DEFAULT_GRACE_MS / 1000} s
+  --strict      a missed target also fails the run (exit 1)
+  --in-process  run several scenarios in this process instead of one child process each
+  --list        list the scenarios and their targets`;
+
+function listText(scenarios: readonly BenchScenario[]): string {
+  const width = Math.max(...scenarios.map((s) => s.name.length));
+  return scenarios
+    .map((s) => `${s.name.padEnd(width)}  ${s.description} [${s.unit}${s.target ? `; target ${describeTarget(s.target)}` : ''}]\n`)
+    .join('');
+}
+
+/** What runBench needs from its surroundings. */
+export interface BenchDeps {
+  scenarios: readonly BenchScenario[];
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+  /** Aborts the scenario running now and skips the rest (Ctrl-C). */
+  signal?: AbortSignal;
+  /** Grace added to 3 × seconds for the hard limit, ms (tests shorten it). */
+  graceMs?: number;
+  /** Runs one scenario in a child process; used when several are selected, unless --in-process. */
+  isolate?: (s: BenchScenario, seconds: number) => Promise<ResultLine>;
+}
+
+/** The bench command: resolves with the process exit code (EXIT_*). */
+export async function runBench(argv: readonly string[], deps: BenchDeps): Promise<number> {
+  const { scenarios, stdout, stderr } = deps;
+  const args = parseBenchArgs(argv);
+  if (typeof args === 'string') {
+    stderr.write(`${args}\n${USAGE}\n`);
+    return EXIT_USAGE;
+  }
+  if (args.help) {
+    stdout.write(`${USAGE}\n\nscenarios:\n${listText(scenarios)}`);
+    return EXIT_OK;
+  }
+  if (args.list) {
+    stdout.write(listText(scenarios));
+    return EXIT_OK;
+  }
+  const unknown = args.names.filter((n) => !scenarios.some((s) => s.name === n));
+  if (unknown.length > 0) {
+    stderr.write(`unknown scenario ${unknown.map((n) => `"${n}"`).join(', ')}; the scenarios are:\n${listText(scenarios)}`);
+    return EXIT_USAGE;
+  }
+  const selected = args.names.length === 0 ? scenarios : args.names.map((n) => scenarios.find((s) => s.name === n)!);
+  const isolate = selected.length > 1 && !args.inProcess ? deps.isolate : undefined;
+  let failed = 0;
+  let missed = 0;
+  for (const s of selected) {
+    if (deps.signal?.aborted === true) break;
+    // an isolated child reports its own progress and summary on the shared stderr
+    if (!isolate) stderr.write(`[bench] ${s.name}: running ${args.seconds} s (hard limit ${hardLimitMs(args.seconds, deps.graceMs) / 1000} s)\n`);
+    const runOpts = deps.graceMs === undefined ? { seconds: args.seconds } : { seconds: args.seconds, graceMs: deps.graceMs };
+    const line = isolate ? await isolate(s, args.seconds) : await runScenario(s, deps.signal ? { ...runOpts, signal: deps.signal } : runOpts);
+    stdout.write(`${JSON.stringify(line)}\n`);
+    if (isFailure(line)) failed++;
+    else if (!line.pass) missed++;
+    if (!isolate || isFailure(line)) stderr.write(`[bench] ${s.name}: ${summary(line)}\n`);
+  }
+  if (deps.signal?.aborted === true) return EXIT_INTERRUPTED;
+  return failed > 0 || (args.strict && missed > 0) ? EXIT_FAILED : EXIT_OK;
+}
+
+function summary(line: ResultLine): string {
+  if (typeof line.error === 'string') return `FAILED: ${line.error}`;
+  const vs = line.ceiling === null ? '' : ` vs ceiling ${line.ceiling} ${line.unit} = ratio ${line.ratio}`;
+  const target = line.target === null ? '' : `; target ${line.target} ${line.pass ? 'met' : 'MISSED'}`;
+  const problems = Array.isArray(line.problems) ? `; PROBLEMS: ${line.problems.join('; ')}` : '';
+  return `${line.value} ${line.unit}${vs}${target}${problems}`;
+}
