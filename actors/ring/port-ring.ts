@@ -46,7 +46,7 @@ interface WriteWaiter {
 export class PortRingProducer implements RingProducer {
   /** Byte budget of records posted and not yet credited back. */
   readonly capacityBytes: number;
-  /** Largest payload accepted: capacityBytes - 4 (same as the SAB ring). */
+  /** Largest payload accepted: capacityBytes - 8 (same as the SAB ring). */
   readonly maxRecordBytes: number;
   readonly #port: MessagePort;
   readonly #keepAlive: PortKeepAlive;

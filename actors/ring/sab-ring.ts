@@ -73,7 +73,7 @@ function partsLength(parts: Uint8Array | readonly Uint8Array[]): number {
 export class SabRingProducer implements RingProducer {
   /** Bytes of the data region. */
   readonly capacityBytes: number;
-  /** Largest payload accepted: capacityBytes - 4. */
+  /** Largest payload accepted: capacityBytes - 8. */
   readonly maxRecordBytes: number;
   readonly #ctrl: Int32Array;
   readonly #bytes: Uint8Array;

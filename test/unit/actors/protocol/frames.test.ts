@@ -63,7 +63,7 @@ void describe('ring frames', () => {
     const record = joined(encodeFrame(FrameKind.kFrameEmit, 0, 'k', new Uint8Array([1, 2, 3])));
     const frame = decodeFrame(record);
     assert.equal(frame.payload.buffer, record.buffer);
-    assert.equal(frame.payload.byteOffset, record.byteOffset + 5);
+    assert.equal(frame.payload.byteOffset, record.byteOffset + 8, 'payload starts after the header padded to 8 bytes');
   });
 
   void test('bad arguments to the encoder are RangeErrors', () => {
@@ -73,7 +73,7 @@ void describe('ring frames', () => {
     assert.throws(() => enc.header(1, -1, 'a'), RangeError);
     assert.throws(() => enc.header(1, 0, 'x'.repeat(kMaxFrameKeyBytes + 1)), RangeError);
     assert.throws(() => enc.header(1, 0, 'é'.repeat(kMaxFrameKeyBytes / 2 + 1)), RangeError);
-    assert.equal(enc.header(1, 0, 'x'.repeat(kMaxFrameKeyBytes)).byteLength, 4 + kMaxFrameKeyBytes);
+    assert.equal(enc.header(1, 0, 'x'.repeat(kMaxFrameKeyBytes)).byteLength, (4 + kMaxFrameKeyBytes + 7) & ~7);
   });
 
   void test('malformed records are rejected with a typed reason', () => {
@@ -89,7 +89,8 @@ void describe('ring frames', () => {
     assert.equal(reason(new Uint8Array([1, 0, 0])), 'too_short');
     assert.equal(reason(new Uint8Array([0, 0, 0, 0])), 'bad_kind');
     assert.equal(reason(new Uint8Array([1, 0, 5, 0, 97])), 'key_overflow');
-    assert.equal(reason(new Uint8Array([1, 0, 2, 0, 0xc3, 0x28])), 'bad_utf8');
+    assert.equal(reason(new Uint8Array([1, 0, 2, 0, 0xc3, 0x28, 0, 0])), 'bad_utf8');
+    assert.equal(reason(new Uint8Array([1, 0, 2, 0, 97, 98])), 'key_overflow', 'the header padding is part of the frame');
   });
 
   void test('garbage never makes the decoder throw anything but FrameDecodeError', () => {
@@ -104,7 +105,7 @@ void describe('ring frames', () => {
         try {
           const frame = decodeFrame(view);
           assert.ok(frame.kind >= 1 && frame.kind <= 255);
-          assert.ok(4 + Buffer.byteLength(frame.key) + frame.payload.byteLength === view.byteLength);
+          assert.ok(((4 + Buffer.byteLength(frame.key) + 7) & ~7) + frame.payload.byteLength === view.byteLength);
         } catch (err) {
           assert.ok(err instanceof FrameDecodeError, `unexpected ${String(err)}`);
         }

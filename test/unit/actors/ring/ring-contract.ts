@@ -76,8 +76,8 @@ export function ringContract(name: string, makePair: (capacityBytes: number) => 
       await fc.assert(
         fc.asyncProperty(
           fc.constantFrom(64, 128, 256, 1024),
-          // ≤ 3 parts of ≤ 20 bytes: up to 60 bytes, the largest record a 64-byte ring takes.
-          fc.array(fc.array(fc.uint8Array({ maxLength: 20, size: 'max' }), { maxLength: 3, size: 'max' }), {
+          // ≤ 3 parts of ≤ 18 bytes: up to 54 bytes; a 64-byte ring takes records up to 56 (64 - 8-byte header).
+          fc.array(fc.array(fc.uint8Array({ maxLength: 18, size: 'max' }), { maxLength: 3, size: 'max' }), {
             minLength: 1,
             maxLength: 200,
             size: 'max',

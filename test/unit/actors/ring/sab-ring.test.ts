@@ -20,9 +20,9 @@ void describe('SAB ring', () => {
     const sab = allocateSabRing(64);
     const producer = new SabRingProducer(sab);
     const consumer = new SabRingConsumer(sab);
-    assert.equal(producer.tryWrite(new Uint8Array(36).fill(1)), true); // occupies 0..40
+    assert.equal(producer.tryWrite(new Uint8Array(32).fill(1)), true); // 8-byte header + 32: occupies 0..40
     consumer.drain(() => undefined);
-    const record = new Uint8Array(30).fill(2); // 40 bytes in the ring: does not fit in 40..64
+    const record = new Uint8Array(30).fill(2); // 8 + 30 → 40 bytes in the ring: does not fit in 40..64
     assert.equal(producer.tryWrite(record), true);
     const data = new Uint32Array(sab, kControlBytes, 16);
     assert.equal(data[40 / 4], kPadMarker, 'pad marker at the old head');
@@ -31,10 +31,10 @@ void describe('SAB ring', () => {
       consumer.drain((r) => views.push(r)),
       1,
     );
-    assert.equal(views[0]!.byteOffset, kControlBytes + 4, 'zero-copy view at the start of the data region');
+    assert.equal(views[0]!.byteOffset, kControlBytes + 8, 'zero-copy view at the start of the data region, 8-byte aligned');
     assert.deepEqual(new Uint8Array(views[0]!), record);
     const ctrl = new Int32Array(sab, 0, 32);
-    assert.equal(Atomics.load(ctrl, kTail), recordBytes(36) + 24 + recordBytes(30));
+    assert.equal(Atomics.load(ctrl, kTail), recordBytes(32) + 24 + recordBytes(30));
   });
 
   void test('two threads: a worker producer and a main-thread consumer stream 5,000 records byte-exact', async () => {
