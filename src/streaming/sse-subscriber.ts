@@ -1,0 +1,224 @@
+/**
+ * One SSE subscriber with a bounded send queue (DESIGN: "a slow subscriber gets an error event
+ * and is dropped or resumed from its cursor").
+ *
+ * Frames are the SAME pre-encoded bytes every subscriber gets: the queue holds references, never
+ * copies. While the sink accepts writes, a frame goes straight to it; once `write()` returns
+ * false (backpressure) later frames wait in this queue until the sink's `onWritable` fires. When
+ * the bytes waiting here plus those buffered in the sink exceed `maxQueuedBytes` (default 1 MiB)
+ * the subscriber is cut off: the queue is dropped, ONE overflow frame (default: agent_output.error
+ * slow_subscriber carrying the cursor of the last frame handed to the sink) is written, and the
+ * stream is closed. The client reconnects with that cursor as Last-Event-ID and resumes from the
+ * replay ring. `send` is O(1) and never blocks, so the producer and the other subscribers never
+ * wait for a slow one.
+ *
+ * Joining with a replay (replay=true or Last-Event-ID) without losing or repeating events: the
+ * handler subscribes to the live topic first with `holdLive: true`, so live frames are held
+ * (bounded like the queue) while it fetches the replay from the actor; then `resumeLive(frames,
+ * isNew)` writes the replay and, after it, only the held live frames the replay did not already
+ * cover (`isNew(cursor)`, e.g. {@link afterOutputClock} of the replay's last event). Replay
+ * frames are bounded by the replay limit (≤ 1000 chunks) rather than by `maxQueuedBytes`: they
+ * may wait in the queue without counting, so a large replay to a client that reads at its own
+ * pace is not mistaken for falling behind; live frames queued behind it do count.
+ */
+import { parseOutputCursor } from '../../actors/replay/cursor.js';
+import { encodeSlowSubscriberSse } from '../../actors/replay/encode.js';
+import type { SseSink } from '../http/types.js';
+
+/** Default bound of bytes waiting for one subscriber: 1 MiB. */
+export const DEFAULT_SUBSCRIBER_QUEUE_BYTES = 1024 * 1024;
+
+export interface SseSubscriberOptions {
+  /** Bytes allowed to wait (queue + sink buffer) before the cut-off. Default {@link DEFAULT_SUBSCRIBER_QUEUE_BYTES}. */
+  maxQueuedBytes?: number;
+  /**
+   * The frame written once at the cut-off, given the cursor of the last frame handed to the sink
+   * (undefined when none had a cursor). Default: agent_output.error slow_subscriber.
+   */
+  overflowFrame?: (cursor: string | undefined, maxQueuedBytes: number) => Uint8Array | string;
+  /** Called once when the subscriber is cut off for being slow (count it). */
+  onSlow?: (sub: SseSubscriber) => void;
+  /** The cursor the client already has (its Last-Event-ID), reported if it is cut off before any write. */
+  cursor?: string;
+  /** Start by holding live frames until {@link SseSubscriber.resumeLive} (see the module comment). */
+  holdLive?: boolean;
+}
+
+/** A replay or live frame with its event id. */
+export interface CursorFrame {
+  frame: Uint8Array;
+  cursor?: string | undefined;
+}
+
+/**
+ * `isNew` for resumeLive on agent-output streams: a held live frame is new when its clock is
+ * above the last replayed event's (clocks order every event of one agent, across its commands).
+ * Frames without a cursor pass.
+ */
+export function afterOutputClock(lastReplayedClock: number): (cursor: string | undefined) => boolean {
+  return (cursor) => {
+    if (cursor === undefined) return true;
+    const c = parseOutputCursor(cursor);
+    return c === null || c.clock > lastReplayedClock;
+  };
+}
+
+interface Queued {
+  frame: Uint8Array;
+  cursor: string | undefined;
+  /** A replay frame: not counted against maxQueuedBytes. */
+  exempt: boolean;
+}
+
+export class SseSubscriber {
+  readonly sink: SseSink;
+  readonly maxQueuedBytes: number;
+  readonly #overflowFrame: NonNullable<SseSubscriberOptions['overflowFrame']>;
+  readonly #onSlow: SseSubscriberOptions['onSlow'];
+  #queue: Queued[] = [];
+  #head = 0;
+  #queuedBytes = 0;
+  #blocked = false;
+  #cursor: string | undefined;
+  #closed = false;
+  #cutOff = false;
+  #held: Queued[] | null = null;
+  readonly #closeCbs: Array<() => void> = [];
+
+  constructor(sink: SseSink, opts: SseSubscriberOptions = {}) {
+    const max = opts.maxQueuedBytes ?? DEFAULT_SUBSCRIBER_QUEUE_BYTES;
+    if (!Number.isSafeInteger(max) || max < 0) throw new RangeError(`maxQueuedBytes must be a non-negative integer, got ${max}`);
+    this.sink = sink;
+    this.maxQueuedBytes = max;
+    this.#overflowFrame = opts.overflowFrame ?? encodeSlowSubscriberSse;
+    this.#onSlow = opts.onSlow;
+    this.#cursor = opts.cursor;
+    if (opts.holdLive === true) this.#held = [];
+    sink.onWritable(() => this.#drain());
+    sink.onClose(() => this.#finish());
+  }
+
+  /** Cursor of the last frame handed to the sink (what the client will have once it drains). */
+  get cursor(): string | undefined {
+    return this.#cursor;
+  }
+  /** Bytes waiting in this queue (not counting the sink's own buffer). */
+  get queuedBytes(): number {
+    return this.#queuedBytes;
+  }
+  get closed(): boolean {
+    return this.#closed;
+  }
+  /** True when the subscriber was closed for falling behind. */
+  get cutOff(): boolean {
+    return this.#cutOff;
+  }
+
+  /** Runs once when the subscriber closes for any reason (at once if already closed). */
+  onClose(cb: () => void): void {
+    if (this.#closed) cb();
+    else this.#closeCbs.push(cb);
+  }
+
+  /**
+   * Write or queue one frame. `cursor` is the frame's event id, remembered as the resume point
+   * once the frame reaches the sink. Returns false when the subscriber is closed (also when this
+   * frame made it overflow).
+   */
+  send(frame: Uint8Array, cursor?: string): boolean {
+    return this.#send(frame, cursor, false);
+  }
+
+  #send(frame: Uint8Array, cursor: string | undefined, exempt: boolean): boolean {
+    if (this.#closed) return false;
+    if (this.#held !== null && !exempt) {
+      this.#held.push({ frame, cursor, exempt: false });
+      this.#queuedBytes += frame.byteLength;
+      if (this.#queuedBytes + this.sink.bufferedBytes() > this.maxQueuedBytes) this.#overflow();
+      return !this.#closed;
+    }
+    if (!this.#blocked && this.#head === this.#queue.length) {
+      this.#write(frame, cursor);
+      return !this.#closed;
+    }
+    this.#queue.push({ frame, cursor, exempt });
+    if (exempt) return true;
+    this.#queuedBytes += frame.byteLength;
+    if (this.#queuedBytes + this.sink.bufferedBytes() > this.maxQueuedBytes) this.#overflow();
+    return !this.#closed;
+  }
+
+  /** True while live frames are held for a replay. */
+  get holding(): boolean {
+    return this.#held !== null;
+  }
+
+  /**
+   * End the hold: write `replay` (in order), then the held live frames for which `isNew(cursor)`
+   * is true, and from now on write live frames as they come. Without a hold, just sends `replay`.
+   */
+  resumeLive(replay: readonly CursorFrame[], isNew: (cursor: string | undefined) => boolean = () => true): void {
+    const held = this.#held ?? [];
+    this.#held = null;
+    for (const q of held) this.#queuedBytes -= q.frame.byteLength;
+    for (const r of replay) if (!this.#send(r.frame, r.cursor, true)) return;
+    for (const q of held) if (isNew(q.cursor) && !this.#send(q.frame, q.cursor, false)) return;
+  }
+
+  /** Close the stream (idempotent); queued frames are dropped. */
+  close(): void {
+    if (this.#closed) return;
+    this.sink.close();
+    this.#finish();
+  }
+
+  #write(frame: Uint8Array, cursor: string | undefined): void {
+    const ok = this.sink.write(frame);
+    if (cursor !== undefined) this.#cursor = cursor;
+    if (!ok) {
+      this.#blocked = true;
+      if (!this.sink.closed && this.sink.bufferedBytes() > this.maxQueuedBytes) this.#overflow();
+    }
+  }
+
+  #drain(): void {
+    this.#blocked = false;
+    const queue = this.#queue;
+    while (!this.#blocked && !this.#closed && this.#head < queue.length) {
+      const q = queue[this.#head] as Queued;
+      queue[this.#head] = undefined as unknown as Queued;
+      this.#head++;
+      if (!q.exempt) this.#queuedBytes -= q.frame.byteLength;
+      this.#write(q.frame, q.cursor);
+    }
+    if (this.#head === queue.length) {
+      this.#queue = [];
+      this.#head = 0;
+    } else if (this.#head > 1024 && this.#head * 2 > queue.length) {
+      this.#queue = queue.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+
+  #overflow(): void {
+    if (this.#closed) return;
+    this.#cutOff = true;
+    this.#held = null;
+    this.#queue = [];
+    this.#head = 0;
+    this.#queuedBytes = 0;
+    this.sink.write(this.#overflowFrame(this.#cursor, this.maxQueuedBytes));
+    this.close();
+    this.#onSlow?.(this);
+  }
+
+  #finish(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#held = null;
+    this.#queue = [];
+    this.#head = 0;
+    this.#queuedBytes = 0;
+    for (const cb of this.#closeCbs.splice(0)) cb();
+  }
+}

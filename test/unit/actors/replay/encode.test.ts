@@ -1,0 +1,212 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import fc from 'fast-check';
+import { parseOutputCursor } from '../../../../actors/replay/cursor.js';
+import {
+  encodeAgentStatusWs,
+  encodeGapSse,
+  encodeMetricsWs,
+  encodeOutputSse,
+  encodeOutputWs,
+  encodeSlowSubscriberSse,
+  encodeStreamEndSse,
+} from '../../../../actors/replay/encode.js';
+import { LiveOutputEncoder, ReplayOutputEncoder } from '../../../../actors/replay/output-event.js';
+import { ReplayRing, type OutputStreamName, type ReplayChunk } from '../../../../actors/replay/replay-ring.js';
+import { parseOne } from './sse-parse.js';
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+const json = (b: Uint8Array): Record<string, unknown> => JSON.parse(dec.decode(b)) as Record<string, unknown>;
+
+function chunk(seq: number, text: string | Uint8Array, over: Partial<ReplayChunk> = {}): ReplayChunk {
+  return { kind: 'chunk', seq, stream: 'stdout', offset: 0, timestampMs: 1_700_000_000_000 + seq, clock: 1_700_000_000_000_000 + seq, eof: false, bytes: typeof text === 'string' ? enc.encode(text) : text, ...over };
+}
+
+/** Cuts bytes at the given positions into chunks with running offsets. */
+function split(bytes: Uint8Array, cuts: number[]): ReplayChunk[] {
+  const points = [...new Set(cuts.map((c) => c % (bytes.byteLength + 1)))].sort((a, b) => a - b);
+  const out: ReplayChunk[] = [];
+  let at = 0;
+  for (const p of [...points, bytes.byteLength]) {
+    out.push(chunk(out.length + 1, bytes.slice(at, p), { offset: at }));
+    at = p;
+  }
+  return out;
+}
+
+void describe('agent_output SSE frames', () => {
+  void test('one frame: id = <clock>-<seq>, the spec\'s exact chunk object, data_base64 the exact bytes', () => {
+    const live = new LiveOutputEncoder('agent-7', 'cmd-42');
+    const bytes = Uint8Array.from([0x68, 0x69, 0x0a, 0x1b, 0x5b, 0x33, 0x31, 0x6d, 0xe2]);
+    const ev = live.next(chunk(1, bytes));
+    const frame = parseOne(encodeOutputSse(ev));
+    assert.equal(frame.event, 'agent_output');
+    assert.equal(frame.id, `1700000000000001-1`);
+    assert.deepEqual(parseOutputCursor(frame.id), { clock: 1_700_000_000_000_001, seq: 1 });
+    assert.deepEqual(Object.keys(frame.json), ['schema', 'event_type', 'agent_id', 'command_id', 'stream', 'timestamp_ms', 'data_base64', 'text']);
+    assert.deepEqual(frame.json, {
+      schema: 'svc.agent_output.v1',
+      event_type: 'agent_output',
+      agent_id: 'agent-7',
+      command_id: 'cmd-42',
+      stream: 'stdout',
+      timestamp_ms: 1_700_000_000_001,
+      data_base64: Buffer.from(bytes).toString('base64'),
+      text: 'hi\n\x1b[31m',
+    });
+    // the trailing lead byte is held (its character may end in the next chunk); at eof it becomes U+FFFD
+    const end = live.next(chunk(2, new Uint8Array(0), { offset: bytes.byteLength, eof: true }));
+    assert.equal(end.text, '\ufffd');
+  });
+
+  void test('replay frames differ only in event name and event_type', () => {
+    const ev = new LiveOutputEncoder('a', 'c').next(chunk(3, 'x'));
+    const live = parseOne(encodeOutputSse(ev));
+    const replay = parseOne(encodeOutputSse(ev, true));
+    assert.equal(replay.event, 'agent_output.replay');
+    assert.equal(replay.json.event_type, 'agent_output.replay');
+    assert.equal(replay.id, live.id);
+    assert.deepEqual({ ...replay.json, event_type: 'agent_output' }, live.json);
+  });
+
+  void test('a character split across chunks appears whole in the second chunk', () => {
+    const live = new LiveOutputEncoder('a', 'c');
+    const euro = enc.encode('€'); // e2 82 ac
+    assert.equal(live.next(chunk(1, Uint8Array.from([0x61, euro[0]!]))).text, 'a');
+    assert.equal(live.next(chunk(2, Uint8Array.from([euro[1]!, euro[2]!, 0x62]), { offset: 2 })).text, '€b');
+  });
+
+  void test('streams decode separately; bytes missing before a chunk restart its decoder', () => {
+    const live = new LiveOutputEncoder('a', 'c');
+    const snow = enc.encode('☃');
+    assert.equal(live.next(chunk(1, snow.slice(0, 1))).text, '');
+    assert.equal(live.next(chunk(2, 'err', { stream: 'stderr' })).text, 'err');
+    assert.equal(live.next(chunk(3, snow.slice(1), { offset: 1 })).text, '☃');
+    // offset jump (agent dropped output): held bytes are not glued to unrelated bytes
+    assert.equal(live.next(chunk(4, snow.slice(0, 2), { offset: 3 })).text, '');
+    assert.equal(live.next(chunk(5, Uint8Array.from([0x41]), { offset: 100 })).text, 'A');
+  });
+
+  void test('fast-check: random UTF-8 split at random byte positions: texts and bytes reassemble exactly', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 200 }), fc.array(fc.nat(2000), { maxLength: 40 }), fc.boolean(), (s, cuts, eof) => {
+        const bytes = enc.encode(s);
+        const original = dec.decode(bytes); // lone surrogates are U+FFFD in UTF-8
+        const chunks = split(bytes, cuts);
+        if (eof) chunks.push(chunk(chunks.length + 1, new Uint8Array(0), { offset: bytes.byteLength, eof: true }));
+        const live = new LiveOutputEncoder('a', 'c');
+        const events = chunks.map((c) => live.next(c));
+        assert.equal(events.map((e) => e.text).join(''), original);
+        assert.deepEqual(Buffer.concat(events.map((e) => Buffer.from(e.dataBase64, 'base64'))), Buffer.from(bytes));
+        // each SSE frame is one event whose text/data agree with the event
+        for (const e of events) {
+          const f = parseOne(encodeOutputSse(e));
+          assert.equal(f.json.text, e.text);
+          assert.equal(f.json.data_base64, e.dataBase64);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  void test('fast-check: a replay from any chunk decodes the same text as the live stream did', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.constantFrom<OutputStreamName>('stdout', 'stderr'), fc.string({ unit: 'grapheme', maxLength: 12 }), fc.nat(40)), { minLength: 1, maxLength: 30 }),
+        fc.nat(60),
+        (parts, startAt) => {
+          // Each stream's text is cut into chunks at arbitrary byte positions (not at characters).
+          const ring = new ReplayRing('c');
+          const live = new LiveOutputEncoder('a', 'c');
+          const offsets = { stdout: 0, stderr: 0, log: 0 };
+          const pending = { stdout: new Uint8Array(0), stderr: new Uint8Array(0), log: new Uint8Array(0) };
+          const liveText = new Map<number, string>();
+          let seq = 0;
+          for (const [stream, text, cut] of parts) {
+            const all = Buffer.concat([pending[stream], enc.encode(text)]);
+            const n = Math.min(cut, all.byteLength);
+            pending[stream] = all.subarray(n);
+            const bytes = all.subarray(0, n);
+            seq++;
+            ring.append({ seq, stream, offset: offsets[stream], timestampMs: seq, bytes });
+            offsets[stream] += n;
+            const stored = ring.replayFrom(seq - 1, 1).chunks[0]!;
+            liveText.set(seq, live.next(stored).text);
+          }
+          const from = startAt % seq;
+          const replay = new ReplayOutputEncoder('a', ring);
+          for (const c of ring.replayFrom(from, 1000).chunks) assert.equal(replay.next(c).text, liveText.get(c.seq), `seq ${c.seq}`);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
+void describe('agent_output.error frames', () => {
+  void test('output_gap names the command and seqs and carries the gap\'s cursor as id', () => {
+    const f = parseOne(encodeGapSse({ agentId: 'a', commandId: 'c', fromSeq: 5, toSeq: 9, reason: 'agent_dropped', lostBytes: 1234, clock: 77 }));
+    assert.equal(f.event, 'agent_output.error');
+    assert.equal(f.id, '77-9');
+    assert.deepEqual(f.json, {
+      schema: 'svc.agent_output.v1',
+      event_type: 'agent_output.error',
+      code: 'output_gap',
+      message: 'output seq 5-9 of command c was dropped by the agent',
+      agent_id: 'a',
+      command_id: 'c',
+      from_seq: 5,
+      to_seq: 9,
+      reason: 'agent_dropped',
+      lost_bytes: 1234,
+      cursor: '77-9',
+    });
+    const evicted = parseOne(encodeGapSse({ agentId: 'a', commandId: 'c', fromSeq: 1, toSeq: 2, reason: 'evicted', clock: 3 }));
+    assert.equal(evicted.json.lost_bytes, undefined);
+    assert.match(evicted.json.message as string, /no longer buffered/);
+  });
+
+  void test('slow_subscriber carries the cursor to resume from and no id', () => {
+    const f = parseOne(encodeSlowSubscriberSse('10-4', 1 << 20));
+    assert.equal(f.id, undefined);
+    assert.equal(f.json.code, 'slow_subscriber');
+    assert.equal(f.json.cursor, '10-4');
+    assert.equal(f.json.max_queued_bytes, 1 << 20);
+    assert.equal(parseOne(encodeSlowSubscriberSse(undefined, 5)).json.cursor, undefined);
+  });
+
+  void test('stream_end says why the stream ended', () => {
+    const f = parseOne(encodeStreamEndSse({ reason: 'command_finished', agentId: 'a', commandId: 'c', exitCode: 3 }));
+    assert.equal(f.id, undefined);
+    assert.deepEqual(
+      { code: f.json.code, reason: f.json.reason, exit_code: f.json.exit_code, message: f.json.message },
+      { code: 'stream_end', reason: 'command_finished', exit_code: 3, message: 'command c finished with exit code 3' },
+    );
+    assert.equal(parseOne(encodeStreamEndSse({ reason: 'server_stopping' })).json.message, 'the server is stopping');
+  });
+});
+
+void describe('WebSocket messages (spec 4.18)', () => {
+  void test('output: the spec fields plus seq and cursor', () => {
+    const ev = new LiveOutputEncoder('agent-1', 'cmd-9').next(chunk(4, 'ok', { stream: 'stderr' }));
+    assert.deepEqual(json(encodeOutputWs(ev)), {
+      type: 'output',
+      agent_id: 'agent-1',
+      stream_id: 'cmd-9',
+      stream_type: 'stderr',
+      data: Buffer.from('ok').toString('base64'),
+      timestamp: 1_700_000_000_004,
+      seq: 4,
+      cursor: '1700000000000004-4',
+    });
+  });
+
+  void test('metrics and agent_status', () => {
+    assert.deepEqual(
+      json(encodeMetricsWs({ agentId: 'a', cpuPercent: 12.5, memoryUsedBytes: 1, memoryTotalBytes: 2, diskUsedBytes: 3, diskTotalBytes: 4, loadAvg: [0.5, 0.25, 0.125], timestampMs: 99 })),
+      { type: 'metrics', agent_id: 'a', cpu_percent: 12.5, memory_used_bytes: 1, memory_total_bytes: 2, disk_used_bytes: 3, disk_total_bytes: 4, load_avg: [0.5, 0.25, 0.125], timestamp: 99 },
+    );
+    assert.deepEqual(json(encodeAgentStatusWs({ agentId: 'a', status: 'Ready', timestampMs: 5 })), { type: 'agent_status', agent_id: 'a', status: 'Ready', timestamp: 5 });
+  });
+});
