@@ -1,0 +1,166 @@
+/**
+ * The contract between the main thread and the VM operation-queue actors (`vm-ops`, id
+ * `agent:<vm_name>/vm-ops`): frame kinds, call methods and their JSON payloads.
+ *
+ * Why the work is split this way: the actor owns ordering and the operation state machine, but
+ * every hypervisor call must run on the main thread (the @unraid/libvirt binding crashes the
+ * process when loaded in a worker), and so must certificate issuance and agent processes. So
+ * the actor never touches the outside world: it asks the main thread to run one *step* at a time
+ * and waits for the answer. Operations are low-rate control traffic, so the answer travels as an
+ * ActorSystem.call (structured clone, errors keep their code, and a missing actor is reported
+ * rather than silently dropped); the data-plane rings stay free for PTY output. The actor can
+ * only start a conversation by emitting, so its two messages are frames:
+ *
+ * actor → main (emit; key = the actor id; payload = UTF-8 JSON)
+ *   64 kFrameVmStep   StepRequest: run this step and answer with call('stepDone', StepAnswer)
+ *   65 kFrameVmJob    JobFrame: a job's snapshot after every change (seq grows; stale copies lose)
+ *
+ * main → actor (ActorSystem.call)
+ *   submit(SubmitArgs)   → OperationSnapshot<JobKind>; rejects VM_BUSY, VM_NOT_FOUND, ...
+ *   stepDone(StepAnswer) → void
+ *   status()             → QueueStatus
+ *
+ * Frame kinds 64–79 are reserved for VMs (actors/protocol/frames.ts leaves 64–255 free).
+ */
+import type { WireError } from '../../src/core/errors.js';
+import type { OperationSnapshot, OperationType } from './operation-state.js';
+
+export const VmFrameKind = {
+  kFrameVmStep: 64,
+  kFrameVmJob: 65,
+} as const;
+
+/** Actor type name of the per-VM operation queue. */
+export const VM_OPS_ACTOR_TYPE = 'vm-ops';
+
+/**
+ * The queue actor of VM `vmName`. It shares the placement key `agent:<vm_name>` with the VM's
+ * agent-connection actor (the local agent's agent_id is the VM name), so both live in one shard.
+ */
+export function vmOpsActorId(vmName: string): string {
+  return `agent:${vmName}/vm-ops`;
+}
+
+/** The VM name of a `agent:<vm>/vm-ops` id, or null. */
+export function vmOfOpsActor(actorId: string): string | null {
+  const m = /^agent:([^/]+)\/vm-ops$/.exec(actorId);
+  return m?.[1] ?? null;
+}
+
+/** What the queue runs. create/delete/restart/deploy_agent are the spec's operations; start/stop/destroy are internal jobs (synchronous 200 routes) queued with them so one VM's changes apply in order. */
+export const JOB_KINDS = ['create', 'delete', 'restart', 'deploy_agent', 'start', 'stop', 'destroy'] as const;
+export type JobKind = (typeof JOB_KINDS)[number];
+
+/** The operation type a job reports, or null for internal jobs. */
+export function publicTypeOf(kind: JobKind): OperationType | null {
+  switch (kind) {
+    case 'create':
+    case 'deploy_agent':
+      return 'vm_create';
+    case 'delete':
+      return 'vm_delete';
+    case 'restart':
+      return 'vm_restart';
+    default:
+      return null;
+  }
+}
+
+/** VM states as the main thread observed them (the port's VmState, restated so actors stay off src/hypervisor). */
+export type ObservedState = 'running' | 'stopped' | 'paused' | 'shutdown' | 'crashed' | 'suspended' | 'unknown';
+
+export interface CreateParams {
+  uuid: string;
+  vcpus: number;
+  memoryMiB: number;
+  diskGiB: number;
+  profile: string;
+  agentshare: boolean;
+  start: boolean;
+  /** OpenSSH public keys to install (already filtered by the direct-runtime-SSH policy). */
+  sshKeys: string[];
+}
+
+export type JobParams =
+  | { kind: 'create'; create: CreateParams }
+  | { kind: 'delete'; force: boolean; deleteDisk: boolean }
+  | { kind: 'restart'; mode: 'graceful' | 'hard'; gracefulTimeoutMs: number }
+  | { kind: 'deploy_agent' | 'start' | 'stop' | 'destroy' };
+
+export interface SubmitArgs {
+  /** op-<uuid> for operations, job-<uuid> for internal jobs (main makes it). */
+  jobId: string;
+  params: JobParams;
+  /** What the main thread saw just before submitting (used when the queue is idle). */
+  observed: { exists: boolean; state: ObservedState | null };
+  budgets: StepBudgets;
+}
+
+export interface StepBudgets {
+  /** Bound of a hypervisor or agent-process step, ms. */
+  stepTimeoutMs: number;
+  /** How long provisioning waits for the VM's agent to connect, ms. */
+  agentConnectTimeoutMs: number;
+}
+
+export const VM_STEP_NAMES = ['check', 'define', 'start', 'shutdown', 'destroy', 'waitStopped', 'undefine', 'purgeFiles', 'agentUp', 'agentDown', 'agentWait'] as const;
+export type VmStepName = (typeof VM_STEP_NAMES)[number];
+
+/** actor → main: run one step. */
+export interface StepRequest {
+  callId: number;
+  jobId: string;
+  vm: string;
+  step: VmStepName;
+  args: Record<string, unknown>;
+  /** The main thread gives up after this long (the actor waits a grace period longer). */
+  timeoutMs: number;
+}
+
+/**
+ * What a step reports; the actor merges the fields into the job's context (later steps and the
+ * result read them). Every field is optional.
+ */
+export interface StepResult {
+  state?: ObservedState;
+  /** The VM was provisioned by sandboxd (has an agent instance id): agent steps apply. */
+  managed?: boolean;
+  /** The lifecycle call found the VM already there (idempotent start/stop/destroy). */
+  already?: boolean;
+  /** waitStopped: the guest powered off within the timeout. */
+  stopped?: boolean;
+  /** agentUp: the agent process (or guest agent) was (re)started at this Unix ms. */
+  agentSinceMs?: number;
+  /** agentUp: how the agent runs: local process, cloud-init in the guest, or none (foreign VM). */
+  agentMode?: 'local' | 'cloud-init' | 'none';
+  /** undefine: the VM's disk paths, for purgeFiles. */
+  disks?: string[];
+  diskDeleted?: boolean;
+  hostname?: string | null;
+}
+
+/** main → actor: the answer to a StepRequest. */
+export type StepAnswer = { callId: number; ok: true; value: StepResult } | { callId: number; ok: false; error: WireError };
+
+/** actor → main: one job's state. */
+export interface JobFrame {
+  kind: JobKind;
+  snapshot: OperationSnapshot<JobKind>;
+}
+
+export interface QueueStatus {
+  vm: string;
+  jobs: OperationSnapshot<JobKind>[];
+}
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+export function encodeJson(value: unknown): Uint8Array {
+  return enc.encode(JSON.stringify(value));
+}
+
+/** Parses a frame payload (the view is only valid during the callback: decode before returning). */
+export function decodeJson<T>(payload: Uint8Array): T {
+  return JSON.parse(dec.decode(payload)) as T;
+}

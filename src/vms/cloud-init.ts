@@ -1,0 +1,118 @@
+/**
+ * The cloud-init NoCloud seed of a qemu VM: user-data, meta-data and network-config.
+ *
+ * user-data (#cloud-config) installs the agent's identity and starts it:
+ * - hostname = the VM name; an `agent` user (the spec's default guest user) without a password,
+ *   with the allowed SSH keys only (none for managed svc-dev unless SVC_ENABLE_DIRECT_RUNTIME_SSH=1);
+ * - write_files: /etc/sandbox-agent/certs/{ca.pem, agent.pem, agent-key.pem (0600)} and a
+ *   systemd unit running `/usr/local/bin/sandbox-agent --server <addr> --certs /etc/sandbox-agent/certs
+ *   --agent-id <vm> --instance-id <uuid> --profile <p> --work-dir /home/agent/workspace`
+ *   (Restart=on-failure; the binary comes with the base image, `sandboxd image build`);
+ * - runcmd: enable and start the unit.
+ * meta-data: instance-id (the VM uuid, plus a suffix per deploy-agent so cloud-init runs again)
+ * and local-hostname. network-config (v2): DHCP on the NIC matched by the VM's MAC.
+ */
+import { stringify } from 'yaml';
+
+/** Where the guest keeps the agent's identity. */
+export const GUEST_CERTS_DIR = '/etc/sandbox-agent/certs';
+export const GUEST_AGENT_BIN = '/usr/local/bin/sandbox-agent';
+export const GUEST_USER = 'agent';
+
+export interface CloudInitInput {
+  vm: string;
+  /** The agent's instance id (the VM uuid). */
+  instanceId: string;
+  /** cloud-init's instance-id; a new value makes cloud-init provision again on the next boot. Default instanceId. */
+  cloudInitInstanceId?: string;
+  profile: string;
+  /** sandboxd's gRPC address as the guest reaches it (host:port). */
+  server: string;
+  /** TLS name to expect in the server certificate (default: the host part of `server`). */
+  tlsServerName?: string;
+  certs: { caPem: string; certPem: string; keyPem: string };
+  /** OpenSSH public keys for the agent user (already filtered by policy). */
+  sshKeys: readonly string[];
+  macAddress: string;
+}
+
+export interface CloudInitSeed {
+  userData: string;
+  metaData: string;
+  networkConfig: string;
+}
+
+function unit(input: CloudInitInput): string {
+  const args = [
+    GUEST_AGENT_BIN,
+    '--server', input.server,
+    '--certs', GUEST_CERTS_DIR,
+    '--agent-id', input.vm,
+    '--instance-id', input.instanceId,
+    '--profile', input.profile,
+    '--work-dir', `/home/${GUEST_USER}/workspace`,
+    ...(input.tlsServerName !== undefined ? ['--tls-server-name', input.tlsServerName] : []),
+  ];
+  return [
+    '[Unit]',
+    'Description=sandbox-agent (sandboxd VM agent)',
+    'After=network-online.target',
+    'Wants=network-online.target',
+    '',
+    '[Service]',
+    `User=${GUEST_USER}`,
+    `ExecStart=${args.join(' ')}`,
+    'Restart=on-failure',
+    'RestartSec=2',
+    '',
+    '[Install]',
+    'WantedBy=multi-user.target',
+    '',
+  ].join('\n');
+}
+
+/** Every value is checked here so it cannot break out of the unit's ExecStart line. */
+function checkInput(input: CloudInitInput): void {
+  const plain = /^[A-Za-z0-9._:@[\]-]{1,255}$/;
+  for (const [k, v] of [['vm', input.vm], ['instanceId', input.instanceId], ['profile', input.profile], ['server', input.server], ['tlsServerName', input.tlsServerName]] as const) {
+    if (v !== undefined && !plain.test(v)) throw new RangeError(`cloud-init: ${k} has characters not allowed in a unit file`);
+  }
+  if (!/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(input.macAddress)) throw new RangeError('cloud-init: bad MAC address');
+  for (const k of input.sshKeys) if (/[\r\n]/.test(k)) throw new RangeError('cloud-init: an SSH key spans lines');
+}
+
+export function buildCloudInit(input: CloudInitInput): CloudInitSeed {
+  checkInput(input);
+  const user: Record<string, unknown> = { name: GUEST_USER, shell: '/bin/bash', lock_passwd: true, groups: [] };
+  if (input.sshKeys.length > 0) user['ssh_authorized_keys'] = [...input.sshKeys];
+  const config = {
+    hostname: input.vm,
+    preserve_hostname: false,
+    ssh_pwauth: false,
+    disable_root: true,
+    users: [user],
+    write_files: [
+      { path: `${GUEST_CERTS_DIR}/ca.pem`, permissions: '0644', owner: 'root:root', content: input.certs.caPem },
+      { path: `${GUEST_CERTS_DIR}/agent.pem`, permissions: '0644', owner: 'root:root', content: input.certs.certPem },
+      // owner is set in runcmd: the agent user does not exist yet when write_files runs.
+      { path: `${GUEST_CERTS_DIR}/agent-key.pem`, permissions: '0600', owner: 'root:root', content: input.certs.keyPem },
+      { path: '/etc/systemd/system/sandbox-agent.service', permissions: '0644', owner: 'root:root', content: unit(input) },
+    ],
+    runcmd: [
+      ['chown', `${GUEST_USER}:${GUEST_USER}`, `${GUEST_CERTS_DIR}/agent-key.pem`],
+      ['install', '-d', '-o', GUEST_USER, '-g', GUEST_USER, `/home/${GUEST_USER}/workspace`],
+      ['systemctl', 'daemon-reload'],
+      ['systemctl', 'enable', '--now', 'sandbox-agent.service'],
+    ],
+  };
+  const meta = { 'instance-id': input.cloudInitInstanceId ?? input.instanceId, 'local-hostname': input.vm };
+  const network = {
+    version: 2,
+    ethernets: { primary: { match: { macaddress: input.macAddress.toLowerCase() }, 'set-name': 'eth0', dhcp4: true } },
+  };
+  return {
+    userData: `#cloud-config\n${stringify(config, { lineWidth: 0 })}`,
+    metaData: stringify(meta),
+    networkConfig: stringify(network),
+  };
+}

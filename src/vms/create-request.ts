@@ -1,0 +1,158 @@
+/**
+ * Validation of VM request bodies (spec 4.3). Every failure is a 400 naming the field.
+ *
+ * POST /api/v1/vms
+ * | field      | rule                                                                  | default |
+ * |------------|-----------------------------------------------------------------------|---------|
+ * | name       | required; ^agent-[a-z0-9-]+$, at most 63 characters (INVALID_VM_NAME)  |         |
+ * | profile    | svc-dev or basic                                                      | svc-dev |
+ * | vcpus      | integer 1-64                                                          | 4       |
+ * | memory_mb  | integer 256-262144 (256 MiB - 256 GiB)                                | 8192    |
+ * | disk_gb    | integer 1-2048                                                        | 50      |
+ * | agentshare | boolean                                                               | true    |
+ * | start      | boolean                                                               | true    |
+ * | ssh_key    | one OpenSSH public key line (ssh-ed25519, ecdsa-sha2-nistp256/384/521, ssh-rsa ≥ 2048 bits), ≤ 8 KiB | none |
+ * Unknown fields are refused (request.invalid), so a typo never silently becomes a default.
+ *
+ * ssh_key policy (spec: "managed svc-dev provisioning omits such keys unless
+ * SVC_ENABLE_DIRECT_RUNTIME_SSH=1"): the key is always validated; for profile basic, or svc-dev
+ * with the flag, it is installed; for svc-dev without the flag it is omitted and the 202 answer
+ * carries a `warnings` entry saying so (the request still succeeds, as the spec says "omits").
+ *
+ * POST /api/v1/vms/{name}/restart: mode graceful|hard (default graceful); timeout_seconds
+ * integer 0-3600 (default 60: how long a graceful restart waits for the guest before forcing).
+ */
+import sshpk from 'sshpk';
+import { SvcError } from '../core/errors.js';
+
+export const VM_NAME_RE = /^agent-[a-z0-9-]+$/;
+export const VM_NAME_MAX = 63;
+export const PROFILES = ['svc-dev', 'basic'] as const;
+export type Profile = (typeof PROFILES)[number];
+export const LIMITS = {
+  vcpus: { min: 1, max: 64, default: 4 },
+  memory_mb: { min: 256, max: 262_144, default: 8192 },
+  disk_gb: { min: 1, max: 2048, default: 50 },
+} as const;
+export const SSH_KEY_MAX_BYTES = 8192;
+export const RESTART_TIMEOUT_MAX_SECONDS = 3600;
+
+export interface CreateVmRequest {
+  name: string;
+  profile: Profile;
+  vcpus: number;
+  memoryMiB: number;
+  diskGiB: number;
+  agentshare: boolean;
+  start: boolean;
+  /** Keys to install after the policy. */
+  sshKeys: string[];
+  /** Things the caller should know (an omitted ssh_key). */
+  warnings: string[];
+}
+
+const CREATE_FIELDS = new Set(['name', 'profile', 'vcpus', 'memory_mb', 'disk_gb', 'agentshare', 'start', 'ssh_key']);
+const RESTART_FIELDS = new Set(['mode', 'timeout_seconds']);
+
+function invalid(message: string): SvcError {
+  return new SvcError('request.invalid', message);
+}
+
+function objectBody(body: unknown, allowed: Set<string>, what: string): Record<string, unknown> {
+  if (body === undefined) return {};
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid(`${what} must be a JSON object`);
+  const rec = body as Record<string, unknown>;
+  const unknown = Object.keys(rec).filter((k) => !allowed.has(k));
+  if (unknown.length > 0) throw invalid(`unknown field(s): ${unknown.slice(0, 5).map((k) => k.slice(0, 40)).join(', ')}`);
+  return rec;
+}
+
+function intField(rec: Record<string, unknown>, field: keyof typeof LIMITS): number {
+  const v = rec[field];
+  const lim = LIMITS[field];
+  if (v === undefined) return lim.default;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < lim.min || v > lim.max) throw invalid(`${field} must be an integer from ${lim.min} to ${lim.max}`);
+  return v;
+}
+
+function boolField(rec: Record<string, unknown>, field: string, dflt: boolean): boolean {
+  const v = rec[field];
+  if (v === undefined) return dflt;
+  if (typeof v !== 'boolean') throw invalid(`${field} must be true or false`);
+  return v;
+}
+
+/** Checks a VM name for create: INVALID_VM_NAME with the rule. */
+export function checkVmName(name: unknown): string {
+  if (name === undefined) throw invalid('name is required');
+  if (typeof name !== 'string') throw invalid('name must be a string');
+  if (name.length > VM_NAME_MAX || !VM_NAME_RE.test(name)) {
+    throw new SvcError('INVALID_VM_NAME', `name must match ^agent-[a-z0-9-]+$ and be at most ${VM_NAME_MAX} characters`);
+  }
+  return name;
+}
+
+const KEY_LINE_RE = /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521) ([A-Za-z0-9+/]+={0,2})(?: ([^\r\n]*))?$/;
+
+/** An OpenSSH public key line, normalised to `type base64 [comment]`; request.invalid otherwise. */
+export function parseSshPublicKey(raw: unknown): string {
+  if (typeof raw !== 'string') throw invalid('ssh_key must be a string');
+  const line = raw.trim();
+  if (Buffer.byteLength(line) > SSH_KEY_MAX_BYTES) throw invalid(`ssh_key must be at most ${SSH_KEY_MAX_BYTES} bytes`);
+  const m = KEY_LINE_RE.exec(line);
+  if (m === null) throw invalid('ssh_key must be one OpenSSH public key line (ssh-ed25519, ecdsa-sha2-nistp256/384/521 or ssh-rsa)');
+  let key: sshpk.Key;
+  try {
+    key = sshpk.parseKey(`${m[1]} ${m[2]}`, 'ssh');
+  } catch {
+    throw invalid('ssh_key is not a valid OpenSSH public key');
+  }
+  if (key.type === 'rsa' && key.size < 2048) throw invalid('ssh_key: RSA keys must have at least 2048 bits');
+  const comment = (m[3] ?? '').trim();
+  return comment === '' ? `${m[1]} ${m[2]}` : `${m[1]} ${m[2]} ${comment}`;
+}
+
+/** Parses a create body; `directRuntimeSsh` is SVC_ENABLE_DIRECT_RUNTIME_SSH. */
+export function parseCreateVm(body: unknown, opts: { directRuntimeSsh: boolean }): CreateVmRequest {
+  if (body === undefined) throw invalid('a JSON body with at least a name is required');
+  const rec = objectBody(body, CREATE_FIELDS, 'the body');
+  const name = checkVmName(rec['name']);
+  const profile = rec['profile'] ?? 'svc-dev';
+  if (typeof profile !== 'string' || !(PROFILES as readonly string[]).includes(profile)) throw invalid(`profile must be one of ${PROFILES.join(', ')}`);
+  const out: CreateVmRequest = {
+    name,
+    profile: profile as Profile,
+    vcpus: intField(rec, 'vcpus'),
+    memoryMiB: intField(rec, 'memory_mb'),
+    diskGiB: intField(rec, 'disk_gb'),
+    agentshare: boolField(rec, 'agentshare', true),
+    start: boolField(rec, 'start', true),
+    sshKeys: [],
+    warnings: [],
+  };
+  if (rec['ssh_key'] !== undefined && rec['ssh_key'] !== null) {
+    const key = parseSshPublicKey(rec['ssh_key']);
+    if (out.profile === 'svc-dev' && !opts.directRuntimeSsh) {
+      out.warnings.push('ssh_key omitted: managed svc-dev VMs get no direct runtime SSH keys unless SVC_ENABLE_DIRECT_RUNTIME_SSH=1 (use gateway SSH leases)');
+    } else {
+      out.sshKeys.push(key);
+    }
+  }
+  return out;
+}
+
+export interface RestartRequest {
+  mode: 'graceful' | 'hard';
+  timeoutSeconds: number;
+}
+
+export function parseRestart(body: unknown): RestartRequest {
+  const rec = objectBody(body, RESTART_FIELDS, 'the body');
+  const mode = rec['mode'] ?? 'graceful';
+  if (mode !== 'graceful' && mode !== 'hard') throw invalid('mode must be graceful or hard');
+  const t = rec['timeout_seconds'] ?? 60;
+  if (typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0 || t > RESTART_TIMEOUT_MAX_SECONDS) {
+    throw invalid(`timeout_seconds must be an integer from 0 to ${RESTART_TIMEOUT_MAX_SECONDS}`);
+  }
+  return { mode, timeoutSeconds: t };
+}

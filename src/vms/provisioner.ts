@@ -1,0 +1,236 @@
+/**
+ * Provisioning on the main thread: defining a VM with sandboxd's metadata, giving it an agent
+ * identity, and running its agent.
+ *
+ * Test-driver hosts (test:///…, test+unix:///…): the domain has no guest, so the agent runs as a
+ * local child process (local-agents.ts) with the VM's certificate in <vm>/certs, agent id = the
+ * VM name, instance id = the VM uuid.
+ * qemu/kvm hosts: a qcow2 overlay and a cloud-init seed that installs the certificate and starts
+ * the agent inside the guest (qemu-files.ts); deploy-agent rewrites the seed with a fresh
+ * cloud-init instance id and power-cycles the VM so cloud-init runs again. The files are made
+ * on the sandboxd host: a remote qemu+ssh host needs the same paths (shared storage).
+ *
+ * Metadata written at define: profile, disk size, instance id (= uuid) and labels
+ * `sandboxd/agentshare` (true|false) and `sandboxd/ssh-keys` (count installed). A VM with an
+ * instance id is "managed": its agent is started, stopped and awaited. Others (the test driver's
+ * predefined `test`, anything defined by hand) are controlled but get no agent.
+ */
+import { X509Certificate } from 'node:crypto';
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { SvcError } from '../core/errors.js';
+import type { DomainInfo, HypervisorPort } from '../hypervisor/port.js';
+import { macFromName } from '../hypervisor/libvirt/domain-xml.js';
+import { isTestDriverUri } from '../hypervisor/uri.js';
+import { writeAgentBundle, type CaMaterial } from '../identity/ca.js';
+import type { CreateParams, StepResult } from '../../actors/vm/vm-frames.js';
+import type { AgentLookup } from './agent-lookup.js';
+import type { LocalAgentSupervisor } from './local-agents.js';
+import { createOverlay, qemuSpecFor, writeSeed, type QemuOptions } from './qemu-files.js';
+import { isInside, vmPaths, type VmPaths } from './vm-paths.js';
+
+/** How often provisioning looks whether the agent has connected, ms. */
+export const AGENT_POLL_MS = 250;
+
+export interface ProvisionerOptions {
+  hypervisor: HypervisorPort;
+  stateDir: string;
+  caProvider: () => Promise<CaMaterial>;
+  localAgents: LocalAgentSupervisor;
+  agents: AgentLookup;
+  qemu: QemuOptions;
+  /** Bound of qemu-img and similar host work, ms. */
+  writeBudgetMs: number;
+  logger: Pick<Logger, 'info' | 'warn' | 'error'>;
+}
+
+export class Provisioner {
+  readonly #o: ProvisionerOptions;
+
+  constructor(opts: ProvisionerOptions) {
+    this.#o = opts;
+  }
+
+  paths(vm: string): VmPaths {
+    return vmPaths(this.#o.stateDir, vm);
+  }
+
+  /** Defines the domain; on qemu hosts also makes its certificate, overlay and seed (the definition is removed again if that fails). */
+  async define(vm: string, c: CreateParams, signal: AbortSignal): Promise<StepResult> {
+    const paths = this.paths(vm);
+    const info = await this.#o.hypervisor.define(
+      {
+        name: vm,
+        uuid: c.uuid,
+        vcpus: c.vcpus,
+        memoryMiB: c.memoryMiB,
+        metadata: {
+          profile: c.profile,
+          diskGiB: c.diskGiB,
+          instanceId: c.uuid,
+          labels: { 'sandboxd/agentshare': String(c.agentshare), 'sandboxd/ssh-keys': String(c.sshKeys.length) },
+        },
+        qemu: qemuSpecFor(paths, c.uuid, this.#o.qemu),
+      },
+      { signal },
+    );
+    if (!isTestDriverUri(info.host)) {
+      try {
+        await this.#qemuFiles(vm, info, c.diskGiB, c.sshKeys, c.uuid);
+      } catch (err) {
+        await this.#o.hypervisor.undefine(vm, { force: true }).catch(() => undefined);
+        throw err instanceof SvcError ? err : new SvcError('PROVISIONING_ERROR', `preparing the disk and seed of VM '${vm}' failed: ${(err as Error).message}`);
+      }
+    }
+    return { state: info.state, managed: true };
+  }
+
+  /**
+   * Starts the VM's agent (test driver: the local process; qemu: nothing to do unless `restart`,
+   * which re-seeds and power-cycles). `agentMode` none for an unmanaged VM.
+   */
+  async agentUp(vm: string, restart: boolean, signal: AbortSignal): Promise<StepResult> {
+    const info = await this.#o.hypervisor.get(vm, { signal });
+    if (info === null) throw new SvcError('VM_NOT_FOUND', `VM '${vm}' not found`);
+    const instanceId = info.metadata.instanceId;
+    if (instanceId === undefined) return { agentMode: 'none', managed: false, state: info.state };
+    if (info.state !== 'running') throw new SvcError('VM_NOT_RUNNING', `VM '${vm}' is ${info.state}; its agent runs only while it runs`);
+    if (!isTestDriverUri(info.host)) {
+      if (!restart) return { agentMode: 'cloud-init', agentSinceMs: 0, managed: true, state: info.state };
+      const sinceMs = Date.now();
+      await this.#qemuSeed(vm, info, instanceId, `${instanceId}-${sinceMs}`);
+      await this.#o.hypervisor.destroyDomain(vm, { signal });
+      const after = await this.#o.hypervisor.startDomain(vm, { signal });
+      return { agentMode: 'cloud-init', agentSinceMs: sinceMs, managed: true, state: after.state };
+    }
+    const paths = this.paths(vm);
+    if (restart || !(await hasBundle(paths, instanceId))) await writeAgentBundle(paths.certs, await this.#o.caProvider(), { instanceId });
+    const started = await this.#o.localAgents.start(
+      {
+        vm, instanceId, profile: info.metadata.profile ?? 'basic', labels: info.metadata.labels ?? {},
+        certsDir: paths.certs, workDir: paths.work, logPath: paths.agentLog, pidPath: paths.agentPid,
+      },
+      { restart },
+    );
+    return { agentMode: 'local', agentSinceMs: started.startedAtMs, managed: true, state: info.state };
+  }
+
+  /** Stops the VM's local agent (none on qemu hosts: the guest's agent goes down with the guest). */
+  async agentDown(vm: string): Promise<StepResult> {
+    await this.#o.localAgents.stop(vm);
+    return {};
+  }
+
+  /**
+   * Waits until the VM's agent has connected at or after `sinceMs`. PROVISIONING_ERROR naming
+   * what timed out (and the local process's fate) after `timeoutMs`.
+   */
+  async agentWait(vm: string, sinceMs: number, timeoutMs: number, signal: AbortSignal): Promise<StepResult> {
+    const info = await this.#o.hypervisor.get(vm, { signal });
+    const instanceId = info?.metadata.instanceId ?? null;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const a = this.#o.agents.byVm(vm, instanceId);
+      if (a?.connected === true && (a.connected_at ?? 0) >= sinceMs) return { hostname: a.hostname };
+      const local = this.#o.localAgents.info(vm);
+      if (local !== null && !local.running && local.lastExit?.code === 2) {
+        throw new SvcError('PROVISIONING_ERROR', `the agent of VM '${vm}' refused its configuration (exit code 2); see ${local.logPath}`);
+      }
+      if (Date.now() >= deadline) {
+        const proc = local === null ? 'no local agent process' : local.running ? `agent process ${local.pid} is running` : `agent process exited (${local.lastExit?.code ?? local.lastExit?.signal ?? 'unknown'})`;
+        const where = local === null ? '' : `; see ${local.logPath}`;
+        throw new SvcError('PROVISIONING_ERROR', `timed out after ${Math.round(timeoutMs / 1000)} s waiting for the agent of VM '${vm}' to connect (${proc}${where})`, { vm, timeout_ms: timeoutMs });
+      }
+      await sleep(AGENT_POLL_MS, signal);
+    }
+  }
+
+  /** Removes the VM's certificates, and with deleteDisk its whole directory and disks inside it. */
+  async purge(vm: string, deleteDisk: boolean, disks: readonly string[]): Promise<StepResult> {
+    const paths = this.paths(vm);
+    await rm(paths.certs, { recursive: true, force: true });
+    if (!deleteDisk) return { diskDeleted: false };
+    let removed = false;
+    for (const d of disks) {
+      if (!isInside(paths.dir, d)) continue; // never a file outside the VM's own directory
+      await rm(d, { force: true });
+      removed = true;
+    }
+    const hadDir = await dirExists(paths.dir);
+    await rm(paths.dir, { recursive: true, force: true });
+    return { diskDeleted: removed || hadDir };
+  }
+
+  /** At service start: starts the local agents of managed VMs already running on test-driver hosts. */
+  async resumeRunningAgents(signal: AbortSignal): Promise<string[]> {
+    const running = (await this.#o.hypervisor.list({ states: ['running'] })).filter((d) => isTestDriverUri(d.host) && d.metadata.instanceId !== undefined);
+    const started: string[] = [];
+    for (const d of running) {
+      try {
+        await this.agentUp(d.name, false, signal);
+        started.push(d.name);
+      } catch (err) {
+        this.#o.logger.warn({ vm: d.name, err }, 'could not start the agent of a running VM');
+      }
+    }
+    return started;
+  }
+
+  async #qemuFiles(vm: string, info: DomainInfo, diskGiB: number, sshKeys: readonly string[], instanceId: string): Promise<void> {
+    const paths = this.paths(vm);
+    await mkdir(paths.cloudInit, { recursive: true, mode: 0o700 });
+    // Kept so deploy-agent can write the same keys into a new seed.
+    await writeFile(join(paths.cloudInit, 'ssh-keys'), sshKeys.join('\n'), { mode: 0o600 });
+    await createOverlay(paths, diskGiB, this.#o.qemu, this.#o.writeBudgetMs);
+    await this.#qemuSeed(vm, info, instanceId, instanceId);
+  }
+
+  /** Issues a new certificate and writes the seed with it. */
+  async #qemuSeed(vm: string, info: DomainInfo, instanceId: string, cloudInitInstanceId: string): Promise<void> {
+    const paths = this.paths(vm);
+    const files = await writeAgentBundle(paths.certs, await this.#o.caProvider(), { instanceId });
+    const [caPem, certPem, keyPem] = await Promise.all([readFile(files.ca, 'utf8'), readFile(files.cert, 'utf8'), readFile(files.key, 'utf8')]);
+    const sshKeys = await readFile(join(paths.cloudInit, 'ssh-keys'), 'utf8').then((t) => t.split('\n').filter((l) => l !== ''), () => []);
+    await writeSeed(paths, {
+      vm, instanceId, cloudInitInstanceId, profile: info.metadata.profile ?? 'basic', server: this.#o.qemu.agentServer,
+      certs: { caPem, certPem, keyPem }, sshKeys, macAddress: macFromName(vm),
+    });
+  }
+}
+
+/** Renew an agent certificate at an agent (re)start when less than this is left, ms (7 days). */
+const RENEW_BEFORE_MS = 7 * 86_400_000;
+
+/** True when the VM has an agent certificate for `instanceId` that is valid for another week. */
+async function hasBundle(paths: VmPaths, instanceId: string): Promise<boolean> {
+  try {
+    const cert = new X509Certificate(await readFile(join(paths.certs, 'agent.pem')));
+    return Date.parse(cert.validTo) - Date.now() > RENEW_BEFORE_MS && (cert.subjectAltName ?? '').endsWith(`/agent/${instanceId}`);
+  } catch {
+    return false;
+  }
+}
+
+async function dirExists(path: string): Promise<boolean> {
+  return stat(path).then((s) => s.isDirectory(), () => false);
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (signal.aborted) {
+      reject(signal.reason instanceof Error ? signal.reason : new SvcError('server.timeout', 'aborted'));
+      return;
+    }
+    const t = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    t.unref();
+    const onAbort = (): void => {
+      clearTimeout(t);
+      reject(signal.reason instanceof Error ? signal.reason : new SvcError('server.timeout', 'aborted'));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}

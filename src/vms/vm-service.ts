@@ -1,0 +1,212 @@
+/**
+ * The VM feature, assembled: operation store and tracker, per-VM queue actors and their bridge,
+ * step executor, provisioner, local agents, VM events, the container image catalog, and the
+ * routes (VMs 4.3, operations 4.4, container images 4.16).
+ *
+ * Wiring it needs from the composition root (src/main.ts):
+ * - add VM_ACTOR_MODULE to the ActorSystem's actorModules;
+ * - route emitted frames: `onEmit: (k, key, p) => vms.handleFrame(k, key, p) || …others`;
+ * - `onShardRestart: (i, lost) => vms.handleShardRestart(i, lost)`;
+ * - call `vms.registerRoutes(router)`, and `vms.reprovision(agentId)` from
+ *   POST /api/v1/agents/{id}/reprovision;
+ * - stop it before the actor system and the hypervisor port (it stops the local agents).
+ *
+ * On start, managed VMs already running on test-driver hosts get their local agents started
+ * (a daemon-served test driver or a sandboxd restart keeps VMs; their agents are ours to run).
+ */
+import type { Logger } from 'pino';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { ActorSystem } from '../../actors/runtime/actor-system.js';
+import { publicTypeOf } from '../../actors/vm/vm-frames.js';
+import { isTerminal, type OperationJson } from '../../actors/vm/operation-state.js';
+import { SvcError, isErrorCode } from '../core/errors.js';
+import { registerContainerImageRoutes } from '../api/container-images.js';
+import { registerOperationRoutes } from '../api/operations.js';
+import { registerVmRoutes } from '../api/vms.js';
+import { formatAddress, isLoopbackHost, type ListenAddress } from '../config/parsers.js';
+import type { Router } from '../http/router.js';
+import type { HypervisorPort } from '../hypervisor/port.js';
+import type { CaMaterial } from '../identity/ca.js';
+import { OperationStore } from '../operations/operation-store.js';
+import { OperationTracker, type Operations } from '../operations/operation-tracker.js';
+import type { AgentLookup } from './agent-lookup.js';
+import { loadContainerImages, type ContainerImage } from './container-images.js';
+import { LocalAgentSupervisor } from './local-agents.js';
+import { Provisioner } from './provisioner.js';
+import type { QemuOptions } from './qemu-files.js';
+import { StepExecutor } from './step-executor.js';
+import { VmController, type VmApi } from './vm-controller.js';
+import { VmEventBridge, type EventSink } from './vm-events.js';
+import { VmOpsBridge } from './vm-ops-bridge.js';
+
+/** The actor module to list in the ActorSystem's actorModules. */
+export const VM_ACTOR_MODULE: URL = new URL('../../actors/vm/vm-ops.actor.js', import.meta.url);
+
+export interface VmServiceOptions {
+  hypervisor: HypervisorPort;
+  actors: ActorSystem;
+  events: EventSink;
+  agents: AgentLookup;
+  /** sandboxd's gRPC listener (bound address): local agents dial it. */
+  grpcAddress: ListenAddress;
+  /** The CA that issues agent certificates (ensureCa's result). */
+  caProvider: () => Promise<CaMaterial>;
+  logger: Logger;
+  /** SVC_STATE_DIR: VM files go to <stateDir>/vms/<name>/. */
+  stateDir: string;
+  /** SVC_ENABLE_DIRECT_RUNTIME_SSH. */
+  enableDirectRuntimeSsh: boolean;
+  /** Bound of each hypervisor step, ms (SVC_HYPERVISOR_WRITE_BUDGET_MS). Default 30 000. */
+  writeBudgetMs?: number;
+  /** How long provisioning waits for a VM's agent to connect, ms. Default 60 000. */
+  agentConnectTimeoutMs?: number;
+  /** How long a finished operation stays readable, ms. Default 3 600 000. */
+  operationRetentionMs?: number;
+  /** A JSON catalog replacing the built-in container images (SVC_CONTAINER_IMAGES_FILE). Default null. */
+  containerImagesFile?: string | null;
+  /** Path of sandbox-agent.js for local agents (default: this build's). */
+  agentBin?: string;
+  /** SIGTERM → SIGKILL grace of local agents, ms. Default 5000. */
+  localAgentStopGraceMs?: number;
+  /** qemu hosts: base image, network, and the gRPC address guests dial. */
+  qemu?: Partial<QemuOptions>;
+  /** Registers svc_vm_operations_total and svc_vm_local_agents here when given. */
+  metricsRegistry?: Registry;
+  /** Start the agents of running managed VMs at start. Default true. */
+  resumeAgents?: boolean;
+  /** Idle queue actors stop after this long, ms (default 10 minutes). */
+  actorIdleStopMs?: number;
+}
+
+export interface VmService {
+  readonly api: VmApi;
+  readonly operations: Operations;
+  readonly localAgents: LocalAgentSupervisor;
+  readonly containerImages: readonly ContainerImage[];
+  /**
+   * Registers the VM, operation and container-image routes. `lookupOperation` lets GET
+   * /api/v1/operations/{id} also find operations kept elsewhere (e.g. the agents feature's).
+   */
+  registerRoutes(router: Router, opts?: { lookupOperation?: (id: string) => OperationJson | undefined }): void;
+  /** Jobs queued or running on a VM, oldest first (diagnostics, tests). */
+  queue(vm: string): Promise<{ id: string; kind: string; status: string; progress_percent: number }[]>;
+  /** Takes the frames of vm-ops actors; false for anything else. */
+  handleFrame(kind: number, key: string, payload: Uint8Array): boolean;
+  /** Fails the operations of queue actors lost with a crashed shard. */
+  handleShardRestart(shardIndex: number, lostActorIds: readonly string[]): void;
+  /** POST /api/v1/agents/{id}/reprovision: queues a deploy-agent (vm_create) operation. */
+  reprovision(agentId: string): Promise<{ operation_id: string; status: 'queued' }>;
+  /**
+   * The same as a backend of src/agents/reprovision.ts (structural ReprovisionBackend): runs the
+   * deploy-agent operation to its end and resolves with its result, or rejects with its error.
+   */
+  readonly reprovisionBackend: { reprovision(agentId: string, report: { progress(percent: number): void }): Promise<Record<string, unknown>> };
+  /** Stops taking work, fails running steps, stops every local agent. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** Builds and starts the VM feature (see the file comment for the wiring it expects). */
+export async function startVmService(o: VmServiceOptions): Promise<VmService> {
+  const logger = o.logger.child({ component: 'vms' });
+  const writeBudgetMs = o.writeBudgetMs ?? 30_000;
+  const containerImages = await loadContainerImages(o.containerImagesFile ?? null);
+  const store = new OperationStore({ ...(o.operationRetentionMs !== undefined ? { retentionMs: o.operationRetentionMs } : {}) });
+  store.start();
+  const operations = new OperationTracker(store, logger);
+  const localAgents = new LocalAgentSupervisor({
+    server: o.grpcAddress,
+    logger,
+    ...(o.agentBin !== undefined ? { agentBin: o.agentBin } : {}),
+    ...(o.localAgentStopGraceMs !== undefined ? { stopGraceMs: o.localAgentStopGraceMs } : {}),
+  });
+  const qemu: QemuOptions = {
+    baseImage: o.qemu?.baseImage ?? null,
+    network: o.qemu?.network ?? 'default',
+    // libvirt's default network reaches the host at 192.168.122.1; a loopback listener is not reachable from guests.
+    agentServer: o.qemu?.agentServer ?? (isLoopbackHost(o.grpcAddress.host) ? `192.168.122.1:${o.grpcAddress.port}` : formatAddress(o.grpcAddress)),
+    ...(o.qemu?.qemuImgPath !== undefined ? { qemuImgPath: o.qemu.qemuImgPath } : {}),
+  };
+  const provisioner = new Provisioner({
+    hypervisor: o.hypervisor, stateDir: o.stateDir, caProvider: o.caProvider, localAgents, agents: o.agents, qemu, writeBudgetMs, logger,
+  });
+  const eventBridge = new VmEventBridge({ hypervisor: o.hypervisor, events: o.events, localAgents, provisioner, logger });
+  const opsTotal = o.metricsRegistry === undefined ? null : new Counter({
+    name: 'svc_vm_operations_total', help: 'VM operations finished, by type and final status', labelNames: ['type', 'status'] as const, registers: [o.metricsRegistry],
+  });
+  if (o.metricsRegistry !== undefined) {
+    new Gauge({
+      name: 'svc_vm_local_agents', help: 'Local sandbox-agent processes running for test-driver VMs', registers: [o.metricsRegistry],
+      collect() {
+        this.set(localAgents.list().filter((a) => a.running).length);
+      },
+    });
+  }
+  const bridge = new VmOpsBridge({
+    actors: o.actors,
+    executor: new StepExecutor(o.hypervisor, provisioner),
+    store,
+    budgets: { stepTimeoutMs: writeBudgetMs, agentConnectTimeoutMs: o.agentConnectTimeoutMs ?? 60_000 },
+    logger,
+    ...(o.actorIdleStopMs !== undefined ? { actorInit: { idleStopMs: o.actorIdleStopMs } } : {}),
+    onJob: (s, previous) => {
+      eventBridge.onJob(s, previous);
+      const type = publicTypeOf(s.type);
+      if (type !== null && isTerminal(s.status)) opsTotal?.inc({ type, status: s.status });
+    },
+  });
+  const controller = new VmController({
+    hypervisor: o.hypervisor, bridge, agents: o.agents,
+    // start = start + agentUp; delete = undefine + agentDown + purge: three steps at most, plus queueing.
+    syncTimeoutMs: 3 * writeBudgetMs + 10_000,
+  });
+  eventBridge.start();
+  if (o.resumeAgents !== false) {
+    const started = await provisioner.resumeRunningAgents(AbortSignal.timeout(writeBudgetMs)).catch((err: unknown) => {
+      logger.warn({ err }, 'could not list running VMs to start their agents');
+      return [];
+    });
+    if (started.length > 0) logger.info({ vms: started }, 'started the agents of running VMs');
+  }
+
+  let stopping: Promise<void> | undefined;
+  return {
+    api: controller,
+    operations,
+    localAgents,
+    containerImages,
+    registerRoutes(router, opts = {}) {
+      registerVmRoutes(router, { vms: controller, directRuntimeSsh: o.enableDirectRuntimeSsh });
+      const other = opts.lookupOperation;
+      registerOperationRoutes(router, { operations: other === undefined ? operations : { get: (id) => operations.get(id) ?? other(id) ?? null } });
+      registerContainerImageRoutes(router, { images: () => containerImages });
+    },
+    queue: async (vm) => (await bridge.status(vm)).map((j) => ({ id: j.id, kind: j.type, status: j.status, progress_percent: j.progressPercent })),
+    handleFrame: (kind, key, payload) => bridge.handleFrame(kind, key, payload),
+    handleShardRestart: (_shardIndex, lost) => bridge.handleShardRestart(lost),
+    reprovision: (agentId) => controller.reprovision(agentId),
+    reprovisionBackend: {
+      async reprovision(agentId, report) {
+        const { operation_id: id } = await controller.reprovision(agentId);
+        const unsubscribe = store.subscribe((s) => {
+          if (s.id === id) report.progress(s.progressPercent);
+        });
+        try {
+          const final = await operations.waitFor(id);
+          if (final.status === 'failed') throw new SvcError(isErrorCode(final.error_code) ? final.error_code : 'PROVISIONING_ERROR', final.error ?? `${id} failed`);
+          return final.result ?? {};
+        } finally {
+          unsubscribe();
+        }
+      },
+    },
+    stop() {
+      stopping ??= (async () => {
+        bridge.stop();
+        eventBridge.stop();
+        store.stop();
+        await localAgents.stopAll();
+      })();
+      return stopping;
+    },
+  };
+}

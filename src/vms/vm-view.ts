@@ -1,0 +1,75 @@
+/**
+ * The spec's VM JSON (part 2) from what the hypervisor and the agents registry know.
+ *
+ * - ip_address: the static address in the VM's metadata, else the one its agent reported, else
+ *   "" (the spec types it as a string, so unknown is the empty string, never null).
+ * - uptime_seconds: integer, or null when not running or started before sandboxd saw it.
+ * - detail only: agent {connected, connected_at (Unix ms), hostname} — connected false and no
+ *   other field when no agent of this VM is known; plus our host, profile and disk_gb.
+ */
+import type { DomainInfo } from '../hypervisor/port.js';
+import type { AgentPresence } from './agent-lookup.js';
+
+export interface VmJson {
+  name: string;
+  state: string;
+  uuid: string;
+  vcpus: number;
+  memory_mb: number;
+  ip_address: string;
+  uptime_seconds: number | null;
+}
+
+export interface VmDetailJson extends VmJson {
+  agent: { connected: boolean; connected_at?: number; hostname?: string };
+  host: string;
+  profile: string | null;
+  disk_gb: number | null;
+}
+
+export function vmJson(d: DomainInfo, agent: AgentPresence | null): VmJson {
+  return {
+    name: d.name,
+    state: d.state,
+    uuid: d.uuid,
+    vcpus: d.vcpus,
+    memory_mb: d.memoryMiB,
+    ip_address: d.ipAddress ?? agent?.ip_address ?? '',
+    uptime_seconds: d.uptimeSeconds,
+  };
+}
+
+export function vmDetailJson(d: DomainInfo, agent: AgentPresence | null): VmDetailJson {
+  const a: VmDetailJson['agent'] = { connected: agent?.connected === true };
+  if (agent !== null && agent.connected_at !== null) a.connected_at = agent.connected_at;
+  if (agent !== null && agent.hostname !== null) a.hostname = agent.hostname;
+  return { ...vmJson(d, agent), agent: a, host: d.host, profile: d.metadata.profile ?? null, disk_gb: d.metadata.diskGiB ?? null };
+}
+
+const VM_PROPS = {
+  name: { type: 'string' },
+  state: { type: 'string' },
+  uuid: { type: 'string' },
+  vcpus: { type: 'integer' },
+  memory_mb: { type: 'integer' },
+  ip_address: { type: 'string' },
+  uptime_seconds: { type: ['integer', 'null'] },
+} as const;
+
+/** fast-json-stringify schemas of the list and the detail. */
+export const VM_LIST_SCHEMA: Record<string, unknown> = {
+  type: 'object',
+  properties: { vms: { type: 'array', items: { type: 'object', properties: VM_PROPS } }, total: { type: 'integer' } },
+  required: ['vms', 'total'],
+};
+
+export const VM_DETAIL_SCHEMA: Record<string, unknown> = {
+  type: 'object',
+  properties: {
+    ...VM_PROPS,
+    agent: { type: 'object', properties: { connected: { type: 'boolean' }, connected_at: { type: 'integer' }, hostname: { type: 'string' } }, required: ['connected'] },
+    host: { type: 'string' },
+    profile: { type: ['string', 'null'] },
+    disk_gb: { type: ['integer', 'null'] },
+  },
+};

@@ -1,0 +1,139 @@
+/**
+ * VMs with their real agents: the agents feature's mTLS gRPC listener and agent actors, the VM
+ * feature's queue actors, in one worker-shard ActorSystem; every local sandbox-agent dials the
+ * listener with the certificate provisioning issued, and "agent connected" comes from the agents
+ * registry (registryAgentLookup), not from a stand-in.
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import pino from 'pino';
+import { ActorSystem } from '../../actors/runtime/actor-system.js';
+import { AGENT_ACTOR_MODULE, AgentService } from '../../src/agents/agent-service.js';
+import { loadConfig } from '../../src/config/load.js';
+import { EventStore } from '../../src/events/event-store.js';
+import { inject, type InjectResponse } from '../../src/http/inject.js';
+import { Router } from '../../src/http/router.js';
+import { LibvirtHypervisor } from '../../src/hypervisor/libvirt/libvirt-hypervisor.js';
+import { ensureCa } from '../../src/identity/ca.js';
+import { createMetrics } from '../../src/observability/metrics.js';
+import { registryAgentLookup } from '../../src/vms/agent-lookup.js';
+import { VM_ACTOR_MODULE, startVmService, type VmService } from '../../src/vms/vm-service.js';
+import { uniqueName } from './vms-harness.js';
+
+type Json = Record<string, unknown>;
+
+describe('VMs with real agents over mTLS gRPC', () => {
+  let dir: string;
+  let hv: LibvirtHypervisor;
+  let actors: ActorSystem;
+  let agents: AgentService;
+  let vms: VmService;
+  let router: Router;
+  const req = (method: string, url: string, body?: unknown): Promise<InjectResponse> => inject(router, { method, url, ...(body !== undefined ? { body } : {}) });
+  const waitOp = async (id: string, timeoutMs = 120_000): Promise<Json> => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const op = (await req('GET', `/api/v1/operations/${id}`)).json() as Json;
+      if (op['status'] === 'completed' || op['status'] === 'failed') return op;
+      assert.ok(Date.now() < deadline, `operation ${id} did not finish`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  const waitUntil = async (what: string, cond: () => boolean, timeoutMs = 30_000): Promise<void> => {
+    const deadline = Date.now() + timeoutMs;
+    while (!cond()) {
+      assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'sandboxd-vms-agents-'));
+    const config = loadConfig({ SVC_STATE_DIR: dir, SVC_GRPC_ADDR: '127.0.0.1:0', SVC_SHUTDOWN_DEADLINE_MS: '5000', LOG_LEVEL: 'silent' });
+    const logger = pino({ level: 'silent' });
+    const events = new EventStore();
+    agents = new AgentService({ config, logger, metrics: createMetrics(), events });
+    const ref: { vms?: VmService } = {};
+    actors = await ActorSystem.start({
+      mode: 'workers',
+      shards: 2,
+      actorModules: [AGENT_ACTOR_MODULE, VM_ACTOR_MODULE],
+      onEmit: (kind, key, payload) => {
+        if (!agents.onEmit(kind, key, payload)) ref.vms?.handleFrame(kind, key, payload);
+      },
+    });
+    agents.bindActors(actors);
+    const { port } = await agents.start();
+    const ca = await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain });
+    hv = new LibvirtHypervisor({ uris: ['test:///default'], pollIntervalMs: 60_000 });
+    await hv.start();
+    vms = await startVmService({
+      hypervisor: hv, actors, events, agents: registryAgentLookup(agents.registry), grpcAddress: { host: '127.0.0.1', port },
+      caProvider: () => Promise.resolve(ca), logger, stateDir: dir, enableDirectRuntimeSsh: false, agentConnectTimeoutMs: 90_000,
+    });
+    ref.vms = vms;
+    router = new Router();
+    vms.registerRoutes(router);
+  });
+
+  after(async () => {
+    await vms.stop();
+    await agents.stop();
+    await actors.stop();
+    await hv.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  test('create → agent connected (registry) → stop → disconnected → start → reconnected → deploy-agent → delete', async () => {
+    const name = uniqueName('real');
+    const r = await req('POST', '/api/v1/vms', { name, vcpus: 1, memory_mb: 512 });
+    assert.equal(r.status, 202, r.text);
+    const op = await waitOp(String((r.json() as { operation: Json }).operation['id']));
+    assert.equal(op['status'], 'completed', JSON.stringify(op));
+    const detail = (await req('GET', `/api/v1/vms/${name}`)).json() as Json;
+    const agent = detail['agent'] as Json;
+    assert.equal(agent['connected'], true);
+    assert.equal(typeof agent['hostname'], 'string');
+    const reg = agents.registry.get(name);
+    assert.equal(reg?.instance_id, detail['uuid'], 'the agent registered with the VM uuid as its instance id');
+    const firstConnectedAt = Number(agent['connected_at']);
+
+    assert.equal((await req('POST', `/api/v1/vms/${name}/stop`)).status, 200);
+    await waitUntil('agent Disconnected', () => agents.registry.get(name)?.status === 'Disconnected');
+    assert.equal((((await req('GET', `/api/v1/vms/${name}`)).json() as Json)['agent'] as Json)['connected'], false);
+
+    assert.equal((await req('POST', `/api/v1/vms/${name}/start`)).status, 200);
+    await waitUntil('agent back', () => agents.registry.get(name)?.status !== 'Disconnected' && (agents.registry.get(name)?.connected_at ?? 0) > firstConnectedAt);
+
+    const before = agents.registry.get(name)!.connected_at;
+    const d = await req('POST', `/api/v1/vms/${name}/deploy-agent`);
+    const dop = await waitOp(String((d.json() as { operation: Json }).operation['id']));
+    assert.equal(dop['status'], 'completed', JSON.stringify(dop));
+    assert.ok(agents.registry.get(name)!.connected_at > before, 'deploy-agent waited for the new agent connection');
+
+    assert.equal((await req('DELETE', `/api/v1/vms/${name}?force=true&delete_disk=true`)).status, 200);
+    await waitUntil('agent gone after delete', () => agents.registry.get(name)?.status === 'Disconnected');
+  });
+
+  test('20 VMs created in parallel all reach running with their agents connected', async () => {
+    const names = Array.from({ length: 20 }, (_, i) => `agent-real20-${i}-${Math.random().toString(36).slice(2, 6)}`);
+    const t0 = performance.now();
+    const accepted = await Promise.all(names.map((name) => req('POST', '/api/v1/vms', { name, vcpus: 1, memory_mb: 256 })));
+    for (const r of accepted) assert.equal(r.status, 202, r.text);
+    const ops = await Promise.all(accepted.map((r) => waitOp(String((r.json() as { operation: Json }).operation['id']), 180_000)));
+    const ms = performance.now() - t0;
+    for (const op of ops) assert.equal(op['status'], 'completed', JSON.stringify(op));
+    const running = (await req('GET', '/api/v1/vms?state=running&prefix=agent-real20-')).json() as { total: number };
+    assert.equal(running.total, 20);
+    for (const n of names) {
+      assert.equal((((await req('GET', `/api/v1/vms/${n}`)).json() as Json)['agent'] as Json)['connected'], true, n);
+      assert.notEqual(agents.registry.get(n)?.status, 'Disconnected');
+    }
+    process.stdout.write(`# 20 VMs create-to-agent-connected in parallel (real mTLS agents, workers): ${ms.toFixed(0)} ms\n`);
+    const dels = await Promise.all(names.map((n) => req('DELETE', `/api/v1/vms/${n}?force=true&delete_disk=true`)));
+    for (const r of dels) assert.equal(r.status, 200, r.text);
+  });
+});

@@ -1,0 +1,154 @@
+/**
+ * The VM feature on real parts, for the vms-*.test.ts files: a LibvirtHypervisor on
+ * test:///default, an ActorSystem hosting the vm-ops actors, a real CA, real local sandbox-agent
+ * processes, the routes on a Router driven with inject(). Only the agents registry is stood in
+ * for (AgentLookup): an agent counts as connected while its local process runs, unless the test
+ * put its VM in `unreachable`.
+ *
+ * test:///default is shared by every connection of the process: each test uses names of its own.
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { ActorSystem, type ActorMode } from '../../actors/runtime/actor-system.js';
+import { EventStore } from '../../src/events/event-store.js';
+import { inject, type InjectResponse } from '../../src/http/inject.js';
+import { Router } from '../../src/http/router.js';
+import { LibvirtHypervisor } from '../../src/hypervisor/libvirt/libvirt-hypervisor.js';
+import { createStandaloneCa } from '../../src/identity/ca.js';
+import type { AgentLookup } from '../../src/vms/agent-lookup.js';
+import { VM_ACTOR_MODULE, startVmService, type VmService, type VmServiceOptions } from '../../src/vms/vm-service.js';
+
+export interface VmHarness {
+  readonly hv: LibvirtHypervisor;
+  readonly actors: ActorSystem;
+  readonly svc: VmService;
+  readonly router: Router;
+  readonly events: EventStore;
+  readonly stateDir: string;
+  /** VMs whose agent never "connects". */
+  readonly unreachable: Set<string>;
+  /** VM → ms after its agent process started before it counts as connected (default 0). */
+  readonly connectDelayMs: Map<string, number>;
+  req(method: string, url: string, body?: unknown): Promise<InjectResponse>;
+  /** Polls GET /api/v1/operations/{id} until completed or failed. */
+  waitOp(id: string, timeoutMs?: number): Promise<Record<string, unknown>>;
+  /** Creates a VM through the API and waits for its operation to complete. */
+  createVm(name: string, body?: Record<string, unknown>): Promise<Record<string, unknown>>;
+  stop(): Promise<void>;
+}
+
+/** A TCP port nothing listens on (the local agents dial it and retry: no agents server here). */
+export async function closedPort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((resolve) => srv.close(() => resolve()));
+  return port;
+}
+
+export async function startVmHarness(
+  opts: {
+    mode?: ActorMode;
+    agents?: (h: { svc: () => VmService; unreachable: Set<string> }) => AgentLookup;
+    grpcPort?: number;
+    /** Default test:///default. */
+    uri?: string;
+    pollIntervalMs?: number;
+  } & Partial<VmServiceOptions> = {},
+): Promise<VmHarness> {
+  const { mode, agents: agentsFactory, grpcPort, uri, pollIntervalMs, ...rest } = opts;
+  const stateDir = await mkdtemp(join(tmpdir(), 'sandboxd-vms-'));
+  const hv = new LibvirtHypervisor({ uris: [uri ?? 'test:///default'], pollIntervalMs: pollIntervalMs ?? 60_000 });
+  await hv.start();
+  const ref: { svc?: VmService } = {};
+  const actors = await ActorSystem.start({
+    mode: mode ?? 'workers',
+    shards: 2,
+    actorModules: [VM_ACTOR_MODULE],
+    onEmit: (kind, key, payload) => {
+      ref.svc?.handleFrame(kind, key, payload);
+    },
+  });
+  const unreachable = new Set<string>();
+  const connectDelayMs = new Map<string, number>();
+  const svcOf = (): VmService => {
+    if (ref.svc === undefined) throw new Error('service not started');
+    return ref.svc;
+  };
+  const agents: AgentLookup =
+    agentsFactory?.({ svc: svcOf, unreachable }) ??
+    {
+      byVm: (name) => {
+        const a = ref.svc?.localAgents.info(name);
+        if (a === undefined || a === null || unreachable.has(name)) return null;
+        if (Date.now() - a.startedAtMs < (connectDelayMs.get(name) ?? 0)) return null;
+        return { connected: a.running, connected_at: a.startedAtMs, hostname: `${name}.local`, ip_address: '127.0.0.1' };
+      },
+    };
+  const ca = await createStandaloneCa('sandbox.local');
+  const events = new EventStore();
+  ref.svc = await startVmService({
+    hypervisor: hv,
+    actors,
+    events,
+    agents,
+    grpcAddress: { host: '127.0.0.1', port: grpcPort ?? (await closedPort()) },
+    caProvider: () => Promise.resolve(ca),
+    logger: pino({ level: 'silent' }),
+    stateDir,
+    enableDirectRuntimeSsh: false,
+    agentConnectTimeoutMs: 4000,
+    localAgentStopGraceMs: 3000,
+    ...rest,
+  });
+  const svc = ref.svc;
+  const router = new Router();
+  svc.registerRoutes(router);
+  const req = (method: string, url: string, body?: unknown): Promise<InjectResponse> =>
+    inject(router, { method, url, ...(body !== undefined ? { body } : {}) });
+  const waitOp = async (id: string, timeoutMs = 60_000): Promise<Record<string, unknown>> => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const r = await req('GET', `/api/v1/operations/${id}`);
+      assert.equal(r.status, 200, r.text);
+      const op = r.json() as Record<string, unknown>;
+      if (op['status'] === 'completed' || op['status'] === 'failed') return op;
+      if (Date.now() > deadline) throw new Error(`operation ${id} still ${String(op['status'])} after ${timeoutMs} ms`);
+      await new Promise((r2) => setTimeout(r2, 50));
+    }
+  };
+  return {
+    hv, actors, svc, router, events, stateDir, unreachable, connectDelayMs, req, waitOp,
+    async createVm(name, body = {}) {
+      const r = await req('POST', '/api/v1/vms', { name, ...body });
+      assert.equal(r.status, 202, r.text);
+      const op = await waitOp((r.json() as { operation: { id: string } }).operation.id);
+      assert.equal(op['status'], 'completed', JSON.stringify(op));
+      return op;
+    },
+    async stop() {
+      await svc.stop();
+      await actors.stop();
+      await hv.stop();
+      await rm(stateDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** True while process `pid` exists. */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function uniqueName(base: string): string {
+  return `agent-${base}-${Math.random().toString(36).slice(2, 8)}`;
+}

@@ -1,0 +1,157 @@
+/**
+ * The per-VM operation queue through the API: operations on one VM apply in submission order
+ * while another VM's work goes on in parallel; reprovision queues a deploy-agent; a queue actor
+ * lost with its shard fails its operations instead of leaving them running; on start, running
+ * managed VMs get their agents back.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import pino from 'pino';
+import { ActorSystem } from '../../actors/runtime/actor-system.js';
+import { vmOpsActorId } from '../../actors/vm/vm-frames.js';
+import { EventStore } from '../../src/events/event-store.js';
+import { createStandaloneCa } from '../../src/identity/ca.js';
+import { VM_ACTOR_MODULE, startVmService } from '../../src/vms/vm-service.js';
+import { closedPort, processAlive, startVmHarness, uniqueName, type VmHarness } from './vms-harness.js';
+
+type Json = Record<string, unknown>;
+
+async function waitFor(what: string, cond: () => Promise<boolean> | boolean, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+for (const mode of ['workers', 'inline'] as const) {
+  describe(`VM operation queue (${mode} actors)`, () => {
+    let h: VmHarness;
+    before(async () => {
+      h = await startVmHarness({ mode });
+    });
+    after(async () => {
+      await h.stop();
+    });
+
+    test('operations on one VM apply in order; another VM is not held up', async () => {
+      const a = uniqueName('order');
+      const b = uniqueName('other');
+      await h.createVm(a);
+      await h.createVm(b);
+      h.connectDelayMs.set(a, 1500); // every agent (re)start of A takes 1.5 s to "connect"
+      const mark = h.events.query({ limit: 1 }).last_event_id;
+
+      const restart = await h.req('POST', `/api/v1/vms/${a}/restart`, { mode: 'hard' });
+      assert.equal(restart.status, 202, restart.text);
+      const stopP = h.req('POST', `/api/v1/vms/${a}/stop`);
+      await waitFor('stop queued', async () => (await h.svc.queue(a)).length === 2);
+      const startP = h.req('POST', `/api/v1/vms/${a}/start`);
+      await waitFor('start queued', async () => (await h.svc.queue(a)).length === 3);
+      const deploy = await h.req('POST', `/api/v1/vms/${a}/deploy-agent`);
+      assert.equal(deploy.status, 202, deploy.text);
+      const deployId = String((deploy.json() as { operation: Json }).operation['id']);
+      const queued = (await h.req('GET', `/api/v1/operations/${deployId}`)).json() as Json;
+      assert.equal(queued['status'], 'pending', 'a queued operation is pending until its turn');
+      assert.deepEqual((await h.svc.queue(a)).map((j) => j.kind), ['restart', 'stop', 'start', 'deploy_agent']);
+
+      // B is another actor: its stop finishes while A's restart still runs.
+      const bStop = await h.req('POST', `/api/v1/vms/${b}/stop`);
+      assert.equal(bStop.status, 200);
+      assert.ok((await h.svc.queue(a)).length >= 3, 'A is still busy when B is done');
+
+      const [stop, start] = await Promise.all([stopP, startP]);
+      assert.equal(stop.status, 200, stop.text);
+      assert.equal(start.status, 200, start.text);
+      const restartOp = await h.waitOp(String((restart.json() as { operation: Json }).operation['id']));
+      const deployOp = await h.waitOp(deployId);
+      assert.equal(restartOp['status'], 'completed', JSON.stringify(restartOp));
+      assert.equal(deployOp['status'], 'completed', JSON.stringify(deployOp));
+      assert.ok(Date.parse(String(restartOp['completed_at'])) <= Date.parse(String(deployOp['completed_at'])));
+
+      const lifecycle = h.events
+        .query({ since: mark, vmName: a, limit: 1000 })
+        .events.filter((e) => ['vm.started', 'vm.stopped', 'vm.shutdown'].includes(e.event_type))
+        .map((e) => `${e.event_type}:${String(e.details['reason'])}`);
+      assert.deepEqual(lifecycle, [
+        'vm.stopped:destroyed', 'vm.started:booted', // restart (hard)
+        'vm.shutdown:requested', 'vm.stopped:shutdown', // stop
+        'vm.started:booted', // start
+      ]);
+      const ops = h.events.query({ since: mark, vmName: a, eventType: 'vm.operation.*', limit: 100 }).events.map((e) => `${e.event_type}:${String(e.details['job'])}`);
+      assert.deepEqual(ops, ['vm.operation.started:restart', 'vm.operation.completed:restart', 'vm.operation.started:deploy_agent', 'vm.operation.completed:deploy_agent']);
+      h.connectDelayMs.delete(a);
+      for (const n of [a, b]) assert.equal((await h.req('DELETE', `/api/v1/vms/${n}?force=true&delete_disk=true`)).status, 200);
+    });
+
+    test('reprovision(agentId) queues a deploy-agent operation for the agent\'s VM', async () => {
+      const n = uniqueName('reprov');
+      await h.createVm(n);
+      const pid = h.svc.localAgents.info(n)!.pid;
+      const r = await h.svc.reprovision(n);
+      assert.equal(r.status, 'queued');
+      assert.match(r.operation_id, /^op-/);
+      const op = await h.waitOp(r.operation_id);
+      assert.equal(op['status'], 'completed');
+      assert.equal(op['type'], 'vm_create');
+      assert.notEqual(h.svc.localAgents.info(n)!.pid, pid);
+      // By instance id too, and through the agents feature's backend shape.
+      const uuid = String(((await h.req('GET', `/api/v1/vms/${n}`)).json() as Json)['uuid']);
+      const progress: number[] = [];
+      const result = await h.svc.reprovisionBackend.reprovision(uuid, { progress: (p) => progress.push(p) });
+      assert.deepEqual(result, { vm: { name: n, state: 'running' } });
+      assert.ok(progress.length > 0 && progress.every((p, i) => i === 0 || p >= progress[i - 1]!));
+      await assert.rejects(h.svc.reprovision('agent-nobody-here'), (err: Error & { code?: string }) => err.code === 'VM_NOT_FOUND');
+      assert.equal((await h.req('DELETE', `/api/v1/vms/${n}?force=true&delete_disk=true`)).status, 200);
+    });
+
+    test('a queue actor lost with its shard fails its operations (actor.shard_restarted)', async () => {
+      const n = uniqueName('lost');
+      h.unreachable.add(n);
+      const r = await h.req('POST', '/api/v1/vms', { name: n });
+      const id = String((r.json() as { operation: Json }).operation['id']);
+      await waitFor('create waiting for its agent', () => ((h.svc.operations.get(id)?.progress_percent ?? 0) >= 70));
+      h.svc.handleShardRestart(h.actors.shardOf(vmOpsActorId(n)), [vmOpsActorId(n)]);
+      const op = (await h.req('GET', `/api/v1/operations/${id}`)).json() as Json;
+      assert.equal(op['status'], 'failed');
+      assert.equal(op['error_code'], 'actor.shard_restarted');
+      assert.match(String(op['error']), /crashed/);
+      h.unreachable.delete(n);
+      await h.waitOp(id); // the actor (still alive here) finishing later changes nothing
+      assert.equal(((await h.req('GET', `/api/v1/operations/${id}`)).json() as Json)['status'], 'failed');
+      await waitFor('queue idle', async () => (await h.svc.queue(n)).length === 0, 30_000);
+      assert.equal((await h.req('DELETE', `/api/v1/vms/${n}?force=true&delete_disk=true`)).status, 200);
+    });
+  });
+}
+
+describe('VM service start', () => {
+  test('running managed VMs get their local agents started; stop() stops them all', async () => {
+    const h = await startVmHarness({ mode: 'inline' });
+    const n = uniqueName('resume');
+    let second: Awaited<ReturnType<typeof startVmService>> | undefined;
+    let actors: ActorSystem | undefined;
+    try {
+      await h.createVm(n);
+      const first = h.svc.localAgents.info(n)!.pid;
+      await h.svc.stop();
+      assert.ok(!processAlive(first), 'stop() stopped the agent');
+      actors = await ActorSystem.start({ mode: 'inline', shards: 1, actorModules: [VM_ACTOR_MODULE], onEmit: (k, key, p) => void second?.handleFrame(k, key, p) });
+      const ca = await createStandaloneCa('sandbox.local');
+      second = await startVmService({
+        hypervisor: h.hv, actors, events: new EventStore(), agents: { byVm: () => null }, grpcAddress: { host: '127.0.0.1', port: await closedPort() },
+        caProvider: () => Promise.resolve(ca), logger: pino({ level: 'silent' }), stateDir: h.stateDir, enableDirectRuntimeSsh: false,
+      });
+      const resumed = second.localAgents.info(n);
+      assert.ok(resumed?.running === true && resumed.pid !== first, 'the running VM has its agent again');
+      await second.stop();
+      assert.ok(!processAlive(resumed.pid));
+      await second.stop(); // idempotent
+    } finally {
+      await second?.stop();
+      await actors?.stop();
+      await h.hv.undefine(n, { force: true }).catch(() => undefined);
+      await h.stop();
+    }
+  });
+});

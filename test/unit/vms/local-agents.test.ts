@@ -1,0 +1,135 @@
+/**
+ * LocalAgentSupervisor with a stand-in agent script (the real agent is exercised by the
+ * integration tests): flags, cwd, log, pid file, SIGTERM then SIGKILL, restart on crash, orphans.
+ * The stand-in's behaviour is chosen by its --profile value.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { LocalAgentSupervisor, type LocalAgentSpec } from '../../../src/vms/local-agents.js';
+
+const FAKE_AGENT = `
+const argv = process.argv.slice(2);
+const profile = argv[argv.indexOf('--profile') + 1];
+console.log('fake agent up', JSON.stringify(argv));
+if (profile === 'crash') setTimeout(() => process.exit(1), 50);
+if (profile === 'badconf') process.exit(2);
+if (profile === 'stubborn') process.on('SIGTERM', () => console.log('ignoring SIGTERM'));
+else process.on('SIGTERM', () => process.exit(0));
+setInterval(() => {}, 1000);
+`;
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function until(what: string, cond: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    assert.ok(Date.now() < deadline, what);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('local agent processes', () => {
+  let dir: string;
+  let bin: string;
+  const sups: LocalAgentSupervisor[] = [];
+  const sup = (graceMs = 2000): LocalAgentSupervisor => {
+    const s = new LocalAgentSupervisor({ server: { host: '0.0.0.0', port: 8120 }, agentBin: bin, stopGraceMs: graceMs });
+    sups.push(s);
+    return s;
+  };
+  const spec = (vm: string, profile = 'ok'): LocalAgentSpec => ({
+    vm, instanceId: `id-${vm}`, profile, labels: { team: 'a', 'bad,key': 'x' },
+    certsDir: join(dir, vm, 'certs'), workDir: join(dir, vm, 'work'), logPath: join(dir, `${vm}.log`), pidPath: join(dir, `${vm}.pid`),
+  });
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'sbx-local-agents-'));
+    bin = join(dir, 'fake-agent.mjs');
+    await writeFile(bin, FAKE_AGENT);
+  });
+  after(async () => {
+    await Promise.all(sups.map((s) => s.stopAll()));
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  test('start: flags, cwd, log and pid file; stop: SIGTERM, reaped, pid file gone', async () => {
+    const s = sup();
+    const info = await s.start(spec('agent-a'));
+    assert.ok(info.running && alive(info.pid));
+    assert.deepEqual(info.argv.slice(1), [
+      bin, '--server', '127.0.0.1:8120', '--certs', join(dir, 'agent-a', 'certs'), '--agent-id', 'agent-a', '--instance-id', 'id-agent-a',
+      '--profile', 'ok', '--work-dir', join(dir, 'agent-a', 'work'), '--labels', 'team=a',
+    ]);
+    assert.equal(await readlink(`/proc/${info.pid}/cwd`), join(dir, 'agent-a', 'work'));
+    assert.equal((await readFile(join(dir, 'agent-a.pid'), 'utf8')).trim(), String(info.pid));
+    assert.equal(s.serverAddress, '127.0.0.1:8120', '0.0.0.0 is dialled on loopback');
+    const deadline = Date.now() + 10_000;
+    while (!(await readFile(join(dir, 'agent-a.log'), 'utf8')).includes('fake agent up')) {
+      assert.ok(Date.now() < deadline, 'the agent writes its log');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal((await s.start(spec('agent-a'))).pid, info.pid, 'a running agent is kept');
+    assert.equal(await s.stop('agent-a'), true);
+    assert.equal(alive(info.pid), false);
+    assert.equal(s.info('agent-a'), null);
+    await assert.rejects(stat(join(dir, 'agent-a.pid')));
+    assert.equal(await s.stop('agent-a'), false, 'stopping a stopped agent is a no-op');
+  });
+
+  test('restart replaces the process; an agent that ignores SIGTERM is killed after the grace', async () => {
+    const s = sup(300);
+    const first = await s.start(spec('agent-b', 'stubborn'));
+    await new Promise((r) => setTimeout(r, 500)); // let it install its SIGTERM handler
+    const second = await s.start(spec('agent-b', 'stubborn'), { restart: true });
+    await new Promise((r) => setTimeout(r, 500));
+    assert.notEqual(second.pid, first.pid);
+    assert.equal(alive(first.pid), false);
+    const t0 = Date.now();
+    await s.stop('agent-b');
+    assert.ok(Date.now() - t0 >= 250, 'waited the grace before SIGKILL');
+    assert.equal(alive(second.pid), false);
+  });
+
+  test('a crashing agent is restarted; exit code 2 (bad configuration) is not', async () => {
+    const s = sup();
+    const first = await s.start(spec('agent-c', 'crash'));
+    await until('restarted', () => (s.info('agent-c')?.pid ?? first.pid) !== first.pid);
+    assert.equal(s.info('agent-c')?.restarts, 1);
+    await s.stop('agent-c');
+    const bad = await s.start(spec('agent-d', 'badconf'));
+    await until('exited', () => s.info('agent-d')?.running === false);
+    assert.deepEqual(s.info('agent-d')?.lastExit, { code: 2, signal: null });
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(s.info('agent-d')?.pid, bad.pid, 'not restarted');
+  });
+
+  test('an orphan left by an earlier sandboxd is stopped before the new agent starts', async () => {
+    const sp = spec('agent-e');
+    const orphan = spawn(process.execPath, [bin, '--agent-id', 'agent-e', '--profile', 'ok'], { stdio: 'ignore', detached: true });
+    orphan.unref();
+    await writeFile(sp.pidPath, `${orphan.pid}\n`);
+    await until('orphan up', () => alive(orphan.pid!));
+    const s = sup();
+    const info = await s.start(sp);
+    await until('orphan gone', () => !alive(orphan.pid!) || orphan.exitCode !== null);
+    assert.notEqual(info.pid, orphan.pid);
+    // A pid file naming an unrelated process is only removed, never acted on.
+    await s.stop('agent-e');
+    await writeFile(sp.pidPath, `${process.pid}\n`);
+    await s.start(sp);
+    assert.ok(alive(process.pid));
+    await s.stopAll();
+    await assert.rejects(s.start(sp), /stopped/);
+  });
+});
