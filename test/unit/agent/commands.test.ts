@@ -1,0 +1,145 @@
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { pino } from 'pino';
+import type { v1 } from '../../../proto/index.js';
+import { CommandManager, TIMED_OUT_BY_TIMEOUT } from '../../../src/agent/commands.js';
+import type { ChunkEntry, ResultEntry } from '../../../src/agent/output-buffer.js';
+import { running, waitFor } from './agent-test-helpers.js';
+
+const tmp = realpathSync(mkdtempSync(join(tmpdir(), 'agent-cmds-')));
+after(() => rmSync(tmp, { recursive: true, force: true }));
+const isRoot = process.getuid?.() === 0;
+
+function manager(opts: { isRoot?: boolean; killGraceMs?: number } = {}) {
+  const entries: (ChunkEntry | ResultEntry)[] = [];
+  const m = new CommandManager({
+    workDir: tmp,
+    childEnv: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: tmp },
+    killGraceMs: opts.killGraceMs ?? 500,
+    log: pino({ level: 'silent' }),
+    emit: (e) => entries.push(e),
+    ...(opts.isRoot !== undefined ? { isRoot: opts.isRoot } : {}),
+  });
+  const resultOf = async (id: string): Promise<ResultEntry> => {
+    await waitFor(() => entries.some((e) => e.kind === 'result' && e.commandId === id), `result of ${id}`, 20_000);
+    return entries.find((e): e is ResultEntry => e.kind === 'result' && e.commandId === id) as ResultEntry;
+  };
+  const text = (id: string, stream: ChunkEntry['stream']): string =>
+    Buffer.concat(entries.filter((e): e is ChunkEntry => e.kind === 'chunk' && e.commandId === id && e.stream === stream).map((e) => e.data)).toString();
+  return { m, entries, resultOf, text };
+}
+
+function req(commandId: string, command: string, args: string[], extra: Partial<v1.ICommandRequest> = {}): v1.ICommandRequest {
+  return { commandId, command, args, ...extra };
+}
+
+describe('CommandManager', () => {
+  test('the CommandResult follows the last chunk and carries its seq', async () => {
+    const { m, entries, resultOf } = manager();
+    m.start(req('c1', 'sh', ['-c', 'echo a; echo b >&2; exit 4']));
+    const r = await resultOf('c1');
+    assert.equal(r.exitCode, 4);
+    assert.equal(entries.at(-1), r, 'the result is the last entry');
+    const chunks = entries.filter((e): e is ChunkEntry => e.kind === 'chunk');
+    assert.equal(r.lastSeq, chunks.at(-1)?.seq);
+    assert.equal(m.runningCount, 0);
+  });
+
+  test('timeout_seconds kills the whole process group and names the timer', async () => {
+    const { m, resultOf, text } = manager({ killGraceMs: 500 });
+    m.start(req('t1', 'sh', ['-c', 'sleep 1000 & echo "child=$!"; sleep 1000'], { timeoutSeconds: 1 }));
+    await waitFor(() => /child=\d+/.test(text('t1', 'stdout')), 'child pid');
+    const child = Number(/child=(\d+)/.exec(text('t1', 'stdout'))?.[1]);
+    const r = await resultOf('t1');
+    assert.equal(r.timedOutBy, TIMED_OUT_BY_TIMEOUT);
+    assert.equal(r.exitCode, 128 + 15);
+    assert.match(text('t1', 'log'), /timeout_seconds=1 elapsed; SIGTERM to the process group/);
+    await waitFor(() => !running(child), 'grandchild sleep gone');
+  });
+
+  test('a program ignoring SIGTERM is SIGKILLed after the grace period', async () => {
+    const { m, resultOf } = manager({ killGraceMs: 300 });
+    m.start(req('t2', 'sh', ['-c', "trap '' TERM; sleep 1000"], { timeoutSeconds: 1 }));
+    const r = await resultOf('t2');
+    assert.deepEqual([r.exitCode, r.timedOutBy], [137, TIMED_OUT_BY_TIMEOUT]);
+  });
+
+  test('commands that cannot start: exit -1 with the reason (pipe and PTY alike)', async () => {
+    const { m, resultOf } = manager();
+    m.start(req('n1', 'no-such-program-xyz', []));
+    m.start(req('n2', 'no-such-program-xyz', [], { allocatePty: true }));
+    m.start(req('n3', 'true', [], { workingDir: '/nonexistent/dir' }));
+    m.start(req('n4', '', []));
+    for (const [id, why] of [
+      ['n1', /command not found in PATH/],
+      ['n2', /command not found in PATH/],
+      ['n3', /working_dir \/nonexistent\/dir does not exist/],
+      ['n4', /command is empty/],
+    ] as const) {
+      const r = await resultOf(id);
+      assert.equal(r.exitCode, -1, id);
+      assert.match(r.error, why, id);
+    }
+  });
+
+  test('relative working_dir, merged env, and stdin sent before the process started', async () => {
+    mkdirSync(join(tmp, 'sub'), { recursive: true });
+    const { m, resultOf, text } = manager();
+    m.start(req('w1', 'sh', ['-c', 'pwd; echo "$A-$HOME"; cat'], { workingDir: 'sub', env: { A: 'x' } }));
+    m.stdin({ commandId: 'w1', data: Buffer.from('early\n'), eof: true });
+    assert.equal((await resultOf('w1')).exitCode, 0);
+    assert.equal(text('w1', 'stdout'), `${join(tmp, 'sub')}\nx-${tmp}\nearly\n`);
+  });
+
+  test('PTY requests run in a terminal of the requested size; signals reach the group', async () => {
+    const { m, resultOf, text } = manager();
+    m.start(req('p1', 'sh', ['-c', 'stty size; sleep 1000'], { allocatePty: true, ptyCols: 120, ptyRows: 40 }));
+    await waitFor(() => text('p1', 'stdout').includes('40 120'), 'stty size');
+    m.control({ commandId: 'p1', signal: { signalNumber: 2 } });
+    assert.equal((await resultOf('p1')).exitCode, 130);
+  });
+
+  test('run_as: unknown users fail; known users run with their uid (as root)', { skip: !isRoot && 'needs root' }, async () => {
+    const { m, resultOf, text } = manager({ isRoot: true });
+    m.start(req('u1', 'id', ['-u'], { runAs: 'no-such-user-xyz' }));
+    const r = await resultOf('u1');
+    assert.equal(r.exitCode, -1);
+    assert.match(r.error, /run_as user "no-such-user-xyz" does not exist/);
+    m.start(req('u2', 'sh', ['-c', 'id -u; echo "$USER"'], { runAs: 'nobody', workingDir: '/' }));
+    assert.equal((await resultOf('u2')).exitCode, 0);
+    assert.equal(text('u2', 'stdout'), '65534\nnobody\n');
+  });
+
+  test('run_as is ignored, with a log line, when the agent is not root', async () => {
+    const { m, resultOf, text } = manager({ isRoot: false });
+    m.start(req('u3', 'true', [], { runAs: 'someone-else' }));
+    assert.equal((await resultOf('u3')).exitCode, 0);
+    assert.match(text('u3', 'log'), /run_as=someone-else ignored: the agent does not run as root/);
+  });
+
+  test('duplicate command ids are ignored; refuseNew rejects new commands', async () => {
+    const { m, entries, resultOf } = manager();
+    m.start(req('d1', 'sleep', ['0.3']));
+    m.start(req('d1', 'sleep', ['5']));
+    await resultOf('d1');
+    assert.equal(entries.filter((e) => e.kind === 'result').length, 1);
+    m.refuseNew('agent is shutting down');
+    m.start(req('d2', 'true', []));
+    const r = await resultOf('d2');
+    assert.deepEqual([r.exitCode, r.error], [-1, 'agent is shutting down']);
+  });
+
+  test('stopAll waits for the grace period, then kills what is left', async () => {
+    const { m, resultOf } = manager();
+    m.start(req('s1', 'sleep', ['0.2']));
+    m.start(req('s2', 'sleep', ['1000']));
+    const t0 = Date.now();
+    await m.stopAll(800);
+    assert.ok(Date.now() - t0 >= 700);
+    assert.equal((await resultOf('s1')).exitCode, 0);
+    assert.equal((await resultOf('s2')).exitCode, 137);
+  });
+});
