@@ -185,6 +185,30 @@ export const SCHEMA = {
     field: 'hypervisorDomainType', group: 'runtime', defaultText: 'auto', defaultRaw: 'auto', parse: parseEnum(['auto', 'qemu', 'kvm'] as const),
     doc: 'qemu domains: kvm, qemu (TCG), or auto (KVM when the host has usable hardware virtualisation, TCG otherwise).',
   }),
+  SVC_VM_AGENT_CONNECT_TIMEOUT_SECONDS: entry({
+    field: 'vmAgentConnectTimeoutSeconds', group: 'runtime', defaultText: '60', defaultRaw: '60', parse: parseIntInRange(1, 3600),
+    doc: 'VM create fails with PROVISIONING_ERROR when the VM\'s agent has not connected within this (seconds; raise it under TCG).',
+  }),
+  SVC_OPERATION_RETENTION_SECONDS: entry({
+    field: 'operationRetentionSeconds', group: 'runtime', defaultText: '3600', defaultRaw: '3600', parse: parseIntInRange(1, 30 * 86_400),
+    doc: 'Finished operations stay readable at GET /api/v1/operations/{id} this long (seconds).',
+  }),
+  SVC_CONTAINER_IMAGES_FILE: entry({
+    field: 'containerImagesFile', group: 'runtime', defaultText: 'unset (the built-in catalog)', defaultRaw: null, parse: parseNonEmpty,
+    doc: 'JSON file replacing the curated catalog of GET /api/v1/container-images ({images: [{ref, label, description, default?}]}).',
+  }),
+  SVC_VM_BASE_IMAGE: entry({
+    field: 'vmBaseImage', group: 'runtime', defaultText: 'unset', defaultRaw: null, parse: parseNonEmpty,
+    doc: 'qemu hosts: the qcow2 base image each VM gets a copy-on-write overlay of.',
+  }),
+  SVC_VM_NETWORK: entry({
+    field: 'vmNetwork', group: 'runtime', defaultText: 'default', defaultRaw: 'default', parse: parseNonEmpty,
+    doc: 'qemu hosts: the libvirt network VMs are attached to.',
+  }),
+  SVC_VM_AGENT_SERVER_ADDR: entry({
+    field: 'vmAgentServerAddr', group: 'runtime', defaultText: 'the gRPC address (192.168.122.1:<port> when it is loopback)', defaultRaw: null, parse: parseNonEmpty,
+    doc: 'qemu hosts: the host:port agents inside VMs dial to reach the gRPC listener.',
+  }),
   SVC_ACTORS: entry({
     field: 'actorsMode', group: 'runtime', defaultText: 'workers', defaultRaw: 'workers', parse: parseEnum(['workers', 'inline'] as const),
     doc: 'workers runs actors in worker-thread shards; inline runs the same actors on the main thread (baseline, debugging).',

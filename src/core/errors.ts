@@ -78,6 +78,8 @@ export const ERROR_TABLE = {
 
   // sessions, idempotency (spec part 7)
   'session.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no session with this id on this agent' },
+  'session.name_in_use': { http: 409, grpc: GrpcStatus.ALREADY_EXISTS, meaning: 'the agent already has a live session with this session_name' },
+  'hitl.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no pending human-in-the-loop request with this id' },
   'session_backend.not_implemented': { http: 501, grpc: GrpcStatus.UNIMPLEMENTED, meaning: 'session backend other than tmux' },
   'session_class.not_implemented': { http: 501, grpc: GrpcStatus.UNIMPLEMENTED, meaning: 'session class other than managed' },
   'idempotency.key_conflict': { http: 409, grpc: GrpcStatus.ALREADY_EXISTS, meaning: 'same Idempotency-Key, different request' },

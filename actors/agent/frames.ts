@@ -1,0 +1,288 @@
+/**
+ * Frames between the main thread and agent-connection actors (actors/protocol/frames.ts reserves
+ * 16–31 for agent connections and 48–63 for commands). The frame key is the actor id on frames
+ * to an actor (`agent:<agent_id>`) and the agent id or command id on frames from one, as listed.
+ *
+ * main → actor (key `agent:<agent_id>`)
+ *   16 kFrameAgentIn       one AgentMessage exactly as received (raw protobuf; the actor decodes)
+ *   19 kFrameAgentAttach   JSON AttachInfo: a verified stream opened; AgentIn frames that follow
+ *                          belong to it
+ *   20 kFrameAgentDetach   JSON DetachInfo: that stream ended; nothing of it follows
+ *
+ * actor → main
+ *   17 kFrameSendToAgent   key agent_id; [u32 connId][ManagementMessage bytes]
+ *   18 kFrameAgentClose    key agent_id; [u32 connId][u8 gRPC status][UTF-8 reason]
+ *   21 kFrameAgentSnapshot key agent_id; JSON AgentSnapshot (after every change)
+ *   22 kFrameAgentEvent    key agent_id; JSON AgentEventFrame (a v1 event record)
+ *   23 kFrameAgentRemoved  key agent_id; JSON {}: retention ran out, the actor may be stopped
+ *   24 kFrameAgentMetric   key agent_id; JSON AgentMetricFrame
+ *   48 kFrameCommandOutput key command_id; [OutputHeader 32 bytes][data]
+ *   49 kFrameCommandResult key command_id; JSON CommandResultFrame
+ *   50 kFrameCommandGap    key command_id; JSON CommandGapFrame
+ *
+ * connId numbers the streams of one agent (main thread, from 1): a frame for a stream that has
+ * since been replaced is dropped by the main thread, so a RegistrationAck meant for an old
+ * stream never reaches a new one. Inbound frames carry no connId: Attach/Detach delimit them,
+ * and frames for one actor arrive in send order.
+ */
+import { FrameKind } from '../protocol/frames.js';
+
+export const AgentFrameKind = {
+  kFrameAgentIn: FrameKind.kFrameAgentIn,
+  kFrameSendToAgent: FrameKind.kFrameSendToAgent,
+  kFrameAgentClose: FrameKind.kFrameAgentClose,
+  kFrameAgentAttach: 19,
+  kFrameAgentDetach: 20,
+  kFrameAgentSnapshot: 21,
+  kFrameAgentEvent: 22,
+  kFrameAgentRemoved: 23,
+  kFrameAgentMetric: 24,
+  kFrameCommandOutput: 48,
+  kFrameCommandResult: 49,
+  kFrameCommandGap: 50,
+} as const;
+
+/** Actor type name of the agent connection actor. */
+export const AGENT_ACTOR_TYPE = 'agent-connection';
+
+/** The actor id of agent `agentId`. Per-command actors of later issues use `agent:<id>/cmd/<command_id>` (same shard). */
+export function agentActorId(agentId: string): string {
+  return `agent:${agentId}`;
+}
+
+/** The agent id of an `agent:<id>` actor id, or null for other actors. */
+export function agentIdOfActor(actorId: string): string | null {
+  if (!actorId.startsWith('agent:')) return null;
+  const rest = actorId.slice('agent:'.length);
+  return rest.length === 0 || rest.includes('/') ? null : rest;
+}
+
+/** Spawn argument of an agent-connection actor (structured-cloned into the shard). */
+export interface AgentActorInit {
+  readonly agentId: string;
+  /** Sent in RegistrationAck.heartbeat_interval_seconds. */
+  readonly heartbeatIntervalSeconds: number;
+  /** Stale when the last heartbeat is older than this (ms). */
+  readonly staleAfterMs: number;
+  /** A Disconnected agent is removed this long after its stream ended (ms). */
+  readonly retentionMs: number;
+  /** Finished commands remembered per agent for de-duplication of resends. Default 1024. */
+  readonly maxFinishedCommands?: number;
+}
+
+/** kFrameAgentAttach payload. */
+export interface AttachInfo {
+  readonly connId: number;
+  /** The verified certificate's instance id (= x-agent-instance-id). */
+  readonly instanceId: string;
+  readonly traceId: string | null;
+  /** Peer address as grpc-js reports it. */
+  readonly peer: string;
+  /** Unix ms. */
+  readonly connectedAtMs: number;
+}
+
+/** kFrameAgentDetach payload. */
+export interface DetachInfo {
+  readonly connId: number;
+  /** Why the stream ended (`client ended the stream`, `cancelled`, `superseded`, ...). */
+  readonly reason: string;
+}
+
+/** The spec's Agent.metrics. */
+export interface AgentMetricsView {
+  cpu_percent: number;
+  memory_used_bytes: number;
+  memory_total_bytes: number;
+  disk_used_bytes: number;
+  disk_total_bytes: number;
+  load_avg: [number, number, number];
+  uptime_seconds: number;
+}
+
+/** The spec's Agent.system_info. */
+export interface AgentSystemInfoView {
+  os: string;
+  kernel: string;
+  cpu_cores: number;
+  memory_bytes: number;
+  disk_bytes: number;
+}
+
+/** kFrameAgentSnapshot payload: the spec's Agent fields plus ours (not listed by GET /api/v1/agents). */
+export interface AgentSnapshot {
+  id: string;
+  hostname: string;
+  ip_address: string;
+  status: string;
+  /** Unix ms of the current (or last) stream. */
+  connected_at: number;
+  /** Unix ms of the last heartbeat (the registration time until the first heartbeat). */
+  last_heartbeat: number;
+  metrics?: AgentMetricsView;
+  system_info?: AgentSystemInfoView;
+  // ours
+  instance_id: string;
+  profile: string;
+  labels: Record<string, string>;
+  agent_version: string;
+  /** Commands the last heartbeat reported as running. */
+  running_commands: number;
+  /** Unix ms the stream ended; null while connected. */
+  disconnected_at: number | null;
+}
+
+/** kFrameAgentEvent payload: a v1 event record without timestamp defaults. */
+export interface AgentEventFrame {
+  event_type: string;
+  agent_id: string;
+  vm_name: string;
+  /** ISO 8601. */
+  timestamp: string;
+  details: Record<string, unknown>;
+  trace_id: string | null;
+}
+
+/** svc_commands_by_result{result} values. */
+export const COMMAND_RESULTS = ['success', 'failure', 'timeout', 'killed', 'error'] as const;
+export type CommandResultLabel = (typeof COMMAND_RESULTS)[number];
+
+/** kFrameAgentMetric payload. */
+export type AgentMetricFrame =
+  | { type: 'command_started' }
+  | { type: 'command_finished'; result: CommandResultLabel; latency_seconds: number }
+  | { type: 'message_rejected'; reason: RejectReason };
+
+/** Why an inbound agent message was ignored or refused (svc_agent_messages_rejected_total{reason}). */
+export const REJECT_REASONS = [
+  'undecodable',
+  'oversized',
+  'unknown_payload',
+  'invalid_field',
+  'before_registration',
+  'registration_twice',
+  'identity_mismatch',
+  'not_attached',
+  'unknown_frame',
+] as const;
+export type RejectReason = (typeof REJECT_REASONS)[number];
+
+/** kFrameCommandResult payload (CommandResult plus who asked). */
+export interface CommandResultFrame {
+  agent_id: string;
+  command_id: string;
+  exit_code: number;
+  error: string;
+  duration_ms: number;
+  success: boolean;
+  timed_out_by: string;
+  last_seq: number;
+  result: CommandResultLabel;
+}
+
+/** kFrameCommandGap payload: output seqs first..last of the command are lost. */
+export interface CommandGapFrame {
+  agent_id: string;
+  command_id: string;
+  first_seq: number;
+  last_seq: number;
+  lost_bytes: number;
+  reason: string;
+}
+
+/** OutputHeader.stream values. */
+export const OutputStream = { stdout: 1, stderr: 2, log: 3 } as const;
+export type OutputStreamName = keyof typeof OutputStream;
+
+/** Bytes of the header in front of kFrameCommandOutput data. */
+export const kOutputHeaderBytes = 32;
+
+/** A decoded kFrameCommandOutput header; `data` is a view into the frame. */
+export interface OutputFrame {
+  stream: number;
+  eof: boolean;
+  seq: number;
+  offset: number;
+  timestampMs: number;
+  data: Uint8Array;
+}
+
+/**
+ * kFrameCommandOutput layout (little-endian):
+ *
+ *   0       1       2          8           16            24              32
+ *   ┌───────┬───────┬──────────┬───────────┬─────────────┬───────────────┬──────────┐
+ *   │ u8    │ u8    │ 6 bytes  │ f64 seq   │ f64 offset  │ f64 timestamp │ data …   │
+ *   │stream │flags  │ zero     │           │             │ Unix ms       │          │
+ *   └───────┴───────┴──────────┴───────────┴─────────────┴───────────────┴──────────┘
+ *
+ * flags bit 0: eof. 64-bit counters are f64: exact below 2^53 (proto/README.md).
+ */
+export function encodeOutputFrame(o: Omit<OutputFrame, 'data'>, data: Uint8Array): Uint8Array {
+  const out = new Uint8Array(kOutputHeaderBytes + data.byteLength);
+  const view = new DataView(out.buffer);
+  out[0] = o.stream;
+  out[1] = o.eof ? 1 : 0;
+  view.setFloat64(8, o.seq, true);
+  view.setFloat64(16, o.offset, true);
+  view.setFloat64(24, o.timestampMs, true);
+  out.set(data, kOutputHeaderBytes);
+  return out;
+}
+
+/** Decodes a kFrameCommandOutput payload; null when it is shorter than the header. */
+export function decodeOutputFrame(payload: Uint8Array): OutputFrame | null {
+  if (payload.byteLength < kOutputHeaderBytes) return null;
+  const view = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
+  return {
+    stream: payload[0]!,
+    eof: (payload[1]! & 1) === 1,
+    seq: view.getFloat64(8, true),
+    offset: view.getFloat64(16, true),
+    timestampMs: view.getFloat64(24, true),
+    data: payload.subarray(kOutputHeaderBytes),
+  };
+}
+
+/** [u32 connId][bytes] for kFrameSendToAgent. */
+export function encodeToAgent(connId: number, message: Uint8Array): Uint8Array {
+  const out = new Uint8Array(4 + message.byteLength);
+  new DataView(out.buffer).setUint32(0, connId, true);
+  out.set(message, 4);
+  return out;
+}
+
+/** [u32 connId][u8 status][UTF-8 reason] for kFrameAgentClose. */
+export function encodeAgentClose(connId: number, grpcStatus: number, reason: string): Uint8Array {
+  const text = textEncoder.encode(reason);
+  const out = new Uint8Array(5 + text.byteLength);
+  new DataView(out.buffer).setUint32(0, connId, true);
+  out[4] = grpcStatus;
+  out.set(text, 5);
+  return out;
+}
+
+/** Splits a kFrameSendToAgent / kFrameAgentClose payload; null when shorter than its header. */
+export function decodeConnPrefixed(payload: Uint8Array): { connId: number; rest: Uint8Array } | null {
+  if (payload.byteLength < 4) return null;
+  const connId = new DataView(payload.buffer, payload.byteOffset, 4).getUint32(0, true);
+  return { connId, rest: payload.subarray(4) };
+}
+
+const textEncoder = new TextEncoder();
+const textDecoder = new TextDecoder();
+
+/** JSON → UTF-8 bytes for the JSON-carrying frames. */
+export function encodeJson(value: unknown): Uint8Array {
+  return textEncoder.encode(JSON.stringify(value));
+}
+
+/** UTF-8 JSON → value; throws SyntaxError on bad input. */
+export function decodeJson<T>(payload: Uint8Array): T {
+  return JSON.parse(textDecoder.decode(payload)) as T;
+}
+
+/** Decodes UTF-8 text (reasons). */
+export function decodeText(payload: Uint8Array): string {
+  return textDecoder.decode(payload);
+}

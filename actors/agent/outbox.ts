@@ -1,0 +1,84 @@
+/**
+ * Ordered emission with the runtime's backpressure rule: when ctx.emit reports a full outbound
+ * ring, the frame (copied) and everything after it wait in a queue, flushed in order after
+ * ctx.whenWritable. Nothing is dropped, and no frame overtakes an earlier one, whatever its kind.
+ */
+import type { ActorContext } from '../runtime/actor.js';
+
+interface Pending {
+  readonly kind: number;
+  readonly key: string;
+  readonly payload: Uint8Array;
+}
+
+export class Outbox {
+  readonly #ctx: ActorContext;
+  readonly #queue: Pending[] = [];
+  #queuedBytes = 0;
+  #flushing: Promise<void> | undefined;
+  #closed = false;
+  #dropped = 0;
+
+  constructor(ctx: ActorContext) {
+    this.#ctx = ctx;
+  }
+
+  /** Bytes waiting for room in the outbound ring. */
+  get queuedBytes(): number {
+    return this.#queuedBytes;
+  }
+
+  /** Frames refused by the runtime (larger than a ring record) and frames left behind by close(). */
+  get dropped(): number {
+    return this.#dropped;
+  }
+
+  /**
+   * Emits now, or queues behind earlier frames. `owned`: the payload is a fresh buffer nobody
+   * else touches, so a queued frame need not be copied.
+   */
+  emit(kind: number, key: string, payload: Uint8Array, owned = false): void {
+    if (this.#closed) return;
+    if (this.#queue.length === 0 && this.#tryEmit(kind, key, payload)) return;
+    this.#queue.push({ kind, key, payload: owned ? payload : payload.slice() });
+    this.#queuedBytes += payload.byteLength;
+    this.#flushing ??= this.#flush();
+  }
+
+  /** Resolves once the queue is empty (at once when it is). */
+  idle(): Promise<void> {
+    return this.#flushing ?? Promise.resolve();
+  }
+
+  /** Drops what is queued; later emits are ignored (the actor is stopping). */
+  close(): void {
+    this.#closed = true;
+    this.#dropped += this.#queue.length;
+    this.#queue.length = 0;
+    this.#queuedBytes = 0;
+  }
+
+  /** True when sent or refused for good (too large); false when the ring is full. */
+  #tryEmit(kind: number, key: string, payload: Uint8Array): boolean {
+    try {
+      return this.#ctx.emit(kind, key, payload);
+    } catch (err) {
+      this.#dropped++;
+      this.#ctx.logger.error({ kind, key, bytes: payload.byteLength, err: err instanceof Error ? err.message : String(err) }, 'frame refused by the runtime; dropped');
+      return true;
+    }
+  }
+
+  async #flush(): Promise<void> {
+    while (this.#queue.length > 0 && !this.#closed) {
+      const next = this.#queue[0]!;
+      if (this.#tryEmit(next.kind, next.key, next.payload)) {
+        this.#queue.shift();
+        this.#queuedBytes -= next.payload.byteLength;
+      } else {
+        await this.#ctx.whenWritable(next.key, next.payload.byteLength);
+      }
+    }
+    this.#flushing = undefined;
+  }
+}

@@ -1,0 +1,105 @@
+/**
+ * The gRPC listener for agents (SVC_GRPC_ADDR): grpc-js over mutual TLS only. Plaintext is never
+ * offered; the client must present a certificate chaining to sandboxd's CA (a missing, foreign
+ * or expired one fails the handshake). Connect uses identity (de)serializers, so the main thread
+ * passes agent messages on as bytes and never decodes them; Exec's small request and response
+ * messages are (de)serialized here.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { AGENT_SERVICE_NAME, AgentServiceMethods, MAX_MESSAGE_BYTES, v1 } from '../../proto/index.js';
+import { formatAddress, type ListenAddress } from '../config/parsers.js';
+import type { CaMaterial } from '../identity/ca.js';
+import type { LoggerLike } from './grpc-util.js';
+
+/** HTTP/2 keepalive ping interval of the server (ms): a dead agent's stream ends within interval + timeout. */
+export const kServerKeepaliveMs = 30_000;
+/** How long a keepalive ping may stay unanswered (ms). */
+export const kServerKeepaliveTimeoutMs = 10_000;
+
+export interface GrpcHandlers {
+  connect(call: grpc.ServerDuplexStream<Buffer, Buffer>): void;
+  exec(call: grpc.ServerWritableStream<v1.ExecRequest, v1.IExecOutput>): void;
+}
+
+export interface GrpcListener {
+  readonly port: number;
+  /** Stops accepting, gives open calls `graceMs` to finish, then cuts them. Idempotent. */
+  close(graceMs: number): Promise<void>;
+}
+
+const identity = (b: Buffer): Buffer => b;
+
+function toBuffer(u8: Uint8Array): Buffer {
+  return Buffer.isBuffer(u8) ? u8 : Buffer.from(u8.buffer, u8.byteOffset, u8.byteLength);
+}
+
+/** The AgentService definition with our serializers (descriptors from proto/index.ts). */
+export function agentServiceDefinition(): grpc.ServiceDefinition {
+  const c = AgentServiceMethods.Connect;
+  const e = AgentServiceMethods.Exec;
+  return {
+    Connect: {
+      path: c.path,
+      requestStream: c.requestStream,
+      responseStream: c.responseStream,
+      requestSerialize: identity,
+      requestDeserialize: identity,
+      responseSerialize: identity,
+      responseDeserialize: identity,
+    },
+    Exec: {
+      path: e.path,
+      requestStream: e.requestStream,
+      responseStream: e.responseStream,
+      requestSerialize: (m: v1.IExecRequest) => toBuffer(v1.ExecRequest.encode(m).finish()),
+      requestDeserialize: (b: Buffer) => v1.ExecRequest.decode(b),
+      responseSerialize: (m: v1.IExecOutput) => toBuffer(v1.ExecOutput.encode(m).finish()),
+      responseDeserialize: (b: Buffer) => v1.ExecOutput.decode(b),
+    },
+  };
+}
+
+/**
+ * Binds the listener. Rejects when the address cannot be bound. `ca` supplies the trust bundle
+ * (client certificates must chain to it) and the server certificate.
+ */
+export async function startGrpcListener(opts: { address: ListenAddress; ca: CaMaterial; handlers: GrpcHandlers; logger: LoggerLike }): Promise<GrpcListener> {
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
+    'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
+    'grpc.keepalive_time_ms': kServerKeepaliveMs,
+    'grpc.keepalive_timeout_ms': kServerKeepaliveTimeoutMs,
+  });
+  const handlers: grpc.UntypedServiceImplementation = {
+    Connect: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => opts.handlers.connect(call),
+    Exec: (call: grpc.ServerWritableStream<v1.ExecRequest, v1.IExecOutput>) => opts.handlers.exec(call),
+  };
+  server.addService(agentServiceDefinition(), handlers);
+  const creds = grpc.ServerCredentials.createSsl(
+    Buffer.from(opts.ca.caCertPem),
+    [{ cert_chain: Buffer.from(opts.ca.serverCertPem), private_key: Buffer.from(opts.ca.serverKeyPem) }],
+    true,
+  );
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(formatAddress(opts.address), creds, (err, bound) => (err === null ? resolve(bound) : reject(err)));
+  });
+  opts.logger.info({ address: formatAddress({ host: opts.address.host, port }), service: AGENT_SERVICE_NAME }, 'gRPC listener ready (mTLS)');
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    close(graceMs) {
+      closing ??= new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, graceMs);
+        timer.unref();
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      return closing;
+    },
+  };
+}

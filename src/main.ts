@@ -1,0 +1,217 @@
+/**
+ * The composition root: builds every component from the Config, starts them in order, and
+ * stops them in reverse within a deadline. `runServe` is what `sandboxd serve` runs; tests use
+ * `startServer` to run the whole server in-process on port 0.
+ */
+import { cpus } from 'node:os';
+import type { Logger } from 'pino';
+import { ActorSystem } from '../actors/runtime/actor-system.js';
+import { JobPool } from '../actors/jobs/job-pool.js';
+import { AGENT_ACTOR_MODULE, AgentService } from './agents/agent-service.js';
+import { registerAgentRoutes } from './api/agents.js';
+import { registerEventRoutes } from './api/events.js';
+import { registerHealthRoutes } from './api/health.js';
+import { registerMetricsRoute } from './api/metrics.js';
+import { ConfigError, loadConfig } from './config/load.js';
+import { formatAddress } from './config/parsers.js';
+import type { Config } from './config/schema.js';
+import { Readiness } from './core/readiness.js';
+import { EventStore } from './events/event-store.js';
+import { Router } from './http/router.js';
+import { startHttpListener, uwsRuntimeInfo } from './http/uws-server.js';
+import { startWsListener } from './http/ws-server.js';
+import { createLogger } from './observability/log.js';
+import { createMetrics, type Metrics } from './observability/metrics.js';
+import { withDeadline } from './util/deadline.js';
+
+export interface ServerHandle {
+  readonly config: Config;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly readiness: Readiness;
+  readonly events: EventStore;
+  readonly agents: AgentService;
+  /** Bound ports (useful when the config asked for port 0). */
+  readonly ports: { readonly http: number; readonly ws: number; readonly grpc: number };
+  /** Stops everything in reverse start order; idempotent; bounded by config.shutdownDeadlineMs. */
+  stop(): Promise<void>;
+}
+
+/** Modules defining the actor types every shard hosts. */
+const ACTOR_MODULES: readonly URL[] = [AGENT_ACTOR_MODULE];
+
+interface Stoppable {
+  name: string;
+  stop: () => Promise<void>;
+}
+
+/**
+ * Starts the server. On failure, whatever already started is stopped before the promise rejects.
+ */
+export async function startServer(config: Config, logger: Logger): Promise<ServerHandle> {
+  const startedAtMs = Date.now();
+  const readiness = new Readiness();
+  for (const c of ['actors', 'http', 'ws', 'grpc']) readiness.expect(c);
+  const metrics = createMetrics();
+  const events = new EventStore();
+  const agents = new AgentService({ config, logger, metrics, events });
+  const started: Stoppable[] = [];
+  const stopAll = async (): Promise<void> => {
+    for (const s of started.splice(0).reverse()) {
+      try {
+        await s.stop();
+      } catch (err) {
+        logger.error({ err, component: s.name }, 'component did not stop cleanly');
+      }
+    }
+  };
+
+  try {
+    const uws = uwsRuntimeInfo();
+    logger.info({ uws }, uws.native ? 'uWebSockets.js native build loaded' : 'uWebSockets.js fell back to its JS implementation');
+
+    const actors = await ActorSystem.start({
+      mode: config.actorsMode,
+      shards: config.actorShards,
+      actorModules: ACTOR_MODULES,
+      ringBytes: config.actorRingBytes,
+      logger: logger.child({ component: 'actors' }),
+      onEmit: (kind, key, payload) => {
+        agents.onEmit(kind, key, payload);
+      },
+      onShardRestart: (shardIndex, lost) => {
+        metrics.actorShardRestartsTotal.inc();
+        logger.error({ shardIndex, lostActors: lost.length }, 'actor shard crashed and was restarted');
+        agents.onShardRestart(shardIndex, lost);
+      },
+    });
+    started.push({ name: 'actors', stop: () => actors.stop({ deadlineMs: Math.max(500, config.shutdownDeadlineMs / 2) }) });
+    agents.bindActors(actors);
+    const jobs = await JobPool.start({ mode: config.actorsMode, threads: Math.max(1, Math.min(2, cpus().length - 1)) });
+    started.push({ name: 'jobs', stop: () => jobs.stop() });
+    readiness.ready('actors');
+
+    const router = new Router();
+    registerHealthRoutes(router, {
+      readiness: () => readiness.state(),
+      startedAtMs,
+      agentCount: () => agents.connectedCount(),
+      activeTasks: () => 0,
+      uws: uwsRuntimeInfo,
+      actors: () => {
+        const s = actors.stats();
+        return { mode: s.mode, shards: s.shards, restarts: s.restarts };
+      },
+    });
+    registerMetricsRoute(router, metrics);
+    registerEventRoutes(router, { events });
+    registerAgentRoutes(router, { registry: agents.registry, operations: agents.operations });
+
+    const http = await startHttpListener({
+      host: config.httpAddr.host,
+      port: config.httpAddr.port,
+      router,
+      logger: logger.child({ component: 'http' }),
+      maxBodyBytes: config.maxBodyBytes,
+      metrics,
+    });
+    started.push({ name: 'http', stop: () => http.close() });
+    readiness.ready('http');
+
+    const ws = await startWsListener({ host: config.wsAddr.host, port: config.wsAddr.port, logger: logger.child({ component: 'ws' }) });
+    started.push({ name: 'ws', stop: () => ws.close() });
+    readiness.ready('ws');
+
+    const grpc = await agents.start();
+    started.push({ name: 'grpc', stop: () => agents.stop() });
+    readiness.ready('grpc');
+
+    let stopping: Promise<void> | undefined;
+    return {
+      config,
+      logger,
+      metrics,
+      readiness,
+      events,
+      agents,
+      ports: { http: http.port, ws: ws.port, grpc: grpc.port },
+      stop: () => {
+        stopping ??= (async () => {
+          readiness.beginShutdown();
+          await withDeadline(stopAll(), config.shutdownDeadlineMs, 'shutdown');
+        })();
+        return stopping;
+      },
+    };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
+
+/**
+ * `sandboxd serve`: config from the environment, logging, start, then wait for SIGTERM/SIGINT.
+ * Resolves with the exit code once the server has stopped.
+ */
+export async function runServe(env: Readonly<Record<string, string | undefined>>): Promise<number> {
+  let config: Config;
+  try {
+    config = loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`sandboxd: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  const log = createLogger({
+    format: config.logFormat,
+    level: config.logLevel,
+    file: config.logFile,
+    rotation: config.logFileRotation,
+    retentionDays: config.logFileRetentionDays,
+  });
+  const logger = log.logger;
+
+  let server: ServerHandle;
+  try {
+    server = await startServer(config, logger);
+  } catch (err) {
+    logger.fatal({ err }, 'sandboxd failed to start');
+    await log.flush().catch(() => undefined);
+    process.stderr.write(`sandboxd: failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  }
+
+  const httpUrl = `http://${formatAddress({ host: config.httpAddr.host, port: server.ports.http })}/`;
+  const wsUrl = `ws://${formatAddress({ host: config.wsAddr.host, port: server.ports.ws })}/`;
+  const grpcAddress = formatAddress({ host: config.grpcAddr.host, port: server.ports.grpc });
+  logger.info({ http: httpUrl, ws: wsUrl, grpc: grpcAddress, stateDir: config.stateDir }, 'sandboxd ready');
+  process.stdout.write(`sandboxd ready: API and dashboard ${httpUrl}  WebSocket ${wsUrl}  agents (gRPC, mTLS) ${grpcAddress}\n`);
+
+  return new Promise<number>((resolve) => {
+    let signalled = false;
+    const onSignal = (signal: NodeJS.Signals): void => {
+      if (signalled) {
+        process.stderr.write(`sandboxd: second ${signal}, exiting now\n`);
+        process.exit(130);
+      }
+      signalled = true;
+      logger.info({ signal, deadlineMs: config.shutdownDeadlineMs }, 'shutting down');
+      server.stop().then(
+        async () => {
+          logger.info('stopped');
+          await log.flush().catch(() => undefined);
+          resolve(0);
+        },
+        async (err: unknown) => {
+          logger.error({ err }, 'shutdown did not complete within its deadline');
+          await log.flush(1000).catch(() => undefined);
+          resolve(1);
+        },
+      );
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+}

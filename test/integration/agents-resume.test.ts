@@ -1,0 +1,166 @@
+/**
+ * Output produced while the server is unreachable reaches it once, in order, when the agent is
+ * back: (1) the network between agent and server is cut (a TCP relay drops every connection and
+ * refuses new ones) while an Exec streams; (2) the server itself stops and starts again on the
+ * same address while the agent's command keeps writing.
+ */
+import assert from 'node:assert/strict';
+import { rm } from 'node:fs/promises';
+import net from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import type { CommandEvent } from '../../src/agents/agent-service.js';
+import {
+  agentCerts,
+  eventsOf,
+  execCollect,
+  killAll,
+  operatorClient,
+  spawnAgent,
+  startTestServer,
+  waitFor,
+  waitForStatus,
+  type AgentProcess,
+  type TestServer,
+} from './agents-harness.js';
+
+const LINES = 60;
+/** Prints line-1 … line-N, one every 100 ms. */
+const COUNTER = ['-c', `i=0; while [ $i -lt ${LINES} ]; do i=$((i+1)); echo line-$i; sleep 0.1; done`];
+const EXPECTED = Array.from({ length: LINES }, (_, i) => `line-${i + 1}\n`).join('');
+
+/** A TCP relay we can cut: `cut()` drops every connection and refuses new ones until `restore()`. */
+class Relay {
+  readonly #server: net.Server;
+  readonly #sockets = new Set<net.Socket>();
+  #blocked = false;
+  port = 0;
+
+  constructor(target: { host: string; port: number }) {
+    this.#server = net.createServer((client) => {
+      if (this.#blocked) {
+        client.destroy();
+        return;
+      }
+      const upstream = net.connect(target.port, target.host);
+      for (const s of [client, upstream]) {
+        this.#sockets.add(s);
+        s.on('close', () => this.#sockets.delete(s));
+        s.on('error', () => undefined);
+      }
+      client.pipe(upstream).pipe(client);
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+  }
+
+  async listen(): Promise<void> {
+    await new Promise<void>((resolve) => this.#server.listen(0, '127.0.0.1', resolve));
+    this.port = (this.#server.address() as net.AddressInfo).port;
+  }
+
+  cut(): void {
+    this.#blocked = true;
+    for (const s of this.#sockets) s.destroy();
+  }
+
+  restore(): void {
+    this.#blocked = false;
+  }
+
+  async close(): Promise<void> {
+    this.cut();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+}
+
+void describe('output while the network is cut', () => {
+  let ts: TestServer;
+  let relay: Relay;
+  const procs: AgentProcess[] = [];
+  before(async () => {
+    ts = await startTestServer({ SVC_AGENT_HEARTBEAT_SECONDS: '1' });
+    relay = new Relay({ host: '127.0.0.1', port: ts.server.ports.grpc });
+    await relay.listen();
+  });
+  after(async () => {
+    await killAll(procs);
+    await relay.close();
+    await ts.stop();
+  });
+
+  void test('an Exec keeps streaming across a cut: every line once, in order', async () => {
+    const certs = await agentCerts(ts, 'i-cut-1');
+    procs.push(spawnAgent({ server: `127.0.0.1:${relay.port}`, certs, agentId: 'agent-cut-1', instanceId: 'i-cut-1', workDir: ts.dir }));
+    await waitForStatus(ts, 'agent-cut-1', 'Ready');
+    const client = await operatorClient(ts);
+    try {
+      const run = execCollect(client, { agentId: 'agent-cut-1', command: 'sh', args: COUNTER });
+      await waitFor('some output before the cut', async () => (await eventsOf(ts, 'agent-cut-1')).some((e) => e.event_type === 'agent.command.started'));
+      await new Promise((r) => setTimeout(r, 1200));
+      relay.cut();
+      await waitForStatus(ts, 'agent-cut-1', 'Disconnected', 20_000);
+      await new Promise((r) => setTimeout(r, 2000));
+      relay.restore();
+      await waitForStatus(ts, 'agent-cut-1', 'Ready', 30_000);
+      const done = await run;
+      assert.equal(done.status.code, 0, done.status.details);
+      assert.equal(done.stdout.toString(), EXPECTED);
+      assert.equal(done.final?.complete, true);
+      assert.equal(done.final?.exitCode, 0);
+      assert.ok(!done.items.some((i) => i.error !== '' && !i.complete), 'no gap reported');
+      const registrations = (await eventsOf(ts, 'agent-cut-1')).filter((e) => e.event_type === 'agent.registered');
+      assert.equal(registrations.length, 2, 'registered again after the cut');
+      assert.equal(registrations[1]?.details['resume_cursors'], 1, 'the agent resumed the running command');
+    } finally {
+      client.close();
+    }
+  });
+});
+
+void describe('output while the server is down', () => {
+  let first: TestServer;
+  let second: TestServer | undefined;
+  const procs: AgentProcess[] = [];
+  before(async () => {
+    first = await startTestServer({ SVC_AGENT_HEARTBEAT_SECONDS: '1' });
+  });
+  after(async () => {
+    await killAll(procs);
+    await second?.stop();
+    await first.server.stop();
+    await rm(first.dir, { recursive: true, force: true });
+  });
+
+  void test('a restarted server receives the whole output of a command that kept running, once, in order', async () => {
+    const certs = await agentCerts(first, 'i-restart-1');
+    procs.push(spawnAgent({ server: first.grpcTarget, certs, agentId: 'agent-restart-1', instanceId: 'i-restart-1', workDir: first.dir }));
+    await waitForStatus(first, 'agent-restart-1', 'Ready');
+    const client = await operatorClient(first);
+    const seen: string[] = [];
+    const unsubscribeFirst = first.server.agents.subscribeCommands((e) => {
+      if (e.kind === 'output') seen.push(e.data.toString());
+    });
+    const run = execCollect(client, { agentId: 'agent-restart-1', command: 'sh', args: COUNTER });
+    await waitFor('output before the restart', () => seen.join('').includes('line-5\n'));
+    unsubscribeFirst();
+    const grpcPort = first.server.ports.grpc;
+    await first.server.stop();
+    const interrupted = await run;
+    client.close();
+    assert.notEqual(interrupted.status.code, 0, 'the Exec call ends with the server');
+    await new Promise((r) => setTimeout(r, 1500));
+
+    second = await startTestServer({ SVC_AGENT_HEARTBEAT_SECONDS: '1', SVC_GRPC_ADDR: `127.0.0.1:${grpcPort}` }, first.dir);
+    const events: CommandEvent[] = [];
+    second.server.agents.subscribeCommands((e) => events.push(e));
+    await waitForStatus(second, 'agent-restart-1', 'Ready', 30_000);
+    const result = await waitFor('the command result on the new server', () => events.find((e) => e.kind === 'result'), 30_000);
+    assert.equal(result.kind === 'result' && result.exit_code, 0);
+    const outputs = events.flatMap((e) => (e.kind === 'output' && e.stream === 'stdout' ? [e] : []));
+    assert.equal(Buffer.concat(outputs.map((o) => o.data)).toString(), EXPECTED);
+    const seqs = outputs.map((o) => o.seq);
+    assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), 'in seq order');
+    assert.equal(new Set(seqs).size, seqs.length, 'each seq once');
+    assert.ok(!events.some((e) => e.kind === 'gap'), 'nothing lost');
+  });
+});
