@@ -11,12 +11,20 @@ import { AGENT_ACTOR_MODULE, AgentService } from './agents/agent-service.js';
 import { registerAgentRoutes } from './api/agents.js';
 import { registerEventRoutes } from './api/events.js';
 import { registerHealthRoutes } from './api/health.js';
+import { registerHypervisorHealthRoute } from './api/hypervisor-health.js';
 import { registerMetricsRoute } from './api/metrics.js';
+import { registerStorageRoutes } from './api/storage.js';
 import { ConfigError, loadConfig } from './config/load.js';
 import { formatAddress } from './config/parsers.js';
 import type { Config } from './config/schema.js';
 import { Readiness } from './core/readiness.js';
 import { EventStore } from './events/event-store.js';
+import { LibvirtHypervisor } from './hypervisor/libvirt/libvirt-hypervisor.js';
+import { ensureCa } from './identity/ca.js';
+import { InboxQuota } from './storage/inbox-quota.js';
+import { Storage } from './storage/storage.js';
+import { registryAgentLookup } from './vms/agent-lookup.js';
+import { startVmService, VM_ACTOR_MODULE, type VmService } from './vms/vm-service.js';
 import { Router } from './http/router.js';
 import { startHttpListener, uwsRuntimeInfo } from './http/uws-server.js';
 import { startWsListener } from './http/ws-server.js';
@@ -31,6 +39,8 @@ export interface ServerHandle {
   readonly readiness: Readiness;
   readonly events: EventStore;
   readonly agents: AgentService;
+  readonly vms: VmService;
+  readonly hypervisor: LibvirtHypervisor;
   /** Bound ports (useful when the config asked for port 0). */
   readonly ports: { readonly http: number; readonly ws: number; readonly grpc: number };
   /** Stops everything in reverse start order; idempotent; bounded by config.shutdownDeadlineMs. */
@@ -38,7 +48,7 @@ export interface ServerHandle {
 }
 
 /** Modules defining the actor types every shard hosts. */
-const ACTOR_MODULES: readonly URL[] = [AGENT_ACTOR_MODULE];
+const ACTOR_MODULES: readonly URL[] = [AGENT_ACTOR_MODULE, VM_ACTOR_MODULE];
 
 interface Stoppable {
   name: string;
@@ -51,10 +61,12 @@ interface Stoppable {
 export async function startServer(config: Config, logger: Logger): Promise<ServerHandle> {
   const startedAtMs = Date.now();
   const readiness = new Readiness();
-  for (const c of ['actors', 'http', 'ws', 'grpc']) readiness.expect(c);
+  for (const c of ['actors', 'http', 'ws', 'grpc', 'vms']) readiness.expect(c);
   const metrics = createMetrics();
   const events = new EventStore();
   const agents = new AgentService({ config, logger, metrics, events });
+  // Frames emitted by actors go to the first subsystem that claims them; set as subsystems start.
+  let vms: VmService | undefined;
   const started: Stoppable[] = [];
   const stopAll = async (): Promise<void> => {
     for (const s of started.splice(0).reverse()) {
@@ -77,12 +89,15 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
       ringBytes: config.actorRingBytes,
       logger: logger.child({ component: 'actors' }),
       onEmit: (kind, key, payload) => {
-        agents.onEmit(kind, key, payload);
+        if (agents.onEmit(kind, key, payload)) return;
+        if (vms?.handleFrame(kind, key, payload) === true) return;
+        logger.warn({ kind, key }, 'frame from an actor that no subsystem claims');
       },
       onShardRestart: (shardIndex, lost) => {
         metrics.actorShardRestartsTotal.inc();
         logger.error({ shardIndex, lostActors: lost.length }, 'actor shard crashed and was restarted');
         agents.onShardRestart(shardIndex, lost);
+        vms?.handleShardRestart(shardIndex, lost);
       },
     });
     started.push({ name: 'actors', stop: () => actors.stop({ deadlineMs: Math.max(500, config.shutdownDeadlineMs / 2) }) });
@@ -90,6 +105,25 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
     const jobs = await JobPool.start({ mode: config.actorsMode, threads: Math.max(1, Math.min(2, cpus().length - 1)) });
     started.push({ name: 'jobs', stop: () => jobs.stop() });
     readiness.ready('actors');
+
+    const hypervisor = new LibvirtHypervisor({
+      uris: config.hypervisorUris,
+      readBudgetMs: config.hypervisorReadBudgetMs,
+      writeBudgetMs: config.hypervisorWriteBudgetMs,
+      failureThreshold: config.hypervisorFailureThreshold,
+      coolDownMs: config.hypervisorCooldownMs,
+      pollIntervalMs: config.hypervisorPollIntervalMs,
+      virshEvents: config.hypervisorVirshEvents,
+      domainType: config.hypervisorDomainType,
+      logger: logger.child({ component: 'hypervisor' }),
+    });
+    await hypervisor.start();
+    started.push({ name: 'hypervisor', stop: () => hypervisor.stop() });
+
+    const storage = new Storage({ rootDir: config.storageDir, maxDownloadBytes: config.storageMaxDownloadBytes });
+    const inboxQuota = new InboxQuota({ inboxesDir: storage.inboxesDir(), quotaBytes: config.inboxQuotaBytes, gauge: metrics.agentshareInboxBytes });
+    inboxQuota.start();
+    started.push({ name: 'inbox-quota', stop: () => Promise.resolve(inboxQuota.stop()) });
 
     const router = new Router();
     registerHealthRoutes(router, {
@@ -106,6 +140,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
     registerMetricsRoute(router, metrics);
     registerEventRoutes(router, { events });
     registerAgentRoutes(router, { registry: agents.registry, operations: agents.operations });
+    registerHypervisorHealthRoute(router, { hypervisor });
+    registerStorageRoutes(router, { storage });
 
     const http = await startHttpListener({
       host: config.httpAddr.host,
@@ -126,6 +162,36 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
     started.push({ name: 'grpc', stop: () => agents.stop() });
     readiness.ready('grpc');
 
+    // VMs start after gRPC is bound: their local agents dial it. They stop before it (reverse order),
+    // so every local agent is down before the listener and the actors go.
+    const ca = await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain });
+    const vmService = await startVmService({
+      hypervisor,
+      actors,
+      events,
+      agents: registryAgentLookup(agents.registry),
+      grpcAddress: { host: config.grpcAddr.host, port: grpc.port },
+      caProvider: () => Promise.resolve(ca),
+      logger: logger.child({ component: 'vms' }),
+      stateDir: config.stateDir,
+      enableDirectRuntimeSsh: config.enableDirectRuntimeSsh,
+      writeBudgetMs: config.hypervisorWriteBudgetMs,
+      agentConnectTimeoutMs: config.vmAgentConnectTimeoutSeconds * 1000,
+      operationRetentionMs: config.operationRetentionSeconds * 1000,
+      containerImagesFile: config.containerImagesFile,
+      qemu: {
+        ...(config.vmBaseImage !== null ? { baseImage: config.vmBaseImage } : {}),
+        network: config.vmNetwork,
+        ...(config.vmAgentServerAddr !== null ? { agentServer: config.vmAgentServerAddr } : {}),
+      },
+      metricsRegistry: metrics.registry,
+    });
+    vms = vmService;
+    started.push({ name: 'vms', stop: () => vmService.stop() });
+    agents.operations.setBackend(vmService.reprovisionBackend);
+    vmService.registerRoutes(router, { lookupOperation: (id) => agents.operations.get(id) });
+    readiness.ready('vms');
+
     let stopping: Promise<void> | undefined;
     return {
       config,
@@ -134,6 +200,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
       readiness,
       events,
       agents,
+      vms: vmService,
+      hypervisor,
       ports: { http: http.port, ws: ws.port, grpc: grpc.port },
       stop: () => {
         stopping ??= (async () => {

@@ -12,7 +12,11 @@
 import { readFileSync } from 'node:fs';
 import { configMarkdownTable, configTableRows, ConfigError, loadConfig } from '../config/load.js';
 import { errorsMarkdownTable } from '../core/errors.js';
-import { runServe } from '../main.js';
+
+// libvirt calls, file system work and crypto share libuv's thread pool (4 threads by default). A
+// hung hypervisor host can hold up to 4 of them (its read and write lanes), so give the pool room
+// before anything touches it; main.ts is imported lazily below for that reason.
+process.env['UV_THREADPOOL_SIZE'] ??= '16';
 
 const USAGE = `usage: sandboxd <command> [options]
 
@@ -50,7 +54,7 @@ async function main(argv: string[]): Promise<number> {
         return 2;
       }
       // Exit explicitly: shutdown already bounded every component; nothing may keep the process up.
-      process.exit(await runServe(process.env));
+      return process.exit(await (await import('../main.js')).runServe(process.env));
     case 'certs': {
       let cfg;
       try {

@@ -53,6 +53,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ct
     out['stateDir'] = absolutize(out['stateDir'] as string);
     out['secretsDir'] = out['secretsDir'] === null ? join(out['stateDir'] as string, 'secrets') : absolutize(out['secretsDir'] as string);
     if (out['logFile'] !== null) out['logFile'] = absolutize(out['logFile'] as string);
+    out['storageDir'] = out['storageDir'] === null ? join(out['stateDir'] as string, 'storage') : absolutize(out['storageDir'] as string);
     if (out['agentStaleAfterSeconds'] === null) out['agentStaleAfterSeconds'] = 3 * (out['agentHeartbeatSeconds'] as number);
     checkPlaintextListeners(out, problems);
   }

@@ -209,6 +209,18 @@ export const SCHEMA = {
     field: 'vmAgentServerAddr', group: 'runtime', defaultText: 'the gRPC address (192.168.122.1:<port> when it is loopback)', defaultRaw: null, parse: parseNonEmpty,
     doc: 'qemu hosts: the host:port agents inside VMs dial to reach the gRPC listener.',
   }),
+  SVC_STORAGE_DIR: entry({
+    field: 'storageDir', group: 'runtime', defaultText: '$SVC_STATE_DIR/storage', defaultRaw: null, parse: parseNonEmpty,
+    doc: 'Root of the storage areas: global/ (read-only), inbox/<agent_id>/, outbox/<task_id>/.',
+  }),
+  SVC_STORAGE_MAX_DOWNLOAD_BYTES: entry({
+    field: 'storageMaxDownloadBytes', group: 'runtime', defaultText: '64MiB', defaultRaw: '64MiB', parse: parseBytes(1024, 1024 ** 3),
+    doc: 'Largest file a storage or artifact download serves (bytes; larger files are refused).',
+  }),
+  SVC_INBOX_QUOTA_BYTES: entry({
+    field: 'inboxQuotaBytes', group: 'runtime', defaultText: '50GB', defaultRaw: '50GB', parse: parseBytes(1024, 1024 ** 5),
+    doc: 'Quota of each agent\'s inbox (bytes); svc_agentshare_inbox_bytes reports the total in use.',
+  }),
   SVC_ACTORS: entry({
     field: 'actorsMode', group: 'runtime', defaultText: 'workers', defaultRaw: 'workers', parse: parseEnum(['workers', 'inline'] as const),
     doc: 'workers runs actors in worker-thread shards; inline runs the same actors on the main thread (baseline, debugging).',
@@ -262,5 +274,5 @@ type Nullable<K extends SchemaKey> = (typeof SCHEMA)[K]['defaultRaw'] extends nu
 
 /** The validated, deep-frozen configuration every component receives (derived defaults resolved by the loader). */
 export type Config = {
-  readonly [K in SchemaKey as FieldOf<K>]: ValueOf<K> | (K extends 'SECRETS_DIR' | 'SVC_AGENT_STALE_AFTER_SECONDS' ? never : Nullable<K>);
+  readonly [K in SchemaKey as FieldOf<K>]: ValueOf<K> | (K extends 'SECRETS_DIR' | 'SVC_AGENT_STALE_AFTER_SECONDS' | 'SVC_STORAGE_DIR' ? never : Nullable<K>);
 };
