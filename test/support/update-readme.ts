@@ -3,11 +3,10 @@
  * code. The unit tests fail when README and code disagree; this is how to fix them.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { configMarkdownTable } from '../../src/config/load.js';
-import { errorsMarkdownTable } from '../../src/core/errors.js';
+import { readmeTables } from './readme-tables.js';
 import { repoRoot } from './paths.js';
 
-const tables: Record<string, string> = { 'config-table': configMarkdownTable(), 'errors-table': errorsMarkdownTable() };
+const tables = readmeTables();
 const file = `${repoRoot}/README.md`;
 let readme = readFileSync(file, 'utf8');
 for (const [name, table] of Object.entries(tables)) {

@@ -1,20 +1,8 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
-import { ERROR_TABLE, SvcError, errorsMarkdownTable, fromWire, toWire } from '../../../src/core/errors.js';
-import { repoRoot } from '../../support/paths.js';
+import { ERROR_TABLE, SvcError, fromWire, toWire } from '../../../src/core/errors.js';
 
 describe('error table', () => {
-  test('the README error table is the one generated from the code', () => {
-    const readme = readFileSync(`${repoRoot}/README.md`, 'utf8');
-    const begin = '<!-- errors-table:begin -->';
-    const end = '<!-- errors-table:end -->';
-    const from = readme.indexOf(begin);
-    const to = readme.indexOf(end);
-    assert.ok(from >= 0 && to > from, 'README.md must hold the errors table between the errors-table markers');
-    assert.equal(readme.slice(from + begin.length, to).trim(), errorsMarkdownTable(), 'run `npm run build && npm run docs`');
-  });
-
   test('the spec-given statuses hold', () => {
     assert.equal(ERROR_TABLE.VM_NOT_FOUND.http, 404);
     assert.equal(ERROR_TABLE.VM_RUNNING.http, 409);
