@@ -1,0 +1,278 @@
+/**
+ * The sessions component: create / list / kill (routes in src/api/sessions.ts), one hub per live
+ * session (pty-ws-routes.ts attaches clients to it), and the inputs the wiring feeds from the
+ * agents server: command output and results, agent connect/disconnect, reconciliation plans.
+ *
+ * - create: validate → 404 unknown agent → Idempotency-Key → 503 agent not connected → registry
+ *   (name unique, persisted) → CommandRequest {allocate_pty, argv: tmux new-session -A …}
+ *   → running → create response. A failed send forgets the session.
+ * - kill: a one-shot command runs tmux.ts's kill script on the agent (signal first, KILL after
+ *   the grace period, then kill-session, then a check that no process of the panes is left);
+ *   only a verified outcome answers {killed: true}; survivors → 500 with the count.
+ * - A session's output seq is `generation * 2^32 + command seq` (session-types.ts).
+ * - Brief network loss: sessions go `detached` and stay; only DELETE or the reconciler kills.
+ */
+import { randomUUID } from 'node:crypto';
+import { SvcError } from '../core/errors.js';
+import type { SessionAgentPort, SessionAgents } from './agent-port.js';
+import type { HitlService } from './hitl.js';
+import { IdempotencyCache, requestHash, type IdempotencyOutcome } from './idempotency.js';
+import type { CounterLike, ReconcilePlan, SessionEvent } from './reconcile.js';
+import { SessionHub, type SessionHubOptions } from './session-hub.js';
+import type { SessionRegistry } from './session-registry.js';
+import { parseCreateSessionBody, type KillSignalName } from './session-request.js';
+import { SessionCause, type SessionCauseName } from './session-state.js';
+import { createResponseOf, listEntryOf, sessionSeq, type SessionListEntry, type SessionRecord, type SessionUrlBases } from './session-types.js';
+import { killOutcomeOf, tmuxAttachArgv, tmuxCreateArgv, tmuxHasSessionArgv, tmuxKillArgv, type TmuxSocket } from './tmux.js';
+
+export const DEFAULT_KILL_GRACE_SECONDS = 5;
+export const DEFAULT_PTY_SIZE = { cols: 80, rows: 24 } as const;
+
+/** Where errors that have no caller go (pino fits). */
+export interface SessionLogger {
+  warn(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+}
+
+export interface SessionServiceOptions {
+  readonly registry: SessionRegistry;
+  readonly agents: SessionAgents;
+  readonly port: SessionAgentPort;
+  readonly urls: SessionUrlBases;
+  readonly idempotency?: IdempotencyCache;
+  readonly hitl?: HitlService;
+  readonly metrics?: { readonly sessionsKilledTotal: CounterLike };
+  /** agent.pty.created / agent.pty.closed events. */
+  readonly emit?: (e: SessionEvent) => void;
+  readonly hub?: Pick<SessionHubOptions, 'maxQueuedBytes' | 'replayBytes' | 'pingIntervalMs' | 'pongTimeoutMs' | 'onSlowClient'>;
+  /** Default `-L sandboxd`. */
+  readonly tmuxSocket?: TmuxSocket;
+  /** DELETE: seconds between the first signal and KILL. Default {@link DEFAULT_KILL_GRACE_SECONDS}. */
+  readonly killGraceSeconds?: number;
+  readonly logger?: SessionLogger;
+}
+
+export class SessionService {
+  readonly #o: SessionServiceOptions;
+  readonly #idem: IdempotencyCache;
+  readonly #hubs = new Map<string, SessionHub>();
+  /** Sessions a DELETE is killing (their end is `killed`, not `exited`). */
+  readonly #killing = new Set<string>();
+
+  constructor(opts: SessionServiceOptions) {
+    this.#o = opts;
+    this.#idem = opts.idempotency ?? new IdempotencyCache();
+    for (const r of opts.registry.list()) this.#hubFor(r);
+  }
+
+  /** The hub of a live session (pty-ws-routes.ts). */
+  hub(sessionId: string): SessionHub | undefined {
+    return this.#hubs.get(sessionId);
+  }
+
+  /** POST /api/v1/agents/{id}/sessions. */
+  async create(agentId: string, body: unknown, idempotencyKey: string | undefined): Promise<IdempotencyOutcome> {
+    const req = parseCreateSessionBody(body);
+    const agent = this.#agent(agentId);
+    const hash = requestHash('POST', `/api/v1/agents/${agentId}/sessions`, body ?? {});
+    return await this.#idem.run(agentId, idempotencyKey, hash, async () => {
+      if (!this.#o.agents.get(agentId)?.connected) throw new SvcError('server.unavailable', `agent ${agentId} is not connected`);
+      const rec = this.#o.registry.create({
+        agentId,
+        instanceId: agent.instanceId || agentId,
+        command: req.command,
+        cols: DEFAULT_PTY_SIZE.cols,
+        rows: DEFAULT_PTY_SIZE.rows,
+        ...(req.sessionName !== undefined && { sessionName: req.sessionName }),
+      });
+      const hub = this.#hubFor(rec);
+      const argv = tmuxCreateArgv({ sessionName: rec.sessionName, command: rec.command, cols: rec.cols, rows: rec.rows, ...this.#socket() });
+      try {
+        await this.#o.port.startPty(agentId, this.#ptyRequest(rec, argv));
+      } catch (err) {
+        hub.close(null, 'start_failed');
+        this.#hubs.delete(rec.sessionId);
+        this.#o.registry.discard(rec.sessionId);
+        throw err;
+      }
+      this.#o.registry.transition(rec.sessionId, ['starting'], 'running', SessionCause.ptyStarted);
+      hub.setStatus('running', true);
+      const now = this.#o.registry.get(rec.sessionId) ?? rec;
+      this.#event('agent.pty.created', now, { command: now.command });
+      return { status: 200, json: createResponseOf(now, this.#o.urls) };
+    });
+  }
+
+  /** GET /api/v1/agents/{id}/sessions. */
+  list(agentId: string): { agent_id: string; sessions: SessionListEntry[] } {
+    const records = this.#o.registry.listByAgent(agentId);
+    const agent = this.#o.agents.get(agentId);
+    if (agent === undefined && records.length === 0) throw new SvcError('agent.not_found', `no agent ${JSON.stringify(agentId.slice(0, 128))}`);
+    const connected = agent?.connected ?? false;
+    const sessions = records.map((r) => {
+      const hub = this.#hubs.get(r.sessionId);
+      const stats = hub?.stats() ?? { hasScreen: false, newestSeq: 0, maxClientLagBytes: 0 };
+      return listEntryOf(r, { membership: hub?.membership() ?? { controllers: [], observers: [], attachment_count: 0 }, agentConnected: connected, ...stats }, this.#o.urls);
+    });
+    return { agent_id: agentId, sessions };
+  }
+
+  /** DELETE /api/v1/agents/{id}/sessions/{session}. Resolves only once the kill is verified. */
+  async kill(agentId: string, sessionId: string, signal: KillSignalName): Promise<{ killed: true }> {
+    const rec = this.#o.registry.getForAgent(agentId, sessionId);
+    if (rec === undefined) {
+      if (this.#o.agents.get(agentId) === undefined && this.#o.registry.listByAgent(agentId).length === 0) throw new SvcError('agent.not_found', `no agent ${JSON.stringify(agentId.slice(0, 128))}`);
+      throw new SvcError('session.not_found', `no session ${JSON.stringify(sessionId.slice(0, 128))} on agent ${JSON.stringify(agentId.slice(0, 128))}`);
+    }
+    if (!this.#o.agents.get(agentId)?.connected) throw new SvcError('server.unavailable', `agent ${agentId} is not connected; the session is kept`);
+    const grace = this.#o.killGraceSeconds ?? DEFAULT_KILL_GRACE_SECONDS;
+    this.#killing.add(sessionId);
+    try {
+      const r = await this.#o.port.runCommand(agentId, {
+        commandId: randomUUID(),
+        argv: tmuxKillArgv({ sessionName: rec.sessionName, signal, graceSeconds: grace, ...this.#socket() }),
+        timeoutSeconds: grace + 15,
+      });
+      if (killOutcomeOf(r.exitCode) === 'failed') {
+        throw new SvcError('server.internal', `the session's processes survived the kill (exit ${r.exitCode}); it is kept`);
+      }
+      this.#o.metrics?.sessionsKilledTotal.inc();
+      this.#end(sessionId, SessionCause.killed, null);
+      return { killed: true };
+    } finally {
+      this.#killing.delete(sessionId);
+    }
+  }
+
+  /** Output of an agent command (wiring: every OutputChunk); only session commands matter. */
+  commandOutput(commandId: string, commandSeq: number, data: Uint8Array): void {
+    const rec = this.#o.registry.byCommandId(commandId);
+    if (rec === undefined) return;
+    if (rec.state !== 'running') this.#running(rec, rec.generation > 0 ? SessionCause.reattached : SessionCause.reported);
+    this.#hubs.get(rec.sessionId)?.output(sessionSeq(rec.generation, commandSeq), data);
+  }
+
+  /** A CommandResult: the session's current PTY command ended, and with it the session. */
+  commandFinished(commandId: string, exitCode: number): void {
+    const rec = this.#o.registry.byCommandId(commandId);
+    if (rec === undefined) return;
+    const cause = this.#killing.has(rec.sessionId) ? SessionCause.killed : SessionCause.exited;
+    this.#end(rec.sessionId, cause, exitCode);
+  }
+
+  /** The agent's stream ended: its sessions are detached, not killed. */
+  agentDisconnected(agentId: string): void {
+    for (const r of this.#o.registry.listByAgent(agentId)) {
+      this.#o.registry.transition(r.sessionId, ['starting', 'running'], 'detached', SessionCause.agentDisconnected);
+      this.#hubs.get(r.sessionId)?.setStatus('detached', false);
+    }
+  }
+
+  /** The agent registered again (the reconciler then sends SessionQuery). */
+  agentConnected(agentId: string): void {
+    for (const r of this.#o.registry.listByAgent(agentId)) this.#hubs.get(r.sessionId)?.setStatus(r.state, true);
+  }
+
+  /** A reconciliation plan (session-reconciler.ts onPlan): reported → running; others → re-attach. */
+  applyPlan(agentId: string, plan: ReconcilePlan): void {
+    for (const id of plan.running) {
+      const rec = this.#o.registry.get(id);
+      if (rec?.agentId === agentId) this.#running(rec, SessionCause.reported);
+    }
+    for (const id of plan.reattach) {
+      this.reattach(id).catch((err: unknown) => this.#o.logger?.warn({ err, session: id }, 're-attach failed; the session stays detached'));
+    }
+  }
+
+  /**
+   * Re-attach after the session's PTY command was lost (an agent restart): `tmux has-session`
+   * first (exit 1: the tmux session is gone too → the session closes, cause not_found), then a
+   * new PTY command `tmux attach-session` (new command id, generation + 1).
+   */
+  async reattach(sessionId: string): Promise<void> {
+    const before = this.#o.registry.get(sessionId);
+    if (before === undefined || before.state === 'running') return;
+    const check = await this.#o.port.runCommand(before.agentId, {
+      commandId: randomUUID(),
+      argv: tmuxHasSessionArgv({ sessionName: before.sessionName, ...this.#socket() }),
+      timeoutSeconds: 15,
+    });
+    if (check.exitCode !== 0) return this.#end(sessionId, SessionCause.notFound, null);
+    const now = this.#o.registry.get(sessionId);
+    if (now === undefined || now.state === 'running') return;
+    const rec = this.#o.registry.replaceCommand(sessionId);
+    await this.#o.port.startPty(rec.agentId, this.#ptyRequest(rec, tmuxAttachArgv({ sessionName: rec.sessionName, ...this.#socket() })));
+  }
+
+  /** Writes to a session's PTY regardless of roles (HITL responses). Rejects when it cannot. */
+  writeInput(sessionId: string, data: Uint8Array): Promise<void> {
+    const rec = this.#o.registry.get(sessionId);
+    if (rec === undefined) return Promise.reject(new SvcError('session.not_found', `no session ${sessionId}`));
+    if (!this.#o.port.writeStdin(rec.agentId, rec.commandId, data)) return Promise.reject(new SvcError('server.unavailable', `agent ${rec.agentId} is not connected`));
+    return Promise.resolve();
+  }
+
+  /** For HitlService.sessionInfo. */
+  hitlInfo(sessionId: string): { agentId: string; commandId: string; rows: number } | undefined {
+    const rec = this.#o.registry.get(sessionId);
+    if (rec === undefined) return undefined;
+    return { agentId: rec.agentId, commandId: rec.commandId, rows: this.#hubs.get(sessionId)?.terminalSize.rows ?? rec.rows };
+  }
+
+  #agent(agentId: string): { instanceId: string } {
+    const a = this.#o.agents.get(agentId);
+    if (a === undefined) throw new SvcError('agent.not_found', `no agent ${JSON.stringify(agentId.slice(0, 128))}`);
+    return a;
+  }
+
+  #socket(): { socket?: TmuxSocket } {
+    return this.#o.tmuxSocket === undefined ? {} : { socket: this.#o.tmuxSocket };
+  }
+
+  #ptyRequest(rec: SessionRecord, argv: string[]): Parameters<SessionAgentPort['startPty']>[1] {
+    return { commandId: rec.commandId, sessionId: rec.sessionId, sessionName: rec.sessionName, argv, cols: rec.cols, rows: rec.rows, term: 'xterm-256color', timeoutSeconds: 0 };
+  }
+
+  #hubFor(rec: SessionRecord): SessionHub {
+    const sid = rec.sessionId;
+    const hub = new SessionHub({
+      ...this.#o.hub,
+      sessionId: sid,
+      state: rec.state,
+      agentConnected: this.#o.agents.get(rec.agentId)?.connected ?? false,
+      terminalSize: { cols: rec.cols, rows: rec.rows },
+      pty: {
+        input: (data) => {
+          const r = this.#o.registry.get(sid);
+          if (r !== undefined) this.#o.port.writeStdin(r.agentId, r.commandId, data);
+        },
+        resize: (cols, rows) => {
+          const r = this.#o.registry.get(sid);
+          if (r !== undefined) this.#o.port.resizePty(r.agentId, r.commandId, cols, rows);
+        },
+      },
+      onResize: (size) => this.#o.registry.setSize(sid, size.cols, size.rows),
+      ...(this.#o.hitl !== undefined && { onOutput: (data: Uint8Array) => this.#o.hitl?.output(sid, data) }),
+    });
+    this.#hubs.set(sid, hub);
+    return hub;
+  }
+
+  #running(rec: SessionRecord, cause: SessionCauseName): void {
+    this.#o.registry.transition(rec.sessionId, ['starting', 'detached'], 'running', cause);
+    this.#hubs.get(rec.sessionId)?.setStatus('running', this.#o.agents.get(rec.agentId)?.connected ?? false);
+  }
+
+  #end(sessionId: string, cause: SessionCauseName, exitCode: number | null): void {
+    const rec = this.#o.registry.get(sessionId);
+    if (rec === undefined || !this.#o.registry.transition(sessionId, ['starting', 'running', 'detached'], 'closed', cause)) return;
+    this.#hubs.get(sessionId)?.close(exitCode, cause);
+    this.#hubs.delete(sessionId);
+    this.#o.hitl?.sessionClosed(sessionId);
+    this.#event('agent.pty.closed', rec, { reason: cause, exit_code: exitCode });
+  }
+
+  #event(type: string, rec: SessionRecord, extra: Record<string, unknown>): void {
+    this.#o.emit?.({ event_type: type, agent_id: rec.agentId, details: { session_id: rec.sessionId, command_id: rec.commandId, session_name: rec.sessionName, ...extra } });
+  }
+}

@@ -1,0 +1,182 @@
+/**
+ * Durable state of the sessions component: the session registry's records and the
+ * Idempotency-Key bindings of POST /api/v1/agents/{id}/sessions. One SQLite file,
+ * `<dir>/sessions.db` (better-sqlite3, WAL, synchronous=FULL: a mutation that returned is on
+ * disk, DESIGN "durable store"). The directory is created 0700.
+ *
+ * Every write is one small transaction on the calling thread (an fsync of the WAL, typically
+ * well under a few ms). Writes happen on session create, state change, re-attach and close,
+ * and on a successful idempotent create: rare events, never per output chunk.
+ *
+ * Rows hold JSON with a version field; a row that does not parse or fails validation is skipped
+ * at load (and reported to `onCorrupt`) instead of failing the start.
+ */
+import { chmodSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { SESSION_STATES, type SessionRecord } from './session-types.js';
+
+export const SESSIONS_DB_FILE = 'sessions.db';
+const kRecordVersion = 1;
+
+/** A stored idempotent response. */
+export interface StoredIdempotency {
+  readonly scope: string;
+  readonly key: string;
+  readonly requestHash: string;
+  /** The JSON response body as sent. */
+  readonly responseJson: string;
+  readonly status: number;
+  readonly createdAtMs: number;
+  readonly expiresAtMs: number;
+}
+
+export interface SessionStoreOptions {
+  /** Called for each row skipped at load. */
+  onCorrupt?: (what: string, id: string, reason: string) => void;
+}
+
+export class SessionStore {
+  readonly path: string;
+  readonly #db: Database.Database;
+  readonly #onCorrupt: SessionStoreOptions['onCorrupt'];
+  readonly #put: Database.Statement<[string, string, string, number]>;
+  readonly #del: Database.Statement<[string]>;
+  readonly #idemPut: Database.Statement<[string, string, string, number, string, number, number]>;
+  readonly #idemDel: Database.Statement<[string, string]>;
+  readonly #idemSweep: Database.Statement<[number]>;
+
+  /** Opens (creating) `<dir>/sessions.db`. Throws when the directory or file cannot be used. */
+  constructor(dir: string, opts: SessionStoreOptions = {}) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    chmodSync(dir, 0o700);
+    this.path = join(dir, SESSIONS_DB_FILE);
+    this.#onCorrupt = opts.onCorrupt;
+    this.#db = new Database(this.path);
+    this.#db.pragma('journal_mode = WAL');
+    this.#db.pragma('synchronous = FULL');
+    this.#db.pragma('busy_timeout = 2000');
+    this.#db.exec(`
+      CREATE TABLE IF NOT EXISTS sessions (
+        session_id TEXT PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        record TEXT NOT NULL,
+        updated_at_ms INTEGER NOT NULL
+      );
+      CREATE TABLE IF NOT EXISTS idempotency (
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        request_hash TEXT NOT NULL,
+        status INTEGER NOT NULL,
+        response TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        expires_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (scope, key)
+      );
+    `);
+    this.#put = this.#db.prepare('INSERT OR REPLACE INTO sessions (session_id, agent_id, record, updated_at_ms) VALUES (?, ?, ?, ?)');
+    this.#del = this.#db.prepare('DELETE FROM sessions WHERE session_id = ?');
+    this.#idemPut = this.#db.prepare(
+      'INSERT OR REPLACE INTO idempotency (scope, key, request_hash, status, response, created_at_ms, expires_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    );
+    this.#idemDel = this.#db.prepare('DELETE FROM idempotency WHERE scope = ? AND key = ?');
+    this.#idemSweep = this.#db.prepare('DELETE FROM idempotency WHERE expires_at_ms <= ?');
+  }
+
+  /** Every valid stored session record. */
+  loadSessions(): SessionRecord[] {
+    const rows = this.#db.prepare('SELECT session_id, record FROM sessions').all() as { session_id: string; record: string }[];
+    const out: SessionRecord[] = [];
+    for (const row of rows) {
+      const rec = parseRecord(row.record);
+      if (typeof rec === 'string') this.#onCorrupt?.('session', row.session_id, rec);
+      else out.push(rec);
+    }
+    return out;
+  }
+
+  putSession(r: SessionRecord, nowMs: number = Date.now()): void {
+    this.#put.run(r.sessionId, r.agentId, JSON.stringify({ v: kRecordVersion, ...r }), nowMs);
+  }
+
+  deleteSession(sessionId: string): void {
+    this.#del.run(sessionId);
+  }
+
+  /** Unexpired idempotency bindings (expired ones are deleted first). */
+  loadIdempotency(nowMs: number = Date.now()): StoredIdempotency[] {
+    this.#idemSweep.run(nowMs);
+    const rows = this.#db.prepare('SELECT * FROM idempotency').all() as {
+      scope: string;
+      key: string;
+      request_hash: string;
+      status: number;
+      response: string;
+      created_at_ms: number;
+      expires_at_ms: number;
+    }[];
+    return rows.map((r) => ({
+      scope: r.scope,
+      key: r.key,
+      requestHash: r.request_hash,
+      status: r.status,
+      responseJson: r.response,
+      createdAtMs: r.created_at_ms,
+      expiresAtMs: r.expires_at_ms,
+    }));
+  }
+
+  putIdempotency(e: StoredIdempotency): void {
+    this.#idemPut.run(e.scope, e.key, e.requestHash, e.status, e.responseJson, e.createdAtMs, e.expiresAtMs);
+  }
+
+  deleteIdempotency(scope: string, key: string): void {
+    this.#idemDel.run(scope, key);
+  }
+
+  /** Runs `fn` in one transaction (one fsync for all its writes). */
+  batch(fn: () => void): void {
+    this.#db.transaction(fn)();
+  }
+
+  /** Closes the database; idempotent. */
+  close(): void {
+    if (this.#db.open) this.#db.close();
+  }
+}
+
+const STRING_FIELDS = ['sessionId', 'agentId', 'instanceId', 'commandId', 'sessionName', 'command'] as const;
+const COUNT_FIELDS = ['generation', 'createdAtMs', 'cols', 'rows'] as const;
+
+/** A stored row → record, or the reason it is rejected. */
+function parseRecord(text: string): SessionRecord | string {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return 'not JSON';
+  }
+  if (typeof raw !== 'object' || raw === null) return 'not an object';
+  const o = raw as Record<string, unknown>;
+  if (o['v'] !== kRecordVersion) return `unknown record version ${String(o['v'])}`;
+  for (const f of STRING_FIELDS) if (typeof o[f] !== 'string' || (f !== 'command' && o[f] === '')) return `bad ${f}`;
+  for (const f of COUNT_FIELDS) if (!Number.isSafeInteger(o[f]) || (o[f] as number) < 0) return `bad ${f}`;
+  if (o['sessionType'] !== 'interactive' || o['sessionBackend'] !== 'tmux' || o['sessionClass'] !== 'managed') return 'bad kind';
+  if (!SESSION_STATES.includes(o['state'] as SessionRecord['state'])) return 'bad state';
+  return {
+    sessionId: o['sessionId'] as string,
+    agentId: o['agentId'] as string,
+    instanceId: o['instanceId'] as string,
+    commandId: o['commandId'] as string,
+    generation: o['generation'] as number,
+    sessionName: o['sessionName'] as string,
+    command: o['command'] as string,
+    sessionType: 'interactive',
+    sessionBackend: 'tmux',
+    sessionClass: 'managed',
+    createdAtMs: o['createdAtMs'] as number,
+    state: o['state'] as SessionRecord['state'],
+    cols: o['cols'] as number,
+    rows: o['rows'] as number,
+  };
+}

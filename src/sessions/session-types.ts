@@ -1,0 +1,233 @@
+/**
+ * Interactive sessions (spec part 2, "Interactive session"): the record the registry keeps, the
+ * create response and list entry built from it, and the URLs clients use to attach.
+ *
+ * URL decisions (documented in the README):
+ * - pty-ws.v1: `ws(s)://<http listener>/api/v1/sessions/{session_id}/pty`, subprotocol
+ *   `pty-ws.v1` (required). Frames: pty-ws-protocol.ts.
+ * - orchestrate: `ws(s)://<http listener>/ws/sessions/{session_id}/orchestrate?role=observer|controller`,
+ *   the same frames with an implicit join at open (role from the query, default observer).
+ * - ws_endpoint: the legacy dashboard listener (spec 4.18) root, with `join_message`.
+ * - chat_stream_url: `<http>/api/v1/agent-output/chat?command_id=…&session_id=…` when the
+ *   session's command emits stream-json (chat_source `stream-json`), else null (`none`).
+ */
+
+/** The only backend we run; spec 4.2 names these four. */
+export const SESSION_BACKENDS = ['tmux', 'screen', 'zellij', 'native'] as const;
+export type SessionBackendName = (typeof SESSION_BACKENDS)[number];
+export const SUPPORTED_SESSION_BACKENDS = ['tmux'] as const;
+
+export const SESSION_CLASSES = ['managed', 'direct'] as const;
+export type SessionClassName = (typeof SESSION_CLASSES)[number];
+export const SUPPORTED_SESSION_CLASSES = ['managed'] as const;
+
+export const PTY_WS_SUBPROTOCOL = 'pty-ws.v1';
+export type SessionRole = 'controller' | 'observer';
+export const DEFAULT_ROLE: SessionRole = 'observer';
+export const DEFAULT_SESSION_COMMAND = 'bash';
+export const SESSION_NAME_PREFIX = 'terminal-';
+
+/** Text of `controller_policy` (spec part 2). */
+export const CONTROLLER_POLICY =
+  'single-controller lease: one controller at most; a controller request while a live controller holds the lease is granted as observer ' +
+  '(role_assigned says so); only the controller\'s input and resize reach the PTY; the lease frees when the controller leaves, disconnects, ' +
+  'misses pongs or is dropped for not reading; join as observer first, then request the controller role';
+
+/** Router patterns of the WebSocket routes (uWS `:param` syntax). */
+export const PTY_WS_PATH = '/api/v1/sessions/:session_id/pty';
+export const ORCHESTRATE_WS_PATH = '/ws/sessions/:session_id/orchestrate';
+
+/** Lifecycle states; transitions in session-state.ts. */
+export const SESSION_STATES = ['starting', 'running', 'detached', 'closed'] as const;
+export type SessionState = (typeof SESSION_STATES)[number];
+
+/** What the registry keeps per session (persisted; see session-store.ts). */
+export interface SessionRecord {
+  readonly sessionId: string;
+  readonly agentId: string;
+  /** The agent's instance id (its SPIFFE id's last segment) when known, else the agent id. */
+  readonly instanceId: string;
+  /** The agent command currently running the session's PTY (changes on re-attach). */
+  readonly commandId: string;
+  /**
+   * Bumped on each new PTY command for the session (re-attach). Session seqs are
+   * `generation * 2^32 + command seq`, so seqs stay monotonic across re-attaches and are stable
+   * across restarts of sandboxd (the agent resends buffered output with the same command seqs).
+   */
+  readonly generation: number;
+  /** Also the tmux session name (unique per agent among live sessions). */
+  readonly sessionName: string;
+  /** The shell command run in the session (sh -c semantics). */
+  readonly command: string;
+  readonly sessionType: 'interactive';
+  readonly sessionBackend: 'tmux';
+  readonly sessionClass: 'managed';
+  readonly createdAtMs: number;
+  readonly state: SessionState;
+  /** Last known terminal size of the PTY. */
+  readonly cols: number;
+  readonly rows: number;
+}
+
+/** 2^32: the seq span of one generation. */
+export const kGenerationSeqSpan = 0x1_0000_0000;
+
+/** Session seq of a command seq in a generation (see SessionRecord.generation). */
+export function sessionSeq(generation: number, commandSeq: number): number {
+  return generation * kGenerationSeqSpan + commandSeq;
+}
+
+/** Where clients reach the listeners, e.g. `http://127.0.0.1:8122` and `ws://127.0.0.1:8121`. */
+export interface SessionUrlBases {
+  readonly httpBaseUrl: string;
+  readonly wsBaseUrl: string;
+}
+
+/** True when the command asks Claude Code for stream-json output (a chat projection exists). */
+export function chatSourceOf(command: string): 'stream-json' | 'none' {
+  return /--output-format(?:=|\s+)["']?stream-json\b/.test(command) ? 'stream-json' : 'none';
+}
+
+function trimSlash(s: string): string {
+  return s.endsWith('/') ? s.slice(0, -1) : s;
+}
+
+/** The http(s) base as ws(s). */
+export function wsSchemeOf(httpBaseUrl: string): string {
+  return trimSlash(httpBaseUrl).replace(/^http(s?):/i, 'ws$1:');
+}
+
+export function ptyWsUrl(bases: SessionUrlBases, sessionId: string): string {
+  return `${wsSchemeOf(bases.httpBaseUrl)}/api/v1/sessions/${encodeURIComponent(sessionId)}/pty`;
+}
+
+export function orchestrateUrl(bases: SessionUrlBases, sessionId: string, role: SessionRole): string {
+  return `${wsSchemeOf(bases.httpBaseUrl)}/ws/sessions/${encodeURIComponent(sessionId)}/orchestrate?role=${role}`;
+}
+
+/** The URL and role fields shared by the create response and the list entry. */
+export interface SessionAccessFields {
+  ws_endpoint: string;
+  join_message: { type: 'join_session'; session_id: string; role: 'controller' };
+  pty_ws_url: string;
+  pty_ws_subprotocol: string;
+  orchestrator_observer_url: string;
+  orchestrator_controller_url: string;
+  default_role: SessionRole;
+  controller_policy: string;
+  session_backend: string;
+  session_class: string;
+  chat_source: 'stream-json' | 'none';
+  chat_stream_url: string | null;
+}
+
+export interface SessionCreateResponse extends SessionAccessFields {
+  session_id: string;
+  instance_id: string;
+  command_id: string;
+  session_name: string;
+  supported_session_backends: string[];
+  supported_session_classes: string[];
+  observe_supported: boolean;
+  drive_supported: boolean;
+  reattach_supported: boolean;
+}
+
+export interface SessionMembership {
+  /** Client ids; empty when the lease is free, never more than one. */
+  controllers: string[];
+  observers: string[];
+  attachment_count: number;
+}
+
+export interface SessionLiveness {
+  agent_connected: boolean;
+  /** True when a joining client gets retained output to draw (the hub's replay is not empty). */
+  has_screen: boolean;
+  /** Seq of the newest output frame (0 before any). */
+  replay_newest_seq: number;
+  /** Largest number of bytes queued for one attached client and not yet taken by its socket. */
+  max_client_lag: number;
+}
+
+export interface SessionListEntry extends SessionAccessFields {
+  session_id: string;
+  instance_id: string;
+  command_id: string;
+  session_name: string;
+  session_type: 'interactive';
+  command: string;
+  created_at_secs: number;
+  has_screen: boolean;
+  /** Ours: the lifecycle state (starting, running, detached). */
+  state: SessionState;
+  membership: SessionMembership;
+  liveness: SessionLiveness;
+}
+
+function accessFields(r: SessionRecord, bases: SessionUrlBases): SessionAccessFields {
+  const chat = chatSourceOf(r.command);
+  const q = `command_id=${encodeURIComponent(r.commandId)}&session_id=${encodeURIComponent(r.sessionId)}`;
+  return {
+    ws_endpoint: `${trimSlash(bases.wsBaseUrl)}/`,
+    join_message: { type: 'join_session', session_id: r.sessionId, role: 'controller' },
+    pty_ws_url: ptyWsUrl(bases, r.sessionId),
+    pty_ws_subprotocol: PTY_WS_SUBPROTOCOL,
+    orchestrator_observer_url: orchestrateUrl(bases, r.sessionId, 'observer'),
+    orchestrator_controller_url: orchestrateUrl(bases, r.sessionId, 'controller'),
+    default_role: DEFAULT_ROLE,
+    controller_policy: CONTROLLER_POLICY,
+    session_backend: r.sessionBackend,
+    session_class: r.sessionClass,
+    chat_source: chat,
+    chat_stream_url: chat === 'none' ? null : `${trimSlash(bases.httpBaseUrl)}/api/v1/agent-output/chat?${q}`,
+  };
+}
+
+/** The create response of spec part 2. */
+export function createResponseOf(r: SessionRecord, bases: SessionUrlBases): SessionCreateResponse {
+  return {
+    session_id: r.sessionId,
+    instance_id: r.instanceId,
+    command_id: r.commandId,
+    session_name: r.sessionName,
+    ...accessFields(r, bases),
+    supported_session_backends: [...SUPPORTED_SESSION_BACKENDS],
+    supported_session_classes: [...SUPPORTED_SESSION_CLASSES],
+    observe_supported: true,
+    drive_supported: true,
+    reattach_supported: true,
+  };
+}
+
+/** Live numbers of a session (from its hub and the agent registry). */
+export interface SessionLiveState {
+  readonly membership: SessionMembership;
+  readonly agentConnected: boolean;
+  readonly hasScreen: boolean;
+  readonly newestSeq: number;
+  readonly maxClientLagBytes: number;
+}
+
+/** A list entry of spec part 2. */
+export function listEntryOf(r: SessionRecord, live: SessionLiveState, bases: SessionUrlBases): SessionListEntry {
+  return {
+    session_id: r.sessionId,
+    instance_id: r.instanceId,
+    command_id: r.commandId,
+    session_name: r.sessionName,
+    session_type: r.sessionType,
+    command: r.command,
+    created_at_secs: Math.floor(r.createdAtMs / 1000),
+    has_screen: live.hasScreen,
+    state: r.state,
+    ...accessFields(r, bases),
+    membership: live.membership,
+    liveness: {
+      agent_connected: live.agentConnected,
+      has_screen: live.hasScreen,
+      replay_newest_seq: live.newestSeq,
+      max_client_lag: live.maxClientLagBytes,
+    },
+  };
+}

@@ -1,0 +1,64 @@
+/**
+ * An in-memory FrameSink (what a WsConn offers the session hub) with a controllable socket
+ * buffer: `stopReading()` makes every sent byte count as queued, `drain()` empties it.
+ */
+import type { FrameSink } from '../../../src/sessions/client-sender.js';
+import { decodeOutputBinary } from '../../../src/sessions/pty-ws-frames.js';
+
+let nextId = 1000;
+
+export type Frame = Record<string, unknown> & { op: string };
+
+export class FakeSink implements FrameSink {
+  readonly id = nextId++;
+  readonly frames: (Frame | { op: 'binary'; seq: number; data: Buffer })[] = [];
+  closeCode: number | undefined;
+  #buffered = 0;
+  #reading = true;
+
+  get closed(): boolean {
+    return this.closeCode !== undefined;
+  }
+  send(data: Uint8Array | string, isBinary = false): 'sent' | 'backpressure' | 'dropped' | 'closed' {
+    if (this.closed) return 'closed';
+    if (isBinary) {
+      const b = decodeOutputBinary(data as Uint8Array);
+      if (b === null) throw new Error('unexpected binary frame');
+      this.frames.push({ op: 'binary', seq: b.seq, data: Buffer.from(b.data) });
+    } else this.frames.push(JSON.parse(typeof data === 'string' ? data : Buffer.from(data).toString()) as Frame);
+    if (this.#reading) return 'sent';
+    this.#buffered += typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength;
+    return 'backpressure';
+  }
+  close(code = 1000): void {
+    this.closeCode ??= code;
+  }
+  bufferedAmount(): number {
+    return this.#buffered;
+  }
+  stopReading(): void {
+    this.#reading = false;
+  }
+  drain(): void {
+    this.#reading = true;
+    this.#buffered = 0;
+  }
+  ops(): string[] {
+    return this.frames.map((f) => f.op);
+  }
+  last(op: string): Frame | undefined {
+    return [...this.frames].reverse().find((f) => f.op === op);
+  }
+  all(op: string): Frame[] {
+    return this.frames.filter((f) => f.op === op);
+  }
+  /** Decoded output bytes received (JSON or binary), in order. */
+  output(): string {
+    return this.frames
+      .map((f) => (f.op === 'pty.output' ? Buffer.from(f['data'] as string, 'base64').toString() : f.op === 'binary' ? (f as { data: Buffer }).data.toString() : ''))
+      .join('');
+  }
+  seqs(): number[] {
+    return this.frames.filter((f) => f.op === 'pty.output' || f.op === 'binary').map((f) => f['seq'] as number);
+  }
+}

@@ -1,0 +1,343 @@
+/**
+ * The sessions component end to end with real tmux and real PTYs (LocalAgentPort plays the
+ * agent; only gRPC is missing): the routes through inject(), clients as in-memory sinks on the
+ * hubs, the registry on disk, reconciliation after a restart of "sandboxd".
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join as joinPath } from 'node:path';
+import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import { registerSessionRoutes } from '../../../src/api/sessions.js';
+import { inject } from '../../../src/http/inject.js';
+import { Router } from '../../../src/http/router.js';
+import { HitlService } from '../../../src/sessions/hitl.js';
+import { IdempotencyCache } from '../../../src/sessions/idempotency.js';
+import type { JoinFrame } from '../../../src/sessions/pty-ws-protocol.js';
+import type { SessionEvent } from '../../../src/sessions/reconcile.js';
+import { SessionReconciler } from '../../../src/sessions/session-reconciler.js';
+import { SessionRegistry } from '../../../src/sessions/session-registry.js';
+import { SessionService } from '../../../src/sessions/session-service.js';
+import { SessionStore } from '../../../src/sessions/session-store.js';
+import { kGenerationSeqSpan, type SessionCreateResponse, type SessionListEntry } from '../../../src/sessions/session-types.js';
+import { parseTmuxPanes, tmuxCreateArgv, tmuxListPanesArgv } from '../../../src/sessions/tmux.js';
+import { FakeSink } from './fake-sink.js';
+import { LocalAgentPort } from './local-agent-port.js';
+import { TmuxHarness, until } from './tmux-harness.js';
+
+const URLS = { httpBaseUrl: 'http://127.0.0.1:8122', wsBaseUrl: 'ws://127.0.0.1:8121' };
+const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
+
+function join(over: Partial<JoinFrame> = {}): JoinFrame {
+  return { op: 'pty.join_session', role: undefined, sessionBackend: undefined, sessionClass: undefined, argv: undefined, cwd: undefined, env: undefined, terminalSize: undefined, replayFrom: undefined, binaryOutput: false, clientLabel: undefined, ...over };
+}
+
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+interface Server {
+  store: SessionStore;
+  service: SessionService;
+  router: Router;
+  events: SessionEvent[];
+  reconciler: SessionReconciler;
+  hitl: HitlService;
+  killed: { value: number };
+}
+
+describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () => {
+  let h: TmuxHarness;
+  let dir: string;
+  let port: LocalAgentPort;
+  const agents = new Map([['agent-1', { agentId: 'agent-1', instanceId: 'inst-1', connected: true }]]);
+
+  /** One "sandboxd": store, registry, service, routes, reconciler — on the shared state dir. */
+  function startServer(): Server {
+    const store = new SessionStore(joinPath(dir, 'sessions'));
+    const events: SessionEvent[] = [];
+    const killed = { value: 0 };
+    const counter = (c: { value: number }) => ({ inc: (n = 1) => void (c.value += n) });
+    const registry = new SessionRegistry({ store });
+    const hitl: HitlService = new HitlService({ writeInput: (sid, d) => service.writeInput(sid, d), sessionInfo: (sid) => service.hitlInfo(sid), settleMs: 100 });
+    const service: SessionService = new SessionService({
+      registry,
+      agents: { get: (id) => agents.get(id) },
+      port,
+      urls: URLS,
+      idempotency: new IdempotencyCache({ store }),
+      hitl,
+      metrics: { sessionsKilledTotal: counter(killed) },
+      emit: (e) => events.push(e),
+      tmuxSocket: h.socket,
+      killGraceSeconds: 1,
+      hub: { pingIntervalMs: 0 },
+    });
+    const reconciler = new SessionReconciler({
+      sessions: registry,
+      emit: (e) => events.push(e),
+      metrics: { sessionReconciliationsTotal: counter({ value: 0 }), sessionsKilledTotal: counter(killed) },
+      graceSeconds: 1,
+      onPlan: (a, p) => service.applyPlan(a, p),
+      transport: {
+        sendSessionQuery: (agentId) => queueMicrotask(() => reconciler.reportReceived(agentId, { sessions: port.report(), timestampMs: Date.now() })),
+        sendSessionReconcile: (agentId, msg) => {
+          port
+            .reconcile(msg)
+            .then((ack) => reconciler.ackReceived(agentId, ack))
+            .catch((err: unknown) => assert.fail(String(err)));
+        },
+      },
+    });
+    port.sink = service;
+    const router = new Router();
+    registerSessionRoutes(router, { sessions: service });
+    return { store, service, router, events, reconciler, hitl, killed };
+  }
+
+  async function create(s: Server, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: SessionCreateResponse; headers: Record<string, string> }> {
+    const r = await inject(s.router, { method: 'POST', url: '/api/v1/agents/agent-1/sessions', body, headers });
+    return { status: r.status, json: r.json() as SessionCreateResponse, headers: r.headers };
+  }
+
+  async function list(s: Server): Promise<SessionListEntry[]> {
+    return ((await inject(s.router, { method: 'GET', url: '/api/v1/agents/agent-1/sessions' })).json() as { sessions: SessionListEntry[] }).sessions;
+  }
+
+  before(() => {
+    h = new TmuxHarness();
+  });
+  after(async () => {
+    await h.close();
+  });
+  beforeEach(() => {
+    dir = mkdtempSync(joinPath(tmpdir(), 'sbx-svc-'));
+    port = new LocalAgentPort(h);
+    agents.set('agent-1', { agentId: 'agent-1', instanceId: 'inst-1', connected: true });
+  });
+  afterEach(() => {
+    port.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('create → a controller types → an observer reads; a second controller is downgraded; observer input is ignored; resize reaches stty size', async () => {
+    const s = startServer();
+    const res = await create(s, { command: 'bash --norc --noprofile -i', session_name: 'pair' });
+    assert.equal(res.status, 200);
+    assert.equal(res.json.session_name, 'pair');
+    const hub = s.service.hub(res.json.session_id);
+    assert.ok(hub);
+    const ctl = new FakeSink();
+    const obs = new FakeSink();
+    const ctl2 = new FakeSink();
+    hub.open(ctl);
+    hub.handle(ctl, join({ role: 'controller', terminalSize: { cols: 100, rows: 30 } }));
+    hub.open(obs);
+    hub.handle(obs, join());
+    hub.open(ctl2);
+    hub.handle(ctl2, join({ role: 'controller' }));
+    assert.equal(ctl2.last('pty.role_assigned')?.['role'], 'observer');
+    assert.equal(ctl2.last('pty.role_assigned')?.['reason'], 'lease_held');
+    await h.waitSession('pair');
+    hub.handle(obs, { op: 'pty.session_input', data: enc('echo OBSERVER-WAS-HERE\r') });
+    assert.equal(obs.last('error')?.['code'], 'input_not_permitted');
+    hub.handle(ctl, { op: 'pty.session_input', data: enc('echo hello-$((6*7)); stty size\r') });
+    await until(() => obs.output().includes('hello-42'), 'observer sees the controller\'s command');
+    await until(() => obs.output().includes('30 100'), 'stty size shows the controller\'s size');
+    hub.handle(ctl, { op: 'pty.session_resize', cols: 90, rows: 20 });
+    // The resize travels PTY → tmux client → tmux server → pane asynchronously: ask until it shows.
+    let asked = 0;
+    await until(() => {
+      if (Date.now() - asked > 500) {
+        asked = Date.now();
+        hub.handle(ctl, { op: 'pty.session_input', data: enc('stty size\r') });
+      }
+      return obs.output().includes('20 90');
+    }, 'resize reached the PTY');
+    assert.ok(!obs.output().includes('OBSERVER-WAS-HERE'));
+    const entry = (await list(s))[0];
+    assert.deepEqual(entry?.membership, { controllers: [`c${ctl.id}`], observers: [`c${obs.id}`, `c${ctl2.id}`], attachment_count: 3 });
+    assert.equal(entry?.liveness.agent_connected, true);
+    assert.equal(entry?.has_screen, true);
+    assert.ok((entry?.liveness.replay_newest_seq ?? 0) > 0);
+    assert.equal(entry?.state, 'running');
+    await inject(s.router, { method: 'DELETE', url: `/api/v1/agents/agent-1/sessions/${res.json.session_id}?signal=KILL` });
+    s.store.close();
+  });
+
+  test('Idempotency-Key: a retry returns the same session (Idempotency-Replayed), a different body conflicts; no second terminal', async () => {
+    const s = startServer();
+    const a = await create(s, { command: 'sleep 600' }, { 'idempotency-key': 'key-1' });
+    const b = await create(s, { command: 'sleep 600' }, { 'idempotency-key': 'key-1' });
+    assert.equal(b.status, 200);
+    assert.equal(b.headers['idempotency-replayed'], 'true');
+    assert.deepEqual(b.json, a.json);
+    const c = await inject(s.router, { method: 'POST', url: '/api/v1/agents/agent-1/sessions', body: { command: 'top' }, headers: { 'idempotency-key': 'key-1' } });
+    assert.equal(c.status, 409);
+    assert.equal((c.json() as { error: { code: string } }).error.code, 'idempotency.key_conflict');
+    assert.equal((await list(s)).length, 1);
+    assert.equal([...port.running.values()].length, 1);
+    await inject(s.router, { method: 'DELETE', url: `/api/v1/agents/agent-1/sessions/${a.json.session_id}?signal=KILL` });
+    s.store.close();
+  });
+
+  test('DELETE kills the whole process tree, verified, and the session ends for its clients', async () => {
+    const s = startServer();
+    const res = await create(s, { command: 'bash --norc --noprofile -i', session_name: 'doomed' });
+    const hub = s.service.hub(res.json.session_id);
+    assert.ok(hub);
+    const ctl = new FakeSink();
+    hub.open(ctl);
+    hub.handle(ctl, join({ role: 'controller' }));
+    await h.waitSession('doomed');
+    hub.handle(ctl, { op: 'pty.session_input', data: enc("sleep 1001 & (trap '' TERM HUP; exec sleep 1002) & echo STARTED\r") });
+    await until(() => ctl.output().includes('STARTED\r\n'), 'jobs started');
+    const pane = parseTmuxPanes((await h.exec(tmuxListPanesArgv({ socket: h.socket }))).stdout).find((p) => p.name === 'doomed');
+    assert.ok(pane);
+    const pids = (await h.exec(['pgrep', '-s', String(pane.panePids[0])])).stdout.split('\n').filter(Boolean).map(Number);
+    assert.ok(pids.length >= 3, `pids ${pids.join(',')}`);
+    const del = await inject(s.router, { method: 'DELETE', url: `/api/v1/agents/agent-1/sessions/${res.json.session_id}?signal=HUP` });
+    assert.equal(del.status, 200);
+    assert.deepEqual(del.json(), { killed: true });
+    assert.deepEqual(pids.filter(alive), []);
+    await h.waitSession('doomed', false);
+    assert.equal(ctl.last('pty.closed')?.['reason'], 'killed');
+    assert.equal(ctl.closeCode, 1000);
+    assert.deepEqual(await list(s), []);
+    assert.equal(s.killed.value, 1);
+    assert.deepEqual(s.events.map((e) => e.event_type), ['agent.pty.created', 'agent.pty.closed']);
+    const again = await inject(s.router, { method: 'DELETE', url: `/api/v1/agents/agent-1/sessions/${res.json.session_id}` });
+    assert.equal(again.status, 404);
+    assert.equal((again.json() as { error: { code: string } }).error.code, 'session.not_found');
+    s.store.close();
+  });
+
+  test('bad input: unknown agent 404, backend 501, bad signal 400, disconnected agent 503 (session kept)', async () => {
+    const s = startServer();
+    const r404 = await inject(s.router, { method: 'POST', url: '/api/v1/agents/nobody/sessions', body: {} });
+    assert.deepEqual([r404.status, (r404.json() as { error: { code: string } }).error.code], [404, 'agent.not_found']);
+    assert.equal((await inject(s.router, { method: 'GET', url: '/api/v1/agents/nobody/sessions' })).status, 404);
+    const r501 = await create(s, { session_backend: 'zellij' });
+    assert.equal(r501.status, 501);
+    const ok = await create(s, { command: 'sleep 600' });
+    const r400 = await inject(s.router, { method: 'DELETE', url: `/api/v1/agents/agent-1/sessions/${ok.json.session_id}?signal=USR1` });
+    assert.equal(r400.status, 400);
+    agents.set('agent-1', { agentId: 'agent-1', instanceId: 'inst-1', connected: false });
+    s.service.agentDisconnected('agent-1');
+    const r503 = await inject(s.router, { method: 'DELETE', url: `/api/v1/agents/agent-1/sessions/${ok.json.session_id}` });
+    assert.equal(r503.status, 503);
+    assert.equal((await create(s, {})).status, 503);
+    const entries = await list(s);
+    assert.deepEqual(entries.map((e) => [e.session_id, e.state, e.liveness.agent_connected]), [[ok.json.session_id, 'detached', false]]);
+    s.store.close();
+  });
+
+  test('restart of sandboxd: same session id listed, command still running, new output arrives; an unknown session is killed after the grace period, events in order', async () => {
+    const s1 = startServer();
+    const res = await create(s1, { command: 'i=0; while :; do echo tick-$i; i=$((i+1)); sleep 0.1; done', session_name: 'long' });
+    const id = res.json.session_id;
+    const obs1 = new FakeSink();
+    s1.service.hub(id)?.open(obs1);
+    s1.service.hub(id)?.handle(obs1, join());
+    await until(() => obs1.output().includes('tick-3'), 'ticks before the restart');
+    const lastSeqBefore = Math.max(...obs1.seqs());
+
+    // sandboxd goes away (the agent keeps running and buffers; here: output is dropped).
+    port.sink = null;
+    s1.store.close();
+    // Meanwhile someone starts a session on the agent that sandboxd never knew.
+    await port.startPty('agent-1', {
+      commandId: 'cmd-stranger',
+      sessionId: 'stranger',
+      sessionName: 'stranger',
+      argv: tmuxCreateArgv({ socket: h.socket, sessionName: 'stranger', command: 'sleep 1000', cols: 80, rows: 24 }),
+      cols: 80,
+      rows: 24,
+      term: 'xterm-256color',
+      timeoutSeconds: 0,
+    });
+    await h.waitSession('stranger');
+
+    const s2 = startServer();
+    const before = await list(s2);
+    assert.deepEqual(before.map((e) => [e.session_id, e.state]), [[id, 'detached']]);
+    s2.service.agentConnected('agent-1');
+    s2.reconciler.agentRegistered('agent-1');
+    await until(() => s2.events.some((e) => e.event_type === 'session.reconcile_complete' || e.event_type === 'session.reconcile_failed'), 'reconciliation finished', 30_000);
+    assert.deepEqual(s2.events.map((e) => e.event_type), [
+      'session.query_sent',
+      'session.report_received',
+      'session.reconcile_started',
+      'session.preserved',
+      'session.killed',
+      'session.reconcile_complete',
+    ]);
+    assert.equal(s2.events[3]?.details['session_id'], id);
+    assert.equal(s2.events[4]?.details['session_id'], 'stranger');
+    await h.waitSession('stranger', false);
+    await h.waitSession('long');
+    const after = await list(s2);
+    assert.deepEqual(after.map((e) => [e.session_id, e.state, e.command_id]), [[id, 'running', res.json.command_id]]);
+    const obs2 = new FakeSink();
+    s2.service.hub(id)?.open(obs2);
+    s2.service.hub(id)?.handle(obs2, join({ replayFrom: lastSeqBefore + 1 }));
+    await until(() => obs2.seqs().length >= 3, 'new output after the restart');
+    assert.ok(Math.min(...obs2.seqs()) > lastSeqBefore, 'seqs continue from the same command');
+    assert.ok(s2.killed.value >= 1);
+    await inject(s2.router, { method: 'DELETE', url: `/api/v1/agents/agent-1/sessions/${id}?signal=KILL` });
+    s2.store.close();
+  });
+
+  test('agent restart: the tmux session outlives the PTY client and is re-attached as a new generation; a vanished one closes', async () => {
+    const s = startServer();
+    const kept = await create(s, { command: 'i=0; while :; do echo beat-$i; i=$((i+1)); sleep 0.1; done', session_name: 'survivor' });
+    const lost = await create(s, { command: 'sleep 1000', session_name: 'victim2' });
+    await h.waitSession('survivor');
+    await h.waitSession('victim2');
+    port.crashAgent();
+    agents.set('agent-1', { agentId: 'agent-1', instanceId: 'inst-1', connected: false });
+    s.service.agentDisconnected('agent-1');
+    await h.tmux('kill-session', '-t', '=victim2');
+    assert.deepEqual((await list(s)).map((e) => e.state), ['detached', 'detached']);
+    agents.set('agent-1', { agentId: 'agent-1', instanceId: 'inst-1', connected: true });
+    const obs = new FakeSink();
+    s.service.hub(kept.json.session_id)?.open(obs);
+    s.service.hub(kept.json.session_id)?.handle(obs, join());
+    s.service.agentConnected('agent-1');
+    s.reconciler.agentRegistered('agent-1');
+    await until(() => obs.seqs().some((q) => q > kGenerationSeqSpan), 'output of generation 1');
+    await until(async () => (await list(s)).length === 1, 'the vanished session closed');
+    const [entry] = await list(s);
+    assert.equal(entry?.session_id, kept.json.session_id);
+    assert.equal(entry?.state, 'running');
+    assert.notEqual(entry?.command_id, kept.json.command_id);
+    assert.ok(s.events.some((e) => e.event_type === 'agent.pty.closed' && e.details['session_id'] === lost.json.session_id && e.details['reason'] === 'not_found'));
+    await inject(s.router, { method: 'DELETE', url: `/api/v1/agents/agent-1/sessions/${kept.json.session_id}?signal=KILL` });
+    s.store.close();
+  });
+
+  test('a session waiting at a prompt shows up as a HITL request; responding types the answer', async () => {
+    const s = startServer();
+    const res = await create(s, { command: 'printf "Proceed with deploy? [y/N] "; read a; echo "answer=$a"; sleep 600', session_name: 'asks' });
+    const obs = new FakeSink();
+    s.service.hub(res.json.session_id)?.open(obs);
+    s.service.hub(res.json.session_id)?.handle(obs, join());
+    await until(() => s.hitl.list().length === 1, 'hitl request');
+    const req = s.hitl.list()[0];
+    assert.equal(req?.kind, 'confirm');
+    assert.equal(req?.prompt, 'Proceed with deploy? [y/N]');
+    assert.deepEqual([req?.session_id, req?.agent_id, req?.command_id], [res.json.session_id, 'agent-1', res.json.command_id]);
+    await s.hitl.respond(req?.id ?? '', 'y');
+    await until(() => obs.output().includes('answer=y'), 'the answer reached the program');
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(s.hitl.list(), [], 'answered: not raised again');
+    s.hitl.stop();
+    await inject(s.router, { method: 'DELETE', url: `/api/v1/agents/agent-1/sessions/${res.json.session_id}?signal=KILL` });
+    s.store.close();
+  });
+});
