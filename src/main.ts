@@ -23,6 +23,8 @@ import { LibvirtHypervisor } from './hypervisor/libvirt/libvirt-hypervisor.js';
 import { ensureCa } from './identity/ca.js';
 import { InboxQuota } from './storage/inbox-quota.js';
 import { Storage } from './storage/storage.js';
+import { AgentCommandClient } from './agents/command-client.js';
+import { wireSessions } from './sessions/wiring.js';
 import { registryAgentLookup } from './vms/agent-lookup.js';
 import { startVmService, VM_ACTOR_MODULE, type VmService } from './vms/vm-service.js';
 import { Router } from './http/router.js';
@@ -143,6 +145,31 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
     registerHypervisorHealthRoute(router, { hypervisor });
     registerStorageRoutes(router, { storage });
 
+    // Sessions publish their URLs, which need the HTTP listener's real port (port 0 in tests).
+    const commandClient = new AgentCommandClient(actors, agents);
+    started.push({ name: 'command-client', stop: () => Promise.resolve(commandClient.stop()) });
+    let httpPort = config.httpAddr.port;
+    const httpBase = (scheme: 'http' | 'ws'): string => `${scheme}://${formatAddress({ host: config.httpAddr.host, port: httpPort })}`;
+    const sessions = wireSessions({
+      agents,
+      actors,
+      commandClient,
+      stateDir: config.stateDir,
+      urls: {
+        get httpBaseUrl() {
+          return httpBase('http');
+        },
+        get wsBaseUrl() {
+          return httpBase('ws');
+        },
+      },
+      emit: (e) => events.append(e),
+      metrics,
+      logger: logger.child({ component: 'sessions' }),
+    });
+    started.push({ name: 'sessions', stop: () => sessions.stop() });
+    sessions.registerRoutes(router);
+
     const http = await startHttpListener({
       host: config.httpAddr.host,
       port: config.httpAddr.port,
@@ -150,7 +177,9 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
       logger: logger.child({ component: 'http' }),
       maxBodyBytes: config.maxBodyBytes,
       metrics,
+      wsRoutes: sessions.wsRoutes,
     });
+    httpPort = http.port;
     started.push({ name: 'http', stop: () => http.close() });
     readiness.ready('http');
 

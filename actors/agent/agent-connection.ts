@@ -35,6 +35,7 @@ import {
   type RejectReason,
 } from './frames.js';
 import { Outbox } from './outbox.js';
+import { sessionQueryOf, sessionReconcileAckFrame, sessionReconcileOf, sessionReportFrame } from './session-frames.js';
 import { shardTicker, type Tickable, type Ticker } from './ticker.js';
 
 /** A stream that attached but sent no registration within this long is closed (ms). */
@@ -140,6 +141,10 @@ export class AgentConnectionActor implements Actor, Tickable {
           transitions: Object.fromEntries(this.#machine.counts().moves),
           outboxQueuedBytes: this.#outbox.queuedBytes,
         };
+      case 'sendSessionQuery':
+        return this.sendToAgent({ sessionQuery: sessionQueryOf(args) });
+      case 'sendSessionReconcile':
+        return this.sendToAgent({ sessionReconcile: sessionReconcileOf(args) });
       default:
         return this.#commands.call(method, args);
     }
@@ -272,9 +277,11 @@ export class AgentConnectionActor implements Actor, Tickable {
         return this.#commands.onGap(msg.outputGap!);
       case 'commandResult':
         return this.#commands.onResult(msg.commandResult!);
+      // The main thread's session reconciler decides and emits session.report_received & co.
       case 'sessionReport':
-        return this.event('session.report_received', { session_count: msg.sessionReport!.sessions?.length ?? 0 });
+        return this.#outbox.emit(AgentFrameKind.kFrameSessionReport, this.#init.agentId, encodeJson(sessionReportFrame(this.#init.agentId, msg.sessionReport!)), true);
       case 'sessionReconcileAck':
+        return this.#outbox.emit(AgentFrameKind.kFrameSessionReconcileAck, this.#init.agentId, encodeJson(sessionReconcileAckFrame(this.#init.agentId, msg.sessionReconcileAck!)), true);
       case 'pong':
         return;
     }

@@ -16,6 +16,9 @@
  *   22 kFrameAgentEvent    key agent_id; JSON AgentEventFrame (a v1 event record)
  *   23 kFrameAgentRemoved  key agent_id; JSON {}: retention ran out, the actor may be stopped
  *   24 kFrameAgentMetric   key agent_id; JSON AgentMetricFrame
+ *   25 kFrameSessionReport key agent_id; JSON SessionReportFrame (SessionReport, for the
+ *                          sessions reconciler on the main thread)
+ *   26 kFrameSessionReconcileAck key agent_id; JSON SessionReconcileAckFrame
  *   48 kFrameCommandOutput key command_id; [OutputHeader 32 bytes][data]
  *   49 kFrameCommandResult key command_id; JSON CommandResultFrame
  *   50 kFrameCommandGap    key command_id; JSON CommandGapFrame
@@ -37,6 +40,8 @@ export const AgentFrameKind = {
   kFrameAgentEvent: 22,
   kFrameAgentRemoved: 23,
   kFrameAgentMetric: 24,
+  kFrameSessionReport: 25,
+  kFrameSessionReconcileAck: 26,
   kFrameCommandOutput: 48,
   kFrameCommandResult: 49,
   kFrameCommandGap: 50,
@@ -141,6 +146,21 @@ export interface AgentEventFrame {
   timestamp: string;
   details: Record<string, unknown>;
   trace_id: string | null;
+}
+
+/** kFrameSessionReport payload: SessionReport's sessions (camelCase, as the proto code names them). */
+export interface SessionReportFrame {
+  agentId: string;
+  sessions: { commandId: string; sessionId: string; sessionName: string; command: string; pid: number; isPty: boolean; startedAtMs: number }[];
+  timestampMs: number;
+}
+
+/** kFrameSessionReconcileAck payload. */
+export interface SessionReconcileAckFrame {
+  agentId: string;
+  killedSessionIds: string[];
+  keptSessionIds: string[];
+  failedToKill: string[];
 }
 
 /** svc_commands_by_result{result} values. */

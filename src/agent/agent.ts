@@ -23,6 +23,7 @@ import { MetricsSampler } from './metrics.js';
 import { OutputBuffer } from './output-buffer.js';
 import { CommandSessionBackend, SessionManager, type SessionBackend } from './sessions.js';
 import { readSystemInfo } from './system-info.js';
+import { TmuxSessionBackend } from './tmux-sessions.js';
 import { entryMessage, registrationMessage, sessionReportMessage } from './wire.js';
 
 export interface AgentOptions {
@@ -30,7 +31,7 @@ export interface AgentOptions {
   /** Root logger (its level follows log_level updates). */
   readonly log: Logger;
   readonly version: string;
-  /** Session sources besides the agent's own commands (tmux, later). */
+  /** Session sources besides the agent's own commands and the managed tmux server. */
   readonly extraSessionBackends?: readonly SessionBackend[];
   /** How long to wait for RegistrationAck before redialing, in ms. Default 30000. */
   readonly registrationTimeoutMs?: number;
@@ -90,7 +91,9 @@ export class Agent {
         this.#pump();
       },
     });
-    this.#sessions = new SessionManager([new CommandSessionBackend(this.#commands), ...(opts.extraSessionBackends ?? [])]);
+    // The managed tmux server (tmux -L sandboxd) is a session source too: sessions outlive the agent.
+    const tmux = new TmuxSessionBackend({ env: this.#cfg.childEnv });
+    this.#sessions = new SessionManager([new CommandSessionBackend(this.#commands, tmux), tmux, ...(opts.extraSessionBackends ?? [])]);
     this.#beats = new HeartbeatLoop({
       agentId: this.#cfg.agentId,
       sampler: new MetricsSampler(this.#cfg.workDir),

@@ -12,6 +12,7 @@
  */
 import { v1 } from '../../proto/index.js';
 import type { CommandManager } from './commands.js';
+import { managedTmuxTarget } from './tmux-target.js';
 
 export interface SessionInfo {
   readonly commandId: string;
@@ -35,18 +36,29 @@ export interface SessionBackend {
   kill(id: string, graceMs: number): Promise<KillOutcome>;
 }
 
+/** Kills a session of the managed tmux server by name (tmux-sessions.ts). */
+export interface TmuxKiller {
+  killSession(name: string, graceMs: number): Promise<KillOutcome>;
+}
+
 /** The stable id of a session. */
 export function sessionKey(s: SessionInfo): string {
   return s.sessionId || s.commandId;
 }
 
-/** Sessions = the agent's running commands that carry a session id or name. */
+/**
+ * Sessions = the agent's running commands that carry a session id or name. Killing one that is a
+ * client of the managed tmux server kills its tmux session first (tmux-sessions.ts): the client's
+ * process group holds none of the session's processes.
+ */
 export class CommandSessionBackend implements SessionBackend {
   readonly name = 'commands';
   readonly #commands: CommandManager;
+  readonly #tmux: TmuxKiller | undefined;
 
-  constructor(commands: CommandManager) {
+  constructor(commands: CommandManager, tmux?: TmuxKiller) {
     this.#commands = commands;
+    this.#tmux = tmux;
   }
 
   list(): Promise<SessionInfo[]> {
@@ -68,9 +80,13 @@ export class CommandSessionBackend implements SessionBackend {
   }
 
   async kill(id: string, graceMs: number): Promise<KillOutcome> {
-    const hit = (await this.list()).find((s) => s.sessionId === id || s.commandId === id);
+    const hit = this.#commands.list().find((c) => (c.sessionId !== '' || c.sessionName !== '') && (c.sessionId === id || c.commandId === id));
     if (!hit) return 'not_found';
-    return (await this.#commands.kill(hit.commandId, graceMs)) ? 'killed' : 'failed';
+    const tmuxName = this.#tmux === undefined ? undefined : managedTmuxTarget(hit.command, hit.args);
+    const tmuxOutcome = tmuxName === undefined ? 'not_found' : await this.#tmux!.killSession(tmuxName, graceMs);
+    // The client exits by itself once its session is gone; the kill makes sure of it.
+    const clientKilled = await this.#commands.kill(hit.commandId, graceMs);
+    return tmuxOutcome !== 'failed' && clientKilled ? 'killed' : 'failed';
   }
 }
 

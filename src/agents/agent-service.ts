@@ -21,6 +21,8 @@ import {
   type CommandGapFrame,
   type CommandResultFrame,
   type OutputStreamName,
+  type SessionReconcileAckFrame,
+  type SessionReportFrame,
 } from '../../actors/agent/frames.js';
 import type { Config } from '../config/schema.js';
 import type { EventStore } from '../events/event-store.js';
@@ -37,6 +39,9 @@ import { ReprovisionOperations } from './reprovision.js';
 
 /** The actor module to list in ActorSystem's actorModules. */
 export const AGENT_ACTOR_MODULE: URL = new URL('../../actors/agent/agent-connection.actor.js', import.meta.url);
+
+/** What subscribeSessions listeners see: an agent's SessionReport or SessionReconcileAck. */
+export type SessionMessageEvent = ({ kind: 'report' } & SessionReportFrame) | ({ kind: 'reconcile_ack' } & SessionReconcileAckFrame);
 
 /** What subscribeCommands listeners see (every command of every agent, in order per command). */
 export type CommandEvent =
@@ -69,6 +74,7 @@ export class AgentService {
   /** Main-side retention of agents whose actor was lost with a crashed shard. */
   readonly #orphanTimers = new Map<string, NodeJS.Timeout>();
   readonly #commandListeners = new Set<(e: CommandEvent) => void>();
+  readonly #sessionListeners = new Set<(e: SessionMessageEvent) => void>();
   #actors: ActorPort | undefined;
   #listener: GrpcListener | undefined;
   #stopping: Promise<void> | undefined;
@@ -179,6 +185,12 @@ export class AgentService {
           this.#execs.onResult(key, payload);
           if (this.#commandListeners.size > 0) this.#tap({ kind: 'result', ...decodeJson<CommandResultFrame>(payload) });
           return true;
+        case AgentFrameKind.kFrameSessionReport:
+          this.#tapSession({ kind: 'report', ...decodeJson<SessionReportFrame>(payload) });
+          return true;
+        case AgentFrameKind.kFrameSessionReconcileAck:
+          this.#tapSession({ kind: 'reconcile_ack', ...decodeJson<SessionReconcileAckFrame>(payload) });
+          return true;
         default:
           return false;
       }
@@ -210,6 +222,15 @@ export class AgentService {
   }
 
   /**
+   * Agents' SessionReport / SessionReconcileAck messages (the sessions reconciler's input).
+   * Returns the unsubscribe function. Listeners must not block; a throwing one is dropped.
+   */
+  subscribeSessions(listener: (e: SessionMessageEvent) => void): () => void {
+    this.#sessionListeners.add(listener);
+    return () => this.#sessionListeners.delete(listener);
+  }
+
+  /**
    * Every command's output, gaps and results as they arrive (after de-duplication), for
    * observers on the main thread. Returns the unsubscribe function. Listeners must not block.
    */
@@ -231,6 +252,17 @@ export class AgentService {
     const o = decodeOutputFrame(payload);
     if (o === null) return;
     this.#tap({ kind: 'output', commandId, stream: STREAM_NAMES[o.stream] ?? 'log', seq: o.seq, offset: o.offset, eof: o.eof, timestampMs: o.timestampMs, data: Buffer.from(o.data) });
+  }
+
+  #tapSession(e: SessionMessageEvent): void {
+    for (const l of this.#sessionListeners) {
+      try {
+        l(e);
+      } catch (err) {
+        this.#log.error({ err: err instanceof Error ? err.message : String(err) }, 'session listener threw; unsubscribed');
+        this.#sessionListeners.delete(l);
+      }
+    }
   }
 
   #tap(e: CommandEvent): void {

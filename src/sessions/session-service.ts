@@ -191,7 +191,8 @@ export class SessionService {
    */
   async reattach(sessionId: string): Promise<void> {
     const before = this.#o.registry.get(sessionId);
-    if (before === undefined || before.state === 'running') return;
+    // `starting`: a create in flight (racing a reconnect's report); its own PTY command comes.
+    if (before === undefined || before.state === 'running' || before.state === 'starting') return;
     const check = await this.#o.port.runCommand(before.agentId, {
       commandId: randomUUID(),
       argv: tmuxHasSessionArgv({ sessionName: before.sessionName, ...this.#socket() }),

@@ -18,8 +18,11 @@
  * VM's sandbox-agent, and stops it first.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { closeSync, openSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { formatAddress, type ListenAddress } from '../config/parsers.js';
@@ -167,7 +170,7 @@ export class LocalAgentSupervisor {
     const fd = openSync(spec.logPath, 'a', 0o600);
     let child: ChildProcess;
     try {
-      child = spawn(nodePath, args, { cwd: spec.workDir, stdio: ['ignore', fd, fd] });
+      child = spawn(nodePath, args, { cwd: spec.workDir, stdio: ['ignore', fd, fd], env: await localAgentEnv(spec) });
     } finally {
       closeSync(fd);
     }
@@ -294,4 +297,18 @@ function signal(pid: number, sig: NodeJS.Signals): void {
 async function rotateLog(path: string): Promise<void> {
   const size = await stat(path).then((s) => s.size, () => 0);
   if (size > AGENT_LOG_ROTATE_BYTES) await rename(path, `${path}.1`);
+}
+
+/**
+ * The environment of a local agent: sandboxd's own, minus TMUX, plus a private TMUX_TMPDIR.
+ * Each agent reports and reconciles every session on its tmux server, so local agents sharing one
+ * server would kill each other's sessions after a reconnect; a real VM has its own server anyway.
+ * tmux socket paths must stay under ~100 bytes, hence a short directory under /tmp keyed by VM.
+ */
+async function localAgentEnv(spec: LocalAgentSpec): Promise<NodeJS.ProcessEnv> {
+  const tmuxDir = join(tmpdir(), `sbx-tmux-${createHash('sha256').update(spec.workDir).digest('hex').slice(0, 12)}`);
+  await mkdir(tmuxDir, { recursive: true, mode: 0o700 });
+  // eslint-disable-next-line no-restricted-properties -- a child process inherits the server's environment
+  const { TMUX: _tmux, TMUX_TMPDIR: _dir, ...rest } = process.env;
+  return { ...rest, TMUX_TMPDIR: tmuxDir };
 }
