@@ -25,6 +25,7 @@ import { InboxQuota } from './storage/inbox-quota.js';
 import { Storage } from './storage/storage.js';
 import { AgentCommandClient } from './agents/command-client.js';
 import { wireSessions } from './sessions/wiring.js';
+import { startTaskService, type TaskService } from './tasks/task-service.js';
 import { registryAgentLookup } from './vms/agent-lookup.js';
 import { startVmService, VM_ACTOR_MODULE, type VmService } from './vms/vm-service.js';
 import { Router } from './http/router.js';
@@ -43,6 +44,7 @@ export interface ServerHandle {
   readonly agents: AgentService;
   readonly vms: VmService;
   readonly hypervisor: LibvirtHypervisor;
+  readonly tasks: TaskService;
   /** Bound ports (useful when the config asked for port 0). */
   readonly ports: { readonly http: number; readonly ws: number; readonly grpc: number };
   /** Stops everything in reverse start order; idempotent; bounded by config.shutdownDeadlineMs. */
@@ -63,12 +65,13 @@ interface Stoppable {
 export async function startServer(config: Config, logger: Logger): Promise<ServerHandle> {
   const startedAtMs = Date.now();
   const readiness = new Readiness();
-  for (const c of ['actors', 'http', 'ws', 'grpc', 'vms']) readiness.expect(c);
+  for (const c of ['actors', 'http', 'ws', 'grpc', 'vms', 'tasks']) readiness.expect(c);
   const metrics = createMetrics();
   const events = new EventStore();
   const agents = new AgentService({ config, logger, metrics, events });
   // Frames emitted by actors go to the first subsystem that claims them; set as subsystems start.
   let vms: VmService | undefined;
+  let tasks: TaskService | undefined;
   const started: Stoppable[] = [];
   const stopAll = async (): Promise<void> => {
     for (const s of started.splice(0).reverse()) {
@@ -132,7 +135,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
       readiness: () => readiness.state(),
       startedAtMs,
       agentCount: () => agents.connectedCount(),
-      activeTasks: () => 0,
+      activeTasks: () => tasks?.activeCount() ?? 0,
       uws: uwsRuntimeInfo,
       actors: () => {
         const s = actors.stats();
@@ -221,6 +224,25 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
     vmService.registerRoutes(router, { lookupOperation: (id) => agents.operations.get(id) });
     readiness.ready('vms');
 
+    const taskService = await startTaskService({
+      logger: logger.child({ component: 'tasks' }),
+      metrics,
+      events,
+      stateDir: config.stateDir,
+      storage,
+      vms: vmService,
+      agents,
+      actors,
+      hypervisor,
+      agentCommand: config.taskAgentCommand,
+      maxConcurrent: config.taskMaxConcurrent,
+      stopDeadlineMs: Math.max(1000, Math.floor(config.shutdownDeadlineMs / 2)),
+    });
+    tasks = taskService;
+    started.push({ name: 'tasks', stop: () => taskService.stop() });
+    taskService.registerRoutes(router);
+    readiness.ready('tasks');
+
     let stopping: Promise<void> | undefined;
     return {
       config,
@@ -231,6 +253,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
       agents,
       vms: vmService,
       hypervisor,
+      tasks: taskService,
       ports: { http: http.port, ws: ws.port, grpc: grpc.port },
       stop: () => {
         stopping ??= (async () => {

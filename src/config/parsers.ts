@@ -134,3 +134,17 @@ export function parseHypervisorUris(raw: string): readonly string[] {
   }
   return uris;
 }
+
+/** A JSON array of 1-64 non-empty strings (an argv template). */
+export function parseJsonArgv(raw: string): readonly string[] {
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch {
+    throw new ConfigValueError('is not JSON (expected an array of strings such as ["claude","-p","{prompt}"])');
+  }
+  if (!Array.isArray(v) || v.length === 0 || v.length > 64 || !v.every((x) => typeof x === 'string' && x !== '' && !x.includes('\0'))) {
+    throw new ConfigValueError('must be a JSON array of 1-64 non-empty strings');
+  }
+  return Object.freeze(v as string[]);
+}

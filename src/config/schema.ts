@@ -11,6 +11,7 @@ import {
   parseIntInRange,
   parseList,
   parseListenAddress,
+  parseJsonArgv,
   parseNonEmpty,
   parsePairs,
   parseUrl,
@@ -220,6 +221,15 @@ export const SCHEMA = {
   SVC_INBOX_QUOTA_BYTES: entry({
     field: 'inboxQuotaBytes', group: 'runtime', defaultText: '50GB', defaultRaw: '50GB', parse: parseBytes(1024, 1024 ** 5),
     doc: 'Quota of each agent\'s inbox (bytes); svc_agentshare_inbox_bytes reports the total in use.',
+  }),
+  SVC_TASK_AGENT_COMMAND: entry({
+    field: 'taskAgentCommand', group: 'runtime', defaultText: '["claude","-p","{prompt}","--output-format","stream-json","--model","{model}"]',
+    defaultRaw: null, parse: parseJsonArgv,
+    doc: 'Coding-agent argv template for tasks (JSON array; {prompt} and {model} are replaced; never run through a shell). A manifest\'s agent.command wins.',
+  }),
+  SVC_TASK_MAX_CONCURRENT: entry({
+    field: 'taskMaxConcurrent', group: 'runtime', defaultText: '8', defaultRaw: '8', parse: parseIntInRange(1, 1000),
+    doc: 'Tasks that hold a VM at once; later ones wait in pending (first come, first served).',
   }),
   SVC_ACTORS: entry({
     field: 'actorsMode', group: 'runtime', defaultText: 'workers', defaultRaw: 'workers', parse: parseEnum(['workers', 'inline'] as const),

@@ -1,0 +1,239 @@
+/**
+ * The task feature on real parts, for the tasks-*.test.ts files: libvirt's test driver, worker
+ * shards hosting agent and VM actors, the mTLS gRPC agents listener with real local
+ * sandbox-agent processes (one per task VM), real git, real files, a real HTTP listener on
+ * loopback; the coding agent is test/fixtures/fake-claude/fake-claude.mjs.
+ *
+ * The same pieces src/main.ts composes, assembled here because the tests need the actor system
+ * and the router, which the server handle does not expose.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { ActorSystem } from '../../actors/runtime/actor-system.js';
+import { AGENT_ACTOR_MODULE, AgentService } from '../../src/agents/agent-service.js';
+import { registerEventRoutes } from '../../src/api/events.js';
+import { registerMetricsRoute } from '../../src/api/metrics.js';
+import { registerStorageRoutes } from '../../src/api/storage.js';
+import { loadConfig } from '../../src/config/load.js';
+import { EventStore } from '../../src/events/event-store.js';
+import { Router } from '../../src/http/router.js';
+import { startHttpListener, type HttpListener } from '../../src/http/uws-server.js';
+import { LibvirtHypervisor } from '../../src/hypervisor/libvirt/libvirt-hypervisor.js';
+import { ensureCa } from '../../src/identity/ca.js';
+import { createMetrics } from '../../src/observability/metrics.js';
+import { Storage } from '../../src/storage/storage.js';
+import { startTaskService, type TaskService, type TaskServiceOptions } from '../../src/tasks/task-service.js';
+import { registryAgentLookup } from '../../src/vms/agent-lookup.js';
+import { VM_ACTOR_MODULE, startVmService, type VmService } from '../../src/vms/vm-service.js';
+import { repoRoot } from '../support/paths.js';
+
+export const FAKE_CLAUDE = join(repoRoot, 'test', 'fixtures', 'fake-claude', 'fake-claude.mjs');
+
+/** The manifest's agent.command running the fake CLI like Claude Code. */
+export const FAKE_COMMAND = [process.execPath, FAKE_CLAUDE, '-p', '{prompt}', '--output-format', 'stream-json', '--model', '{model}'];
+
+export type Json = Record<string, unknown>;
+
+export interface SseEvent {
+  event: string;
+  data: string;
+  id: string | undefined;
+}
+
+export interface TaskHarness {
+  readonly dir: string;
+  readonly base: string;
+  readonly events: EventStore;
+  readonly agents: AgentService;
+  readonly vms: VmService;
+  readonly tasks: TaskService;
+  request(method: string, path: string, body?: unknown): Promise<{ status: number; headers: Headers; body: Json; text: string }>;
+  /** POSTs a manifest object; asserts 202; resolves with the task id. */
+  submit(manifest: Json): Promise<string>;
+  /** Polls GET /api/v1/tasks/{id} until its state is one of `states` (default: any terminal). */
+  waitTask(id: string, states?: readonly string[], timeoutMs?: number): Promise<Json>;
+  /** Reads an SSE stream until the server closes it (or timeoutMs). */
+  sse(path: string, headers?: Record<string, string>, timeoutMs?: number): Promise<SseEvent[]>;
+  /** A git repository (hello.txt "hello world", branch `feature` with feature.txt); its path. */
+  makeRepo(): Promise<string>;
+  /** A manifest running the fake CLI against `repo`. */
+  manifest(repo: string, prompt: string, extra?: Json): Json;
+  stop(): Promise<void>;
+}
+
+export const TERMINAL = ['completed', 'failed', 'failed_preserved', 'cancelled'];
+
+export async function startTaskHarness(
+  opts: Partial<Omit<TaskServiceOptions, 'vms' | 'agents' | 'actors' | 'hypervisor' | 'storage'>> & { hypervisorUris?: string[] } = {},
+): Promise<TaskHarness> {
+  const { hypervisorUris, ...taskOpts } = opts;
+  const dir = await mkdtemp(join(tmpdir(), 'sandboxd-tasks-'));
+  const config = loadConfig({ SVC_STATE_DIR: dir, SVC_GRPC_ADDR: '127.0.0.1:0', SVC_SHUTDOWN_DEADLINE_MS: '5000', LOG_LEVEL: 'silent' });
+  const logger = pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' });
+  const metrics = createMetrics({ defaultMetrics: false });
+  const events = new EventStore();
+  const agents = new AgentService({ config, logger, metrics, events });
+  const ref: { vms?: VmService } = {};
+  const actors = await ActorSystem.start({
+    mode: 'workers',
+    shards: 2,
+    actorModules: [AGENT_ACTOR_MODULE, VM_ACTOR_MODULE],
+    onEmit: (kind, key, payload) => {
+      if (!agents.onEmit(kind, key, payload)) ref.vms?.handleFrame(kind, key, payload);
+    },
+  });
+  agents.bindActors(actors);
+  const { port } = await agents.start();
+  const ca = await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain });
+  const hv = new LibvirtHypervisor({ uris: hypervisorUris ?? ['test:///default'], pollIntervalMs: 60_000 });
+  await hv.start();
+  const vms = await startVmService({
+    hypervisor: hv, actors, events, agents: registryAgentLookup(agents.registry), grpcAddress: { host: '127.0.0.1', port },
+    caProvider: () => Promise.resolve(ca), logger, stateDir: dir, enableDirectRuntimeSsh: false, agentConnectTimeoutMs: 120_000,
+    localAgentStopGraceMs: 3000,
+  });
+  ref.vms = vms;
+  const storage = new Storage({ rootDir: join(dir, 'storage') });
+  const tasks = await startTaskService({
+    logger, metrics, events, stateDir: dir, storage, vms, agents, actors, hypervisor: hv,
+    vm: { vcpus: 1, memoryMiB: 256, diskGiB: 1 }, keepWorkspaces: true, killGraceMs: 2000, provisionTimeoutMs: 180_000,
+    ...taskOpts,
+  });
+  const router = new Router();
+  vms.registerRoutes(router);
+  tasks.registerRoutes(router);
+  registerStorageRoutes(router, { storage });
+  registerEventRoutes(router, { events });
+  registerMetricsRoute(router, metrics);
+  const http: HttpListener = await startHttpListener({ host: '127.0.0.1', port: 0, router, logger, metrics });
+  const base = `http://127.0.0.1:${http.port}`;
+
+  const request: TaskHarness['request'] = async (method, path, body) => {
+    const init: RequestInit = { method };
+    if (body !== undefined) {
+      init.body = typeof body === 'string' ? body : JSON.stringify(body);
+      init.headers = { 'content-type': 'application/json' };
+    }
+    const res = await fetch(base + path, init);
+    const text = await res.text();
+    let json: Json = {};
+    try {
+      json = JSON.parse(text) as Json;
+    } catch {
+      // A download or an empty body.
+    }
+    return { status: res.status, headers: res.headers, body: json, text };
+  };
+  let repoCount = 0;
+  let stopped: Promise<void> | undefined;
+  return {
+    dir, base, events, agents, vms, tasks, request,
+    async submit(manifest) {
+      const r = await request('POST', '/api/v1/tasks', { manifest });
+      assert.equal(r.status, 202, r.text);
+      assert.equal(r.body['accepted'], true);
+      assert.equal(r.body['error'], null);
+      return String(r.body['task_id']);
+    },
+    async waitTask(id, states = TERMINAL, timeoutMs = 180_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const r = await request('GET', `/api/v1/tasks/${id}`);
+        assert.equal(r.status, 200, r.text);
+        if (states.includes(String(r.body['state']))) return r.body;
+        if (Date.now() > deadline) throw new Error(`task ${id} still ${String(r.body['state'])} after ${timeoutMs} ms: ${r.text}`);
+        await new Promise((res) => setTimeout(res, 100));
+      }
+    },
+    sse: (path, headers = {}, timeoutMs = 120_000) => readSse(base + path, headers, timeoutMs),
+    async makeRepo() {
+      const repo = join(dir, 'repos', `repo-${++repoCount}`);
+      await mkdir(repo, { recursive: true });
+      const git = (...args: string[]): void => {
+        execFileSync('git', ['-c', 'user.email=test@example.com', '-c', 'user.name=Test', '-c', 'init.defaultBranch=main', ...args], { cwd: repo, stdio: 'ignore' });
+      };
+      git('init', '-q');
+      await writeFile(join(repo, 'hello.txt'), 'hello world\n');
+      git('add', '.');
+      git('commit', '-qm', 'first');
+      await writeFile(join(repo, 'hello.txt'), 'hello world\nsecond line\n');
+      git('commit', '-qam', 'second');
+      git('checkout', '-qb', 'feature');
+      await writeFile(join(repo, 'feature.txt'), 'on the feature branch\n');
+      git('add', '.');
+      git('commit', '-qm', 'feature');
+      git('checkout', '-q', 'main');
+      return repo;
+    },
+    manifest(repo, prompt, extra = {}) {
+      return { name: 'fix-greeting', repository: { url: repo }, agent: { prompt, model: 'claude-test-1', command: FAKE_COMMAND }, ...extra };
+    },
+    stop() {
+      stopped ??= (async () => {
+        await tasks.stop();
+        await http.close();
+        await vms.stop();
+        await agents.stop();
+        await actors.stop();
+        await hv.stop();
+        await rm(dir, { recursive: true, force: true });
+      })();
+      return stopped;
+    },
+  };
+}
+
+/** A minimal SSE reader over fetch: events until the server ends the stream. */
+export async function readSse(url: string, headers: Record<string, string>, timeoutMs: number): Promise<SseEvent[]> {
+  const res = await fetch(url, { headers: { accept: 'text/event-stream', ...headers }, signal: AbortSignal.timeout(timeoutMs) });
+  assert.equal(res.status, 200, await res.clone().text().catch(() => ''));
+  assert.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
+  const text = await res.text();
+  return parseSse(text);
+}
+
+export function parseSse(text: string): SseEvent[] {
+  const out: SseEvent[] = [];
+  for (const block of text.split('\n\n')) {
+    let event = 'message';
+    let id: string | undefined;
+    const data: string[] = [];
+    let any = false;
+    for (const line of block.split('\n')) {
+      if (line === '' || line.startsWith(':')) continue;
+      any = true;
+      const i = line.indexOf(':');
+      const field = i < 0 ? line : line.slice(0, i);
+      const value = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+      if (field === 'event') event = value;
+      else if (field === 'id') id = value;
+      else if (field === 'data') data.push(value);
+    }
+    if (any && data.length > 0) out.push({ event, data: data.join('\n'), id });
+  }
+  return out;
+}
+
+/** True while process `pid` exists and is not a zombie waiting to be reaped. */
+export function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+/** Polls until `cond` holds. */
+export async function until(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
