@@ -1,0 +1,325 @@
+/**
+ * The typed client of sandboxd's public HTTP/WS API, shared by the dashboard (browser bundle)
+ * and `sbx` (Node 20). One method per route; responses typed with the spec's field names
+ * (types.ts); every non-2xx becomes an ApiError. Isomorphic: no Node built-ins.
+ *
+ *   const api = new ApiClient({ baseUrl: 'http://127.0.0.1:8122' });
+ *   const { operation } = await api.createVm({ name: 'agent-one' });
+ *   const done = await api.waitForOperation(operation.id, { onProgress: (op) => draw(op.progress_percent) });
+ *   for await (const ev of api.tailEvents({ event_type: 'agent.*' }, { signal })) show(ev);
+ */
+import { ApiError } from './api-error.js';
+import { HttpTransport, queryString as qs, seg, type ApiClientOptions, type RequestOptions } from './http-transport.js';
+import { PtyConnection, type PtyConnectOptions } from './pty-ws.js';
+import type { SseStreamOptions } from './sse-stream.js';
+import { parseJsonData, taskLogEvent } from './stream-events.js';
+import {
+  TERMINAL_TASK_STATES,
+  type AgentList,
+  type AgentOutputChunk,
+  type AgentOutputError,
+  type AgentOutputEvent,
+  type AgentOutputQuery,
+  type ContainerImageList,
+  type DeepHealth,
+  type EventFilters,
+  type EventPage,
+  type EventRecord,
+  type HealthStatus,
+  type HitlList,
+  type HitlRespondResult,
+  type Operation,
+  type OperationAccepted,
+  type Readiness,
+  type ReprovisionAccepted,
+  type SessionCreated,
+  type SessionCreateRequest,
+  type SessionKillResult,
+  type SessionList,
+  type SessionSignal,
+  type Task,
+  type TaskArtifactList,
+  type TaskCancelResult,
+  type TaskList,
+  type TaskListQuery,
+  type TaskLogEvent,
+  type TaskSubmitRequest,
+  type TaskSubmitResult,
+  type VmCreateRequest,
+  type VmDeleteResult,
+  type VmDetail,
+  type VmLifecycleResult,
+  type VmList,
+  type VmRestartRequest,
+} from './types.js';
+import { pollUntil, type PollOptions } from './wait.js';
+
+/** Options of the streaming methods. */
+export type StreamOptions = Pick<SseStreamOptions, 'signal' | 'reconnect' | 'onOpen' | 'onReconnect' | 'lastEventId' | 'maxAttempts' | 'initialDelayMs' | 'maxDelayMs'>;
+
+export interface WaitOptions<T> extends Omit<PollOptions<T>, 'onUpdate'> {
+  /** Each change seen while waiting (the first poll included). */
+  onProgress?: (value: T) => void;
+}
+
+export interface ArtifactDownload {
+  bytes: Uint8Array;
+  contentType: string;
+  /** From Content-Disposition, else the artifact name's last segment. */
+  fileName: string;
+}
+
+const isTerminalOp = (op: Operation): boolean => op.status === 'completed' || op.status === 'failed';
+const isTerminalTask = (t: Task): boolean => TERMINAL_TASK_STATES.includes(t.state);
+
+export class ApiClient extends HttpTransport {
+  constructor(opts: ApiClientOptions) {
+    super(opts);
+  }
+
+  // ------------------------------------------------------------ health (4.1)
+
+  /** GET /healthz (liveness). */
+  healthz(opts?: RequestOptions): Promise<HealthStatus> {
+    return this.requestJson('GET', '/healthz', undefined, opts);
+  }
+
+  /** GET /readyz: resolves with the body for 200 and for 503 (not ready). */
+  readyz(opts?: RequestOptions): Promise<Readiness> {
+    return this.requestJson('GET', '/readyz', undefined, { ...opts, acceptStatus: [503] });
+  }
+
+  /** GET /healthz/deep. */
+  deepHealth(opts?: RequestOptions): Promise<DeepHealth> {
+    return this.requestJson('GET', '/healthz/deep', undefined, opts);
+  }
+
+  // ------------------------------------------------------------ agents (4.2)
+
+  listAgents(opts?: RequestOptions): Promise<AgentList> {
+    return this.requestJson('GET', '/api/v1/agents', undefined, opts);
+  }
+
+  reprovisionAgent(agentId: string, opts?: RequestOptions): Promise<ReprovisionAccepted> {
+    return this.requestJson('POST', `/api/v1/agents/${seg(agentId)}/reprovision`, undefined, opts);
+  }
+
+  // ------------------------------------------------------------ VMs (4.3)
+
+  /** state: running, stopped or all (default all); prefix: default agent-, `*` for all. */
+  listVms(q: { state?: 'running' | 'stopped' | 'all'; prefix?: string } = {}, opts?: RequestOptions): Promise<VmList> {
+    return this.requestJson('GET', `/api/v1/vms${qs(q)}`, undefined, opts);
+  }
+
+  getVm(name: string, opts?: RequestOptions): Promise<VmDetail> {
+    return this.requestJson('GET', `/api/v1/vms/${seg(name)}`, undefined, opts);
+  }
+
+  /** 202: the vm_create operation (wait with waitForOperation). */
+  createVm(req: VmCreateRequest, opts?: RequestOptions): Promise<OperationAccepted> {
+    return this.requestJson('POST', '/api/v1/vms', req, opts);
+  }
+
+  startVm(name: string, opts?: RequestOptions): Promise<VmLifecycleResult> {
+    return this.requestJson('POST', `/api/v1/vms/${seg(name)}/start`, undefined, opts);
+  }
+
+  /** ACPI shutdown (graceful). */
+  stopVm(name: string, opts?: RequestOptions): Promise<VmLifecycleResult> {
+    return this.requestJson('POST', `/api/v1/vms/${seg(name)}/stop`, undefined, opts);
+  }
+
+  /** Forced power-off. */
+  destroyVm(name: string, opts?: RequestOptions): Promise<VmLifecycleResult> {
+    return this.requestJson('POST', `/api/v1/vms/${seg(name)}/destroy`, undefined, opts);
+  }
+
+  /** 202: the vm_restart operation. */
+  restartVm(name: string, req: VmRestartRequest = {}, opts?: RequestOptions): Promise<OperationAccepted> {
+    return this.requestJson('POST', `/api/v1/vms/${seg(name)}/restart`, req, opts);
+  }
+
+  /** force: delete even when running; deleteDisk: remove the disk too. */
+  deleteVm(name: string, q: { force?: boolean; deleteDisk?: boolean } = {}, opts?: RequestOptions): Promise<VmDeleteResult> {
+    return this.requestJson('DELETE', `/api/v1/vms/${seg(name)}${qs({ force: q.force, delete_disk: q.deleteDisk })}`, undefined, opts);
+  }
+
+  /** 202: an operation (reported as vm_create). */
+  deployAgent(name: string, opts?: RequestOptions): Promise<OperationAccepted> {
+    return this.requestJson('POST', `/api/v1/vms/${seg(name)}/deploy-agent`, undefined, opts);
+  }
+
+  // ------------------------------------------------------------ operations (4.4)
+
+  getOperation(id: string, opts?: RequestOptions): Promise<Operation> {
+    return this.requestJson('GET', `/api/v1/operations/${seg(id)}`, undefined, opts);
+  }
+
+  /**
+   * Polls until the operation is completed or failed and resolves with it (a failed operation
+   * resolves too: check `status`). onProgress sees every change. Rejects on abort, on
+   * OPERATION_NOT_FOUND, after too many failed polls, or past `timeoutMs`.
+   */
+  waitForOperation(id: string, opts: WaitOptions<Operation> = {}): Promise<Operation> {
+    const { onProgress, ...rest } = opts;
+    return pollUntil((signal) => this.getOperation(id, signal === undefined ? {} : { signal }), isTerminalOp, {
+      ...rest,
+      ...(onProgress !== undefined ? { onUpdate: onProgress } : {}),
+    });
+  }
+
+  // ------------------------------------------------------------ events (4.5)
+
+  listEvents(filters: EventFilters = {}, opts?: RequestOptions): Promise<EventPage> {
+    return this.requestJson('GET', `/api/v1/events${qs({ ...filters })}`, undefined, opts);
+  }
+
+  /**
+   * Live events (follow=true SSE), oldest first from `filters.since` when given, else new ones
+   * only. Reconnects after outages and resumes after the last event received (since=<id>); when
+   * the server restarted meanwhile (its ids started over), resumes from its first event.
+   */
+  async *tailEvents(filters: Omit<EventFilters, 'limit'> & { limit?: number } = {}, opts: StreamOptions = {}): AsyncGenerator<EventRecord, void, undefined> {
+    const { since, ...rest } = filters;
+    const stream = this.sse(
+      '/api/v1/events',
+      (lastId) => ({ ...rest, follow: true, since: lastId !== undefined && /^\d+$/.test(lastId) ? lastId : since }),
+      {
+        ...opts,
+        resumeFrom: async (lastId) => {
+          if (lastId === undefined || !/^\d+$/.test(lastId)) return lastId;
+          const page = await this.listEvents({ limit: 1 }, opts.signal === undefined ? {} : { signal: opts.signal });
+          return page.last_event_id < Number(lastId) ? '0' : lastId;
+        },
+      },
+    );
+    for await (const ev of stream) {
+      if (ev.event === 'event') yield parseJsonData(ev) as EventRecord;
+      else if (ev.event === 'error') {
+        // The server dropped us for falling behind; the next connection resumes from our cursor.
+        continue;
+      }
+    }
+  }
+
+  // ------------------------------------------------------------ container images (4.16)
+
+  listContainerImages(opts?: RequestOptions): Promise<ContainerImageList> {
+    return this.requestJson('GET', '/api/v1/container-images', undefined, opts);
+  }
+
+  // ------------------------------------------------------------ tasks (4.6)
+
+  /** A YAML string is sent as manifest_yaml; an object body as given. */
+  submitTask(manifest: string | TaskSubmitRequest, opts?: RequestOptions): Promise<TaskSubmitResult> {
+    return this.requestJson('POST', '/api/v1/tasks', typeof manifest === 'string' ? { manifest_yaml: manifest } : manifest, opts);
+  }
+
+  listTasks(q: TaskListQuery = {}, opts?: RequestOptions): Promise<TaskList> {
+    const state = typeof q.state === 'string' ? q.state : q.state?.join(',');
+    return this.requestJson('GET', `/api/v1/tasks${qs({ state, limit: q.limit, offset: q.offset })}`, undefined, opts);
+  }
+
+  getTask(id: string, opts?: RequestOptions): Promise<Task> {
+    return this.requestJson('GET', `/api/v1/tasks/${seg(id)}`, undefined, opts);
+  }
+
+  /** 400 task.not_cancellable when the task already finished. */
+  cancelTask(id: string, reason = 'cancelled by user', opts?: RequestOptions): Promise<TaskCancelResult> {
+    return this.requestJson('DELETE', `/api/v1/tasks/${seg(id)}`, { reason }, opts);
+  }
+
+  /** Polls until the task reaches a terminal state and resolves with it. */
+  waitForTask(id: string, opts: WaitOptions<Task> = {}): Promise<Task> {
+    const { onProgress, ...rest } = opts;
+    return pollUntil((signal) => this.getTask(id, signal === undefined ? {} : { signal }), isTerminalTask, {
+      pollMs: 1000,
+      ...rest,
+      ...(onProgress !== undefined ? { onUpdate: onProgress } : {}),
+    });
+  }
+
+  /**
+   * The task's log stream (SSE stdout, stderr, event, completed, error). Ends after `completed`
+   * or `error`; reconnects and resumes (Last-Event-ID) if the connection drops before that.
+   */
+  async *taskLogs(id: string, opts: StreamOptions = {}): AsyncGenerator<TaskLogEvent, void, undefined> {
+    for await (const ev of this.sse(`/api/v1/tasks/${seg(id)}/logs`, () => ({}), opts)) {
+      const out = taskLogEvent(ev);
+      if (out === null) continue;
+      yield out;
+      if (out.type === 'completed' || out.type === 'error') return;
+    }
+  }
+
+  listTaskArtifacts(id: string, opts?: RequestOptions): Promise<TaskArtifactList> {
+    return this.requestJson('GET', `/api/v1/tasks/${seg(id)}/artifacts`, undefined, opts);
+  }
+
+  /** Where a browser can download an artifact (the name's slashes are percent-encoded). */
+  taskArtifactUrl(id: string, name: string): string {
+    return this.url(`/api/v1/tasks/${seg(id)}/artifacts/${seg(name)}`);
+  }
+
+  async downloadTaskArtifact(id: string, name: string, opts: RequestOptions = {}): Promise<ArtifactDownload> {
+    const res = await this.request('GET', `/api/v1/tasks/${seg(id)}/artifacts/${seg(name)}`, undefined, { timeoutMs: 0, ...opts, headers: { accept: '*/*', ...opts.headers } });
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    const disposition = res.headers.get('content-disposition') ?? '';
+    const m = /filename\*=UTF-8''([^;]+)|filename="?([^";]+)"?/i.exec(disposition);
+    const raw = m?.[1] !== undefined ? decodeURIComponent(m[1]) : m?.[2];
+    return { bytes, contentType: res.headers.get('content-type') ?? 'application/octet-stream', fileName: raw ?? name.split('/').pop() ?? name };
+  }
+
+  // ------------------------------------------------------------ sessions (4.2)
+
+  /** With an idempotencyKey a retry returns the first create's response instead of a new terminal. */
+  createSession(agentId: string, req: SessionCreateRequest = {}, opts: RequestOptions & { idempotencyKey?: string } = {}): Promise<SessionCreated> {
+    const { idempotencyKey, ...rest } = opts;
+    const headers = idempotencyKey === undefined ? rest.headers : { ...rest.headers, 'idempotency-key': idempotencyKey };
+    return this.requestJson('POST', `/api/v1/agents/${seg(agentId)}/sessions`, req, { ...rest, ...(headers !== undefined ? { headers } : {}) });
+  }
+
+  listSessions(agentId: string, opts?: RequestOptions): Promise<SessionList> {
+    return this.requestJson('GET', `/api/v1/agents/${seg(agentId)}/sessions`, undefined, opts);
+  }
+
+  killSession(agentId: string, sessionId: string, signal: SessionSignal = 'TERM', opts?: RequestOptions): Promise<SessionKillResult> {
+    return this.requestJson('DELETE', `/api/v1/agents/${seg(agentId)}/sessions/${seg(sessionId)}${qs({ signal })}`, undefined, opts);
+  }
+
+  /** The pty-ws.v1 URL of a session on this client's server (works through tunnels, unlike a server-built URL). */
+  ptyWsUrl(sessionId: string): string {
+    return this.wsUrl(`/api/v1/sessions/${seg(sessionId)}/pty`);
+  }
+
+  /** Opens a terminal connection (pty-ws.v1); needs a WebSocket constructor (options.WebSocket or the global). */
+  openPty(sessionId: string, opts: PtyConnectOptions): PtyConnection {
+    const ctor = this.webSocketCtor;
+    if (ctor === undefined) throw new ApiError(0, 'protocol', 'no WebSocket implementation: pass options.WebSocket');
+    return new PtyConnection(ctor, this.ptyWsUrl(sessionId), opts);
+  }
+
+  // ------------------------------------------------------------ human in the loop (4.16)
+
+  listHitl(opts?: RequestOptions): Promise<HitlList> {
+    return this.requestJson('GET', '/api/v1/hitl', undefined, opts);
+  }
+
+  /** The response (one line) and Enter are typed into the session; 404 hitl.not_found once answered. */
+  respondHitl(id: string, response: string, opts?: RequestOptions): Promise<HitlRespondResult> {
+    return this.requestJson('POST', `/api/v1/hitl/${seg(id)}/respond`, { response }, opts);
+  }
+
+  // ------------------------------------------------------------ agent output (4.7)
+
+  /** Live (and with replay, buffered) output chunks; resumes with Last-Event-ID after a drop. */
+  async *agentOutput(q: AgentOutputQuery, opts: StreamOptions = {}): AsyncGenerator<AgentOutputEvent, void, undefined> {
+    for await (const ev of this.sse('/api/v1/agent-output/stream', (lastId) => (lastId === undefined ? { ...q } : { ...q, replay: undefined }), opts)) {
+      if (ev.event === 'agent_output' || ev.event === 'agent_output.replay') {
+        yield { type: ev.event, chunk: parseJsonData(ev) as AgentOutputChunk, id: ev.id };
+      } else if (ev.event === 'agent_output.error') {
+        yield { type: 'agent_output.error', error: parseJsonData(ev) as AgentOutputError, id: ev.id };
+      }
+    }
+  }
+}
