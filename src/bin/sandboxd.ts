@@ -23,6 +23,8 @@ const USAGE = `usage: sandboxd <command> [options]
 commands:
   serve                 run the server (HTTP ${'127.0.0.1:8122'}, WebSocket 8121, gRPC 8120 by default)
   certs <sub> ...       manage identities: issue-agent, issue-operator (sandboxd certs --help)
+  image build ...       build a bootable guest image for qemu hosts (sandboxd image --help)
+  host prepare ...      prepare this host for qemu VMs: libvirtd, virtlogd, isolated network (root)
   config [--markdown]   list every configuration variable with its default
   errors [--markdown]   list every error code with its HTTP and gRPC status
   version               print the version
@@ -39,6 +41,10 @@ function serveHelp(): string {
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string };
   return pkg.version;
+}
+
+function stdio(): { stdout: (t: string) => void; stderr: (t: string) => void } {
+  return { stdout: (t) => void process.stdout.write(t), stderr: (t) => void process.stderr.write(t) };
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -69,6 +75,10 @@ async function main(argv: string[]): Promise<number> {
       const { runCertsCommand } = await import('../identity/certs-command.js');
       return runCertsCommand(rest, { secretsDir: cfg.secretsDir, trustDomain: cfg.trustDomain }, { stdout: process.stdout, stderr: process.stderr });
     }
+    case 'image':
+      return (await import('../image/command.js')).runImageCommand(rest, stdio());
+    case 'host':
+      return (await import('../host/command.js')).runHostCommand(rest, stdio());
     case 'config':
       process.stdout.write(`${rest.includes('--markdown') ? configMarkdownTable() : serveHelp()}\n`);
       return 0;

@@ -7,7 +7,10 @@
  * VM name, instance id = the VM uuid.
  * qemu/kvm hosts: a qcow2 overlay and a cloud-init seed that installs the certificate and starts
  * the agent inside the guest (qemu-files.ts); deploy-agent rewrites the seed with a fresh
- * cloud-init instance id and power-cycles the VM so cloud-init runs again. The files are made
+ * cloud-init instance id and power-cycles the VM so cloud-init runs again. When SVC_VM_BASE_IMAGE
+ * is the disk of a built image (manifest.json next to it, src/image/), the VM boots its kernel
+ * directly, gets a static address on the network's /24 (recorded as metadata ipAddress) and its
+ * settings and certificate by fw_cfg instead of a seed (fw-cfg.ts). The files are made
  * on the sandboxd host: a remote qemu+ssh host needs the same paths (shared storage).
  *
  * Metadata written at define: profile, disk size, instance id (= uuid) and labels
@@ -28,6 +31,7 @@ import type { CreateParams, StepResult } from '../../actors/vm/vm-frames.js';
 import type { AgentLookup } from './agent-lookup.js';
 import type { LocalAgentSupervisor } from './local-agents.js';
 import { createOverlay, qemuSpecFor, writeSeed, type QemuOptions } from './qemu-files.js';
+import { bootSpec, loadBootImage, pickAddress, removeFwCfg, writeFwCfg, type BootImage } from './fw-cfg.js';
 import { isInside, vmPaths, type VmPaths } from './vm-paths.js';
 
 /** How often provisioning looks whether the agent has connected, ms. */
@@ -47,6 +51,8 @@ export interface ProvisionerOptions {
 
 export class Provisioner {
   readonly #o: ProvisionerOptions;
+  #image: Promise<BootImage | null> | undefined;
+  readonly #reserved = new Set<string>();
 
   constructor(opts: ProvisionerOptions) {
     this.#o = opts;
@@ -59,6 +65,16 @@ export class Provisioner {
   /** Defines the domain; on qemu hosts also makes its certificate, overlay and seed (the definition is removed again if that fails). */
   async define(vm: string, c: CreateParams, signal: AbortSignal): Promise<StepResult> {
     const paths = this.paths(vm);
+    const image = await this.#bootImage();
+    const ipAddress = image === null ? null : await this.#reserveAddress(vm);
+    try {
+      return await this.#define(vm, c, paths, image, ipAddress, signal);
+    } finally {
+      if (ipAddress !== null) this.#reserved.delete(ipAddress);
+    }
+  }
+
+  async #define(vm: string, c: CreateParams, paths: VmPaths, image: BootImage | null, ipAddress: string | null, signal: AbortSignal): Promise<StepResult> {
     const info = await this.#o.hypervisor.define(
       {
         name: vm,
@@ -70,8 +86,9 @@ export class Provisioner {
           diskGiB: c.diskGiB,
           instanceId: c.uuid,
           labels: { 'sandboxd/agentshare': String(c.agentshare), 'sandboxd/ssh-keys': String(c.sshKeys.length) },
+          ...(ipAddress !== null ? { ipAddress } : {}),
         },
-        qemu: qemuSpecFor(paths, c.uuid, this.#o.qemu),
+        qemu: image !== null ? bootSpec(image, paths.disk, paths.fwCfg, this.#o.qemu.network, paths.console) : qemuSpecFor(paths, c.uuid, this.#o.qemu),
       },
       { signal },
     );
@@ -146,10 +163,11 @@ export class Provisioner {
     }
   }
 
-  /** Removes the VM's certificates, and with deleteDisk its whole directory and disks inside it. */
+  /** Removes the VM's certificates (and their fw_cfg copies), and with deleteDisk its whole directory and disks inside it. */
   async purge(vm: string, deleteDisk: boolean, disks: readonly string[]): Promise<StepResult> {
     const paths = this.paths(vm);
     await rm(paths.certs, { recursive: true, force: true });
+    await removeFwCfg(paths.fwCfg);
     if (!deleteDisk) return { diskDeleted: false };
     let removed = false;
     for (const d of disks) {
@@ -177,8 +195,25 @@ export class Provisioner {
     return started;
   }
 
+  /** The built image next to the base disk, looked up once (null: a plain qcow2 with cloud-init). */
+  #bootImage(): Promise<BootImage | null> {
+    this.#image ??= loadBootImage(this.#o.qemu.baseImage);
+    return this.#image;
+  }
+
+  /** A free static address on the VM network (addresses of defined VMs and of defines in flight are taken). */
+  async #reserveAddress(vm: string): Promise<string> {
+    const used = new Set(this.#reserved);
+    for (const d of await this.#o.hypervisor.list()) if (d.metadata.ipAddress !== undefined) used.add(d.metadata.ipAddress);
+    const ip = pickAddress(hostOf(this.#o.qemu.agentServer), used);
+    if (ip === null) throw new SvcError('PROVISIONING_ERROR', `no free address left on network ${this.#o.qemu.network} for VM '${vm}'`);
+    this.#reserved.add(ip);
+    return ip;
+  }
+
   async #qemuFiles(vm: string, info: DomainInfo, diskGiB: number, sshKeys: readonly string[], instanceId: string): Promise<void> {
     const paths = this.paths(vm);
+    await mkdir(paths.dir, { recursive: true, mode: 0o711 });
     await mkdir(paths.cloudInit, { recursive: true, mode: 0o700 });
     // Kept so deploy-agent can write the same keys into a new seed.
     await writeFile(join(paths.cloudInit, 'ssh-keys'), sshKeys.join('\n'), { mode: 0o600 });
@@ -186,11 +221,20 @@ export class Provisioner {
     await this.#qemuSeed(vm, info, instanceId, instanceId);
   }
 
-  /** Issues a new certificate and writes the seed with it. */
+  /** Issues a new certificate and writes the seed with it (fw_cfg files for a built image). */
   async #qemuSeed(vm: string, info: DomainInfo, instanceId: string, cloudInitInstanceId: string): Promise<void> {
     const paths = this.paths(vm);
     const files = await writeAgentBundle(paths.certs, await this.#o.caProvider(), { instanceId });
     const [caPem, certPem, keyPem] = await Promise.all([readFile(files.ca, 'utf8'), readFile(files.cert, 'utf8'), readFile(files.key, 'utf8')]);
+    if (await this.#bootImage() !== null) {
+      const ip = info.metadata.ipAddress ?? info.ipAddress;
+      const gateway = hostOf(this.#o.qemu.agentServer);
+      if (ip === null || ip === undefined) throw new SvcError('PROVISIONING_ERROR', `VM '${vm}' has no assigned address`);
+      await writeFwCfg(paths.fwCfg, {
+        server: this.#o.qemu.agentServer, agentId: vm, instanceId, profile: info.metadata.profile ?? 'basic', hostname: vm, ipCidr: `${ip}/24`, gateway,
+      }, { caPem, certPem, keyPem });
+      return;
+    }
     const sshKeys = await readFile(join(paths.cloudInit, 'ssh-keys'), 'utf8').then((t) => t.split('\n').filter((l) => l !== ''), () => []);
     await writeSeed(paths, {
       vm, instanceId, cloudInitInstanceId, profile: info.metadata.profile ?? 'basic', server: this.#o.qemu.agentServer,
@@ -210,6 +254,12 @@ async function hasBundle(paths: VmPaths, instanceId: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/** The host part of host:port ([v6]:port too). */
+function hostOf(addr: string): string {
+  const m = /^\[(.*)\]:\d+$/.exec(addr) ?? /^(.*):\d+$/.exec(addr);
+  return m?.[1] ?? addr;
 }
 
 async function dirExists(path: string): Promise<boolean> {

@@ -12,7 +12,7 @@
  * documented in the README ("A real VM by hand") and exercised by the real-VM issue.
  */
 import { execFile } from 'node:child_process';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { SvcError } from '../core/errors.js';
@@ -53,8 +53,15 @@ export function qemuSpecFor(paths: VmPaths, uuid: string, opts: Pick<QemuOptions
 }
 
 /** argv of the overlay creation (after the qemu-img binary). */
-export function overlayArgs(baseImage: string, overlay: string, diskGiB: number): string[] {
-  return ['create', '-f', 'qcow2', '-F', 'qcow2', '-b', baseImage, overlay, `${diskGiB}G`];
+export function overlayArgs(baseImage: string, overlay: string, diskGiB: number, minBytes = 0): string[] {
+  // Never smaller than a raw base: a truncated ext4 no longer mounts (EINVAL in the guest).
+  const size = minBytes > diskGiB * 1024 ** 3 ? String(minBytes) : `${diskGiB}G`;
+  return ['create', '-f', 'qcow2', '-F', baseFormat(baseImage), '-b', baseImage, overlay, size];
+}
+
+/** Format of a base image by its name: qcow2, or raw for a built image's disk.ext4 (and .raw/.img). */
+export function baseFormat(baseImage: string): 'qcow2' | 'raw' {
+  return baseImage.endsWith('.qcow2') ? 'qcow2' : 'raw';
 }
 
 /** The seed image bytes, and the three documents (also written unpacked). */
@@ -85,12 +92,15 @@ export async function writeSeed(paths: VmPaths, input: CloudInitInput): Promise<
 /** Creates the overlay disk. PROVISIONING_ERROR when no base image is configured or qemu-img fails. */
 export async function createOverlay(paths: VmPaths, diskGiB: number, opts: QemuOptions, timeoutMs: number): Promise<void> {
   if (opts.baseImage === null) {
-    throw new SvcError('PROVISIONING_ERROR', 'no base image is configured for qemu VMs (set SVC_VM_BASE_IMAGE to a qcow2 image with sandbox-agent installed)');
+    throw new SvcError('PROVISIONING_ERROR', 'no base image is configured for qemu VMs (set SVC_VM_BASE_IMAGE to the disk.ext4 of `sandboxd image build`, or a qcow2 image with sandbox-agent installed)');
   }
-  await mkdir(paths.dir, { recursive: true, mode: 0o700 });
+  // 0711: QEMU (user libvirt-qemu) must traverse to the overlay; nothing here is listable.
+  await mkdir(paths.dir, { recursive: true, mode: 0o711 });
+  await chmod(paths.dir, 0o711);
   await rm(paths.disk, { force: true });
   try {
-    await execFileAsync(opts.qemuImgPath ?? 'qemu-img', overlayArgs(opts.baseImage, paths.disk, diskGiB), { timeout: timeoutMs });
+    const minBytes = baseFormat(opts.baseImage) === 'raw' ? (await stat(opts.baseImage)).size : 0;
+    await execFileAsync(opts.qemuImgPath ?? 'qemu-img', overlayArgs(opts.baseImage, paths.disk, diskGiB, minBytes), { timeout: timeoutMs });
   } catch (err) {
     const e = err as { stderr?: string; message?: string };
     throw new SvcError('PROVISIONING_ERROR', `qemu-img could not create the overlay disk: ${(e.stderr ?? e.message ?? String(err)).trim().slice(0, 500)}`);

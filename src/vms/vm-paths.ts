@@ -9,6 +9,7 @@
  *   seed.iso        qemu: the cloud-init NoCloud seed (ISO 9660, label cidata)
  *   cloud-init/     qemu: user-data, meta-data, network-config as written into the seed
  *   console.log     qemu: the serial console
+ *   fwcfg/          qemu, built image: the agent's settings and mTLS files QEMU passes by fw_cfg; removed on delete
  *
  * delete_disk=true removes the whole directory; without it only certs/ goes.
  */
@@ -24,6 +25,7 @@ export interface VmPaths {
   readonly seed: string;
   readonly cloudInit: string;
   readonly console: string;
+  readonly fwCfg: string;
 }
 
 /** Names reaching here were validated (^agent-[a-z0-9-]+$ or an existing libvirt name); this guards against path tricks anyway. */
@@ -40,6 +42,7 @@ export function vmPaths(stateDir: string, vmName: string): VmPaths {
     seed: join(dir, 'seed.iso'),
     cloudInit: join(dir, 'cloud-init'),
     console: join(dir, 'console.log'),
+    fwCfg: join(dir, 'fwcfg'),
   };
 }
 

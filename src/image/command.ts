@@ -1,0 +1,83 @@
+/**
+ * `sandboxd image build [--kind minimal|debian] [--out DIR]`: builds the guest image qemu VMs boot
+ * (build-minimal.ts). Prints the image folder; SVC_VM_BASE_IMAGE is `<that folder>/disk.ext4`.
+ * `debian` (debootstrap + systemd + cloud-init) is not built yet and is refused clearly.
+ */
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { buildMinimalImage } from './build-minimal.js';
+
+export interface CommandIo {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+}
+
+export const IMAGE_USAGE = `usage: sandboxd image build [--kind minimal|debian] [--out DIR]
+
+  --kind  minimal (default): Debian kernel (PVH vmlinux) + busybox initramfs + ext4 disk with
+          node and sandbox-agent; boots to a connected agent in about 5 s under TCG.
+          debian: not available yet.
+  --out   output root (default ./images); the image goes to <out>/minimal-<hash>/ and is reused
+          while its inputs are unchanged. Then set SVC_VM_BASE_IMAGE=<that folder>/disk.ext4.
+`;
+
+/** The compiled tree this module runs from (holds src/bin/sandbox-agent.js). */
+export function defaultAgentTree(): string {
+  return resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+}
+
+/** The nearest folder above `from` with a package.json (its node_modules are copied). */
+export function findPackageRoot(from: string): string {
+  let d = resolve(from);
+  for (;;) {
+    if (existsSync(join(d, 'package.json'))) return d;
+    const up = dirname(d);
+    if (up === d) throw new Error(`no package.json above ${from}`);
+    d = up;
+  }
+}
+
+/** Runs the image subcommand; resolves to the exit code (0 ok, 1 failed, 2 usage). */
+export async function runImageCommand(argv: readonly string[], io: CommandIo): Promise<number> {
+  const [sub, ...rest] = argv;
+  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
+    io.stdout(IMAGE_USAGE);
+    return sub === undefined ? 2 : 0;
+  }
+  if (sub !== 'build') {
+    io.stderr(`sandboxd image: unknown subcommand '${sub}'\n${IMAGE_USAGE}`);
+    return 2;
+  }
+  let kind = 'minimal';
+  let out = resolve('images');
+  for (let i = 0; i < rest.length; i++) {
+    const a = rest[i] ?? '';
+    const [flag, inline] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
+    const value = inline ?? rest[++i];
+    if (flag === '--kind' && value !== undefined) kind = value;
+    else if (flag === '--out' && value !== undefined) out = resolve(value);
+    else {
+      io.stderr(`sandboxd image build: unexpected argument '${a}'\n${IMAGE_USAGE}`);
+      return 2;
+    }
+  }
+  if (kind === 'debian') {
+    io.stderr('sandboxd image build: --kind debian (debootstrap + systemd + cloud-init) is not implemented yet; use --kind minimal\n');
+    return 2;
+  }
+  if (kind !== 'minimal') {
+    io.stderr(`sandboxd image build: --kind must be minimal or debian, not '${kind}'\n`);
+    return 2;
+  }
+  try {
+    const tree = defaultAgentTree();
+    const r = await buildMinimalImage({ outDir: out, agentTree: tree, packageRoot: findPackageRoot(tree), log: (l) => io.stderr(`${l}\n`) });
+    io.stderr(`${r.reused ? 'reused' : 'built'} in ${(r.elapsedMs / 1000).toFixed(1)} s\n`);
+    io.stdout(`${r.dir}\n`);
+    return 0;
+  } catch (err) {
+    io.stderr(`sandboxd image build failed: ${(err as Error).message}\n`);
+    return 1;
+  }
+}

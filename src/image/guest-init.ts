@@ -1,0 +1,64 @@
+/**
+ * The busybox /init of the minimal guest image (PID 1 inside the initramfs).
+ *
+ * Boot: mount proc/sys/devtmpfs, load the virtio, ext4 and fw_cfg modules in dependency order
+ * (busybox insmod resolves nothing), read the VM's settings and mTLS files from fw_cfg
+ * (/sys/firmware/qemu_fw_cfg/by_name/opt/sandboxd/...; sandboxd writes them per VM, never on a
+ * command line), configure eth0 statically, mount the image disk (/dev/vda: node, the agent,
+ * tmux, git) at /opt/sbx and run sandbox-agent, restarting it unless it exits 0 or 2 (a bad
+ * setting would only fail again). Then the guest powers off. Everything goes to the serial console.
+ */
+
+/** Modules loaded in this order (each one's dependencies come before it). */
+export const GUEST_MODULES: readonly string[] = [
+  'virtio_ring', 'virtio', 'virtio_pci_legacy_dev', 'virtio_pci_modern_dev', 'virtio_pci',
+  'failover', 'net_failover', 'virtio_net', 'virtio_console', 'virtio_blk',
+  'crc16', 'crc32c_generic', 'mbcache', 'jbd2', 'ext4', 'qemu_fw_cfg',
+];
+
+/** fw_cfg folder the guest reads (names passed to QEMU are `opt/sandboxd/<file>`). */
+export const FW_CFG_PREFIX = 'opt/sandboxd';
+
+/** The /init script. Settings arrive as SBX_* lines in agent.env (values validated by the writer). */
+export const GUEST_INIT = `#!/bin/sh
+export PATH=/bin:/sbin:/opt/sbx/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mkdir -p /dev/pts /run /tmp /opt/sbx /lib64
+mount -t devpts devpts /dev/pts
+mount -t tmpfs -o mode=0755 tmpfs /run
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+exec </dev/console >/dev/console 2>&1
+for m in $(cat /etc/modules.order); do insmod /lib/modules/$m.ko || echo "sbx-init: insmod $m failed"; done
+FW=/sys/firmware/qemu_fw_cfg/by_name/${FW_CFG_PREFIX}
+i=0
+while [ ! -r $FW/agent.env/raw ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+if [ ! -r $FW/agent.env/raw ]; then echo "sbx-init: no ${FW_CFG_PREFIX}/agent.env in fw_cfg"; poweroff -f; fi
+cat $FW/agent.env/raw > /run/agent.env
+. /run/agent.env
+umask 077
+mkdir -p /run/sbx/certs
+for f in ca.pem agent.pem agent-key.pem; do cat $FW/$f/raw > /run/sbx/certs/$f; done
+umask 022
+hostname "$SBX_HOSTNAME"
+ip link set lo up
+ip link set eth0 up
+ip addr add "$SBX_IP" dev eth0
+ip route add default via "$SBX_GW"
+mount -t ext4 -o noatime /dev/vda /opt/sbx || { echo "sbx-init: cannot mount /dev/vda"; poweroff -f; }
+ln -sf /opt/sbx/lib/ld-linux-x86-64.so.2 /lib64/ld-linux-x86-64.so.2
+export LD_LIBRARY_PATH=/opt/sbx/lib HOME=/root TERMINFO_DIRS=/opt/sbx/terminfo GIT_EXEC_PATH=/opt/sbx/bin LOCPATH=/opt/sbx/locale LANG=C.UTF-8
+mkdir -p /opt/sbx/work /root
+echo "sbx-init: starting sandbox-agent for $SBX_INSTANCE_ID"
+while :; do
+  node /opt/sbx/agent/src/bin/sandbox-agent.js --server "$SBX_SERVER" --certs /run/sbx/certs \\
+    --agent-id "$SBX_AGENT_ID" --instance-id "$SBX_INSTANCE_ID" --profile "$SBX_PROFILE" --work-dir /opt/sbx/work
+  rc=$?
+  echo "sbx-init: sandbox-agent exited $rc"
+  if [ $rc -eq 0 ] || [ $rc -eq 2 ]; then break; fi
+  sleep 1
+done
+sync
+poweroff -f
+`;
