@@ -9,6 +9,7 @@ import { ActorSystem } from '../actors/runtime/actor-system.js';
 import { JobPool } from '../actors/jobs/job-pool.js';
 import { AGENT_ACTOR_MODULE, AgentService } from './agents/agent-service.js';
 import { registerAgentRoutes } from './api/agents.js';
+import { registerDashboardRoutes } from './api/dashboard.js';
 import { registerEventRoutes } from './api/events.js';
 import { registerHealthRoutes } from './api/health.js';
 import { registerHypervisorHealthRoute } from './api/hypervisor-health.js';
@@ -188,6 +189,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
 
     const ws = await startWsListener({ host: config.wsAddr.host, port: config.wsAddr.port, logger: logger.child({ component: 'ws' }) });
     started.push({ name: 'ws', stop: () => ws.close() });
+    registerDashboardRoutes(router, { wsAddress: () => ({ host: config.wsAddr.host, port: ws.port }) });
     readiness.ready('ws');
 
     const grpc = await agents.start();
