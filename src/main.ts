@@ -15,6 +15,7 @@ import { registerHealthRoutes } from './api/health.js';
 import { registerHypervisorHealthRoute } from './api/hypervisor-health.js';
 import { registerMetricsRoute } from './api/metrics.js';
 import { registerStorageRoutes } from './api/storage.js';
+import { OUTPUT_ACTOR_MODULE, startOutputFanout, type OutputFanout } from './streaming/output-fanout.js';
 import { ConfigError, loadConfig } from './config/load.js';
 import { formatAddress } from './config/parsers.js';
 import type { Config } from './config/schema.js';
@@ -53,7 +54,7 @@ export interface ServerHandle {
 }
 
 /** Modules defining the actor types every shard hosts. */
-const ACTOR_MODULES: readonly URL[] = [AGENT_ACTOR_MODULE, VM_ACTOR_MODULE];
+const ACTOR_MODULES: readonly URL[] = [AGENT_ACTOR_MODULE, VM_ACTOR_MODULE, OUTPUT_ACTOR_MODULE];
 
 interface Stoppable {
   name: string;
@@ -72,6 +73,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
   const agents = new AgentService({ config, logger, metrics, events });
   // Frames emitted by actors go to the first subsystem that claims them; set as subsystems start.
   let vms: VmService | undefined;
+  let fanout: OutputFanout | undefined;
   let tasks: TaskService | undefined;
   const started: Stoppable[] = [];
   const stopAll = async (): Promise<void> => {
@@ -95,6 +97,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
       ringBytes: config.actorRingBytes,
       logger: logger.child({ component: 'actors' }),
       onEmit: (kind, key, payload) => {
+        if (fanout?.onEmit(kind, key, payload) === true) return;
         if (agents.onEmit(kind, key, payload)) return;
         if (vms?.handleFrame(kind, key, payload) === true) return;
         logger.warn({ kind, key }, 'frame from an actor that no subsystem claims');
@@ -108,6 +111,16 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
     });
     started.push({ name: 'actors', stop: () => actors.stop({ deadlineMs: Math.max(500, config.shutdownDeadlineMs / 2) }) });
     agents.bindActors(actors);
+    const output = await startOutputFanout({
+      actors,
+      agents,
+      logger: logger.child({ component: 'output' }),
+      metrics,
+      replay: { ringBytes: config.replayRingBytes, budgetBytes: config.replayBudgetBytes, retentionMs: config.replayRetentionSeconds * 1000 },
+      sseQueueBytes: config.sseSubscriberQueueBytes,
+    });
+    fanout = output;
+    started.push({ name: 'output', stop: () => output.stop() });
     const jobs = await JobPool.start({ mode: config.actorsMode, threads: Math.max(1, Math.min(2, cpus().length - 1)) });
     started.push({ name: 'jobs', stop: () => jobs.stop() });
     readiness.ready('actors');
@@ -148,6 +161,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
     registerAgentRoutes(router, { registry: agents.registry, operations: agents.operations });
     registerHypervisorHealthRoute(router, { hypervisor });
     registerStorageRoutes(router, { storage });
+    output.registerRoutes(router);
 
     // Sessions publish their URLs, which need the HTTP listener's real port (port 0 in tests).
     const commandClient = new AgentCommandClient(actors, agents);
@@ -187,7 +201,14 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
     started.push({ name: 'http', stop: () => http.close() });
     readiness.ready('http');
 
-    const ws = await startWsListener({ host: config.wsAddr.host, port: config.wsAddr.port, logger: logger.child({ component: 'ws' }) });
+    const ws = await startWsListener({
+      host: config.wsAddr.host,
+      port: config.wsAddr.port,
+      logger: logger.child({ component: 'ws' }),
+      handlers: output.wsHandlers,
+      maxBackpressureBytes: output.wsMaxBackpressureBytes,
+    });
+    output.attachWs(ws);
     started.push({ name: 'ws', stop: () => ws.close() });
     registerDashboardRoutes(router, { wsAddress: () => ({ host: config.wsAddr.host, port: ws.port }) });
     readiness.ready('ws');

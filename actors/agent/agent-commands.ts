@@ -7,7 +7,7 @@
 import type { v1 } from '../../proto/index.js';
 import { SvcError } from '../../src/core/errors.js';
 import { classifyResult, clip, nonNegativeInt } from './agent-view.js';
-import type { CommandOutputSink } from './command-output.js';
+import type { CommandOutputSink } from './output-sink.js';
 import type { CommandTracker } from './command-tracker.js';
 import type { AgentMetricFrame, RejectReason } from './frames.js';
 
@@ -71,6 +71,20 @@ export class AgentCommands {
     this.#tracker = opts.tracker;
     this.#sink = opts.sink;
     this.#host = opts.host;
+    const tracker = opts.tracker;
+    opts.sink.bind?.({
+      agentId: opts.agentId,
+      now: opts.now,
+      commandState: (id) => {
+        const rec = tracker.get(id);
+        return rec === undefined ? 'unknown' : rec.finished ? 'finished' : 'running';
+      },
+    });
+  }
+
+  /** The actor stops: the sink releases what it holds (replay rings). */
+  stop(): void {
+    this.#sink.stop?.();
   }
 
   /** Resent chunks and results dropped because the seq was already held. */
@@ -108,6 +122,8 @@ export class AgentCommands {
         return this.#send({ shutdown: { reason: clip(reason), gracePeriodSeconds: nonNegativeInt(a['graceSeconds'] as number) } });
       }
       default:
+        // output.* calls (replays, chat) are the sink's: it holds the commands' replay state.
+        if (method.startsWith('output.') && this.#sink.call !== undefined) return this.#sink.call(method, args);
         throw new SvcError('request.invalid', `agent actor has no method ${method}`);
     }
   }
@@ -176,6 +192,7 @@ export class AgentCommands {
         sessionName: a.sessionName ?? '',
       },
     });
+    this.#sink.started?.(commandId);
     this.#host.metric({ type: 'command_started' });
     this.#host.event('agent.command.started', { command_id: commandId, command: clip(a.command), source: rec.source, pty, timeout_seconds: a.timeoutSeconds ?? 0 });
     if (pty) this.#host.event('agent.pty.created', { command_id: commandId, session_id: a.sessionId ?? '', session_name: a.sessionName ?? '', cols: a.ptyCols ?? 80, rows: a.ptyRows ?? 24 });

@@ -151,6 +151,8 @@ export class AgentConnectionActor implements Actor, Tickable {
   }
 
   stop(): void {
+    // Release the replay rings of unfinished commands: they count against the shard's budget.
+    this.#commands.stop();
     this.#ticker.delete(this);
     this.#outbox.close();
   }

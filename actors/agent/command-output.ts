@@ -1,32 +1,57 @@
 /**
- * Where an agent actor sends command output, gaps and results: the one place to redirect them
- * (issue 4 puts per-command replay-ring actors, `agent:<agent_id>/cmd/<command_id>`, behind this
- * interface). The default sink emits them to the main thread, which hands them to Exec calls.
+ * Where an agent actor sends command output, gaps and results: the one place to redirect them.
+ *
+ * The default sink (emittingOutputSink) does two things with every accepted chunk, gap and
+ * result, in order through the actor's Outbox:
+ *
+ * 1. emits it raw to the main thread (kFrameCommandOutput / kFrameCommandGap / kFrameCommandResult
+ *    keyed by command id) for Exec calls and AgentService.subscribeCommands listeners;
+ * 2. hands it to the command's replay state (ReplayOutputSink, replay-output-sink.ts): the
+ *    per-command replay ring in this actor's shard, which encodes the chunk once into the SSE
+ *    `agent_output` event and the WS `output` message and emits them in one kFrameOutputPublish
+ *    frame for the main thread's fanout (actors/replay/publish-frames.ts).
+ *
+ * The replay state is owned by the agent actor, one CommandReplay per command (not an actor of
+ * its own): the runtime has no actor-to-actor messages inside a shard, so a separate
+ * `agent:<id>/cmd/<command_id>` actor would have to receive every chunk through the main thread
+ * (twice across the rings) or wait for an asynchronous spawn; inside the agent actor it is one
+ * synchronous call on the same thread, ordered with everything else the agent sends. Replays are
+ * control calls to the agent actor (`output.*` methods, replay-output-sink.ts).
  */
-import {
-  AgentFrameKind,
-  encodeJson,
-  encodeOutputFrame,
-  type CommandGapFrame,
-  type CommandResultFrame,
-  type OutputFrame,
-} from './frames.js';
+import { AgentFrameKind, encodeJson, kOutputHeaderBytes, type OutputFrame } from './frames.js';
 import type { Outbox } from './outbox.js';
+import type { CommandOutputSink } from './output-sink.js';
+import { ReplayOutputSink } from './replay-output-sink.js';
 
-export interface CommandOutputSink {
-  /** One accepted chunk (already de-duplicated, in seq order). `data` is valid only during the call. */
-  output(commandId: string, header: Omit<OutputFrame, 'data'>, data: Uint8Array): void;
-  /** Output that will never arrive. */
-  gap(frame: CommandGapFrame): void;
-  /** The command's end; nothing of it follows. */
-  result(frame: CommandResultFrame): void;
+export type { CommandOutputSink, OutputSinkOwner } from './output-sink.js';
+
+/** Where this thread assembles raw output frames (emit copies them out before the next use). */
+let rawScratch = new Uint8Array(64 * 1024 + kOutputHeaderBytes);
+
+/**
+ * A kFrameCommandOutput payload (layout in frames.ts, encodeOutputFrame) written into the
+ * thread's scratch buffer instead of a new allocation per chunk; valid until the next call.
+ */
+export function outputFrameInScratch(o: Omit<OutputFrame, 'data'>, data: Uint8Array): Uint8Array {
+  const bytes = kOutputHeaderBytes + data.byteLength;
+  if (rawScratch.byteLength < bytes) rawScratch = new Uint8Array(bytes * 2);
+  const out = rawScratch.subarray(0, bytes);
+  const view = new DataView(out.buffer, 0, kOutputHeaderBytes);
+  out.fill(0, 0, 8);
+  out[0] = o.stream;
+  out[1] = o.eof ? 1 : 0;
+  view.setFloat64(8, o.seq, true);
+  view.setFloat64(16, o.offset, true);
+  view.setFloat64(24, o.timestampMs, true);
+  out.set(data, kOutputHeaderBytes);
+  return out;
 }
 
-/** Emits kFrameCommandOutput / kFrameCommandGap / kFrameCommandResult keyed by command id. */
-export function emittingOutputSink(outbox: Outbox): CommandOutputSink {
+/** Only the raw frames (step 1 above): kFrameCommandOutput / Gap / Result keyed by command id. */
+export function rawOutputSink(outbox: Outbox): CommandOutputSink {
   return {
     output(commandId, header, data) {
-      outbox.emit(AgentFrameKind.kFrameCommandOutput, commandId, encodeOutputFrame(header, data), true);
+      outbox.emit(AgentFrameKind.kFrameCommandOutput, commandId, outputFrameInScratch(header, data));
     },
     gap(frame) {
       outbox.emit(AgentFrameKind.kFrameCommandGap, frame.command_id, encodeJson(frame), true);
@@ -35,4 +60,9 @@ export function emittingOutputSink(outbox: Outbox): CommandOutputSink {
       outbox.emit(AgentFrameKind.kFrameCommandResult, frame.command_id, encodeJson(frame), true);
     },
   };
+}
+
+/** The default sink of agent actors: raw frames plus the per-command replay rings and publish frames. */
+export function emittingOutputSink(outbox: Outbox): CommandOutputSink {
+  return new ReplayOutputSink(outbox, rawOutputSink(outbox));
 }

@@ -1,8 +1,14 @@
 /**
  * The bench scenarios, in the order `npm run bench` runs them. Planned (later issues; targets in
- * ../README.md): ingest, fanout, latency, fleet, replay, vm-ops, dashboard, vm-real.
+ * ../README.md): dashboard, vm-real.
  */
 import type { BenchScenario } from '../types.js';
+import { fanout } from './fanout.js';
+import { fleet } from './fleet.js';
+import { ingest } from './ingest.js';
+import { latency } from './latency.js';
+import { replay } from './replay.js';
 import { ring } from './ring.js';
+import { vmOps } from './vm-ops.js';
 
-export const scenarios: readonly BenchScenario[] = [ring];
+export const scenarios: readonly BenchScenario[] = [ring, ingest, fanout, latency, replay, fleet, vmOps];

@@ -231,6 +231,22 @@ export const SCHEMA = {
     field: 'taskMaxConcurrent', group: 'runtime', defaultText: '8', defaultRaw: '8', parse: parseIntInRange(1, 1000),
     doc: 'Tasks that hold a VM at once; later ones wait in pending (first come, first served).',
   }),
+  SVC_REPLAY_RING_BYTES: entry({
+    field: 'replayRingBytes', group: 'runtime', defaultText: '8MiB', defaultRaw: '8MiB', parse: parseBytes(64 * 1024, 1024 ** 3),
+    doc: 'Replayable output kept per command (encoded frames, oldest chunks evicted first and reported as gaps; bytes).',
+  }),
+  SVC_REPLAY_BUDGET_BYTES: entry({
+    field: 'replayBudgetBytes', group: 'runtime', defaultText: '256MiB', defaultRaw: '256MiB', parse: parseBytes(1024 * 1024, 64 * 1024 ** 3),
+    doc: 'All replay rings of one actor shard together (bytes); the largest rings are trimmed first.',
+  }),
+  SVC_REPLAY_RETENTION_SECONDS: entry({
+    field: 'replayRetentionSeconds', group: 'runtime', defaultText: '300', defaultRaw: '300', parse: parseIntInRange(1, 7 * 86_400),
+    doc: 'A finished command\'s output stays replayable this long (seconds).',
+  }),
+  SVC_SSE_SUBSCRIBER_QUEUE_BYTES: entry({
+    field: 'sseSubscriberQueueBytes', group: 'listeners', defaultText: '1MiB', defaultRaw: '1MiB', parse: parseBytes(64 * 1024, 1024 ** 3),
+    doc: 'Bytes an SSE subscriber may fall behind before it gets agent_output.error (slow_subscriber) and is closed.',
+  }),
   SVC_ACTORS: entry({
     field: 'actorsMode', group: 'runtime', defaultText: 'workers', defaultRaw: 'workers', parse: parseEnum(['workers', 'inline'] as const),
     doc: 'workers runs actors in worker-thread shards; inline runs the same actors on the main thread (baseline, debugging).',

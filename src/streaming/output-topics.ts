@@ -26,3 +26,19 @@ export function outputPublishTopics(agentId: string, commandId: string, stream: 
   for (const a of ['', agentId]) for (const c of ['', commandId]) for (const s of ['', stream]) out.push(`out${kSep}${a}${kSep}${c}${kSep}${s}`);
   return out;
 }
+
+const STREAMS: readonly OutputStreamName[] = ['stdout', 'stderr', 'log'];
+
+/** The topics an event about every stream of a command (an output gap) is published to: 16. */
+export function outputPublishTopicsAllStreams(agentId: string, commandId: string): string[] {
+  const out = new Set<string>();
+  for (const s of STREAMS) for (const t of outputPublishTopics(agentId, commandId, s)) out.add(t);
+  return [...out];
+}
+
+/** The topics of subscribers scoped to one command (command_id filter, any agent and stream filter): 8. */
+export function commandScopedTopics(agentId: string, commandId: string): string[] {
+  const out: string[] = [];
+  for (const a of ['', agentId]) for (const s of ['', ...STREAMS]) out.push(`out${kSep}${a}${kSep}${commandId}${kSep}${s}`);
+  return out;
+}

@@ -68,7 +68,11 @@ interface Queued {
   cursor: string | undefined;
   /** A replay frame: not counted against maxQueuedBytes. */
   exempt: boolean;
+  /** The last frame: the stream closes once it is handed to the sink. */
+  end: boolean;
 }
+
+const EMPTY = new Uint8Array(0);
 
 export class SseSubscriber {
   readonly sink: SseSink;
@@ -83,7 +87,11 @@ export class SseSubscriber {
   #closed = false;
   #cutOff = false;
   #held: Queued[] | null = null;
+  #ending = false;
+  /** Replay bytes written under backpressure since the sink last drained (inside sink.bufferedBytes, exempt from the bound). */
+  #exemptBuffered = 0;
   readonly #closeCbs: Array<() => void> = [];
+  #drainWaiters: Array<() => void> = [];
 
   constructor(sink: SseSink, opts: SseSubscriberOptions = {}) {
     const max = opts.maxQueuedBytes ?? DEFAULT_SUBSCRIBER_QUEUE_BYTES;
@@ -126,26 +134,57 @@ export class SseSubscriber {
    * frame made it overflow).
    */
   send(frame: Uint8Array, cursor?: string): boolean {
-    return this.#send(frame, cursor, false);
+    return this.#send(frame, cursor, false, false);
   }
 
-  #send(frame: Uint8Array, cursor: string | undefined, exempt: boolean): boolean {
-    if (this.#closed) return false;
+  /**
+   * Write replay frames now, even while live frames are held (a catch-up in several pages: each
+   * page is written as it comes, the hold ends with the last one through resumeLive). Not counted
+   * against maxQueuedBytes, like the replay of resumeLive.
+   */
+  sendReplay(frames: readonly CursorFrame[]): boolean {
+    for (const r of frames) if (!this.#send(r.frame, r.cursor, true, false)) return false;
+    return !this.#closed;
+  }
+
+  /**
+   * End the stream in order: `frame` (when given) is the last one written, after everything sent
+   * before it, then the stream closes. While live frames are held it is held like them.
+   */
+  endWith(frame?: Uint8Array): void {
+    if (this.#closed || this.#ending) return;
+    this.#send(frame ?? EMPTY, undefined, false, true);
+  }
+
+  /** Resolves once nothing waits in this queue (the sink took everything), or the stream closed. */
+  whenDrained(): Promise<void> {
+    if (this.#closed || (!this.#blocked && this.#head === this.#queue.length)) return Promise.resolve();
+    return new Promise((resolve) => this.#drainWaiters.push(resolve));
+  }
+
+  #send(frame: Uint8Array, cursor: string | undefined, exempt: boolean, end: boolean): boolean {
+    if (this.#closed || this.#ending) return false;
     if (this.#held !== null && !exempt) {
-      this.#held.push({ frame, cursor, exempt: false });
+      this.#held.push({ frame, cursor, exempt: false, end });
       this.#queuedBytes += frame.byteLength;
-      if (this.#queuedBytes + this.sink.bufferedBytes() > this.maxQueuedBytes) this.#overflow();
+      if (this.#lagBytes() > this.maxQueuedBytes) this.#overflow();
       return !this.#closed;
     }
+    if (end) this.#ending = true;
     if (!this.#blocked && this.#head === this.#queue.length) {
-      this.#write(frame, cursor);
+      this.#write(frame, cursor, end, exempt);
       return !this.#closed;
     }
-    this.#queue.push({ frame, cursor, exempt });
+    this.#queue.push({ frame, cursor, exempt, end });
     if (exempt) return true;
     this.#queuedBytes += frame.byteLength;
-    if (this.#queuedBytes + this.sink.bufferedBytes() > this.maxQueuedBytes) this.#overflow();
+    if (this.#lagBytes() > this.maxQueuedBytes) this.#overflow();
     return !this.#closed;
+  }
+
+  /** Live bytes this subscriber is behind: queued here plus buffered in the sink, replay bytes excluded. */
+  #lagBytes(): number {
+    return this.#queuedBytes + Math.max(0, this.sink.bufferedBytes() - this.#exemptBuffered);
   }
 
   /** True while live frames are held for a replay. */
@@ -161,8 +200,8 @@ export class SseSubscriber {
     const held = this.#held ?? [];
     this.#held = null;
     for (const q of held) this.#queuedBytes -= q.frame.byteLength;
-    for (const r of replay) if (!this.#send(r.frame, r.cursor, true)) return;
-    for (const q of held) if (isNew(q.cursor) && !this.#send(q.frame, q.cursor, false)) return;
+    for (const r of replay) if (!this.#send(r.frame, r.cursor, true, false)) return;
+    for (const q of held) if (isNew(q.cursor) && !this.#send(q.frame, q.cursor, false, q.end)) return;
   }
 
   /** Close the stream (idempotent); queued frames are dropped. */
@@ -172,12 +211,18 @@ export class SseSubscriber {
     this.#finish();
   }
 
-  #write(frame: Uint8Array, cursor: string | undefined): void {
-    const ok = this.sink.write(frame);
+  #write(frame: Uint8Array, cursor: string | undefined, end = false, exempt = false): void {
+    const ok = frame.byteLength === 0 || this.sink.write(frame);
+    if (ok) this.#exemptBuffered = 0;
+    else if (exempt) this.#exemptBuffered += frame.byteLength;
     if (cursor !== undefined) this.#cursor = cursor;
+    if (end) {
+      this.close();
+      return;
+    }
     if (!ok) {
       this.#blocked = true;
-      if (!this.sink.closed && this.sink.bufferedBytes() > this.maxQueuedBytes) this.#overflow();
+      if (!this.sink.closed && this.#lagBytes() > this.maxQueuedBytes) this.#overflow();
     }
   }
 
@@ -189,11 +234,12 @@ export class SseSubscriber {
       queue[this.#head] = undefined as unknown as Queued;
       this.#head++;
       if (!q.exempt) this.#queuedBytes -= q.frame.byteLength;
-      this.#write(q.frame, q.cursor);
+      this.#write(q.frame, q.cursor, q.end, q.exempt);
     }
     if (this.#head === queue.length) {
       this.#queue = [];
       this.#head = 0;
+      if (!this.#blocked) this.#wakeDrained();
     } else if (this.#head > 1024 && this.#head * 2 > queue.length) {
       this.#queue = queue.slice(this.#head);
       this.#head = 0;
@@ -219,6 +265,14 @@ export class SseSubscriber {
     this.#queue = [];
     this.#head = 0;
     this.#queuedBytes = 0;
+    this.#wakeDrained();
     for (const cb of this.#closeCbs.splice(0)) cb();
+  }
+
+  #wakeDrained(): void {
+    if (this.#drainWaiters.length === 0) return;
+    const waiters = this.#drainWaiters;
+    this.#drainWaiters = [];
+    for (const w of waiters) w();
   }
 }

@@ -38,6 +38,23 @@ export class SseTopics {
     return n;
   }
 
+  /**
+   * End the stream of every subscriber of `topic` with `frame` as its last event (written in order
+   * after what each already has queued); returns how many took it.
+   */
+  publishEnd(topic: string, frame: Uint8Array): number {
+    const set = this.#topics.get(topic);
+    if (set === undefined) return 0;
+    let n = 0;
+    for (const sub of [...set]) {
+      if (sub.closed) continue;
+      sub.endWith(frame);
+      n++;
+    }
+    this.#published++;
+    return n;
+  }
+
   /** Subscribers of `topic`, or of all topics. */
   subscriberCount(topic?: string): number {
     return topic === undefined ? this.#subscribers : (this.#topics.get(topic)?.size ?? 0);

@@ -1,0 +1,238 @@
+/**
+ * The replay half of an agent actor's output sink (command-output.ts): one CommandReplay per
+ * command (ring + live encoding), the agent's CursorClock, the chat projections of its commands,
+ * and the `output.*` control calls (actors/replay/output-calls.ts).
+ *
+ * Per chunk: the raw frame first (Exec), then the command's kFrameOutputPublish (encoded once),
+ * then the chat events it completes, all through the actor's Outbox, so they keep their order and
+ * wait together when the outbound ring is full. A finished command's state is released after the
+ * shard's retention period (kFrameOutputForget tells the main thread).
+ */
+import { CursorClock, parseOutputCursor } from '../replay/cursor.js';
+import { ChatProjection } from '../replay/chat-projection.js';
+import { agentReplay, CommandReplay, Scratch, type ReplayBytes } from '../replay/command-replay.js';
+import { OutputCall, type ChatAnswer, type CommandOutputState, type OutputStats, type ReplayAnswer } from '../replay/output-calls.js';
+import { chatTopic, commandKey, encodeChatPublish, PublishFrameKind } from '../replay/publish-frames.js';
+import type { OutputStreamName } from '../replay/replay-types.js';
+import { shardReplay, type ShardReplay } from '../replay/shard-replay.js';
+import { SvcError } from '../../src/core/errors.js';
+import { OutputStream, type CommandGapFrame, type CommandResultFrame, type OutputFrame } from './frames.js';
+import type { Outbox } from './outbox.js';
+import type { CommandOutputSink, OutputSinkOwner } from './output-sink.js';
+
+/** Frames of one thread are assembled here; emit copies them out before the next use. */
+const scratch = new Scratch();
+const EMPTY = new Uint8Array(0);
+const STREAMS: readonly OutputStreamName[] = ['stdout', 'stderr', 'log'];
+const kMaxLimit = 1000;
+
+function streamName(code: number): OutputStreamName {
+  return code === OutputStream.stderr ? 'stderr' : code === OutputStream.log ? 'log' : 'stdout';
+}
+
+function args(a: unknown): Record<string, unknown> {
+  if (typeof a !== 'object' || a === null) throw new SvcError('request.invalid', 'arguments must be an object');
+  return a as Record<string, unknown>;
+}
+
+function commandIdArg(a: Record<string, unknown>): string {
+  const id = a['commandId'];
+  if (typeof id !== 'string' || id === '') throw new SvcError('request.invalid', 'commandId must be a non-empty string');
+  return id;
+}
+
+function limitArg(a: Record<string, unknown>): number {
+  const n = Number(a['limit']);
+  if (!Number.isInteger(n) || n < 1 || n > kMaxLimit) throw new SvcError('request.invalid', `limit must be 1-${kMaxLimit}`);
+  return n;
+}
+
+function streamArg(a: Record<string, unknown>): OutputStreamName | undefined {
+  const s = a['stream'];
+  if (s === undefined) return undefined;
+  if (!STREAMS.includes(s as OutputStreamName)) throw new SvcError('request.invalid', 'stream must be stdout, stderr or log');
+  return s as OutputStreamName;
+}
+
+function emptyPage(): ReplayBytes {
+  return { bytes: EMPTY, events: 0, chunks: 0, last: null, more: false };
+}
+
+export class ReplayOutputSink implements CommandOutputSink {
+  readonly #outbox: Outbox;
+  readonly #raw: CommandOutputSink;
+  readonly #shard: ShardReplay;
+  readonly #commands = new Map<string, CommandReplay>();
+  readonly #chats = new Map<string, Map<string, ChatProjection>>();
+  #owner: OutputSinkOwner = { agentId: '', now: Date.now, commandState: () => 'unknown' };
+  #clock = new CursorClock();
+  #stopped = false;
+
+  /** @param raw receives every call first (the raw frames for Exec). */
+  constructor(outbox: Outbox, raw: CommandOutputSink, shard: ShardReplay = shardReplay) {
+    this.#outbox = outbox;
+    this.#raw = raw;
+    this.#shard = shard;
+  }
+
+  bind(owner: OutputSinkOwner): void {
+    this.#owner = owner;
+    this.#clock = new CursorClock(() => owner.now());
+  }
+
+  started(commandId: string): void {
+    this.#outbox.emit(PublishFrameKind.kFrameOutputKnown, commandKey(this.#owner.agentId, commandId), EMPTY, true);
+  }
+
+  output(commandId: string, header: Omit<OutputFrame, 'data'>, data: Uint8Array): void {
+    this.#raw.output(commandId, header, data);
+    if (this.#stopped) return;
+    const replay = this.#replayFor(commandId);
+    const stream = streamName(header.stream);
+    const payload = replay.chunk({ seq: header.seq, stream, offset: header.offset, timestampMs: header.timestampMs, eof: header.eof, bytes: data }, this.#clock.next(), scratch);
+    if (payload !== null) this.#outbox.emit(PublishFrameKind.kFrameOutputPublish, commandKey(this.#owner.agentId, commandId), payload);
+    if (stream === 'stdout') {
+      const chats = this.#chats.get(commandId);
+      if (chats !== undefined) for (const chat of chats.values()) this.#publishChat(chat, chat.push(data));
+    }
+  }
+
+  gap(frame: CommandGapFrame): void {
+    this.#raw.gap(frame);
+    if (this.#stopped) return;
+    const payload = this.#replayFor(frame.command_id).gap({ firstSeq: frame.first_seq, lastSeq: frame.last_seq, lostBytes: frame.lost_bytes, timestampMs: this.#owner.now() }, this.#clock.next());
+    if (payload === null) return;
+    this.#shard.gaps++;
+    this.#outbox.emit(PublishFrameKind.kFrameOutputPublish, commandKey(this.#owner.agentId, frame.command_id), payload, true);
+  }
+
+  result(frame: CommandResultFrame): void {
+    this.#raw.result(frame);
+    if (this.#stopped) return;
+    const commandId = frame.command_id;
+    const replay = this.#replayFor(commandId);
+    const nowMs = this.#owner.now();
+    this.#outbox.emit(PublishFrameKind.kFrameOutputPublish, commandKey(this.#owner.agentId, commandId), replay.end(frame.exit_code, nowMs), true);
+    const chats = this.#chats.get(commandId);
+    if (chats !== undefined) for (const chat of chats.values()) this.#publishChat(chat, chat.end());
+    this.#shard.releaseLater(Date.now(), () => this.#release(commandId, replay));
+  }
+
+  call(method: string, a: unknown): unknown {
+    switch (method) {
+      case OutputCall.kReplay:
+        return this.#replay(args(a));
+      case OutputCall.kReplayAgent:
+        return this.#replayAgent(args(a));
+      case OutputCall.kChat:
+        return this.#chat(args(a));
+      case OutputCall.kStats:
+        return this.stats();
+      default:
+        throw new SvcError('request.invalid', `agent actor has no method ${method}`);
+    }
+  }
+
+  stats(): OutputStats {
+    let ringBytes = 0;
+    let chats = 0;
+    for (const r of this.#commands.values()) ringBytes += r.ring.bytes;
+    for (const m of this.#chats.values()) chats += m.size;
+    return { commands: this.#commands.size, ringBytes, chatProjections: chats };
+  }
+
+  stop(): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    for (const [id, r] of [...this.#commands]) this.#release(id, r);
+  }
+
+  #replayFor(commandId: string): CommandReplay {
+    let r = this.#commands.get(commandId);
+    if (r === undefined) {
+      const s = this.#shard.settings;
+      r = new CommandReplay(this.#owner.agentId, commandId, { ringBytes: s.ringBytes, budget: this.#shard.budget });
+      this.#commands.set(commandId, r);
+    }
+    return r;
+  }
+
+  #stateOf(commandId: string, r: CommandReplay | undefined): CommandOutputState {
+    if (r !== undefined) return r.finished ? 'finished' : 'running';
+    const known = this.#owner.commandState(commandId);
+    return known === 'finished' ? 'expired' : known;
+  }
+
+  #replay(a: Record<string, unknown>): ReplayAnswer {
+    const commandId = commandIdArg(a);
+    const mode = a['mode'];
+    if (mode !== 'none' && mode !== 'tail' && mode !== 'after') throw new SvcError('request.invalid', 'mode must be none, tail or after');
+    const limit = limitArg(a);
+    const stream = streamArg(a);
+    const r = this.#commands.get(commandId);
+    const clock = this.#clock.last;
+    const state = this.#stateOf(commandId, r);
+    let page = emptyPage();
+    if (r !== undefined && mode !== 'none') {
+      const afterSeq = mode === 'after' ? Math.max(0, Math.trunc(Number(a['afterSeq']) || 0)) : undefined;
+      page = r.replay({ afterSeq, limit, stream });
+    }
+    const answer: ReplayAnswer = { state, ...page, clock };
+    if (r?.finished === true && !page.more) answer.end = r.endFrame();
+    return answer;
+  }
+
+  #replayAgent(a: Record<string, unknown>): ReplayAnswer {
+    const after = a['after'] as { clock?: unknown; seq?: unknown } | undefined;
+    const cursor = parseOutputCursor(`${String(after?.clock)}-${String(after?.seq)}`);
+    if (cursor === null) throw new SvcError('request.invalid', 'after must be an output cursor {clock, seq}');
+    const clock = this.#clock.last;
+    return { state: 'running', ...agentReplay(this.#commands.values(), cursor, limitArg(a), streamArg(a)), clock };
+  }
+
+  #chat(a: Record<string, unknown>): ChatAnswer {
+    const commandId = commandIdArg(a);
+    const sessionId = a['sessionId'];
+    if (typeof sessionId !== 'string' || sessionId === '') throw new SvcError('request.invalid', 'sessionId must be a non-empty string');
+    const afterSeq = a['afterSeq'] === null ? null : Math.max(0, Math.trunc(Number(a['afterSeq']) || 0));
+    let r = this.#commands.get(commandId);
+    const state = this.#stateOf(commandId, r);
+    if (state === 'expired' || state === 'unknown') return { state, bytes: EMPTY, events: 0, lastSeq: 0, terminated: true };
+    r ??= this.#replayFor(commandId);
+    let chats = this.#chats.get(commandId);
+    if (chats === undefined) {
+      chats = new Map<string, ChatProjection>();
+      this.#chats.set(commandId, chats);
+    }
+    let chat = chats.get(sessionId);
+    if (chat === undefined) {
+      chat = new ChatProjection({ sessionId, commandId, maxBytes: this.#shard.settings.chatBytes });
+      // Catch up on the buffered stdout; these events reach the joiner through the answer.
+      for (const c of r.rawChunks('stdout')) chat.push(c.bytes);
+      if (r.finished) chat.end();
+      chats.set(sessionId, chat);
+      this.#shard.chatProjections++;
+    }
+    const join = chat.join(afterSeq ?? chat.seq);
+    return { state, ...join };
+  }
+
+  #publishChat(chat: ChatProjection, frames: ReturnType<ChatProjection['push']>): void {
+    if (frames.length === 0) return;
+    const topic = chatTopic(chat.commandId, chat.sessionId);
+    for (const f of frames) this.#outbox.emit(PublishFrameKind.kFrameChatPublish, topic, encodeChatPublish(f.terminal, f.id, f.frame), true);
+  }
+
+  #release(commandId: string, replay: CommandReplay): void {
+    if (this.#commands.get(commandId) !== replay) return;
+    this.#commands.delete(commandId);
+    replay.ring.release();
+    const chats = this.#chats.get(commandId);
+    if (chats !== undefined) {
+      this.#shard.chatProjections -= chats.size;
+      this.#chats.delete(commandId);
+    }
+    this.#shard.released++;
+    this.#outbox.emit(PublishFrameKind.kFrameOutputForget, commandKey(this.#owner.agentId, commandId), EMPTY, true);
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * The control calls the main thread makes to an agent actor (`agent:<agent_id>`) about its
+ * commands' output (ActorSystem.call; args and results are structured-cloned). They are served
+ * by the actor's ReplayOutputSink (actors/agent/replay-output-sink.ts).
+ *
+ * Every answer carries `clock`: the agent's cursor clock when the call was handled. Every event
+ * the actor emitted before it has a clock ≤ `clock` and is covered by the answer (or precedes the
+ * requested position); every later one has a larger clock. A subscriber that held live frames
+ * while it waited keeps exactly those with a clock above it (sse-subscriber.ts, "joining").
+ */
+
+export const OutputCall = {
+  /** One command: its state, and its buffered output as `agent_output.replay` events. */
+  kReplay: 'output.replay',
+  /** All of one agent's commands after an agent-scoped cursor, merged by clock. */
+  kReplayAgent: 'output.replayAgent',
+  /** Joins the chat projection of (command, session), creating it when needed. */
+  kChat: 'output.chat',
+  /** Numbers of this agent's replay state (tests, debugging). */
+  kStats: 'output.stats',
+} as const;
+
+/**
+ * running: the command is running (it may have no output yet); finished: it ended and its output
+ * is still buffered; expired: it ended and its buffered output was released; unknown: the actor
+ * has never seen it (or forgot it).
+ */
+export type CommandOutputState = 'running' | 'finished' | 'expired' | 'unknown';
+
+export interface ReplayArgs {
+  commandId: string;
+  /** none: state only; tail: the newest `limit` chunks; after: everything retained after `afterSeq`, `limit` chunks per call. */
+  mode: 'none' | 'tail' | 'after';
+  afterSeq?: number;
+  /** 1–1000. */
+  limit: number;
+  stream?: 'stdout' | 'stderr' | 'log';
+}
+
+export interface ReplayAgentArgs {
+  after: { clock: number; seq: number };
+  limit: number;
+  stream?: 'stdout' | 'stderr' | 'log';
+}
+
+export interface ReplayAnswer {
+  state: CommandOutputState;
+  /** Events, concatenated (`agent_output.replay` and output_gap `agent_output.error`). */
+  bytes: Uint8Array;
+  events: number;
+  chunks: number;
+  /** Id of the last event in `bytes`; null when there is none. */
+  last: string | null;
+  /** More buffered output follows `last`. */
+  more: boolean;
+  /** See the module comment. */
+  clock: number;
+  /** For a finished command: its stream_end event (`agent_output.error`, code stream_end). */
+  end?: Uint8Array;
+}
+
+export interface ChatArgs {
+  commandId: string;
+  sessionId: string;
+  /** Events after this seq are returned; null: none (live only). */
+  afterSeq: number | null;
+}
+
+export interface ChatAnswer {
+  state: CommandOutputState;
+  bytes: Uint8Array;
+  events: number;
+  /** Seq of the projection's last event at the call: live events above it are new. */
+  lastSeq: number;
+  /** The projection has ended: the stream closes after `bytes`. */
+  terminated: boolean;
+}
+
+export interface OutputStats {
+  commands: number;
+  ringBytes: number;
+  chatProjections: number;
+}

@@ -1,0 +1,166 @@
+/**
+ * Frames from the per-command replay state in the agent actors to the main thread's fanout
+ * (actors/protocol/frames.ts reserves 32–47 for publish/fanout). Every byte a subscriber gets was
+ * encoded in the actor; the main thread only copies them to sockets.
+ *
+ *   34 kFrameOutputPublish  key `<agent_id>\0<command_id>`; one SSE event (agent_output chunk,
+ *                           output_gap or stream_end) for the agent-output topics, and for a
+ *                           chunk also the WS `output` message for the agent's WS topics
+ *   35 kFrameChatPublish    key = chat topic (chatTopic); one chat SSE event
+ *   36 kFrameOutputForget   key `<agent_id>\0<command_id>`; the command's replay state was
+ *                           released (retention ran out): its output is no longer buffered
+ *   37 kFrameOutputKnown    key `<agent_id>\0<command_id>`; a command was dispatched (lets the
+ *                           main thread find the agent of a command_id before output arrives)
+ *
+ * kFrameOutputPublish payload (little-endian):
+ *
+ *   0        1         2              4            8           12        16
+ *   ┌────────┬─────────┬──────────────┬────────────┬───────────┬─────────┬──────────────┬─────┬─────┐
+ *   │u8 flags│u8 stream│u16 cursorLen │u32 sseLen  │u32 wsLen  │ 0       │ cursor, pad 8│ SSE │ WS  │
+ *   └────────┴─────────┴──────────────┴────────────┴───────────┴─────────┴──────────────┴─────┴─────┘
+ *
+ * stream: 1 stdout, 2 stderr, 3 log, 0 all streams (gaps and ends concern every stream).
+ * flags: kPublishEnd: the command's output ended: subscribers scoped to this command are closed
+ * after this frame; kPublishGap: the SSE event reports an output gap (counted).
+ *
+ * kFrameChatPublish payload: [u8 flags (kChatTerminal)][u8 0][u16 cursorLen][u32 frameLen]
+ * [cursor, pad 8][SSE event]. A terminal event (done, error) closes the topic's subscribers.
+ */
+import type { OutputStreamName } from './replay-types.js';
+
+export const PublishFrameKind = {
+  kFrameOutputPublish: 34,
+  kFrameChatPublish: 35,
+  kFrameOutputForget: 36,
+  kFrameOutputKnown: 37,
+} as const;
+
+/** kFrameOutputPublish flags. */
+export const kPublishEnd = 1;
+export const kPublishGap = 2;
+/** kFrameChatPublish flags. */
+export const kChatTerminal = 1;
+
+export const kPublishHeaderBytes = 16;
+const kChatHeaderBytes = 8;
+
+const STREAM_CODES: Record<OutputStreamName, number> = { stdout: 1, stderr: 2, log: 3 };
+const STREAM_NAMES: readonly (OutputStreamName | undefined)[] = [undefined, 'stdout', 'stderr', 'log'];
+
+/** The stream code of a publish frame (0 = every stream). */
+export function streamCode(stream: OutputStreamName | undefined): number {
+  return stream === undefined ? 0 : STREAM_CODES[stream];
+}
+
+/** `<agent_id>\0<command_id>`: agent ids never contain NUL (they travel in gRPC metadata). */
+export function commandKey(agentId: string, commandId: string): string {
+  return `${agentId}\u0000${commandId}`;
+}
+
+/** Splits a commandKey; null when it has no separator. */
+export function parseCommandKey(key: string): { agentId: string; commandId: string } | null {
+  const at = key.indexOf('\u0000');
+  if (at < 0) return null;
+  return { agentId: key.slice(0, at), commandId: key.slice(at + 1) };
+}
+
+/** The SSE topic of one (command, session) chat projection. */
+export function chatTopic(commandId: string, sessionId: string): string {
+  return `chat\u0000${commandId}\u0000${sessionId}`;
+}
+
+function align8(n: number): number {
+  return (n + 7) & ~7;
+}
+
+/** Bytes of a kFrameOutputPublish payload. */
+export function publishBytes(cursorLength: number, sseBytes: number, wsBytes: number): number {
+  return kPublishHeaderBytes + align8(cursorLength) + sseBytes + wsBytes;
+}
+
+/**
+ * Writes the header and cursor of a kFrameOutputPublish payload into `out`; returns where the
+ * SSE bytes go (the WS bytes follow them). The cursor must be ASCII (cursors are digits and `-`).
+ */
+export function writePublishHeader(out: Uint8Array, flags: number, stream: number, cursor: string, sseBytes: number, wsBytes: number): number {
+  const view = new DataView(out.buffer, out.byteOffset, kPublishHeaderBytes);
+  out[0] = flags;
+  out[1] = stream;
+  view.setUint16(2, cursor.length, true);
+  view.setUint32(4, sseBytes, true);
+  view.setUint32(8, wsBytes, true);
+  view.setUint32(12, 0, true);
+  for (let i = 0; i < cursor.length; i++) out[kPublishHeaderBytes + i] = cursor.charCodeAt(i);
+  const at = kPublishHeaderBytes + align8(cursor.length);
+  out.fill(0, kPublishHeaderBytes + cursor.length, at);
+  return at;
+}
+
+/** A fresh kFrameOutputPublish payload holding one SSE event and no WS message. */
+export function encodeSsePublish(flags: number, stream: number, cursor: string, sse: Uint8Array): Uint8Array {
+  const out = new Uint8Array(publishBytes(cursor.length, sse.byteLength, 0));
+  out.set(sse, writePublishHeader(out, flags, stream, cursor, sse.byteLength, 0));
+  return out;
+}
+
+/** A decoded kFrameOutputPublish; sse and ws are views into the payload (valid as long as it is). */
+export interface OutputPublish {
+  flags: number;
+  /** undefined = every stream. */
+  stream: OutputStreamName | undefined;
+  /** undefined when the event has no id (stream_end). */
+  cursor: string | undefined;
+  sse: Uint8Array;
+  /** Empty when there is no WS message. */
+  ws: Uint8Array;
+}
+
+/** Decodes a kFrameOutputPublish payload; null when it is malformed. */
+export function decodeOutputPublish(payload: Uint8Array): OutputPublish | null {
+  if (payload.byteLength < kPublishHeaderBytes) return null;
+  const view = new DataView(payload.buffer, payload.byteOffset, kPublishHeaderBytes);
+  const cursorLength = view.getUint16(2, true);
+  const sseBytes = view.getUint32(4, true);
+  const wsBytes = view.getUint32(8, true);
+  const sseAt = kPublishHeaderBytes + align8(cursorLength);
+  if (sseAt + sseBytes + wsBytes > payload.byteLength || (payload[1] ?? 0) > 3) return null;
+  return {
+    flags: payload[0] ?? 0,
+    stream: STREAM_NAMES[payload[1] ?? 0],
+    cursor: cursorLength === 0 ? undefined : latin1(payload, kPublishHeaderBytes, kPublishHeaderBytes + cursorLength),
+    sse: payload.subarray(sseAt, sseAt + sseBytes),
+    ws: payload.subarray(sseAt + sseBytes, sseAt + sseBytes + wsBytes),
+  };
+}
+
+/** A kFrameChatPublish payload. */
+export function encodeChatPublish(terminal: boolean, cursor: string, frame: Uint8Array): Uint8Array {
+  const cursorBytes = Buffer.byteLength(cursor, 'utf8');
+  const at = kChatHeaderBytes + align8(cursorBytes);
+  const out = new Uint8Array(at + frame.byteLength);
+  const view = new DataView(out.buffer, 0, kChatHeaderBytes);
+  out[0] = terminal ? kChatTerminal : 0;
+  view.setUint16(2, cursorBytes, true);
+  view.setUint32(4, frame.byteLength, true);
+  Buffer.from(out.buffer, kChatHeaderBytes, cursorBytes).write(cursor, 'utf8');
+  out.set(frame, at);
+  return out;
+}
+
+/** Decodes a kFrameChatPublish payload; null when malformed. `frame` is a view. */
+export function decodeChatPublish(payload: Uint8Array): { terminal: boolean; cursor: string; frame: Uint8Array } | null {
+  if (payload.byteLength < kChatHeaderBytes) return null;
+  const view = new DataView(payload.buffer, payload.byteOffset, kChatHeaderBytes);
+  const cursorBytes = view.getUint16(2, true);
+  const frameBytes = view.getUint32(4, true);
+  const at = kChatHeaderBytes + align8(cursorBytes);
+  if (at + frameBytes > payload.byteLength) return null;
+  const cursor = Buffer.from(payload.buffer, payload.byteOffset + kChatHeaderBytes, cursorBytes).toString('utf8');
+  return { terminal: ((payload[0] ?? 0) & kChatTerminal) !== 0, cursor, frame: payload.subarray(at, at + frameBytes) };
+}
+
+function latin1(bytes: Uint8Array, from: number, to: number): string {
+  let s = '';
+  for (let i = from; i < to; i++) s += String.fromCharCode(bytes[i] ?? 0);
+  return s;
+}

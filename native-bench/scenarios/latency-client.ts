@@ -1,0 +1,167 @@
+/**
+ * Client-process side of the `latency` and `replay` scenarios (bench-client.ts dispatches here).
+ *
+ * latency: one simulated agent and a few subscribers in this process, so the time from the agent
+ * writing a chunk to a subscriber parsing it is measured on one clock (performance.now). First the
+ * maximum rate (chunks/s with a window of 32 chunks in flight), then half of it, paced every
+ * millisecond, with every chunk's latency in an HDR histogram per transport.
+ *
+ * replay: one agent streams `chunks` chunks of a command; then a new subscriber asks for
+ * replay=true&limit=<chunks> again and again; each time is request → last replayed event parsed.
+ */
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import * as hdr from 'hdr-histogram-js';
+import { minSeq, SseSubscriber, WsSubscriber, type LightSubscriber } from './light-subscribers.js';
+import { ptyText, SimAgent, type SimAgentTls } from './sim-agent.js';
+
+type Args = Record<string, unknown>;
+
+export interface Percentiles {
+  count: number;
+  p50Ms: number;
+  p90Ms: number;
+  p99Ms: number;
+  maxMs: number;
+}
+
+function histogram(): hdr.Histogram {
+  return hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
+}
+
+function percentiles(h: hdr.Histogram): Percentiles {
+  const ms = (p: number): number => Math.round(h.getValueAtPercentile(p)) / 1000;
+  return { count: h.totalCount, p50Ms: ms(50), p90Ms: ms(90), p99Ms: ms(99), maxMs: Math.round(h.maxValue) / 1000 };
+}
+
+function agentOf(a: Args): SimAgent {
+  return new SimAgent({ target: String(a['target']), tls: a['tls'] as SimAgentTls, agentId: String(a['agentId']), instanceId: String(a['instanceId']) });
+}
+
+export async function runLatency(a: Args): Promise<Record<string, unknown>> {
+  const commandId = String(a['commandId']);
+  const chunkBytes = Number(a['chunkBytes']);
+  let sendAt = new Float64Array(1 << 16);
+  let recording = false;
+  const hists = { sse: histogram(), ws: histogram() };
+  let wake: (() => void) | undefined;
+  const listener = (h: hdr.Histogram) => (seq: number, nowMs: number) => {
+    if (recording && seq < sendAt.length && sendAt[seq]! > 0) h.recordValue(Math.max(1, Math.round((nowMs - sendAt[seq]!) * 1000)));
+    const w = wake;
+    wake = undefined;
+    w?.();
+  };
+  /** The next subscriber event, or 20 ms. */
+  const progress = (): Promise<void> =>
+    new Promise((resolve) => {
+      const t = setTimeout(resolve, 20);
+      wake = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
+  const subs: LightSubscriber[] = [];
+  for (let i = 0; i < Number(a['sse']); i++) subs.push(await SseSubscriber.open(String(a['sseUrl']), listener(hists.sse)));
+  for (let i = 0; i < Number(a['ws']); i++) subs.push(await WsSubscriber.open(Number(a['wsPort']), String(a['wsSubscribe']), listener(hists.ws)));
+  await sleep(200);
+  const agent = agentOf(a);
+  agent.register();
+  await agent.acked;
+  const data = ptyText(chunkBytes, 3);
+  let seq = 0;
+  const send = (): void => {
+    seq++;
+    if (seq >= sendAt.length) {
+      const grown = new Float64Array(sendAt.length * 2);
+      grown.set(sendAt);
+      sendAt = grown;
+    }
+    sendAt[seq] = performance.now();
+    agent.chunk(commandId, seq, (seq - 1) * data.length, data);
+  };
+
+  // 1. maximum rate: at most 32 chunks in flight
+  const maxMs = Number(a['maxRateMs']);
+  const t0 = performance.now();
+  const s0 = seq;
+  while (performance.now() - t0 < maxMs) {
+    if (seq - minSeq(subs) >= 32) await progress();
+    else send();
+  }
+  while (minSeq(subs) < seq && performance.now() - t0 < maxMs + 5000) await progress();
+  const maxRate = (minSeq(subs) - s0) / ((performance.now() - t0) / 1000);
+
+  // 2. half of it, paced every millisecond
+  const rate = maxRate / 2;
+  const warmupMs = Number(a['warmupMs']);
+  const measureMs = Number(a['measureMs']);
+  const start = performance.now();
+  let due = 0;
+  while (performance.now() - start < warmupMs + measureMs) {
+    const elapsed = performance.now() - start;
+    recording = elapsed >= warmupMs;
+    const target = Math.floor((elapsed / 1000) * rate);
+    while (due < target) {
+      send();
+      due++;
+    }
+    await sleep(1);
+  }
+  const last = seq;
+  while (minSeq(subs) < last && performance.now() - start < warmupMs + measureMs + 5000) await sleep(1);
+  recording = false;
+  agent.close();
+  for (const s of subs) s.close();
+  return {
+    maxRate: Math.round(maxRate),
+    rate: Math.round(rate),
+    sse: percentiles(hists.sse),
+    ws: percentiles(hists.ws),
+    holes: subs.reduce((n, s) => n + s.holes, 0),
+    incomplete: subs.filter((s) => s.lastSeq < last).length,
+  };
+}
+
+export async function runReplay(a: Args): Promise<Record<string, unknown>> {
+  const commandId = String(a['commandId']);
+  const chunks = Number(a['chunks']);
+  const agent = agentOf(a);
+  agent.register();
+  await agent.acked;
+  const data = ptyText(Number(a['chunkBytes']), 5);
+  // A live subscriber tells when the server holds them all.
+  let got = 0;
+  const live = await SseSubscriber.open(String(a['liveUrl']), (seq) => (got = seq));
+  for (let seq = 1; seq <= chunks; seq++) {
+    if (!agent.chunk(commandId, seq, (seq - 1) * data.length, data)) await agent.drained();
+  }
+  for (let i = 0; i < 600 && got < chunks; i++) await sleep(50);
+  live.close();
+  if (got < chunks) throw new Error(`the server delivered ${got} of ${chunks} chunks live`);
+  const url = String(a['replayUrl']);
+  /** One replay: ms from the request to the last event, and the bytes received. */
+  const once = async (): Promise<{ ms: number; bytes: number; events: number }> => {
+    const t0 = performance.now();
+    let events = 0;
+    let done: () => void = () => undefined;
+    const all = new Promise<void>((resolve) => (done = resolve));
+    const sub = await SseSubscriber.open(url, () => {
+      if (++events === chunks) done();
+    });
+    const timeout = sleep(20_000).then(() => undefined);
+    await Promise.race([all, timeout]);
+    const ms = performance.now() - t0;
+    sub.close();
+    return { ms, bytes: sub.bytes, events };
+  };
+  const times: number[] = [];
+  let bytes = 0;
+  for (let i = 0; i < Number(a['iterations']); i++) {
+    const r = await once();
+    if (r.events < chunks) throw new Error(`replay returned ${r.events} of ${chunks} chunks`);
+    if (i >= Number(a['warmup'])) times.push(r.ms);
+    bytes = r.bytes;
+  }
+  agent.close();
+  return { timesMs: times, bytes };
+}

@@ -1,0 +1,68 @@
+/**
+ * A subscriber that stops reading is cut off with agent_output.error slow_subscriber (carrying
+ * its cursor) while ten others on the same command receive every byte; the cut-off one resumes
+ * from that cursor and gets exactly the rest.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { bytesOf, chunksOf, sha256, SseClient, StalledSseClient } from './streaming-clients.js';
+import { startStreamingServer, type StreamingServer } from './streaming-harness.js';
+
+const AGENT = 'agent-slow-1';
+const LINES = 1_500_000;
+
+function seqText(n: number): string {
+  const parts: string[] = [];
+  for (let i = 1; i <= n; i++) parts.push(`${i}\n`);
+  return parts.join('');
+}
+
+// Both modes: in inline mode the actors' frames are views of a reused buffer, which the fanout must copy.
+for (const mode of ['workers', 'inline'] as const) void describe(`slow SSE subscribers (actors ${mode})`, () => {
+  let ts: StreamingServer;
+  before(async () => {
+    // A small queue bound so the stalled client overflows long before the kernel buffers are the limit.
+    ts = await startStreamingServer({ env: { SVC_ACTORS: mode }, sseQueueBytes: 256 * 1024, replay: { ringBytes: 64 * 1024 * 1024, budgetBytes: 512 * 1024 * 1024 } });
+    await ts.agent(AGENT);
+  });
+  after(async () => {
+    await ts.stop();
+  });
+
+  void test('a stalled client is cut off with its cursor; ten others receive everything', async () => {
+    const path = `/api/v1/agent-output/stream?agent_id=${AGENT}&command_id=c-flood`;
+    const stalled = new StalledSseClient(ts.http.port, path);
+    const readers = await Promise.all(Array.from({ length: 10 }, () => SseClient.open(`${ts.base}${path}`)));
+    await new Promise((r) => setTimeout(r, 300));
+    await ts.run(AGENT, 'c-flood', `seq 1 ${LINES}`);
+    await Promise.all(readers.map((r) => r.ended));
+    const expected = sha256(seqText(LINES));
+    for (const [i, r] of readers.entries()) {
+      assert.equal(sha256(bytesOf(r.events)), expected, `reader ${i} received every byte`);
+      const end = r.events.at(-1);
+      assert.equal(end?.event, 'agent_output.error');
+      assert.ok(end?.data.includes('"stream_end"'), `reader ${i} ends with stream_end`);
+      assert.ok(!r.events.some((e) => e.data.includes('slow_subscriber')), `reader ${i} was not cut off`);
+    }
+
+    const { events, closed } = await stalled.drain();
+    stalled.destroy();
+    assert.ok(closed, 'the server closed the stalled stream');
+    const last = events.at(-1);
+    assert.equal(last?.event, 'agent_output.error');
+    const err = JSON.parse(last?.data ?? '{}') as { code: string; cursor?: string; max_queued_bytes: number };
+    assert.equal(err.code, 'slow_subscriber');
+    assert.equal(err.max_queued_bytes, 256 * 1024);
+    const got = chunksOf(events);
+    assert.ok(got.length > 0 && err.cursor !== undefined, 'it had received some output and is told where it stopped');
+    assert.equal(got.at(-1)?.id, err.cursor, 'the cursor is the last event it received');
+    assert.ok(got.length < chunksOf(readers[0]!.events).length, 'it did not get everything');
+
+    const resumed = await SseClient.open(`${ts.base}${path}`, { 'last-event-id': err.cursor });
+    await resumed.ended;
+    assert.equal(sha256(Buffer.concat([bytesOf(events), bytesOf(resumed.events)])), expected, 'resuming from the cursor gives exactly the rest');
+
+    const metrics = await ts.metricsText();
+    assert.match(metrics, /svc_output_slow_subscribers_total\{transport="sse"\} [1-9]/);
+  });
+});

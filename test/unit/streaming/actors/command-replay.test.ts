@@ -1,0 +1,154 @@
+/**
+ * The per-command replay state (actors/replay/command-replay.ts): a chunk's publish payload holds
+ * exactly the frames encode.ts builds (SSE agent_output and WS output), a replay is exactly the
+ * `agent_output.replay` frames, gaps (dropped and evicted) are events, the raw bytes come back
+ * out of the stored events, and an agent-scoped replay merges commands by clock.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import fc from 'fast-check';
+import { agentReplay, CommandReplay, rawOf, Scratch } from '../../../../actors/replay/command-replay.js';
+import { encodeOutputSse, encodeOutputWs } from '../../../../actors/replay/encode.js';
+import { LiveOutputEncoder } from '../../../../actors/replay/output-event.js';
+import { decodeOutputPublish, kPublishEnd, kPublishGap } from '../../../../actors/replay/publish-frames.js';
+import { ReplayBudget } from '../../../../actors/replay/replay-budget.js';
+import type { OutputStreamName } from '../../../../actors/replay/replay-types.js';
+import { parseSse } from '../../actors/replay/sse-parse.js';
+
+const dec = new TextDecoder();
+const enc = new TextEncoder();
+
+interface In {
+  seq: number;
+  stream: OutputStreamName;
+  offset: number;
+  bytes: Uint8Array;
+  clock: number;
+}
+
+/** Feeds chunks (offsets running per stream) to a CommandReplay and to the reference encoder. */
+function feed(r: CommandReplay, texts: Array<[OutputStreamName, Uint8Array | string]>, firstClock = 1_700_000_000_000_000): { inputs: In[]; payloads: Uint8Array[]; reference: { sse: string[]; ws: string[]; replay: string[] } } {
+  const scratch = new Scratch();
+  const ref = new LiveOutputEncoder(r.agentId, r.commandId);
+  const refReplay = new LiveOutputEncoder(r.agentId, r.commandId);
+  const offsets = new Map<string, number>();
+  const inputs: In[] = [];
+  const payloads: Uint8Array[] = [];
+  const reference = { sse: [] as string[], ws: [] as string[], replay: [] as string[] };
+  texts.forEach(([stream, t], i) => {
+    const bytes = typeof t === 'string' ? enc.encode(t) : t;
+    const offset = offsets.get(stream) ?? 0;
+    offsets.set(stream, offset + bytes.byteLength);
+    const input: In = { seq: i + 1, stream, offset, bytes, clock: firstClock + i };
+    inputs.push(input);
+    const p = r.chunk({ ...input, timestampMs: 1_700_000_000_000 + i, eof: false }, input.clock, scratch);
+    assert.ok(p !== null);
+    payloads.push(new Uint8Array(p));
+    const chunk = { kind: 'chunk' as const, seq: input.seq, stream, offset, timestampMs: 1_700_000_000_000 + i, clock: input.clock, eof: false, bytes };
+    const ev = ref.next(chunk);
+    reference.sse.push(dec.decode(encodeOutputSse(ev)));
+    reference.ws.push(dec.decode(encodeOutputWs(ev)));
+    reference.replay.push(dec.decode(encodeOutputSse(refReplay.next(chunk), true)));
+  });
+  return { inputs, payloads, reference };
+}
+
+void describe('CommandReplay', () => {
+  void test('a chunk is encoded once into the exact SSE and WS frames of encode.ts', () => {
+    const r = new CommandReplay('agent-7', 'cmd-42', { ringBytes: 1 << 20 });
+    const { payloads, reference } = feed(r, [
+      ['stdout', 'hello\r\n\x1b[31mred\x1b[0m "q" \\'],
+      ['stderr', Uint8Array.from([0xe2, 0x82])],
+      ['stderr', Uint8Array.from([0xac, 0x0a])],
+      ['stdout', Uint8Array.from([0xff, 0x41])],
+    ]);
+    payloads.forEach((p, i) => {
+      const d = decodeOutputPublish(p)!;
+      assert.equal(dec.decode(d.sse), reference.sse[i]);
+      assert.equal(dec.decode(d.ws), reference.ws[i]);
+      assert.equal(d.cursor, parseSse(reference.sse[i]!)[0]!.id);
+      assert.equal(d.flags, 0);
+    });
+    assert.equal(r.ring.lastSeq, 4);
+  });
+
+  void test('a replay is the agent_output.replay frames, newest `limit` or after a seq, with the live text', () => {
+    const r = new CommandReplay('a', 'c', { ringBytes: 1 << 20 });
+    const { reference } = feed(r, Array.from({ length: 12 }, (_, i): [OutputStreamName, string] => [i % 3 === 0 ? 'stderr' : 'stdout', `line ${i} ✓\n`]));
+    const all = r.replay({ limit: 1000 });
+    assert.equal(dec.decode(all.bytes), reference.replay.join(''));
+    assert.equal(all.chunks, 12);
+    assert.equal(all.more, false);
+    const tail = r.replay({ limit: 3 });
+    assert.equal(dec.decode(tail.bytes), reference.replay.slice(-3).join(''));
+    const after = r.replay({ afterSeq: 5, limit: 4 });
+    assert.equal(dec.decode(after.bytes), reference.replay.slice(5, 9).join(''));
+    assert.equal(after.more, true);
+    assert.equal(after.last, parseSse(reference.replay[8]!)[0]!.id);
+    const stderr = r.replay({ limit: 1000, stream: 'stderr' });
+    assert.equal(stderr.chunks, 4);
+  });
+
+  void test('gaps: dropped seqs and evicted output are output_gap events; the end is stream_end', () => {
+    const budget = new ReplayBudget({ maxBytes: 1 << 30 });
+    const r = new CommandReplay('a', 'c', { ringBytes: 3 * 400, budget });
+    const scratch = new Scratch();
+    r.chunk({ seq: 1, stream: 'stdout', offset: 0, timestampMs: 1, eof: false, bytes: enc.encode('one\n') }, 10, scratch);
+    const gap = r.gap({ firstSeq: 2, lastSeq: 3, lostBytes: 99, timestampMs: 2 }, 11)!;
+    const g = decodeOutputPublish(gap)!;
+    assert.equal(g.flags, kPublishGap);
+    assert.equal(g.stream, undefined, 'a gap concerns every stream');
+    const ev = parseSse(dec.decode(g.sse))[0]!;
+    assert.equal(ev.event, 'agent_output.error');
+    assert.deepEqual(JSON.parse(ev.data), { schema: 'svc.agent_output.v1', event_type: 'agent_output.error', code: 'output_gap', message: 'output seq 2-3 of command c was dropped by the agent', agent_id: 'a', command_id: 'c', from_seq: 2, to_seq: 3, reason: 'agent_dropped', lost_bytes: 99, cursor: '11-3' });
+    for (let seq = 4; seq <= 8; seq++) r.chunk({ seq, stream: 'stdout', offset: seq * 10, timestampMs: seq, eof: false, bytes: enc.encode(`line ${seq}\n`) }, 10 + seq, scratch);
+    const page = r.replay({ limit: 1000 });
+    const events = parseSse(dec.decode(page.bytes));
+    assert.equal(events[0]!.event, 'agent_output.error');
+    assert.equal(JSON.parse(events[0]!.data).reason, 'evicted');
+    assert.ok(events.slice(1).every((e) => e.event === 'agent_output.replay'));
+    assert.equal(page.events, events.length);
+    assert.equal(page.chunks, events.length - 1);
+    const end = decodeOutputPublish(r.end(3, 1000))!;
+    assert.equal(end.flags, kPublishEnd);
+    assert.equal(end.cursor, undefined);
+    assert.equal(JSON.parse(parseSse(dec.decode(end.sse))[0]!.data).exit_code, 3);
+    assert.ok(r.finished);
+    r.ring.release();
+    assert.equal(budget.usedBytes, 0, 'a released ring gives its bytes back');
+  });
+
+  void test('fast-check: the raw bytes come back out of the stored events', () => {
+    fc.assert(
+      fc.property(fc.array(fc.uint8Array({ maxLength: 200 }), { minLength: 1, maxLength: 20 }), (chunks) => {
+        const r = new CommandReplay('a', 'c', { ringBytes: 1 << 22 });
+        const scratch = new Scratch();
+        let offset = 0;
+        chunks.forEach((bytes, i) => {
+          r.chunk({ seq: i + 1, stream: 'stdout', offset, timestampMs: i, eof: false, bytes }, i + 1, scratch);
+          offset += bytes.byteLength;
+        });
+        const back = [...r.rawChunks('stdout')].map((c) => Buffer.from(c.bytes));
+        assert.deepEqual(Buffer.concat(back), Buffer.concat(chunks.map((c) => Buffer.from(c))));
+        assert.deepEqual(Buffer.from(rawOf(r.ring.replayFrom(0, 1).chunks[0]!.bytes)), Buffer.from(chunks[0]!));
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  void test('an agent-scoped replay merges the commands by clock, after the cursor', () => {
+    const a = new CommandReplay('ag', 'c1', { ringBytes: 1 << 20 });
+    const b = new CommandReplay('ag', 'c2', { ringBytes: 1 << 20 });
+    const scratch = new Scratch();
+    let clock = 100;
+    for (let i = 1; i <= 3; i++) {
+      a.chunk({ seq: i, stream: 'stdout', offset: i, timestampMs: i, eof: false, bytes: enc.encode(`a${i}`) }, clock++, scratch);
+      b.chunk({ seq: i, stream: 'stdout', offset: i, timestampMs: i, eof: false, bytes: enc.encode(`b${i}`) }, clock++, scratch);
+    }
+    const page = agentReplay([a, b], { clock: 101, seq: 1 }, 1000);
+    const events = parseSse(dec.decode(page.bytes));
+    assert.deepEqual(events.map((e) => e.id), ['102-2', '103-2', '104-3', '105-3']);
+    assert.deepEqual(events.map((e) => (JSON.parse(e.data) as { text: string }).text), ['a2', 'b2', 'a3', 'b3']);
+    assert.equal(page.last, '105-3');
+  });
+});
