@@ -6,7 +6,6 @@
  */
 import assert from 'node:assert/strict';
 import { rm } from 'node:fs/promises';
-import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { CommandEvent } from '../../src/agents/agent-service.js';
 import {
@@ -22,56 +21,12 @@ import {
   type AgentProcess,
   type TestServer,
 } from './agents-harness.js';
+import { Relay } from '../support/tcp-relay.js';
 
 const LINES = 60;
 /** Prints line-1 … line-N, one every 100 ms. */
 const COUNTER = ['-c', `i=0; while [ $i -lt ${LINES} ]; do i=$((i+1)); echo line-$i; sleep 0.1; done`];
 const EXPECTED = Array.from({ length: LINES }, (_, i) => `line-${i + 1}\n`).join('');
-
-/** A TCP relay we can cut: `cut()` drops every connection and refuses new ones until `restore()`. */
-class Relay {
-  readonly #server: net.Server;
-  readonly #sockets = new Set<net.Socket>();
-  #blocked = false;
-  port = 0;
-
-  constructor(target: { host: string; port: number }) {
-    this.#server = net.createServer((client) => {
-      if (this.#blocked) {
-        client.destroy();
-        return;
-      }
-      const upstream = net.connect(target.port, target.host);
-      for (const s of [client, upstream]) {
-        this.#sockets.add(s);
-        s.on('close', () => this.#sockets.delete(s));
-        s.on('error', () => undefined);
-      }
-      client.pipe(upstream).pipe(client);
-      client.on('close', () => upstream.destroy());
-      upstream.on('close', () => client.destroy());
-    });
-  }
-
-  async listen(): Promise<void> {
-    await new Promise<void>((resolve) => this.#server.listen(0, '127.0.0.1', resolve));
-    this.port = (this.#server.address() as net.AddressInfo).port;
-  }
-
-  cut(): void {
-    this.#blocked = true;
-    for (const s of this.#sockets) s.destroy();
-  }
-
-  restore(): void {
-    this.#blocked = false;
-  }
-
-  async close(): Promise<void> {
-    this.cut();
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
-  }
-}
 
 void describe('output while the network is cut', () => {
   let ts: TestServer;

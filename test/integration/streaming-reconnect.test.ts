@@ -5,61 +5,16 @@
  * every byte once, in seq order, without a gap, and a replay afterwards is the same.
  */
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseOutputCursor } from '../../actors/replay/cursor.js';
 import { waitFor } from './agents-harness.js';
 import { bytesOf, chunksOf, sha256, SseClient } from './streaming-clients.js';
 import { startStreamingServer, type StreamingServer } from './streaming-harness.js';
+import { Relay } from '../support/tcp-relay.js';
 
 const AGENT = 'agent-reconnect-1';
 const LINES = 80;
-
-/** A TCP relay that can be cut: `cut()` drops every connection and refuses new ones until `restore()`. */
-class Relay {
-  readonly #server: net.Server;
-  readonly #sockets = new Set<net.Socket>();
-  #blocked = false;
-  port = 0;
-
-  constructor(target: { host: string; port: number }) {
-    this.#server = net.createServer((client) => {
-      if (this.#blocked) {
-        client.destroy();
-        return;
-      }
-      const upstream = net.connect(target.port, target.host);
-      for (const s of [client, upstream]) {
-        this.#sockets.add(s);
-        s.on('close', () => this.#sockets.delete(s));
-        s.on('error', () => undefined);
-      }
-      client.pipe(upstream).pipe(client);
-      client.on('close', () => upstream.destroy());
-      upstream.on('close', () => client.destroy());
-    });
-  }
-
-  async listen(): Promise<void> {
-    await new Promise<void>((resolve) => this.#server.listen(0, '127.0.0.1', resolve));
-    this.port = (this.#server.address() as net.AddressInfo).port;
-  }
-
-  cut(): void {
-    this.#blocked = true;
-    for (const s of this.#sockets) s.destroy();
-  }
-
-  restore(): void {
-    this.#blocked = false;
-  }
-
-  async close(): Promise<void> {
-    this.cut();
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
-  }
-}
 
 void describe('agent output across agent reconnects', () => {
   let ts: StreamingServer;
