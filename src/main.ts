@@ -13,6 +13,7 @@ import { registerDashboardRoutes } from './api/dashboard.js';
 import { registerEventRoutes } from './api/events.js';
 import { registerHealthRoutes } from './api/health.js';
 import { registerHypervisorHealthRoute } from './api/hypervisor-health.js';
+import { registerLegacyProxyRoutes } from './api/legacy-proxy.js';
 import { registerMetricsRoute } from './api/metrics.js';
 import { registerStorageRoutes } from './api/storage.js';
 import { OUTPUT_ACTOR_MODULE, startOutputFanout, type OutputFanout } from './streaming/output-fanout.js';
@@ -159,6 +160,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
     registerMetricsRoute(router, metrics);
     registerEventRoutes(router, { events });
     registerAgentRoutes(router, { registry: agents.registry, operations: agents.operations });
+    registerLegacyProxyRoutes(router, { enabled: config.enableDirectSshOrchProxy });
     registerHypervisorHealthRoute(router, { hypervisor });
     registerStorageRoutes(router, { storage });
     output.registerRoutes(router);
