@@ -6,6 +6,7 @@
  * messages are (de)serialized here.
  */
 import * as grpc from '@grpc/grpc-js';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { AGENT_SERVICE_NAME, AgentServiceMethods, MAX_MESSAGE_BYTES, v1 } from '../../proto/index.js';
 import { formatAddress, type ListenAddress } from '../config/parsers.js';
 import type { CaMaterial } from '../identity/ca.js';
@@ -62,6 +63,12 @@ export function agentServiceDefinition(): grpc.ServiceDefinition {
 /**
  * Binds the listener. Rejects when the address cannot be bound. `ca` supplies the trust bundle
  * (client certificates must chain to it) and the server certificate.
+ *
+ * We own the TCP listener and hand each accepted socket to grpc-js through its connection
+ * injector, because grpc-js cannot be asked to close the raw sockets it accepted: a guest VM that
+ * is powered off mid-connection never sends FIN, and after grpc-js destroyed its HTTP/2 session
+ * the raw TCP socket stayed open (seen with real VMs: the test process never exited). `close`
+ * therefore destroys whatever raw socket is still open once the grace has passed.
  */
 export async function startGrpcListener(opts: { address: ListenAddress; ca: CaMaterial; handlers: GrpcHandlers; logger: LoggerLike }): Promise<GrpcListener> {
   const server = new grpc.Server({
@@ -80,8 +87,20 @@ export async function startGrpcListener(opts: { address: ListenAddress; ca: CaMa
     [{ cert_chain: Buffer.from(opts.ca.serverCertPem), private_key: Buffer.from(opts.ca.serverKeyPem) }],
     true,
   );
+  const injector = server.createConnectionInjector(creds);
+  const sockets = new Set<Socket>();
+  const tcp = createServer({ noDelay: true }, (socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    socket.on('error', () => { /* reported by the TLS layer wrapped around it */ });
+    injector.injectConnection(socket);
+  });
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(formatAddress(opts.address), creds, (err, bound) => (err === null ? resolve(bound) : reject(err)));
+    tcp.once('error', reject);
+    tcp.listen({ host: opts.address.host, port: opts.address.port }, () => {
+      tcp.off('error', reject);
+      resolve((tcp.address() as AddressInfo).port);
+    });
   });
   opts.logger.info({ address: formatAddress({ host: opts.address.host, port }), service: AGENT_SERVICE_NAME }, 'gRPC listener ready (mTLS)');
   let closing: Promise<void> | undefined;
@@ -89,15 +108,20 @@ export async function startGrpcListener(opts: { address: ListenAddress; ca: CaMa
     port,
     close(graceMs) {
       closing ??= new Promise<void>((resolve) => {
+        tcp.close();
+        const finish = (): void => {
+          clearTimeout(timer);
+          injector.destroy();
+          for (const socket of sockets) socket.destroy();
+          sockets.clear();
+          resolve();
+        };
         const timer = setTimeout(() => {
           server.forceShutdown();
-          resolve();
+          finish();
         }, graceMs);
         timer.unref();
-        server.tryShutdown(() => {
-          clearTimeout(timer);
-          resolve();
-        });
+        server.tryShutdown(finish);
       });
       return closing;
     },
