@@ -1,8 +1,9 @@
 /**
- * The bench scenarios, in the order `npm run bench` runs them. Planned (later issues; targets in
- * ../README.md): dashboard, vm-real.
+ * The bench scenarios, in the order `npm run bench` runs them. Planned (targets in ../README.md):
+ * vm-real.
  */
 import type { BenchScenario } from '../types.js';
+import { dashboard } from './dashboard.js';
 import { fanout } from './fanout.js';
 import { fleet } from './fleet.js';
 import { ingest } from './ingest.js';
@@ -11,4 +12,4 @@ import { replay } from './replay.js';
 import { ring } from './ring.js';
 import { vmOps } from './vm-ops.js';
 
-export const scenarios: readonly BenchScenario[] = [ring, ingest, fanout, latency, replay, fleet, vmOps];
+export const scenarios: readonly BenchScenario[] = [ring, ingest, fanout, latency, replay, fleet, vmOps, dashboard];

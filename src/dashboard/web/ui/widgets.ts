@@ -29,7 +29,7 @@ export function meter(label: string): { el: HTMLElement; set(pct: number, text: 
     set(pct, text) {
       const ok = Number.isFinite(pct);
       const v = ok ? Math.min(100, Math.max(0, pct)) : 0;
-      fill.style.width = `${v.toFixed(1)}%`;
+      fill.style.transform = `scaleX(${(v / 100).toFixed(3)})`;
       fill.dataset['level'] = v >= 90 ? 'high' : v >= 70 ? 'mid' : 'low';
       if (ok) bar.setAttribute('aria-valuenow', v.toFixed(0));
       else bar.removeAttribute('aria-valuenow');
