@@ -1,7 +1,8 @@
 /**
  * GET /healthz/hypervisor (spec 4.1).
  *
- * 200 {status: 'ok' | 'degraded', hypervisor, circuit, hosts: [{host, status, circuit, latency_ms}]}
+ * 200 {status: 'ok' | 'degraded', hypervisor, circuit, hosts: [{host, status, circuit, latency_ms,
+ *   accelerator ('kvm' | 'tcg' for new VMs on a qemu host, null on the test driver), accelerator_reason}]}
  *   when at least one host answered its probe within the read budget (degraded: some did not;
  *   VMs on the hosts that answer keep working).
  * 503 with Retry-After when no host did: libvirt down, slower than its read budget, or every
@@ -37,6 +38,8 @@ function hostJson(h: HostHealth): Record<string, unknown> {
     status: h.status,
     circuit: h.circuit,
     latency_ms: h.latencyMs,
+    accelerator: h.accelerator,
+    accelerator_reason: h.acceleratorReason,
     ...(h.error !== undefined ? { error: h.error } : {}),
     ...(h.retryAfterSeconds !== undefined ? { retry_after_seconds: h.retryAfterSeconds } : {}),
   };

@@ -94,12 +94,14 @@ export interface Vm {
   uptime_seconds: number | null;
 }
 
-/** GET /api/v1/vms/{name}: the VM plus its agent (and our host, profile, disk_gb). */
+/** GET /api/v1/vms/{name}: the VM plus its agent (and our host, profile, disk_gb, accelerator). */
 export interface VmDetail extends Vm {
   agent: { connected: boolean; connected_at?: number; hostname?: string };
   host?: string;
   profile?: string | null;
   disk_gb?: number | null;
+  /** kvm | tcg on qemu hosts; null on the test driver. */
+  accelerator?: 'kvm' | 'tcg' | null;
 }
 
 export interface VmList {

@@ -6,9 +6,12 @@
  * Anything it cannot do is refused with the reason; it never changes ip_forward or firewall
  * policy itself (libvirt adds its REJECT rules for isolated networks).
  */
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { chmod, chown, mkdir, readFile } from 'node:fs/promises';
 import { run } from '../image/run.js';
+import { detectAccelerator } from '../hypervisor/accelerator.js';
+
+export { detectAccelerator };
 
 /** Debian packages a qemu host needs (installed with --no-install-recommends). */
 export const HOST_PACKAGES: readonly string[] = [
@@ -41,15 +44,6 @@ export interface PrepareResult {
   network: NetworkSpec;
   accelerator: 'kvm' | 'tcg';
   acceleratorReason: string;
-}
-
-/** The accelerator guests get here: KVM only with real VMX/SVM, not on kvm_pvm (it hangs stock kernels). */
-export function detectAccelerator(): { accelerator: 'kvm' | 'tcg'; reason: string } {
-  if (!existsSync('/dev/kvm')) return { accelerator: 'tcg', reason: '/dev/kvm is absent' };
-  if (existsSync('/sys/module/kvm_pvm')) return { accelerator: 'tcg', reason: '/dev/kvm is kvm_pvm (PVM), which hangs stock guest kernels' };
-  const cpu = readFileSync('/proc/cpuinfo', 'utf8');
-  if (!/\b(vmx|svm)\b/.test(cpu)) return { accelerator: 'tcg', reason: 'the CPU has no vmx/svm flag' };
-  return { accelerator: 'kvm', reason: 'hardware virtualisation (vmx/svm) with /dev/kvm' };
 }
 
 /** Makes the host ready; rejects naming what it could not do. */

@@ -46,6 +46,8 @@ export interface DomainMetadata {
   instanceId?: string;
   /** Static address assigned at provisioning, if any; shown as the VM's ip_address. */
   ipAddress?: string;
+  /** What the domain was defined to run on (qemu hosts): `kvm` or `tcg`. Written by the hypervisor. */
+  accelerator?: 'kvm' | 'tcg';
   /** Free-form labels (bounded by the caller). */
   labels?: Readonly<Record<string, string>>;
 }
@@ -160,6 +162,9 @@ export interface HostHealth {
   readonly error?: { code: string; message: string };
   /** Set when down: when a retry may succeed. */
   readonly retryAfterSeconds?: number;
+  /** qemu hosts: the accelerator new VMs get (`kvm`, or `tcg` without usable KVM) and why; null on test-driver hosts. */
+  readonly accelerator: 'kvm' | 'tcg' | null;
+  readonly acceleratorReason: string | null;
 }
 
 export interface HypervisorHealth {

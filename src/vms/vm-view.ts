@@ -5,7 +5,8 @@
  *   "" (the spec types it as a string, so unknown is the empty string, never null).
  * - uptime_seconds: integer, or null when not running or started before sandboxd saw it.
  * - detail only: agent {connected, connected_at (Unix ms), hostname} — connected false and no
- *   other field when no agent of this VM is known; plus our host, profile and disk_gb.
+ *   other field when no agent of this VM is known; plus our host, profile, disk_gb and accelerator
+ *   (kvm | tcg as the VM was defined on a qemu host; null on the test driver).
  */
 import type { DomainInfo } from '../hypervisor/port.js';
 import type { AgentPresence } from './agent-lookup.js';
@@ -25,6 +26,7 @@ export interface VmDetailJson extends VmJson {
   host: string;
   profile: string | null;
   disk_gb: number | null;
+  accelerator: 'kvm' | 'tcg' | null;
 }
 
 export function vmJson(d: DomainInfo, agent: AgentPresence | null): VmJson {
@@ -43,7 +45,7 @@ export function vmDetailJson(d: DomainInfo, agent: AgentPresence | null): VmDeta
   const a: VmDetailJson['agent'] = { connected: agent?.connected === true };
   if (agent !== null && agent.connected_at !== null) a.connected_at = agent.connected_at;
   if (agent !== null && agent.hostname !== null) a.hostname = agent.hostname;
-  return { ...vmJson(d, agent), agent: a, host: d.host, profile: d.metadata.profile ?? null, disk_gb: d.metadata.diskGiB ?? null };
+  return { ...vmJson(d, agent), agent: a, host: d.host, profile: d.metadata.profile ?? null, disk_gb: d.metadata.diskGiB ?? null, accelerator: d.metadata.accelerator ?? null };
 }
 
 const VM_PROPS = {
@@ -71,5 +73,6 @@ export const VM_DETAIL_SCHEMA: Record<string, unknown> = {
     host: { type: 'string' },
     profile: { type: ['string', 'null'] },
     disk_gb: { type: ['integer', 'null'] },
+    accelerator: { type: ['string', 'null'], enum: ['kvm', 'tcg', null] },
   },
 };

@@ -88,6 +88,7 @@ const get: CommandDef = {
         ['uptime', duration(vm.uptime_seconds)],
         ...(vm.profile !== undefined && vm.profile !== null ? [['profile', vm.profile] as const] : []),
         ...(vm.host !== undefined ? [['host', vm.host] as const] : []),
+        ...(vm.accelerator !== undefined && vm.accelerator !== null ? [['accelerator', vm.accelerator] as const] : []),
         ['agent', agent],
       ]),
     );

@@ -98,6 +98,10 @@ function metadataXml(m: DomainMetadata): string {
   if (m.diskGiB !== undefined) lines.push(`<${p}:disk-gib>${int('metadata.diskGiB', m.diskGiB, 1, 65536)}</${p}:disk-gib>`);
   if (m.instanceId !== undefined) lines.push(`<${p}:instance-id>${text('metadata.instanceId', m.instanceId, 128)}</${p}:instance-id>`);
   if (m.ipAddress !== undefined) lines.push(`<${p}:ip-address>${text('metadata.ipAddress', m.ipAddress, 64)}</${p}:ip-address>`);
+  if (m.accelerator !== undefined) {
+    if (m.accelerator !== 'kvm' && m.accelerator !== 'tcg') throw invalid('metadata.accelerator must be kvm or tcg');
+    lines.push(`<${p}:accelerator>${m.accelerator}</${p}:accelerator>`);
+  }
   const labels = Object.entries(m.labels ?? {});
   if (labels.length > MAX_LABELS) throw invalid(`at most ${MAX_LABELS} labels`);
   if (labels.length > 0) {
@@ -226,6 +230,8 @@ export function parseMetadata(xml: string): DomainMetadata {
   if (instanceId !== undefined) out.instanceId = instanceId;
   const ip = field('ip-address');
   if (ip !== undefined) out.ipAddress = ip;
+  const accelerator = field('accelerator');
+  if (accelerator === 'kvm' || accelerator === 'tcg') out.accelerator = accelerator;
   const labelRe = new RegExp(`<${p}:label\\s+key=(["'])(.*?)\\1\\s*(?:/>|>([\\s\\S]*?)</${p}:label>)`, 'g');
   // fromEntries defines own properties, so a key such as __proto__ stays a plain label.
   const labels = Object.fromEntries([...body.matchAll(labelRe)].map((m) => [unescapeXml(m[2] ?? ''), unescapeXml(m[3] ?? '')]));

@@ -2,10 +2,10 @@
  * Reading domains through the binding. Each read runs inside one lane slot and makes its native
  * calls one after another, so a slot never holds more than one libuv thread (see call-lane.ts).
  */
-import { access, readFile } from 'node:fs/promises';
 import type { Domain, Hypervisor } from '@unraid/libvirt';
 import type { DomainMetadata } from '../port.js';
 import type { SeenDomain } from '../event-tracker.js';
+import { detectAccelerator } from '../accelerator.js';
 import { classifyFailure } from './errors.js';
 import { parseMetadata } from './domain-xml.js';
 import { vmStateOf } from './state-map.js';
@@ -72,23 +72,7 @@ export async function sweepHost(
   return out;
 }
 
-let detectedVirtType: Promise<'qemu' | 'kvm'> | null = null;
-
-/**
- * `kvm` when this machine has hardware virtualisation that runs stock guests, else `qemu` (TCG).
- * A PVM-backed /dev/kvm (Firecracker hosts, `kvm_pvm` module) hangs stock kernels rather than
- * failing, so it counts as none. Only meaningful for a local qemu:///system host.
- */
-export function detectVirtType(): Promise<'qemu' | 'kvm'> {
-  detectedVirtType ??= (async () => {
-    try {
-      await access('/dev/kvm');
-    } catch {
-      return 'qemu';
-    }
-    if (await access('/sys/module/kvm_pvm').then(() => true, () => false)) return 'qemu';
-    const cpuinfo = await readFile('/proc/cpuinfo', 'utf8').catch(() => '');
-    return /\b(vmx|svm)\b/.test(cpuinfo) ? 'kvm' : 'qemu';
-  })();
-  return detectedVirtType;
+/** libvirt's domain type for this machine's accelerator (accelerator.ts): kvm, or qemu for TCG. */
+export function detectVirtType(): 'qemu' | 'kvm' {
+  return detectAccelerator().accelerator === 'kvm' ? 'kvm' : 'qemu';
 }

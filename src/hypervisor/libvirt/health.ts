@@ -9,8 +9,14 @@ import type { HostLink } from './host-link.js';
 
 const SEVERITY: Record<CircuitState, number> = { closed: 0, 'half-open': 1, open: 2 };
 
-export async function probeHealth(links: readonly HostLink[]): Promise<HypervisorHealth> {
-  const hosts = await Promise.all(links.map((link) => probeHost(link)));
+/** The accelerator a host's new VMs get (null on test-driver hosts). */
+export type AcceleratorOf = (uri: string) => { accelerator: 'kvm' | 'tcg' | null; reason: string | null };
+
+export async function probeHealth(links: readonly HostLink[], acceleratorOf: AcceleratorOf): Promise<HypervisorHealth> {
+  const hosts = await Promise.all(links.map(async (link) => {
+    const acc = acceleratorOf(link.uri);
+    return { ...(await probeHost(link)), accelerator: acc.accelerator, acceleratorReason: acc.reason };
+  }));
   const up = hosts.filter((h) => h.status === 'ok').length;
   const status = up === hosts.length ? 'ok' : up > 0 ? 'degraded' : 'down';
   const circuit = hosts.map((h) => h.circuit).reduce<CircuitState>((a, b) => (SEVERITY[b] > SEVERITY[a] ? b : a), 'closed');
@@ -19,7 +25,7 @@ export async function probeHealth(links: readonly HostLink[]): Promise<Hyperviso
   return { ...base, retryAfterSeconds: Math.min(...hosts.map((h) => h.retryAfterSeconds ?? 1)) };
 }
 
-async function probeHost(link: HostLink): Promise<HostHealth> {
+async function probeHost(link: HostLink): Promise<Omit<HostHealth, 'accelerator' | 'acceleratorReason'>> {
   if (link.circuit === 'open') {
     const retryAfterSeconds = link.retryAfterSeconds();
     return {

@@ -30,6 +30,7 @@ import { isInProcessTestUri, isTestDriverUri } from '../uri.js';
 import { qemuDomainXml, parseDiskPaths, parseMacAddresses, parseMetadata, testDomainXml, validateSpec } from './domain-xml.js';
 import { detectVirtType, lookupDomain, readDomainOrNull, type RawDomain } from './domains.js';
 import { DomainPoller, VirshEventSource, type VirshEventLine } from './events.js';
+import { detectAccelerator } from '../accelerator.js';
 import { probeHealth } from './health.js';
 import { HostLink, type ConnectionFactory } from './host-link.js';
 import { Inventory } from './inventory.js';
@@ -124,6 +125,10 @@ export class LibvirtHypervisor implements HypervisorPort {
     if (this.#phase === 'started') return;
     if (this.#phase === 'stopped') throw new SvcError('server.unavailable', 'the hypervisor port was stopped and cannot be restarted');
     this.#phase = 'started';
+    for (const link of this.#links) {
+      const acc = this.#acceleratorFor(link.uri);
+      if (acc.accelerator !== null) this.#opts.logger?.info({ host: link.label, accelerator: acc.accelerator, reason: acc.reason }, `new VMs on ${link.label} use ${acc.accelerator === 'kvm' ? 'KVM' : 'TCG (no usable KVM)'}`);
+    }
     for (const v of this.#virsh) v.start();
     await this.#poller.start(); // first sweep: opens the connections and takes the silent baseline
   }
@@ -190,7 +195,10 @@ export class LibvirtHypervisor implements HypervisorPort {
       const withUuid = { ...spec, uuid };
       if ((await this.#inv.locate(spec.name, opts)) !== null) throw new SvcError('VM_ALREADY_EXISTS', `VM '${spec.name}' already exists`);
       const link = opts.host !== undefined ? this.#inv.link(opts.host) : await this.#inv.placement();
-      const xml = isTestDriverUri(link.uri) ? testDomainXml(withUuid) : qemuDomainXml(withUuid, await this.#virtType());
+      // qemu domains record what they were defined to run on (shown as the VM's accelerator).
+      const virtType = isTestDriverUri(link.uri) ? null : this.#virtType();
+      const metadata = virtType === null ? (spec.metadata ?? {}) : { ...spec.metadata, accelerator: virtType === 'kvm' ? 'kvm' as const : 'tcg' as const };
+      const xml = virtType === null ? testDomainXml(withUuid) : qemuDomainXml({ ...withUuid, metadata }, virtType);
       this.#tracker.pin(link.label, spec.name);
       try {
         const { raw, seq } = await this.#inv.call(link, 'write', 'define', spec.name, opts, async (conn) => {
@@ -199,7 +207,7 @@ export class LibvirtHypervisor implements HypervisorPort {
           return { raw: await readDomainOrNull(d), seq };
         });
         if (raw === null) throw new SvcError('LIBVIRT_ERROR', `define ${spec.name}: the domain vanished right after it was defined`);
-        this.#inv.rememberMetadata(link, raw.uuid, spec.metadata ?? {});
+        this.#inv.rememberMetadata(link, raw.uuid, metadata);
         this.#tracker.observeOwn(link.label, spec.name, raw, seq);
         this.#inv.noteDefined(link);
         return this.#inv.info(link, raw);
@@ -250,7 +258,7 @@ export class LibvirtHypervisor implements HypervisorPort {
 
   health(): Promise<HypervisorHealth> {
     // Concurrent health checks share one probe per host.
-    this.#health ??= probeHealth(this.#links).finally(() => {
+    this.#health ??= probeHealth(this.#links, (uri) => this.#acceleratorFor(uri)).finally(() => {
       this.#health = null;
     });
     return this.#health;
@@ -325,9 +333,18 @@ export class LibvirtHypervisor implements HypervisorPort {
     );
   }
 
-  async #virtType(): Promise<'qemu' | 'kvm'> {
+  #virtType(): 'qemu' | 'kvm' {
     const t = this.#opts.domainType ?? 'auto';
     return t === 'auto' ? detectVirtType() : t;
+  }
+
+  /** What new qemu VMs get, and why (null on test-driver hosts). */
+  #acceleratorFor(uri: string): { accelerator: 'kvm' | 'tcg' | null; reason: string | null } {
+    if (isTestDriverUri(uri)) return { accelerator: null, reason: null };
+    const t = this.#opts.domainType ?? 'auto';
+    if (t !== 'auto') return { accelerator: t === 'kvm' ? 'kvm' : 'tcg', reason: `configured domain type ${t}` };
+    const d = detectAccelerator();
+    return { accelerator: d.accelerator, reason: d.reason };
   }
 
   #emit(e: HypervisorEvent): void {

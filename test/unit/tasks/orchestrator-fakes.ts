@@ -79,7 +79,7 @@ export class FakeVms implements TaskVmBackend {
       detail: (name) =>
         Promise.resolve({
           name, state: 'running', uuid: `uuid-${name}`, vcpus: 1, memory_mb: 256, ip_address: '10.0.0.7', uptime_seconds: 1,
-          agent: { connected: true }, host: 'test:///default', profile: 'basic', disk_gb: 1,
+          agent: { connected: true }, host: 'test:///default', profile: 'basic', disk_gb: 1, accelerator: null,
         }),
       remove: (name) => {
         if (!this.existing.delete(name)) return Promise.reject(new SvcError('VM_NOT_FOUND', `VM '${name}' not found`));

@@ -80,7 +80,7 @@ describe('TaskVms', () => {
 describe('hypervisorCapacity', () => {
   const health = (status: HypervisorHealth['status']): HypervisorHealth => ({
     status, hypervisor: 'qemu:///system', circuit: status === 'down' ? 'open' : 'closed', retryAfterSeconds: 12,
-    hosts: [{ host: 'qemu:///system', status: status === 'down' ? 'down' : 'ok', circuit: status === 'down' ? 'open' : 'closed', latencyMs: null, error: { code: 'HYPERVISOR_UNAVAILABLE', message: 'connection refused' } }],
+    hosts: [{ host: 'qemu:///system', status: status === 'down' ? 'down' : 'ok', circuit: status === 'down' ? 'open' : 'closed', latencyMs: null, accelerator: null, acceleratorReason: null, error: { code: 'HYPERVISOR_UNAVAILABLE', message: 'connection refused' } }],
   });
 
   test('ok unless the hypervisor is down; one probe per second at most', async () => {
