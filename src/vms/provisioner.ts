@@ -52,7 +52,8 @@ export interface ProvisionerOptions {
 export class Provisioner {
   readonly #o: ProvisionerOptions;
   #image: Promise<BootImage | null> | undefined;
-  readonly #reserved = new Set<string>();
+  /** Addresses this process handed out, by VM name (see #reserveAddress). */
+  readonly #addresses = new Map<string, string>();
 
   constructor(opts: ProvisionerOptions) {
     this.#o = opts;
@@ -69,8 +70,9 @@ export class Provisioner {
     const ipAddress = image === null ? null : await this.#reserveAddress(vm);
     try {
       return await this.#define(vm, c, paths, image, ipAddress, signal);
-    } finally {
-      if (ipAddress !== null) this.#reserved.delete(ipAddress);
+    } catch (err) {
+      this.#addresses.delete(vm);
+      throw err;
     }
   }
 
@@ -166,6 +168,7 @@ export class Provisioner {
   /** Removes the VM's certificates (and their fw_cfg copies), and with deleteDisk its whole directory and disks inside it. */
   async purge(vm: string, deleteDisk: boolean, disks: readonly string[]): Promise<StepResult> {
     const paths = this.paths(vm);
+    this.#addresses.delete(vm); // the domain is undefined by now: list() no longer names its address
     await rm(paths.certs, { recursive: true, force: true });
     await removeFwCfg(paths.fwCfg);
     if (!deleteDisk) return { diskDeleted: false };
@@ -202,12 +205,20 @@ export class Provisioner {
   }
 
   /** A free static address on the VM network (addresses of defined VMs and of defines in flight are taken). */
+  /**
+   * A free address on the network: not in any domain's metadata and not held by this process.
+   * The set of held addresses is read after the (awaited) list, and picking plus holding is
+   * synchronous, so concurrent creates never get the same one (they all got .10 before, and the
+   * guests stole each other's TCP connections through ARP). Held until the VM is purged, so a
+   * list that was taken before another VM's define finished cannot hand out its address either.
+   */
   async #reserveAddress(vm: string): Promise<string> {
-    const used = new Set(this.#reserved);
-    for (const d of await this.#o.hypervisor.list()) if (d.metadata.ipAddress !== undefined) used.add(d.metadata.ipAddress);
+    const listed = await this.#o.hypervisor.list();
+    const used = new Set(this.#addresses.values());
+    for (const d of listed) if (d.metadata.ipAddress !== undefined) used.add(d.metadata.ipAddress);
     const ip = pickAddress(hostOf(this.#o.qemu.agentServer), used);
     if (ip === null) throw new SvcError('PROVISIONING_ERROR', `no free address left on network ${this.#o.qemu.network} for VM '${vm}'`);
-    this.#reserved.add(ip);
+    this.#addresses.set(vm, ip);
     return ip;
   }
 
