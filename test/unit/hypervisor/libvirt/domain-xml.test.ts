@@ -30,7 +30,7 @@ const full: DomainSpec = {
   uuid: '0b8f1c4e-3c55-4d0e-9a53-0c2b7f5d9e10',
   vcpus: 2,
   memoryMiB: 512,
-  metadata: { profile: 'svc-dev', diskGiB: 50, instanceId: 'i-1', ipAddress: '192.168.213.10', labels: { owner: `o'<&>"` } },
+  metadata: { profile: 'svc-dev', diskGiB: 50, instanceId: 'i-1', ipAddress: '192.168.213.10', accelerator: 'tcg', labels: { owner: `o'<&>"` } },
   qemu: {
     disks: [{ path: '/var/lib/sandboxd/vms/agent-q1/root.qcow2' }, { path: '/var/lib/sandboxd/vms/agent-q1/seed.img', format: 'raw', readOnly: true }],
     network: 'sandboxd-iso',
@@ -77,6 +77,8 @@ describe('domain XML', () => {
     assert.match(xml, /o&apos;&lt;&amp;&gt;&quot;/);
     assert.ok(!xml.includes(`o'<&>"`));
     assert.deepEqual(parseMetadata(xml), full.metadata);
+    assert.match(xml, /<sbx:accelerator>tcg<\/sbx:accelerator>/);
+    refused(() => qemuDomainXml({ ...full, metadata: { accelerator: 'hvf' as 'kvm' } }, 'qemu'), /accelerator must be kvm or tcg/);
     assert.deepEqual(parseDiskPaths(xml), full.qemu!.disks!.map((d) => d.path));
     assert.deepEqual(parseMacAddresses(xml), [macFromName('agent-q1')]);
     assert.match(qemuDomainXml({ ...full, qemu: { ...full.qemu!, kernel: undefined as never } }, 'kvm'), /^<domain type='kvm'>[\s\S]*<boot dev='hd'\/>/);
