@@ -22,9 +22,10 @@
  * record in the task log.
  *
  * On the libvirt test driver the VM's agent is a local process, so the workspace and outbox paths
- * are directly usable by the command. A real guest cannot see them (issue 9): there the clone
- * must run inside the guest through the agent (`git clone` as a command in the VM) and the outbox
- * must be the guest's view of the agent share.
+ * are directly usable by the command. A real guest cannot see them: there the host's clone is
+ * copied in after `ready` and the guest's outbox copied back during `completing` (and, best
+ * effort, when a task fails), through the agent (guest-workspace.ts); the command gets the
+ * guest's paths.
  */
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -36,6 +37,7 @@ import type { Storage } from '../storage/storage.js';
 import { runAgentCommand, within, AGENT_BACKSTOP_SLACK_SECONDS, DEFAULT_KILL_GRACE_MS, RESULT_AFTER_KILL_MS, type CommandStarter } from './agent-run.js';
 import { collectArtifacts, globToRegExp, type ArtifactEntry } from './artifacts.js';
 import { gitClone, DEFAULT_CLONE_TIMEOUT_MS } from './git-clone.js';
+import { pullOutbox, pushWorkspace, type GuestDirs } from './guest-workspace.js';
 import { buildArgv, parseTaskSubmission, type ManifestDefaults, type TaskManifest } from './manifest.js';
 import { describeFailure, TaskOutput } from './task-output.js';
 import { TaskLog, DEFAULT_TASK_LOG_MAX_BYTES } from './task-log.js';
@@ -50,6 +52,8 @@ export const DEFAULT_PROVISION_TIMEOUT_MS = 5 * 60_000;
 export const DEFAULT_MAX_PENDING_TASKS = 1000;
 /** Default number of finished tasks remembered (with their logs and outboxes). */
 export const DEFAULT_TASK_RETENTION = 1000;
+/** Bound of the best-effort outbox copy from the guest of a failed task (ms). */
+const GUEST_PULL_ON_FAILURE_MS = 60_000;
 
 /** Whether a new task could get a VM at all (see TaskServiceOptions.capacity). */
 export type CapacityCheck = { ok: true } | { ok: false; reason: string; retryAfterSeconds?: number };
@@ -88,6 +92,8 @@ interface TaskContext {
   vmName: string | null;
   createOperationId: string | null;
   artifacts: ArtifactEntry[] | null;
+  /** The workspace and outbox inside a real guest (null: the agent runs on this host). */
+  guest: GuestDirs | null;
   /** Resolves when no command of this task runs any more (DELETE waits for it). */
   readonly commandEnded: Promise<void>;
   endCommand: () => void;
@@ -134,7 +140,7 @@ export class TaskOrchestrator {
     const ctx: TaskContext = {
       id, manifest, dir, workspace: join(dir, 'workspace'), outbox: this.#o.storage.outboxDir(id),
       log: new TaskLog({ path: join(dir, 'log.ndjson'), maxBytes: this.#o.logMaxBytes ?? DEFAULT_TASK_LOG_MAX_BYTES, onError: (err) => this.#error(err, id, 'task log write failed; the log is live-only now') }),
-      timer, vmName: null, createOperationId: null, artifacts: null, commandEnded, endCommand, runner: Promise.resolve(),
+      timer, vmName: null, createOperationId: null, artifacts: null, guest: null, commandEnded, endCommand, runner: Promise.resolve(),
     };
     this.#tasks.set(id, ctx);
     ctx.log.appendEssential({ kind: 'state', from: null, to: 'pending', message: record.state_message, at: record.created_at });
@@ -222,8 +228,13 @@ export class TaskOrchestrator {
       ctx.createOperationId = await this.#o.vms.create(vm);
       ctx.vmName = vm;
       this.store.setVm(id, { name: vm, ip: null });
-      const { ip } = await this.#o.vms.waitReady(vm, ctx.createOperationId, { timeoutMs: this.#o.provisionTimeoutMs ?? DEFAULT_PROVISION_TIMEOUT_MS, signal });
+      const { ip, guest } = await this.#o.vms.waitReady(vm, ctx.createOperationId, { timeoutMs: this.#o.provisionTimeoutMs ?? DEFAULT_PROVISION_TIMEOUT_MS, signal });
       this.store.setVm(id, { name: vm, ip: ip === '' ? null : ip });
+      if (guest) {
+        const t0 = Date.now();
+        ctx.guest = await pushWorkspace(this.#o.commands, ctx.workspace, { agentId: vm, taskId: id, signal });
+        ctx.log.appendEssential({ kind: 'guest_workspace', path: ctx.guest.workspace, outbox: ctx.guest.outbox, copy_ms: Date.now() - t0 });
+      }
       if (!this.#move(id, 'provisioning', 'ready', `VM ${vm} is running and its agent is Ready`)) return;
 
       phase = 'running';
@@ -235,8 +246,8 @@ export class TaskOrchestrator {
       let outcome;
       try {
         outcome = await runAgentCommand(this.#o.commands, {
-          agentId: vm, commandId: id, argv, cwd: ctx.workspace, signal,
-          env: { SANDBOX_TASK_ID: id, SANDBOX_WORKSPACE: ctx.workspace, SANDBOX_OUTBOX: ctx.outbox },
+          agentId: vm, commandId: id, argv, cwd: ctx.guest?.workspace ?? ctx.workspace, signal,
+          env: { SANDBOX_TASK_ID: id, SANDBOX_WORKSPACE: ctx.guest?.workspace ?? ctx.workspace, SANDBOX_OUTBOX: ctx.guest?.outbox ?? ctx.outbox },
           timeoutSeconds: Math.max(1, remainingS) + AGENT_BACKSTOP_SLACK_SECONDS,
           ...(this.#o.killGraceMs !== undefined ? { killGraceMs: this.#o.killGraceMs } : {}),
           onOutput: (stream, data) => output.output(stream, data),
@@ -254,6 +265,7 @@ export class TaskOrchestrator {
       }
       phase = 'completing';
       if (!this.#move(id, 'running', 'completing', 'the coding agent exited 0; collecting artifacts', { exitCode: 0 })) return;
+      if (ctx.guest !== null) await this.#pullGuestOutbox(ctx, ctx.guest, signal);
       ctx.artifacts = await collectArtifacts(ctx.outbox, { patterns: manifest.artifacts.patterns, signal });
       this.#move(id, 'completing', 'completed', `${ctx.artifacts.length} artifact(s) collected`);
     } catch (err) {
@@ -275,6 +287,12 @@ export class TaskOrchestrator {
       record = this.store.get(ctx.id);
     }
     const state: TaskState | undefined = record?.state;
+    if (ctx.artifacts === null && ctx.guest !== null && state !== 'cancelled') {
+      // What a failed run left in the guest's outbox, while the VM still exists (best effort).
+      await this.#pullGuestOutbox(ctx, ctx.guest, AbortSignal.timeout(GUEST_PULL_ON_FAILURE_MS)).catch((err: unknown) => {
+        ctx.log.appendEssential({ kind: 'guest_outbox_lost', error: err instanceof Error ? err.message : String(err) });
+      });
+    }
     if (ctx.artifacts === null) {
       ctx.artifacts = await collectArtifacts(ctx.outbox, { patterns: ctx.manifest.artifacts.patterns }).catch(() => []);
     }
@@ -288,6 +306,12 @@ export class TaskOrchestrator {
     if (!preserve && this.#o.keepWorkspaces !== true) await rm(ctx.workspace, { recursive: true, force: true });
     await ctx.log.close();
     await this.#forgetEvicted();
+  }
+
+  async #pullGuestOutbox(ctx: TaskContext, guest: GuestDirs, signal: AbortSignal): Promise<void> {
+    if (ctx.vmName === null) return;
+    const pulled = await pullOutbox(this.#o.commands, guest.outbox, ctx.outbox, { agentId: ctx.vmName, taskId: ctx.id, signal });
+    ctx.log.appendEssential({ kind: 'guest_outbox', files: pulled.files, skipped: pulled.skipped });
   }
 
   /** Drops the files of tasks the store no longer remembers (retention). */

@@ -12,6 +12,7 @@
  * lost" and fails the task.
  */
 import { SvcError, isErrorCode } from '../core/errors.js';
+import { isTestDriverUri } from '../hypervisor/uri.js';
 import type { OperationJson } from '../../actors/vm/operation-state.js';
 import type { CreateVmRequest, Profile } from '../vms/create-request.js';
 import type { VmApi } from '../vms/vm-controller.js';
@@ -71,10 +72,11 @@ export class TaskVms {
 
   /**
    * Waits for the create operation, then for the VM's agent to be Ready. Resolves with the VM's
-   * address ('' when unknown). Rejects with the operation's error, `server.timeout` naming what
+   * address ('' when unknown) and whether the agent runs in a real guest (qemu hosts) rather than
+   * as a local process on this host (the test driver), which decides how the workspace gets there. Rejects with the operation's error, `server.timeout` naming what
    * it waited for, or the signal's reason.
    */
-  async waitReady(name: string, operationId: string, opts: { timeoutMs: number; signal: AbortSignal }): Promise<{ ip: string }> {
+  async waitReady(name: string, operationId: string, opts: { timeoutMs: number; signal: AbortSignal }): Promise<{ ip: string; guest: boolean }> {
     const deadline = Date.now() + opts.timeoutMs;
     const op = await this.#vms.operations.waitFor(operationId, { timeoutMs: opts.timeoutMs, signal: opts.signal });
     if (op.status === 'failed') {
@@ -82,7 +84,7 @@ export class TaskVms {
     }
     const detail = await this.#vms.api.detail(name);
     await this.#waitAgent(name, detail.uuid, Math.max(0, deadline - Date.now()), opts.signal);
-    return { ip: detail.ip_address };
+    return { ip: detail.ip_address, guest: !isTestDriverUri(detail.host) };
   }
 
   /**
