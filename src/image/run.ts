@@ -26,6 +26,8 @@ export function run(cmd: string, args: readonly string[], o: RunOptions = {}): P
       const why = err?.message.split('\n')[0] ?? `exit ${code}`;
       reject(new Error(`${cmd} ${args.slice(0, 6).join(' ')}: ${why}: ${stderr.toString().trim().slice(-800)}`));
     });
+    // A tool that exits without reading all of its input must not become an uncaught EPIPE.
+    child.stdin?.on('error', () => undefined);
     if (o.input !== undefined) child.stdin?.end(o.input);
   });
 }

@@ -40,9 +40,9 @@ export interface AgentEvent {
 
 /**
  * Starts sandboxd with a fresh state dir; `env` overrides (SVC_AGENT_HEARTBEAT_SECONDS, …).
- * `logLines`, when given, receives every log line at warn and above (JSON text).
+ * `logLines`, when given, receives every log line at `logLevel` (default warn) and above (JSON text).
  */
-export async function startTestServer(env: Record<string, string> = {}, reuseDir?: string, logLines?: string[]): Promise<TestServer> {
+export async function startTestServer(env: Record<string, string> = {}, reuseDir?: string, logLines?: string[], logLevel = 'warn'): Promise<TestServer> {
   const dir = reuseDir ?? (await mkdtemp(join(tmpdir(), 'sandboxd-agents-')));
   const config = loadConfig({
     SVC_STATE_DIR: dir,
@@ -59,7 +59,7 @@ export async function startTestServer(env: Record<string, string> = {}, reuseDir
   const logger =
     logLines === undefined
       ? pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' })
-      : pino({ level: 'warn' }, { write: (line: string) => void logLines.push(line) });
+      : pino({ level: logLevel }, { write: (line: string) => void logLines.push(line) });
   const server = await startServer(config, logger);
   const ca = await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain });
   const base = `http://127.0.0.1:${server.ports.http}`;
