@@ -8,7 +8,7 @@
  */
 import { existsSync, statSync } from 'node:fs';
 import { chmod, chown, mkdir, readFile } from 'node:fs/promises';
-import { run } from '../image/run.js';
+import { ensureAptLists, run } from '../image/run.js';
 import { detectAccelerator } from '../hypervisor/accelerator.js';
 
 export { detectAccelerator };
@@ -59,6 +59,7 @@ export async function prepareHost(o: PrepareOptions = {}): Promise<PrepareResult
   if (missing.length > 0) {
     if (!root || o.install === false) throw new Error(`missing ${missing.join(', ')}; as root run: apt-get install --no-install-recommends ${HOST_PACKAGES.join(' ')}`);
     log(`installing ${HOST_PACKAGES.join(' ')} (missing: ${missing.join(', ')})`);
+    await ensureAptLists();
     await run('env', ['DEBIAN_FRONTEND=noninteractive', 'apt-get', 'install', '-y', '--no-install-recommends', ...HOST_PACKAGES], { timeoutMs: 900_000 });
   }
   if (!root) throw new Error('host prepare needs root (libvirt qemu:///system, bridges and iptables)');

@@ -15,7 +15,7 @@ import { createHash } from 'node:crypto';
 import { chmod, cp, mkdir, readdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, relative } from 'node:path';
 import { GUEST_INIT, GUEST_MODULES } from './guest-init.js';
-import { run } from './run.js';
+import { ensureAptLists, run } from './run.js';
 
 /** Bumped when the layout or the recipe changes (part of the cache key). */
 export const IMAGE_RECIPE_VERSION = 'minimal-1';
@@ -131,6 +131,7 @@ export async function readManifest(dir: string): Promise<ImageManifest | null> {
 }
 
 async function resolveKernelPackage(): Promise<string> {
+  await ensureAptLists();
   const out = (await run('apt-cache', ['depends', 'linux-image-amd64'])).toString();
   const m = /Depends:\s*(linux-image-[0-9][^\s]*-amd64)/.exec(out);
   if (m?.[1] === undefined) throw new Error(`apt-cache depends linux-image-amd64 names no kernel package:\n${out}`);

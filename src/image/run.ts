@@ -1,5 +1,6 @@
 /** Runs a host tool for the image builder and host preparation: argv only (no shell), bounded, stdout as a Buffer. */
 import { execFile } from 'node:child_process';
+import { readdir } from 'node:fs/promises';
 
 export interface RunOptions {
   cwd?: string;
@@ -30,4 +31,21 @@ export function run(cmd: string, args: readonly string[], o: RunOptions = {}): P
     child.stdin?.on('error', () => undefined);
     if (o.input !== undefined) child.stdin?.end(o.input);
   });
+}
+
+let aptListsReady: Promise<void> | undefined;
+
+/**
+ * Makes sure apt has package lists (a fresh Debian container has none, and then neither
+ * `apt-get download` nor `apt-get install` finds anything): runs `apt-get update` once per
+ * process when /var/lib/apt/lists holds no Packages file and we are root. Otherwise a no-op.
+ */
+export function ensureAptLists(): Promise<void> {
+  aptListsReady ??= (async () => {
+    const lists = await readdir('/var/lib/apt/lists').catch(() => [] as string[]);
+    if (lists.some((f) => f.endsWith('_Packages') || f.endsWith('_Packages.lz4'))) return;
+    if (process.getuid?.() !== 0) return;
+    await run('apt-get', ['update', '-qq'], { timeoutMs: 300_000 });
+  })();
+  return aptListsReady;
 }
