@@ -8,7 +8,7 @@
  * Usage: node dist/test/run.js [substring ...]   (only files whose path contains a substring)
  */
 import { spawn } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -24,10 +24,14 @@ function listTests(dir: string): string[] {
   return out;
 }
 
+/** The .ts a compiled test came from: tsc never deletes the output of a removed test file. */
+const sourceOf = (f: string): string => join(testRoot, '..', '..', 'test', relative(testRoot, f).replace(/\.js$/, '.ts'));
+
 const filters = process.argv.slice(2);
-const files = listTests(testRoot)
-  .filter((f) => filters.length === 0 || filters.some((s) => relative(testRoot, f).includes(s)))
-  .sort();
+const compiled = listTests(testRoot).filter((f) => filters.length === 0 || filters.some((s) => relative(testRoot, f).includes(s)));
+const stale = compiled.filter((f) => !existsSync(sourceOf(f)));
+for (const f of stale) process.stderr.write(`skipping ${relative(testRoot, f)}: its source was removed (stale build output)\n`);
+const files = compiled.filter((f) => !stale.includes(f)).sort();
 if (files.length === 0) {
   process.stderr.write(`no test files matched ${filters.join(' ')}\n`);
   process.exit(1);
