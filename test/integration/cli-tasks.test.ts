@@ -112,7 +112,14 @@ describe('sbx task', () => {
     }
     const sub = await sbxJson<{ task_id: string; accepted: boolean }>(srv, ['task', 'submit', '-f', '-'], { stdin: manifest('cli-sleep', 'echo started; sleep 120') });
     assert.equal(sub.accepted, true);
-    await waitFor('the task to run', async () => ((await sbxJson<Task>(srv, ['task', 'get', sub.task_id])).state === 'running' ? true : undefined), 120_000);
+    let last = '';
+    await waitFor('the task to run (last state below)', async () => {
+      const x = await sbxJson<Task>(srv, ['task', 'get', sub.task_id]);
+      last = `${x.state}: ${JSON.stringify(x).slice(0, 400)}`;
+      return x.state === 'running' ? true : undefined;
+    }, 120_000).catch((err: unknown) => {
+      throw new Error(`${err instanceof Error ? err.message : String(err)}; last: ${last}`);
+    });
     const cancelled = await sbxJson<{ success: boolean }>(srv, ['task', 'cancel', sub.task_id, '--reason', 'sbx test']);
     assert.equal(cancelled.success, true);
     const final = await waitFor('the cancel', async () => {
