@@ -110,9 +110,13 @@ export function buildCloudInit(input: CloudInitInput): CloudInitSeed {
     version: 2,
     ethernets: { primary: { match: { macaddress: input.macAddress.toLowerCase() }, 'set-name': 'eth0', dhcp4: true } },
   };
+  // cloud-init reads YAML 1.1 (PyYAML): written as 1.2, an all-digit MAC such as
+  // 52:54:00:12:34:56 is a base-60 integer there (and `yes` a boolean), so cloud-init-local
+  // crashed and the VM had no network. In 1.1 mode such strings are quoted.
+  const yaml11 = { version: '1.1' } as const;
   return {
-    userData: `#cloud-config\n${stringify(config, { lineWidth: 0 })}`,
-    metaData: stringify(meta),
-    networkConfig: stringify(network),
+    userData: `#cloud-config\n${stringify(config, { ...yaml11, lineWidth: 0 })}`,
+    metaData: stringify(meta, yaml11),
+    networkConfig: stringify(network, yaml11),
   };
 }

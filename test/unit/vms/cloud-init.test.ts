@@ -48,6 +48,14 @@ describe('cloud-init seed', () => {
     assert.deepEqual(parse(seed.networkConfig), { version: 2, ethernets: { primary: { match: { macaddress: '52:54:00:ab:cd:ef' }, 'set-name': 'eth0', dhcp4: true } } });
   });
 
+  test('read as YAML 1.1 (cloud-init uses PyYAML), an all-digit MAC and a yes-like name stay strings', () => {
+    const seed = buildCloudInit({ ...input, vm: 'yes', macAddress: '52:54:00:12:34:56' });
+    const net = parse(seed.networkConfig, { version: '1.1' }) as { ethernets: { primary: { match: { macaddress: unknown } } } };
+    assert.equal(net.ethernets.primary.match.macaddress, '52:54:00:12:34:56');
+    assert.equal((parse(seed.metaData, { version: '1.1' }) as Record<string, unknown>)['local-hostname'], 'yes');
+    assert.equal((parse(seed.userData, { version: '1.1' }) as UserData).hostname, 'yes');
+  });
+
   test('values that could escape the unit file or YAML are refused', () => {
     assert.throws(() => buildCloudInit({ ...input, server: 'h:1\nExecStartPre=/bin/sh' }), RangeError);
     assert.throws(() => buildCloudInit({ ...input, profile: 'a b' }), RangeError);
