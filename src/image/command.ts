@@ -1,11 +1,13 @@
 /**
- * `sandboxd image build [--kind minimal|debian] [--out DIR]`: builds the guest image qemu VMs boot
- * (build-minimal.ts). Prints the image folder; SVC_VM_BASE_IMAGE is `<that folder>/disk.ext4`.
- * `debian` (debootstrap + systemd + cloud-init) is not built yet and is refused clearly.
+ * `sandboxd image build [--kind minimal|debian] [--out DIR]`: builds the guest image qemu VMs boot,
+ * `minimal` (busybox init, the fast test image: build-minimal.ts) or `debian` (debootstrap root
+ * with systemd and cloud-init, production-like: build-debian.ts, needs root). Prints the image
+ * folder; SVC_VM_BASE_IMAGE is `<that folder>/disk.ext4`.
  */
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { buildDebianImage } from './build-debian.js';
 import { buildMinimalImage } from './build-minimal.js';
 
 export interface CommandIo {
@@ -16,9 +18,11 @@ export interface CommandIo {
 export const IMAGE_USAGE = `usage: sandboxd image build [--kind minimal|debian] [--out DIR]
 
   --kind  minimal (default): Debian kernel (PVH vmlinux) + busybox initramfs + ext4 disk with
-          node and sandbox-agent; boots to a connected agent in about 5 s under TCG.
-          debian: not available yet.
-  --out   output root (default ./images); the image goes to <out>/minimal-<hash>/ and is reused
+          node and sandbox-agent; boots to a connected agent in about 13 s under TCG.
+          debian: Debian bookworm root (debootstrap) with systemd, cloud-init, the cloud
+          kernel and Debian's initramfs, tmux, git, node and sandbox-agent (sandbox-agent.service);
+          production-like, needs root; boots to a connected agent in about 20-30 s under TCG.
+  --out   output root (default ./images); the image goes to <out>/<kind>-<hash>/ and is reused
           while its inputs are unchanged. Then set SVC_VM_BASE_IMAGE=<that folder>/disk.ext4.
 `;
 
@@ -38,6 +42,25 @@ export function findPackageRoot(from: string): string {
   }
 }
 
+/** Image kinds `image build` makes. */
+export type ImageKind = 'minimal' | 'debian';
+
+/** `image build` options (after `build`): kind (default minimal) and out (default ./images, made absolute), or what is wrong. */
+export function parseBuildArgs(rest: readonly string[]): { kind: ImageKind; out: string } | { error: string } {
+  let kind = 'minimal';
+  let out = resolve('images');
+  for (let i = 0; i < rest.length; i++) {
+    const a = rest[i] ?? '';
+    const [flag, inline] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
+    const value = inline ?? rest[++i];
+    if (flag === '--kind' && value !== undefined) kind = value;
+    else if (flag === '--out' && value !== undefined) out = resolve(value);
+    else return { error: `unexpected argument '${a}'` };
+  }
+  if (kind !== 'minimal' && kind !== 'debian') return { error: `--kind must be minimal or debian, not '${kind}'` };
+  return { kind, out };
+}
+
 /** Runs the image subcommand; resolves to the exit code (0 ok, 1 failed, 2 usage). */
 export async function runImageCommand(argv: readonly string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = argv;
@@ -49,30 +72,21 @@ export async function runImageCommand(argv: readonly string[], io: CommandIo): P
     io.stderr(`sandboxd image: unknown subcommand '${sub}'\n${IMAGE_USAGE}`);
     return 2;
   }
-  let kind = 'minimal';
-  let out = resolve('images');
-  for (let i = 0; i < rest.length; i++) {
-    const a = rest[i] ?? '';
-    const [flag, inline] = a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a, undefined];
-    const value = inline ?? rest[++i];
-    if (flag === '--kind' && value !== undefined) kind = value;
-    else if (flag === '--out' && value !== undefined) out = resolve(value);
-    else {
-      io.stderr(`sandboxd image build: unexpected argument '${a}'\n${IMAGE_USAGE}`);
-      return 2;
-    }
-  }
-  if (kind === 'debian') {
-    io.stderr('sandboxd image build: --kind debian (debootstrap + systemd + cloud-init) is not implemented yet; use --kind minimal\n');
+  const args = parseBuildArgs(rest);
+  if ('error' in args) {
+    io.stderr(`sandboxd image build: ${args.error}\n${IMAGE_USAGE}`);
     return 2;
   }
-  if (kind !== 'minimal') {
-    io.stderr(`sandboxd image build: --kind must be minimal or debian, not '${kind}'\n`);
+  const { kind, out } = args;
+  // Checked here too so the refusal is a usage answer, not a failed build.
+  if (kind === 'debian' && process.getuid?.() !== 0) {
+    io.stderr('sandboxd image build: --kind debian needs root (debootstrap, chroot, file ownership); run it as root, or use --kind minimal\n');
     return 2;
   }
   try {
     const tree = defaultAgentTree();
-    const r = await buildMinimalImage({ outDir: out, agentTree: tree, packageRoot: findPackageRoot(tree), log: (l) => io.stderr(`${l}\n`) });
+    const opts = { outDir: out, agentTree: tree, packageRoot: findPackageRoot(tree), log: (l: string) => io.stderr(`${l}\n`) };
+    const r = kind === 'debian' ? await buildDebianImage(opts) : await buildMinimalImage(opts);
     io.stderr(`${r.reused ? 'reused' : 'built'} in ${(r.elapsedMs / 1000).toFixed(1)} s\n`);
     io.stdout(`${r.dir}\n`);
     return 0;

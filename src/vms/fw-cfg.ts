@@ -33,7 +33,7 @@ export async function loadBootImage(baseImage: string | null): Promise<BootImage
   const dir = dirname(baseImage);
   try {
     const m = JSON.parse(await readFile(join(dir, 'manifest.json'), 'utf8')) as { kind?: string; cmdline?: string; files?: { kernel?: string; initrd?: string; disk?: string } };
-    if (m.kind !== 'minimal' || m.files?.kernel === undefined || m.files.initrd === undefined || m.cmdline === undefined) return null;
+    if ((m.kind !== 'minimal' && m.kind !== 'debian') || m.files?.kernel === undefined || m.files.initrd === undefined || m.cmdline === undefined) return null;
     return { kernel: join(dir, m.files.kernel), initrd: join(dir, m.files.initrd), cmdline: m.cmdline, disk: baseImage };
   } catch {
     return null;

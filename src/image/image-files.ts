@@ -1,0 +1,122 @@
+/**
+ * Helpers the image builders share: digests of the inputs (cache key), the copy of the compiled
+ * sandbox-agent with its production node_modules, apt version look-ups, and the kernel payload
+ * of a bzImage (for QEMU's PVH entry, which skips in-guest decompression under TCG).
+ *
+ * build-minimal.ts has private copies of some of these (it predates this file).
+ */
+import { createHash, type Hash } from 'node:crypto';
+import { cp, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { dirname, join, relative } from 'node:path';
+import { run } from './run.js';
+
+/** Production packages the agent never loads (server-only natives), left out of guest disks. */
+export const SKIP_PACKAGES: ReadonlySet<string> = new Set(['@trufflesuite/uws-js-unofficial', 'better-sqlite3', 'esbuild', '@esbuild/linux-x64']);
+
+/** Regular files under `dir`, sorted (stable hash order). */
+export async function listFiles(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await readdir(dir, { withFileTypes: true, recursive: true })) if (e.isFile()) out.push(join(e.parentPath, e.name));
+  return out.sort();
+}
+
+/** sha256 (hex) of a file's bytes. */
+export async function fileDigest(p: string): Promise<string> {
+  return createHash('sha256').update(await readFile(p)).digest('hex');
+}
+
+export async function exists(p: string): Promise<boolean> {
+  return stat(p).then(() => true, () => false);
+}
+
+/** Feeds every file of a tree (relative name and bytes, sorted) into `h`; source maps are skipped like in the copy. */
+export async function hashTree(h: Hash, root: string, sub: string): Promise<void> {
+  if (!(await exists(join(root, sub)))) return;
+  for (const f of await listFiles(join(root, sub))) {
+    if (f.endsWith('.map')) continue;
+    h.update(`${relative(root, f)}\n`).update(await readFile(f));
+  }
+}
+
+/**
+ * Digest of what the agent copy is made from: the compiled src/ and proto/ trees and the lock
+ * file (which pins every production dependency, native ones included).
+ */
+export async function agentInputsDigest(agentTree: string, packageRoot: string): Promise<string> {
+  const h = createHash('sha256');
+  await hashTree(h, agentTree, 'src');
+  await hashTree(h, agentTree, 'proto');
+  h.update(await readFile(join(packageRoot, 'package-lock.json')).catch(() => Buffer.alloc(0)));
+  return h.digest('hex');
+}
+
+/**
+ * Copies the compiled agent (src/, proto/ without source maps) and its production node_modules
+ * (as `npm ls --omit=dev` lists them, minus SKIP_PACKAGES) to `dest`, with a package.json that
+ * makes the .js files ES modules.
+ */
+export async function copyAgent(dest: string, agentTree: string, packageRoot: string): Promise<void> {
+  await mkdir(join(dest, 'node_modules'), { recursive: true });
+  const noMaps = (s: string): boolean => !s.endsWith('.map');
+  await cp(join(agentTree, 'src'), join(dest, 'src'), { recursive: true, filter: noMaps });
+  if (await exists(join(agentTree, 'proto'))) await cp(join(agentTree, 'proto'), join(dest, 'proto'), { recursive: true, filter: noMaps });
+  await writeFile(join(dest, 'package.json'), '{"type":"module","private":true}\n');
+  const parseable = (await run('npm', ['ls', '--omit=dev', '--all', '--parseable'], { cwd: packageRoot, okCodes: [0, 1] })).toString();
+  const nm = join(packageRoot, 'node_modules');
+  for (const p of parseable.split('\n')) {
+    if (!p.startsWith(`${nm}/`)) continue;
+    const rel = relative(nm, p);
+    if (rel.includes('node_modules') || SKIP_PACKAGES.has(rel)) continue; // nested copies come with their parent
+    await mkdir(dirname(join(dest, 'node_modules', rel)), { recursive: true });
+    await cp(p, join(dest, 'node_modules', rel), { recursive: true, verbatimSymlinks: true });
+  }
+}
+
+/** apt's candidate version of `pkg` (host index); rejects when there is none. */
+export async function candidateVersion(pkg: string): Promise<string> {
+  const out = (await run('apt-cache', ['policy', pkg])).toString();
+  const m = /Candidate:\s*(\S+)/.exec(out);
+  if (m?.[1] === undefined || m[1] === '(none)') throw new Error(`apt has no candidate for ${pkg} (run apt-get update?)`);
+  return m[1];
+}
+
+/** A stable UUID from a hash (filesystem UUID and hash seed: keeps a disk reproducible). */
+export function uuidFrom(hash: string): string {
+  const x = createHash('sha256').update(hash).digest('hex');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-4${x.slice(13, 16)}-8${x.slice(17, 20)}-${x.slice(20, 32)}`;
+}
+
+/** Compression of a bzImage payload, by its magic bytes. */
+export type PayloadCodec = 'gzip' | 'xz' | 'zstd' | 'lz4';
+
+/**
+ * Where the compressed kernel sits inside a bzImage, from its setup header (boot protocol
+ * 2.08+: payload_offset at 0x248, payload_length at 0x24c, relative to the protected-mode code
+ * that starts after (setup_sects + 1) sectors). The payload ends with the 4-byte little-endian
+ * size of the uncompressed vmlinux (the kernel build's size_append), excluded here.
+ */
+export function bzImagePayload(image: Buffer): { data: Buffer; codec: PayloadCodec; uncompressedBytes: number } {
+  if (image.length < 0x250 || image.readUInt32LE(0x202) !== 0x53726448) throw new Error('not a bzImage (no HdrS setup header)');
+  const setupSects = image.readUInt8(0x1f1) === 0 ? 4 : image.readUInt8(0x1f1);
+  const start = (setupSects + 1) * 512 + image.readUInt32LE(0x248);
+  const length = image.readUInt32LE(0x24c);
+  if (length < 8 || start + length > image.length) throw new Error('bzImage payload is out of bounds');
+  const payload = image.subarray(start, start + length);
+  const magic = payload.subarray(0, 6).toString('hex');
+  const codec: PayloadCodec | undefined = magic.startsWith('1f8b') ? 'gzip' : magic === 'fd377a585a00' ? 'xz' : magic.startsWith('28b52ffd') ? 'zstd' : magic.startsWith('02214c18') ? 'lz4' : undefined;
+  if (codec === undefined) throw new Error(`bzImage payload has an unknown compression (magic ${magic})`);
+  return { data: payload.subarray(0, length - 4), codec, uncompressedBytes: payload.readUInt32LE(length - 4) };
+}
+
+/** The uncompressed ELF vmlinux of a bzImage (host tools gzip/xz/zstd/lz4 decompress it). */
+export async function extractVmlinux(vmlinuz: string): Promise<Buffer> {
+  const p = bzImagePayload(await readFile(vmlinuz));
+  const tool: Record<PayloadCodec, [string, string[]]> = {
+    gzip: ['gzip', ['-dc']], xz: ['xz', ['-dc', '--single-stream']], zstd: ['zstd', ['-dcq']], lz4: ['lz4', ['-dc']],
+  };
+  const [cmd, args] = tool[p.codec];
+  const out = await run(cmd, args, { input: p.data, maxBuffer: 512 * 1024 * 1024, timeoutMs: 120_000 });
+  if (out.subarray(0, 4).toString('latin1') !== '\x7fELF') throw new Error('the decompressed kernel is not an ELF file');
+  if (out.length !== p.uncompressedBytes) throw new Error(`the decompressed kernel has ${out.length} bytes, its header says ${p.uncompressedBytes}`);
+  return out;
+}
