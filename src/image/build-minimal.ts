@@ -12,17 +12,16 @@
  * a hash of every input, so an unchanged build is reused at once (cached by content).
  */
 import { createHash } from 'node:crypto';
-import { chmod, cp, mkdir, readdir, readFile, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
-import { basename, dirname, join, relative } from 'node:path';
+import { chmod, cp, mkdir, readdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { basename, join, relative } from 'node:path';
 import { GUEST_INIT, GUEST_MODULES } from './guest-init.js';
+import { candidateVersion, copyAgent, exists, extractVmlinux, fileDigest, listFiles, uuidFrom } from './image-files.js';
 import { ensureAptLists, run } from './run.js';
 
 /** Bumped when the layout or the recipe changes (part of the cache key). */
 export const IMAGE_RECIPE_VERSION = 'minimal-1';
 /** Size of the sparse disk file, MiB (the agent's work dir lives on the per-VM overlay of it). */
 export const DISK_SIZE_MIB = 2048;
-/** Production packages the agent never loads (server-only natives), left out of the disk. */
-const SKIP_PACKAGES = new Set(['@trufflesuite/uws-js-unofficial', 'better-sqlite3', 'esbuild', '@esbuild/linux-x64']);
 
 export interface BuildOptions {
   /** Output root; the image goes to `<outDir>/minimal-<hash>/`. */
@@ -138,23 +137,6 @@ async function resolveKernelPackage(): Promise<string> {
   return m[1];
 }
 
-async function candidateVersion(pkg: string): Promise<string> {
-  const out = (await run('apt-cache', ['policy', pkg])).toString();
-  const m = /Candidate:\s*(\S+)/.exec(out);
-  if (m?.[1] === undefined || m[1] === '(none)') throw new Error(`apt has no candidate for ${pkg} (run apt-get update?)`);
-  return m[1];
-}
-
-/** The ELF vmlinux inside a bzImage whose payload is xz (Debian's CONFIG_KERNEL_XZ). */
-async function extractVmlinux(vmlinuz: string): Promise<Buffer> {
-  const data = await readFile(vmlinuz);
-  const at = data.indexOf(Buffer.from([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00]));
-  if (at < 0) throw new Error(`${vmlinuz} has no xz payload`);
-  const out = await run('xz', ['-dc', '--single-stream'], { input: data.subarray(at), maxBuffer: 512 * 1024 * 1024 });
-  if (out.subarray(0, 4).toString('latin1') !== '\x7fELF') throw new Error('the decompressed kernel is not an ELF file');
-  return out;
-}
-
 async function buildInitramfs(root: string, modulesDir: string, busybox: string, out: string): Promise<void> {
   for (const d of ['bin', 'sbin', 'etc', 'proc', 'sys', 'dev', 'run', 'tmp', 'root', 'lib/modules', 'opt/sbx']) await mkdir(join(root, d), { recursive: true });
   await cp(busybox, join(root, 'bin', 'busybox'));
@@ -180,7 +162,6 @@ async function buildInitramfs(root: string, modulesDir: string, busybox: string,
 async function buildDiskRoot(root: string, o: BuildOptions, nodePath: string): Promise<void> {
   await mkdir(join(root, 'bin'), { recursive: true });
   await mkdir(join(root, 'lib'), { recursive: true });
-  await mkdir(join(root, 'agent', 'node_modules'), { recursive: true });
   await mkdir(join(root, 'work'), { recursive: true });
   const bins = [nodePath, '/usr/bin/tmux', '/usr/bin/git'];
   const libs = new Set<string>();
@@ -193,18 +174,7 @@ async function buildDiskRoot(root: string, o: BuildOptions, nodePath: string): P
   // tmux refuses to start without a UTF-8 locale; glibc's C.utf8 is enough (LOCPATH in /init).
   if (await exists('/usr/lib/locale/C.utf8')) await cp('/usr/lib/locale/C.utf8', join(root, 'locale', 'C.utf8'), { recursive: true, dereference: true });
   if (await exists('/lib/terminfo')) await cp('/lib/terminfo', join(root, 'terminfo'), { recursive: true, dereference: true });
-  await cp(join(o.agentTree, 'src'), join(root, 'agent', 'src'), { recursive: true, filter: (s) => !s.endsWith('.map') });
-  if (await exists(join(o.agentTree, 'proto'))) await cp(join(o.agentTree, 'proto'), join(root, 'agent', 'proto'), { recursive: true, filter: (s) => !s.endsWith('.map') });
-  await writeFile(join(root, 'agent', 'package.json'), '{"type":"module","private":true}\n');
-  const parseable = (await run('npm', ['ls', '--omit=dev', '--all', '--parseable'], { cwd: o.packageRoot, okCodes: [0, 1] })).toString();
-  const nm = join(o.packageRoot, 'node_modules');
-  for (const p of parseable.split('\n')) {
-    if (!p.startsWith(`${nm}/`)) continue;
-    const rel = relative(nm, p);
-    if (rel.includes('node_modules') || SKIP_PACKAGES.has(rel)) continue; // nested copies come with their parent
-    await mkdir(dirname(join(root, 'agent', 'node_modules', rel)), { recursive: true });
-    await cp(p, join(root, 'agent', 'node_modules', rel), { recursive: true, verbatimSymlinks: true });
-  }
+  await copyAgent(join(root, 'agent'), o.agentTree, o.packageRoot);
 }
 
 /** Absolute paths of the shared libraries `ldd` resolves for a binary (incl. the loader). */
@@ -213,22 +183,3 @@ async function sharedLibs(binary: string): Promise<string[]> {
   return [...out.matchAll(/(\/[^\s]+\.so[^\s]*)/g)].map((m) => m[1] ?? '').filter((p) => p !== '');
 }
 
-async function listFiles(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  for (const e of await readdir(dir, { withFileTypes: true, recursive: true })) if (e.isFile()) out.push(join(e.parentPath, e.name));
-  return out.sort();
-}
-
-async function fileDigest(p: string): Promise<string> {
-  return createHash('sha256').update(await readFile(p)).digest('hex');
-}
-
-async function exists(p: string): Promise<boolean> {
-  return stat(p).then(() => true, () => false);
-}
-
-/** A stable UUID from the input hash (the filesystem UUID; keeps the disk reproducible). */
-function uuidFrom(hash: string): string {
-  const x = createHash('sha256').update(hash).digest('hex');
-  return `${x.slice(0, 8)}-${x.slice(8, 12)}-4${x.slice(13, 16)}-8${x.slice(17, 20)}-${x.slice(20, 32)}`;
-}
