@@ -79,7 +79,7 @@ export const vmReal: BenchScenario = {
       }
     } finally {
       await server.stop();
-      await removeNetwork(net.name);
+      await removeNetwork(net.name, net.bridge);
       for (const pid of Object.values(prep.started)) {
         try { process.kill(pid, 'SIGTERM'); } catch { /* gone */ }
       }

@@ -137,9 +137,14 @@ async function ensureNetwork(n: NetworkSpec, log: (l: string) => void): Promise<
 }
 
 /** Removes a network this module defined (tests). */
-export async function removeNetwork(name: string): Promise<void> {
+/**
+ * Removes the network (stopped and undefined). With `bridge`, the bridge device goes too even
+ * when libvirtd no longer answers (a test whose daemon died left one behind).
+ */
+export async function removeNetwork(name: string, bridge?: string): Promise<void> {
   await virsh(['net-destroy', name]).catch(() => undefined);
   await virsh(['net-undefine', name]).catch(() => undefined);
+  if (bridge !== undefined && existsSync(`/sys/class/net/${bridge}`)) await run('ip', ['link', 'delete', bridge]).catch(() => undefined);
 }
 
 async function virsh(args: string[]): Promise<string> {

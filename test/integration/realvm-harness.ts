@@ -67,7 +67,7 @@ export async function startRealVmEnv(tag: string): Promise<RealVmEnv> {
       SVC_HYPERVISOR_READ_BUDGET_MS: '20000',
     }, dir, logLines, 'info');
   } catch (err) {
-    await removeNetwork(net.name);
+    await removeNetwork(net.name, net.bridge);
     throw err;
   }
   const virsh = (...args: string[]): string => execFileSync('virsh', ['-c', 'qemu:///system', ...args], { encoding: 'utf8', timeout: 60_000 });
@@ -100,7 +100,7 @@ export async function startRealVmEnv(tag: string): Promise<RealVmEnv> {
       } catch (err) {
         problems.push(err);
       }
-      await removeNetwork(net.name);
+      await removeNetwork(net.name, net.bridge);
       for (const pid of Object.values(prep.started)) {
         try { process.kill(pid, 'SIGTERM'); } catch { /* already gone */ }
       }
