@@ -140,7 +140,9 @@ void describe('real VMs (qemu:///system)', { skip: skip ?? false, timeout: 1_500
     assert.match(diff, new RegExp(`^\\+edited in ${String(task['vm_name'])}$`, 'm'), diff);
     assert.match(diff, /^ hello world$/m);
     assert.equal((await (await fetch(`${base(env)}/api/v1/tasks/${taskId}/artifacts/notes%2Fprompt.txt`)).text()).trim(), 'append a line');
-    await waitFor('the task VM to be deleted', async () => (await api(env, 'GET', `/api/v1/vms/${String(task['vm_name'])}`)).status === 404, 120_000, 1000);
+    // The domain goes first (404), then the delete operation purges the VM's folder: wait for both.
+    await waitFor('the task VM and its folder to be deleted', async () =>
+      (await api(env, 'GET', `/api/v1/vms/${String(task['vm_name'])}`)).status === 404 && !existsSync(join(env.ts.dir, 'vms', String(task['vm_name']))), 120_000, 500);
     assertGone(env, String(task['vm_name']));
 
     // Stop (power off: the busybox guest has no ACPI daemon for a graceful stop), then delete.
