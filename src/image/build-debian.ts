@@ -15,12 +15,12 @@
  * input, so an unchanged build is reused at once. Needs root (debootstrap, chroot, ownership).
  */
 import { createHash } from 'node:crypto';
-import { chmod, chown, cp, mkdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod, chown, cp, mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { DISABLED_UNITS, ENABLED_UNITS, MASKED_UNITS, DEBIAN_AGENT_DIR, DEBIAN_GUEST_USER, DEBIAN_NODE_PATH, debianGuestFiles, initramfsFiles, type GuestFile } from './debian-guest-files.js';
 import { baseMirror, DEBIAN_SUITE, privateApt, readHostSources, resolvePackagesCached, sourcesList, type AptSource } from './debian-packages.js';
 import { cleanRoot, clampTimes, inRoot, packagesEpoch } from './debian-rootfs.js';
-import { agentInputsDigest, copyAgent, exists, extractVmlinux, fileDigest, hashTree, uuidFrom } from './image-files.js';
+import { agentInputsDigest, copyAgent, exists, extractVmlinux, fileDigest, hashTree, makeExt4, publishImage, uuidFrom } from './image-files.js';
 import { run } from './run.js';
 
 /** Bumped when the layout or the recipe changes (part of the cache key). */
@@ -148,8 +148,7 @@ export async function buildDebianImage(o: DebianBuildOptions): Promise<DebianBui
     await cleanRoot(root, epoch);
     await clampTimes(root, epoch);
     log('building disk.ext4');
-    // E2FSPROGS_FAKE_TIME pins the superblock's times; the UUID and hash seed come from the inputs.
-    await run('env', [`E2FSPROGS_FAKE_TIME=${epoch}`, 'mke2fs', '-q', '-F', '-t', 'ext4', '-L', 'sbx-debian', '-E', `root_owner=0:0,hash_seed=${uuidFrom(hash)}`, '-U', uuidFrom(`${hash}-fs`), '-d', root, join(tmp, 'disk.ext4'), `${DEBIAN_DISK_SIZE_MIB}M`], { timeoutMs: 600_000 });
+    await makeExt4(root, join(tmp, 'disk.ext4'), { label: 'sbx-debian', sizeMiB: DEBIAN_DISK_SIZE_MIB, uuid: uuidFrom(`${hash}-fs`), hashSeed: uuidFrom(hash), fakeTime: epoch, timeoutMs: 600_000 });
     await rm(root, { recursive: true, force: true });
     const manifest: DebianImageManifest = {
       kind: 'debian', hash, recipe: DEBIAN_RECIPE_VERSION, suite: DEBIAN_SUITE, mirrors: [...new Set(sources.map((s) => s.uri))],
@@ -157,11 +156,7 @@ export async function buildDebianImage(o: DebianBuildOptions): Promise<DebianBui
       packageCount: installed.length, sourceDateEpoch: epoch,
       files: { kernel: 'vmlinux', initrd: 'initrd.img', disk: 'disk.ext4', packages: 'packages.txt' }, cmdline: DEBIAN_CMDLINE, builtAt: new Date().toISOString(),
     };
-    await writeFile(join(tmp, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
-    // Guests' QEMU runs as libvirt-qemu: the image must be world-readable (it holds no secret).
-    await chmod(tmp, 0o755);
-    await rm(dir, { recursive: true, force: true });
-    await rename(tmp, dir);
+    await publishImage(tmp, dir, manifest);
     log(`image ready in ${dir}`);
     return { dir, manifest, reused: false, elapsedMs: Date.now() - t0 };
   } catch (err) {

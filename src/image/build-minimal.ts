@@ -12,10 +12,10 @@
  * a hash of every input, so an unchanged build is reused at once (cached by content).
  */
 import { createHash } from 'node:crypto';
-import { chmod, cp, mkdir, readdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod, cp, mkdir, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { basename, join, relative } from 'node:path';
 import { GUEST_INIT, GUEST_MODULES } from './guest-init.js';
-import { candidateVersion, copyAgent, exists, extractVmlinux, fileDigest, listFiles, uuidFrom } from './image-files.js';
+import { candidateVersion, copyAgent, exists, extractVmlinux, fileDigest, listFiles, makeExt4, publishImage, uuidFrom } from './image-files.js';
 import { ensureAptLists, run } from './run.js';
 
 /** Bumped when the layout or the recipe changes (part of the cache key). */
@@ -99,18 +99,13 @@ export async function buildMinimalImage(o: BuildOptions): Promise<BuildResult> {
     await buildInitramfs(join(tmp, 'initrd-root'), join(tmp, 'kpkg', 'lib', 'modules', kver), join(tmp, 'bbpkg', 'bin', 'busybox'), join(tmp, 'initramfs.cpio'));
     log('building the disk (node, sandbox-agent, tmux, git)');
     await buildDiskRoot(join(tmp, 'disk-root'), o, nodePath);
-    // E2FSPROGS_FAKE_TIME pins the filesystem's timestamps (reproducible bytes for the same inputs).
-    await run('env', ['E2FSPROGS_FAKE_TIME=1700000000', 'mke2fs', '-q', '-F', '-t', 'ext4', '-L', 'sbx-image', '-E', `root_owner=0:0,hash_seed=${uuidFrom(hash)}`, '-U', uuidFrom(hash), '-d', join(tmp, 'disk-root'), join(tmp, 'disk.ext4'), `${DISK_SIZE_MIB}M`], { timeoutMs: 300_000 });
+    await makeExt4(join(tmp, 'disk-root'), join(tmp, 'disk.ext4'), { label: 'sbx-image', sizeMiB: DISK_SIZE_MIB, uuid: uuidFrom(hash), hashSeed: uuidFrom(hash), fakeTime: 1700000000, timeoutMs: 300_000 });
     const manifest: ImageManifest = {
       kind: 'minimal', hash, recipe: IMAGE_RECIPE_VERSION, kernelPackage, kernelVersion, busyboxVersion, nodeVersion,
       files: { kernel: 'vmlinux', initrd: 'initramfs.cpio', disk: 'disk.ext4' }, cmdline: MINIMAL_CMDLINE, builtAt: new Date().toISOString(),
     };
     for (const d of ['debs', 'kpkg', 'bbpkg', 'initrd-root', 'disk-root']) await rm(join(tmp, d), { recursive: true, force: true });
-    await writeFile(join(tmp, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
-    // Guests' QEMU runs as libvirt-qemu: the image must be world-readable (it holds no secret).
-    await chmod(tmp, 0o755);
-    await rm(dir, { recursive: true, force: true });
-    await rename(tmp, dir);
+    await publishImage(tmp, dir, manifest);
     log(`image ready in ${dir}`);
     return { dir, manifest, reused: false, elapsedMs: Date.now() - t0 };
   } catch (err) {

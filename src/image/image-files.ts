@@ -6,7 +6,7 @@
  * build-minimal.ts has private copies of some of these (it predates this file).
  */
 import { createHash, type Hash } from 'node:crypto';
-import { cp, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { chmod, cp, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 import { run } from './run.js';
 
@@ -119,4 +119,28 @@ export async function extractVmlinux(vmlinuz: string): Promise<Buffer> {
   if (out.subarray(0, 4).toString('latin1') !== '\x7fELF') throw new Error('the decompressed kernel is not an ELF file');
   if (out.length !== p.uncompressedBytes) throw new Error(`the decompressed kernel has ${out.length} bytes, its header says ${p.uncompressedBytes}`);
   return out;
+}
+
+/**
+ * A raw ext4 disk of `sizeMiB` (sparse) holding `root` (`mke2fs -d`, no mount). The UUID and the
+ * directory hash seed come from the caller's input hash and E2FSPROGS_FAKE_TIME pins the
+ * superblock's times, so the same inputs give the same filesystem identity.
+ */
+export async function makeExt4(root: string, out: string, o: { label: string; sizeMiB: number; uuid: string; hashSeed: string; fakeTime: number; timeoutMs: number }): Promise<void> {
+  await run('env', [
+    `E2FSPROGS_FAKE_TIME=${o.fakeTime}`, 'mke2fs', '-q', '-F', '-t', 'ext4', '-L', o.label,
+    '-E', `root_owner=0:0,hash_seed=${o.hashSeed}`, '-U', o.uuid, '-d', root, out, `${o.sizeMiB}M`,
+  ], { timeoutMs: o.timeoutMs });
+}
+
+/**
+ * Finishes a build made in `tmp`: writes manifest.json, makes the folder world-readable (guests'
+ * QEMU runs as libvirt-qemu; an image holds no secret) and renames it to `dir` in one step, so a
+ * half-built image is never found by its content hash.
+ */
+export async function publishImage(tmp: string, dir: string, manifest: object): Promise<void> {
+  await writeFile(join(tmp, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+  await chmod(tmp, 0o755);
+  await rm(dir, { recursive: true, force: true });
+  await rename(tmp, dir);
 }
