@@ -5,7 +5,6 @@
 import type { Domain, Hypervisor } from '@unraid/libvirt';
 import type { DomainMetadata } from '../port.js';
 import type { SeenDomain } from '../event-tracker.js';
-import { detectAccelerator } from '../accelerator.js';
 import { classifyFailure } from './errors.js';
 import { parseMetadata } from './domain-xml.js';
 import { vmStateOf } from './state-map.js';
@@ -70,9 +69,4 @@ export async function sweepHost(
     out.push(raw);
   }
   return out;
-}
-
-/** libvirt's domain type for this machine's accelerator (accelerator.ts): kvm, or qemu for TCG. */
-export function detectVirtType(): 'qemu' | 'kvm' {
-  return detectAccelerator().accelerator === 'kvm' ? 'kvm' : 'qemu';
 }

@@ -28,7 +28,7 @@ import type {
 import type { ChangeContext } from '../event-tracker.js';
 import { isInProcessTestUri, isTestDriverUri } from '../uri.js';
 import { qemuDomainXml, parseDiskPaths, parseMacAddresses, parseMetadata, testDomainXml, validateSpec } from './domain-xml.js';
-import { detectVirtType, lookupDomain, readDomainOrNull, type RawDomain } from './domains.js';
+import { lookupDomain, readDomainOrNull, type RawDomain } from './domains.js';
 import { DomainPoller, VirshEventSource, type VirshEventLine } from './events.js';
 import { detectAccelerator } from '../accelerator.js';
 import { probeHealth } from './health.js';
@@ -196,9 +196,9 @@ export class LibvirtHypervisor implements HypervisorPort {
       if ((await this.#inv.locate(spec.name, opts)) !== null) throw new SvcError('VM_ALREADY_EXISTS', `VM '${spec.name}' already exists`);
       const link = opts.host !== undefined ? this.#inv.link(opts.host) : await this.#inv.placement();
       // qemu domains record what they were defined to run on (shown as the VM's accelerator).
-      const virtType = isTestDriverUri(link.uri) ? null : this.#virtType();
-      const metadata = virtType === null ? (spec.metadata ?? {}) : { ...spec.metadata, accelerator: virtType === 'kvm' ? 'kvm' as const : 'tcg' as const };
-      const xml = virtType === null ? testDomainXml(withUuid) : qemuDomainXml({ ...withUuid, metadata }, virtType);
+      const { accelerator } = this.#acceleratorFor(link.uri);
+      const metadata = accelerator === null ? (spec.metadata ?? {}) : { ...spec.metadata, accelerator };
+      const xml = accelerator === null ? testDomainXml(withUuid) : qemuDomainXml({ ...withUuid, metadata }, accelerator === 'kvm' ? 'kvm' : 'qemu');
       this.#tracker.pin(link.label, spec.name);
       try {
         const { raw, seq } = await this.#inv.call(link, 'write', 'define', spec.name, opts, async (conn) => {
@@ -331,11 +331,6 @@ export class LibvirtHypervisor implements HypervisorPort {
       },
       () => undefined, // the poller will catch up
     );
-  }
-
-  #virtType(): 'qemu' | 'kvm' {
-    const t = this.#opts.domainType ?? 'auto';
-    return t === 'auto' ? detectVirtType() : t;
   }
 
   /** What new qemu VMs get, and why (null on test-driver hosts). */
