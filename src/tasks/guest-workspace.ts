@@ -86,7 +86,7 @@ export async function pullOutbox(commands: CommandStarter, guestOutbox: string, 
   const stderr: Buffer[] = [];
   const run = await startCollecting(commands, o, `${o.taskId}-pull`, 'tar', ['-c', '-C', guestOutbox, '.'], stdout, stderr, maxBytes);
   const result = await run.result;
-  if (run.problem !== null) throw new Error(run.problem);
+  if (run.state.problem !== null) throw new Error(run.state.problem);
   if (result.exit_code !== 0) throw new Error(`reading the guest's outbox failed (exit ${result.exit_code}): ${lastLine(stderr) || result.error}`);
   const contents = readTar(Buffer.concat(stdout));
   await mkdir(hostOutbox, { recursive: true, mode: 0o700 });
@@ -101,8 +101,8 @@ export async function pullOutbox(commands: CommandStarter, guestOutbox: string, 
 interface Collecting {
   readonly cmd: RunningCommand;
   readonly result: Promise<CommandResultFrame>;
-  /** Why the output cannot be trusted (a gap, too many bytes), or null. */
-  problem: string | null;
+  /** Why the output cannot be trusted (a gap, too many bytes), or null; set while output arrives. */
+  readonly state: { problem: string | null };
   kill(): Promise<void>;
 }
 
@@ -143,7 +143,7 @@ async function startCollecting(
       resolve(r);
     }, reject);
   });
-  return { cmd, result, kill, get problem() { return state.problem; }, set problem(v) { state.problem = v; } };
+  return { cmd, result, kill, state };
 }
 
 function lastLine(chunks: Buffer[]): string {
