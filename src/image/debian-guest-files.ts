@@ -66,7 +66,9 @@ export const SKIPPED_WITH_FW_CFG: readonly string[] = [
  * command line or this script). The variables the script uses start empty.
  */
 export const ENV_FILTER = `SBX_AGENT_ID='' SBX_INSTANCE_ID='' SBX_SERVER='' SBX_HOSTNAME='' SBX_IP='' SBX_GW=''
-while IFS='=' read -r k v; do
+while IFS= read -r line; do
+  k=\${line%%=*}; v=\${line#*=}
+  [ "$k" = "$line" ] && continue
   case "$k" in SBX_*) ;; *) continue ;; esac
   case "$k" in *[!A-Z_]*) continue ;; esac
   case "$v" in ''|*[!A-Za-z0-9_.:/@+-]*) continue ;; esac

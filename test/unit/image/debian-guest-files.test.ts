@@ -101,6 +101,11 @@ void describe('debian image guest files', () => {
     assert.equal(r.vars, 'ok-1||||||');
   });
 
+  void test('a value with = in it is dropped whole, never trimmed into another value', () => {
+    const out = execFileSync('sh', ['-c', ENV_FILTER], { input: 'SBX_IP=-=\nSBX_GW=a=b\nSBX_SERVER=10.0.0.1:8120\n', encoding: 'utf8' });
+    assert.equal(out, 'SBX_SERVER=10.0.0.1:8120\n');
+  });
+
   void test('property: whatever agent.env holds, every line that passes is SBX_NAME=plain-value and came from the input', () => {
     const line = fc.oneof(
       fc.string({ maxLength: 40 }).filter((s) => !s.includes('\n') && !s.includes('\0')),
