@@ -6,8 +6,9 @@
  * It is plain JavaScript with no dependencies because it runs before `npm ci` and before the
  * TypeScript build exist. Steps, each skipped when already satisfied (a second run takes well
  * under a second):
- *   1. Debian packages the project needs (runtime set, plus the test set with --tests),
- *      installed with apt-get as root, with `sudo -n` otherwise, or a one-line instruction.
+ *   1. Debian packages the project needs (programs.mjs: the start step, plus the test step with
+ *      --tests), installed with apt-get as root, with `sudo -n` otherwise, or a one-line
+ *      instruction.
  *   2. `npm ci` when node_modules is missing or older than package-lock.json / package.json.
  *      Native packages build from source through their install scripts, which package.json
  *      approves in "allowScripts" (better-sqlite3, node-pty, @unraid/libvirt).
@@ -21,6 +22,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { aptInstallLine, missingPackages, missingPrograms } from './programs.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const args = new Set(process.argv.slice(2));
@@ -28,20 +30,13 @@ const wantTests = args.has('--tests');
 const checkOnly = args.has('--check');
 const quiet = args.has('--quiet');
 
-/** Debian packages and why. Keep in sync with README "Requirements". */
-const RUNTIME_PACKAGES = [
-  ['libvirt-dev', 'headers the libvirt binding builds against'],
-  ['libvirt-clients', 'virsh, for what the binding lacks (domain events through a daemon)'],
-  ['tmux', 'managed interactive sessions'],
-  ['git', 'task workspaces are shallow clones'],
-  ['openssl', 'certificate inspection in docs and tests'],
-];
-const TEST_PACKAGES = [
-  ['openssh-server', 'real sshd for gateway SSH tests'],
-  ['chromium', 'headless dashboard tests'],
-  ['prometheus', 'promtool checks /metrics'],
-  ['libvirt-daemon', 'libvirtd for daemon-backed hypervisor tests (test+unix:// URIs)'],
-];
+/**
+ * Which steps of the program table (programs.mjs) set-up installs. base too: a stripped root
+ * may lack a required package, and then its name is printed like any other. Nothing else: the
+ * real-VM tests, which `npm test` runs when root, call `image build` and `host prepare`, and
+ * those install their own programs before spawning them (src/image/run.ts ensureStepPrograms).
+ */
+const STEPS = wantTests ? /** @type {const} */ (['base', 'start', 'test']) : /** @type {const} */ (['base', 'start']);
 
 /** @param {string} msg */
 function say(msg) {
@@ -63,44 +58,34 @@ function run(cmd, argv, opts = {}) {
   return { status: r.status ?? (r.error ? 127 : 1), stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
 }
 
-/** @param {string} pkg */
-function debInstalled(pkg) {
-  const r = run('dpkg-query', ['-W', '-f=${Status}', pkg], { capture: true });
-  return r.status === 0 && r.stdout.includes('install ok installed');
-}
-
 function ensureDebianPackages() {
   if (run('dpkg-query', ['--version'], { capture: true }).status !== 0) {
     say('dpkg not found: not Debian; skipping system packages (install the README requirements by hand)');
     return true;
   }
-  const wanted = wantTests ? [...RUNTIME_PACKAGES, ...TEST_PACKAGES] : RUNTIME_PACKAGES;
-  const missing = wanted.map((entry) => String(entry[0])).filter((p) => !debInstalled(p));
+  const missing = [...new Set(STEPS.flatMap((step) => missingPackages(step)))].sort();
   if (missing.length === 0) return true;
+  const programs = STEPS.flatMap((step) => missingPrograms(step));
+  const what = `${missing.join(' ')}${programs.length > 0 ? ` (for ${programs.join(', ')})` : ''}`;
   if (checkOnly) {
-    say(`missing Debian packages: ${missing.join(' ')}`);
+    say(`missing Debian packages: ${what}`);
     return false;
   }
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   const sudo = !isRoot && run('sudo', ['-n', 'true'], { capture: true }).status === 0;
   if (!isRoot && !sudo) {
-    process.stderr.write(
-      `[setup] missing Debian packages; run: sudo apt-get update && sudo apt-get install -y --no-install-recommends ${missing.join(' ')}\n`,
-    );
+    process.stderr.write(`[setup] missing Debian packages: ${what}; run: sudo apt-get update && sudo ${aptInstallLine(missing)}\n`);
     process.exit(1);
   }
-  const prefix = isRoot ? [] : ['sudo', '-n'];
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  say(`installing Debian packages: ${missing.join(' ')}`);
+  say(`installing Debian packages: ${what}`);
   /** @param {string[]} argv */
-  const apt = (argv) => {
-    const [cmd, ...rest] = [...prefix, 'apt-get', ...argv];
-    return run(/** @type {string} */ (cmd), rest, { env });
-  };
+  const apt = (argv) => (isRoot ? run('apt-get', argv, { env }) : run('sudo', ['-n', 'apt-get', ...argv], { env }));
   if (apt(['update', '-qq']).status !== 0) say('apt-get update failed; trying the install with the lists we have');
   const r = apt(['install', '-y', '-qq', '--no-install-recommends', ...missing]);
-  if (r.status !== 0) {
-    process.stderr.write(`[setup] apt-get install failed (exit ${r.status}) for: ${missing.join(' ')}\n`);
+  const still = STEPS.flatMap((step) => missingPrograms(step));
+  if (r.status !== 0 || still.length > 0) {
+    process.stderr.write(`[setup] apt-get install failed (exit ${r.status}${still.length > 0 ? `; still missing: ${still.join(', ')}` : ''}); run: ${aptInstallLine(missing)}\n`);
     process.exit(1);
   }
   return true;
