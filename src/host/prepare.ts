@@ -1,24 +1,18 @@
 /**
- * Host preparation for qemu VMs, idempotent: the Debian packages, libvirtd and virtlogd running
- * (by hand when PID 1 is not systemd, as on CI containers and Firecracker hosts), libvirt's
- * dnsmasq folder (normally made by systemd-tmpfiles), and an isolated libvirt network: a bridge
- * with the host's address and no <forward>, so guests reach only the host (no NAT, no DHCP).
+ * Host preparation for qemu VMs, idempotent: the Debian packages (the host step of
+ * src/setup/programs.mjs), libvirtd and virtlogd running (by hand when PID 1 is not systemd, as
+ * on CI containers and Firecracker hosts), libvirt's dnsmasq folder (normally made by
+ * systemd-tmpfiles), and an isolated libvirt network: a bridge with the host's address and no
+ * <forward>, so guests reach only the host (no NAT, no DHCP).
  * Anything it cannot do is refused with the reason; it never changes ip_forward or firewall
  * policy itself (libvirt adds its REJECT rules for isolated networks).
  */
 import { existsSync, statSync } from 'node:fs';
 import { chmod, chown, mkdir, readFile } from 'node:fs/promises';
-import { ensureAptLists, run } from '../image/run.js';
+import { ensureStepPrograms, run } from '../image/run.js';
 import { detectAccelerator } from '../hypervisor/accelerator.js';
 
 export { detectAccelerator };
-
-/** Debian packages a qemu host needs (installed with --no-install-recommends). */
-export const HOST_PACKAGES: readonly string[] = [
-  'qemu-system-x86', 'qemu-utils', 'libvirt-daemon-system', 'libvirt-clients', 'dnsmasq-base', 'iptables',
-  'busybox-static', 'cpio', 'e2fsprogs', 'xz-utils',
-];
-const REQUIRED_BINARIES = ['qemu-system-x86_64', 'qemu-img', 'libvirtd', 'virtlogd', 'virsh', 'iptables', 'cpio', 'mke2fs', 'xz'];
 
 export interface NetworkSpec {
   /** libvirt network name. Default sandboxd-iso. */
@@ -54,14 +48,8 @@ export async function prepareHost(o: PrepareOptions = {}): Promise<PrepareResult
     throw new Error('network name, bridge (≤15 characters) or host address is malformed');
   }
   const root = process.getuid?.() === 0;
-  const missing = [];
-  for (const b of REQUIRED_BINARIES) if (!onPath(b)) missing.push(b);
-  if (missing.length > 0) {
-    if (!root || o.install === false) throw new Error(`missing ${missing.join(', ')}; as root run: apt-get install --no-install-recommends ${HOST_PACKAGES.join(' ')}`);
-    log(`installing ${HOST_PACKAGES.join(' ')} (missing: ${missing.join(', ')})`);
-    await ensureAptLists();
-    await run('env', ['DEBIAN_FRONTEND=noninteractive', 'apt-get', 'install', '-y', '--no-install-recommends', ...HOST_PACKAGES], { timeoutMs: 900_000 });
-  }
+  // Before anything below spawns one of them (the guest image's tools are image build's).
+  await ensureStepPrograms('host', { install: o.install !== false, log });
   if (!root) throw new Error('host prepare needs root (libvirt qemu:///system, bridges and iptables)');
   await mkdir('/var/lib/libvirt/dnsmasq', { recursive: true });
   await fixKvmNode(log);
@@ -162,13 +150,6 @@ async function waitForLibvirt(timeoutMs: number): Promise<void> {
       await new Promise((r) => setTimeout(r, 200).unref());
     }
   }
-}
-
-/** Where Debian puts the tools (a fixed list: the daemons live in sbin, which a user's PATH may lack). */
-const BIN_DIRS = ['/usr/local/sbin', '/usr/local/bin', '/usr/sbin', '/usr/bin', '/sbin', '/bin'];
-
-function onPath(bin: string): boolean {
-  return BIN_DIRS.some((d) => existsSync(`${d}/${bin}`));
 }
 
 async function readPid(pidFile: string): Promise<number | null> {

@@ -21,7 +21,7 @@ import { DISABLED_UNITS, ENABLED_UNITS, MASKED_UNITS, DEBIAN_AGENT_DIR, DEBIAN_G
 import { baseMirror, DEBIAN_SUITE, privateApt, readHostSources, resolvePackagesCached, sourcesList, type AptSource } from './debian-packages.js';
 import { cleanRoot, clampTimes, inRoot, packagesEpoch } from './debian-rootfs.js';
 import { agentInputsDigest, copyAgent, exists, extractVmlinux, fileDigest, hashTree, makeExt4, publishImage, uuidFrom } from './image-files.js';
-import { run } from './run.js';
+import { ensureStepPrograms, run } from './run.js';
 
 /** Bumped when the layout or the recipe changes (part of the cache key). */
 export const DEBIAN_RECIPE_VERSION = 'debian-1';
@@ -116,7 +116,7 @@ export async function buildDebianImage(o: DebianBuildOptions): Promise<DebianBui
     log(`image ${dir} is up to date (inputs unchanged)`);
     return { dir, manifest: existing, reused: true, elapsedMs: Date.now() - t0 };
   }
-  await ensureHostTools(log);
+  await ensureStepPrograms('image', { kind: 'debian', log });
   const tmp = join(o.outDir, `.tmp-debian-${hash}-${process.pid}`);
   const root = join(tmp, 'rootfs');
   await rm(tmp, { recursive: true, force: true });
@@ -173,16 +173,6 @@ export async function readDebianManifest(dir: string): Promise<DebianImageManife
   } catch {
     return null;
   }
-}
-
-/** debootstrap and lz4 (the cloud kernel's compression) come from apt when missing. */
-async function ensureHostTools(log: (line: string) => void): Promise<void> {
-  const missing: string[] = [];
-  if (!(await exists('/usr/sbin/debootstrap'))) missing.push('debootstrap');
-  if (!(await exists('/usr/bin/lz4'))) missing.push('lz4');
-  if (missing.length === 0) return;
-  log(`installing ${missing.join(', ')} on this host (apt-get)`);
-  await run('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...missing], { timeoutMs: 600_000 });
 }
 
 async function writeGuestFiles(root: string, files: readonly GuestFile[]): Promise<void> {

@@ -16,10 +16,12 @@ import { chmod, cp, mkdir, readdir, readFile, rm, symlink, writeFile } from 'nod
 import { basename, join, relative } from 'node:path';
 import { GUEST_INIT, GUEST_MODULES } from './guest-init.js';
 import { candidateVersion, copyAgent, exists, extractVmlinux, fileDigest, listFiles, makeExt4, publishImage, uuidFrom } from './image-files.js';
-import { ensureAptLists, run } from './run.js';
+import { ensureAptLists, ensureStepPrograms, run } from './run.js';
 
 /** Bumped when the layout or the recipe changes (part of the cache key). */
 export const IMAGE_RECIPE_VERSION = 'minimal-1';
+/** The guest's userland: downloaded and unpacked, never installed on the host. */
+export const BUSYBOX_PACKAGE = 'busybox-static';
 /** Size of the sparse disk file, MiB (the agent's work dir lives on the per-VM overlay of it). */
 export const DISK_SIZE_MIB = 2048;
 
@@ -65,7 +67,7 @@ export async function buildMinimalImage(o: BuildOptions): Promise<BuildResult> {
   const nodePath = o.nodePath ?? '/usr/bin/node';
   const kernelPackage = await resolveKernelPackage();
   const kernelVersion = await candidateVersion(kernelPackage);
-  const busyboxVersion = await candidateVersion('busybox-static');
+  const busyboxVersion = await candidateVersion(BUSYBOX_PACKAGE);
   const nodeVersion = (await run(nodePath, ['--version'])).toString().trim();
   const agentFiles = await listFiles(join(o.agentTree, 'src'));
   const h = createHash('sha256');
@@ -80,15 +82,17 @@ export async function buildMinimalImage(o: BuildOptions): Promise<BuildResult> {
     log(`image ${dir} is up to date (inputs unchanged)`);
     return { dir, manifest: existing, reused: true, elapsedMs: Date.now() - t0 };
   }
+  // cpio and the kernel's decompressor: installed (root) or named before the first one is spawned.
+  await ensureStepPrograms('image', { kind: 'minimal', log });
   const tmp = join(o.outDir, `.tmp-minimal-${hash}-${process.pid}`);
   await rm(tmp, { recursive: true, force: true });
   await mkdir(join(tmp, 'debs'), { recursive: true });
   try {
-    log(`downloading ${kernelPackage} ${kernelVersion} and busybox-static ${busyboxVersion}`);
-    await run('apt-get', ['download', `${kernelPackage}=${kernelVersion}`, `busybox-static=${busyboxVersion}`], { cwd: join(tmp, 'debs'), timeoutMs: 300_000 });
+    log(`downloading ${kernelPackage} ${kernelVersion} and ${BUSYBOX_PACKAGE} ${busyboxVersion}`);
+    await run('apt-get', ['download', `${kernelPackage}=${kernelVersion}`, `${BUSYBOX_PACKAGE}=${busyboxVersion}`], { cwd: join(tmp, 'debs'), timeoutMs: 300_000 });
     const debs = await readdir(join(tmp, 'debs'));
     const kdeb = debs.find((d) => d.startsWith(`${kernelPackage}_`));
-    const bdeb = debs.find((d) => d.startsWith('busybox-static_'));
+    const bdeb = debs.find((d) => d.startsWith(`${BUSYBOX_PACKAGE}_`));
     if (kdeb === undefined || bdeb === undefined) throw new Error(`apt-get download gave ${debs.join(', ')}`);
     await run('dpkg-deb', ['-x', join(tmp, 'debs', kdeb), join(tmp, 'kpkg')]);
     await run('dpkg-deb', ['-x', join(tmp, 'debs', bdeb), join(tmp, 'bbpkg')]);

@@ -24,6 +24,10 @@ export const IMAGE_USAGE = `usage: sandboxd image build [--kind minimal|debian] 
           production-like, needs root; boots to a connected agent in about 20-30 s under TCG.
   --out   output root (default ./images); the image goes to <out>/<kind>-<hash>/ and is reused
           while its inputs are unchanged. Then set SVC_VM_BASE_IMAGE=<that folder>/disk.ext4.
+
+  The host tools a build needs (cpio, debootstrap, the kernel's decompressor: the image step of
+  src/setup/programs.mjs) are installed with apt-get when run as root; otherwise a missing one
+  stops the build with the apt-get line that installs it.
 `;
 
 /** The compiled tree this module runs from (holds src/bin/sandbox-agent.js). */
