@@ -5,6 +5,7 @@
 import { operationStatusTableMarkdown } from '../../actors/vm/operation-state.js';
 import { configMarkdownTable } from '../../src/config/load.js';
 import { errorsMarkdownTable } from '../../src/core/errors.js';
+import { programsMarkdownTable } from '../../src/setup/programs.mjs';
 import { transitionTableMarkdown } from '../../src/core/state-machine.js';
 import { TASK_TRANSITIONS, TASK_TRANSITION_TRIGGERS } from '../../src/tasks/task-state.js';
 
@@ -14,5 +15,6 @@ export function readmeTables(): Record<string, string> {
     'errors-table': errorsMarkdownTable(),
     'task-states-table': transitionTableMarkdown(TASK_TRANSITIONS, TASK_TRANSITION_TRIGGERS),
     'operation-states-table': operationStatusTableMarkdown(),
+    'programs-table': programsMarkdownTable(),
   };
 }
