@@ -236,6 +236,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
       agentConnectTimeoutMs: config.vmAgentConnectTimeoutSeconds * 1000,
       operationRetentionMs: config.operationRetentionSeconds * 1000,
       containerImagesFile: config.containerImagesFile,
+      stopDeadlineMs: Math.max(1000, Math.floor(config.shutdownDeadlineMs / 2)),
       qemu: {
         ...(config.vmBaseImage !== null ? { baseImage: config.vmBaseImage } : {}),
         network: config.vmNetwork,

@@ -6,26 +6,33 @@
  *   node <dist>/src/bin/sandbox-agent.js --server HOST:PORT --certs <vm>/certs --agent-id <vm>
  *        --instance-id <uuid> --profile P --work-dir <vm>/work [--labels k=v,...]
  *
- * cwd <vm>/work; stdout and stderr appended to <vm>/agent.log. The process is this VM's "guest
- * service": it is started when the VM starts and stopped (SIGTERM, then SIGKILL after
+ * cwd <vm>/work; stdout and stderr appended to <vm>/agent.log; environment sandboxd's own plus
+ * the VM's mark and private tmux directory (local-vm-processes.ts). The process is this VM's
+ * "guest service": it is started when the VM starts and stopped (SIGTERM, then SIGKILL after
  * `stopGraceMs`, and always reaped) when the VM stops, is destroyed or deleted. A process that
  * dies on its own while its VM runs is restarted like a systemd Restart=on-failure unit: after
  * 1 s, doubling to 30 s, the delay reset once it has run a minute; exit codes 0 (the server's
  * ShutdownSignal) and 2 (bad configuration) are not restarted.
  *
- * Orphans: the pid is written to <vm>/agent.pid. If sandboxd died without stopping its agents,
+ * The VM's other processes (its tmux server, the shells and programs in it, whatever the agent's
+ * commands left) behave as in a guest: they survive an agent restart (deploy-agent, a crash), and
+ * end when the VM powers off — `stop` ends them all, as a stopped guest would. At `stopAll`
+ * (sandboxd stopping) they end too when the VM ends with sandboxd (`endsWithServer`: the
+ * in-process test driver forgets its VMs when the process exits, so nothing could ever reattach
+ * them); a VM on a daemon-served test driver outlives sandboxd and keeps them for its next agent.
+ *
+ * Leftovers: the pid is written to <vm>/agent.pid. If sandboxd died without stopping its agents,
  * the next start of that VM's agent finds the pid, checks /proc/<pid>/cmdline really is this
- * VM's sandbox-agent, and stops it first.
+ * VM's sandbox-agent, and stops it first; `reapLeftovers` (at sandboxd's start) ends everything
+ * a dead sandboxd left of VMs that no longer run.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { closeSync, openSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { formatAddress, type ListenAddress } from '../config/parsers.js';
+import { endVmProcesses, localTmuxDir, localVmEnv, removeOutsideTmuxDir, type EndedVmProcesses } from './local-vm-processes.js';
 
 /** Default path of the agent entry point: the sibling build output of this module. */
 export const DEFAULT_AGENT_BIN = fileURLToPath(new URL('../bin/sandbox-agent.js', import.meta.url));
@@ -34,6 +41,10 @@ export const AGENT_LOG_ROTATE_BYTES = 16 * 1024 * 1024;
 
 export interface LocalAgentSpec {
   readonly vm: string;
+  /** The VM's directory: the mark of its processes (local-vm-processes.ts). */
+  readonly vmDir: string;
+  /** The VM ends when sandboxd does (in-process test driver): `stopAll` ends all its processes. */
+  readonly endsWithServer: boolean;
   readonly instanceId: string;
   readonly profile: string;
   readonly labels?: Readonly<Record<string, string>>;
@@ -111,20 +122,23 @@ export class LocalAgentSupervisor {
       if (this.#closed) throw new Error('the local agent supervisor is stopped');
       const cur = this.#entries.get(spec.vm);
       if (cur !== undefined && cur.lastExit === null && opts.restart !== true) return this.#info(cur);
-      if (cur !== undefined) await this.#stopEntry(cur);
+      if (cur !== undefined) await this.#stopEntry(cur, this.#grace);
       await reapOrphan(spec, this.#agentBin, this.#grace);
       return this.#info(await this.#spawn(spec, 0));
     });
   }
 
-  /** Stops the VM's agent and waits until it has exited. Resolves false when none was running. */
+  /**
+   * The VM powered off: stops its agent and ends every other process of the VM, and waits until
+   * they are gone. Resolves false when no agent was running.
+   */
   stop(vm: string): Promise<boolean> {
     return this.#locked(vm, async () => {
       const cur = this.#entries.get(vm);
       if (cur === undefined) return false;
       this.#entries.delete(vm);
       const wasRunning = cur.lastExit === null;
-      await this.#stopEntry(cur);
+      await this.#stopEntries([cur], [cur.spec.vmDir], this.#grace);
       return wasRunning;
     });
   }
@@ -138,10 +152,32 @@ export class LocalAgentSupervisor {
     return [...this.#entries.values()].map((e) => this.#info(e));
   }
 
-  /** Stops every agent (in parallel) and refuses new starts. Idempotent. */
-  async stopAll(): Promise<void> {
+  /**
+   * sandboxd stops: refuses new starts, stops every agent (in parallel) and ends every process of
+   * the VMs that end with sandboxd. `graceMs` (default `stopGraceMs`, never more) bounds the
+   * SIGTERM → SIGKILL wait, so the whole stop fits a shutdown deadline. Idempotent.
+   */
+  async stopAll(opts: { graceMs?: number } = {}): Promise<void> {
     this.#closed = true;
-    await Promise.all([...this.#entries.keys()].map((vm) => this.stop(vm)));
+    // A start already past its check may still add an entry: let every queued start or stop finish.
+    await Promise.all([...this.#locks.values()]);
+    const entries = [...this.#entries.values()];
+    this.#entries.clear();
+    const graceMs = Math.min(this.#grace, opts.graceMs ?? this.#grace);
+    await this.#stopEntries(entries, entries.filter((e) => e.spec.endsWithServer).map((e) => e.spec.vmDir), graceMs);
+  }
+
+  /**
+   * At sandboxd's start: ends every process that a sandboxd which died without stopping left of
+   * these VMs (none of them runs any more, so nothing of theirs may either). Logs each one.
+   */
+  async reapLeftovers(vms: readonly Pick<LocalAgentSpec, 'vm' | 'vmDir' | 'pidPath'>[]): Promise<EndedVmProcesses> {
+    const result = await endVmProcesses(vms.map((v) => v.vmDir), { graceMs: this.#grace });
+    // An agent of a build without the environment mark is still found by its pid file.
+    await Promise.all(vms.map((v) => reapOrphan(v, this.#agentBin, this.#grace)));
+    if (result.survivors.length === 0) await Promise.all(vms.map((v) => removeOutsideTmuxDir(v.vmDir)));
+    this.#logEnded(result, 'warn', 'ended a process that an earlier sandboxd left running');
+    return result;
   }
 
   get #agentBin(): string {
@@ -217,12 +253,35 @@ export class LocalAgentSupervisor {
     entry.restartTimer.unref();
   }
 
-  async #stopEntry(entry: Entry): Promise<void> {
+  async #stopEntry(entry: Entry, graceMs: number): Promise<void> {
     entry.stopping = true;
     if (entry.restartTimer !== null) clearTimeout(entry.restartTimer);
-    if (entry.lastExit === null) await terminate(entry.child, entry.exited, this.#grace);
+    if (entry.lastExit === null) await terminate(entry.child, entry.exited, graceMs);
     await rm(entry.spec.pidPath, { force: true });
     this.#opts.logger?.info({ vm: entry.spec.vm, pid: entry.child.pid, exit: entry.lastExit }, 'local agent stopped');
+  }
+
+  /**
+   * Stops the agents of `entries` and ends every process of the VMs in `powerOff`. Both at once,
+   * so the whole stop takes one grace period, not two: the agents are left out of the sweep (each
+   * is stopped and reaped by #stopEntry); a last sweep once they are gone kills (no second grace)
+   * what they started meanwhile.
+   */
+  async #stopEntries(entries: readonly Entry[], powerOff: readonly string[], graceMs: number): Promise<void> {
+    const agents = new Set(entries.flatMap((e) => (e.child.pid === undefined ? [] : [e.child.pid])));
+    const [, during] = await Promise.all([
+      Promise.all(entries.map((e) => this.#stopEntry(e, graceMs))),
+      endVmProcesses(powerOff, { graceMs, exclude: agents }),
+    ]);
+    const after = await endVmProcesses(powerOff, { graceMs: 0 });
+    const result = { ended: [...during.ended, ...after.ended], survivors: after.survivors };
+    if (result.survivors.length === 0) await Promise.all(powerOff.map((d) => removeOutsideTmuxDir(d)));
+    this.#logEnded(result, 'info', 'ended a process of a stopped local VM');
+  }
+
+  #logEnded(r: EndedVmProcesses, level: 'info' | 'warn', what: string): void {
+    for (const p of r.ended) this.#opts.logger?.[level]({ vmDir: p.vmDir, pid: p.pid, cmdline: p.cmdline }, what);
+    for (const p of r.survivors) this.#opts.logger?.warn({ vmDir: p.vmDir, pid: p.pid, cmdline: p.cmdline }, 'a process of a local VM survived SIGKILL');
   }
 
   #info(e: Entry): LocalAgentInfo {
@@ -262,7 +321,7 @@ async function terminate(child: ChildProcess, exited: Promise<void>, graceMs: nu
 }
 
 /** Stops a sandbox-agent of this VM left behind by an earlier sandboxd (see the file comment). */
-async function reapOrphan(spec: LocalAgentSpec, agentBin: string, graceMs: number): Promise<void> {
+async function reapOrphan(spec: Pick<LocalAgentSpec, 'vm' | 'pidPath'>, agentBin: string, graceMs: number): Promise<void> {
   const pid = Number((await readFile(spec.pidPath, 'utf8').catch(() => '')).trim());
   if (!Number.isSafeInteger(pid) || pid <= 1 || pid === process.pid) return;
   const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
@@ -300,15 +359,14 @@ async function rotateLog(path: string): Promise<void> {
 }
 
 /**
- * The environment of a local agent: sandboxd's own, minus TMUX, plus a private TMUX_TMPDIR.
- * Each agent reports and reconciles every session on its tmux server, so local agents sharing one
- * server would kill each other's sessions after a reconnect; a real VM has its own server anyway.
- * tmux socket paths must stay under ~100 bytes, hence a short directory under /tmp keyed by VM.
+ * The environment of a local agent: sandboxd's own, minus TMUX, plus the VM's mark and private
+ * TMUX_TMPDIR. Each agent reports and reconciles every session on its tmux server, so local agents
+ * sharing one server would kill each other's sessions after a reconnect; a real VM has its own
+ * server anyway.
  */
 async function localAgentEnv(spec: LocalAgentSpec): Promise<NodeJS.ProcessEnv> {
-  const tmuxDir = join(tmpdir(), `sbx-tmux-${createHash('sha256').update(spec.workDir).digest('hex').slice(0, 12)}`);
-  await mkdir(tmuxDir, { recursive: true, mode: 0o700 });
+  await mkdir(localTmuxDir(spec.vmDir), { recursive: true, mode: 0o700 });
   // eslint-disable-next-line no-restricted-properties -- a child process inherits the server's environment
   const { TMUX: _tmux, TMUX_TMPDIR: _dir, ...rest } = process.env;
-  return { ...rest, TMUX_TMPDIR: tmuxDir };
+  return { ...rest, ...localVmEnv(spec.vmDir) };
 }

@@ -19,17 +19,18 @@
  * predefined `test`, anything defined by hand) are controlled but get no agent.
  */
 import { X509Certificate } from 'node:crypto';
-import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { SvcError } from '../core/errors.js';
 import type { DomainInfo, HypervisorPort } from '../hypervisor/port.js';
 import { macFromName } from '../hypervisor/libvirt/domain-xml.js';
-import { isTestDriverUri } from '../hypervisor/uri.js';
+import { isInProcessTestUri, isTestDriverUri } from '../hypervisor/uri.js';
 import { writeAgentBundle, type CaMaterial } from '../identity/ca.js';
 import type { CreateParams, StepResult } from '../../actors/vm/vm-frames.js';
 import type { AgentLookup } from './agent-lookup.js';
 import type { LocalAgentSupervisor } from './local-agents.js';
+import type { EndedVmProcesses } from './local-vm-processes.js';
 import { createOverlay, qemuSpecFor, writeSeed, type QemuOptions } from './qemu-files.js';
 import { bootSpec, loadBootImage, pickAddress, removeFwCfg, writeFwCfg, type BootImage } from './fw-cfg.js';
 import { isInside, vmPaths, type VmPaths } from './vm-paths.js';
@@ -127,8 +128,8 @@ export class Provisioner {
     if (restart || !(await hasBundle(paths, instanceId))) await writeAgentBundle(paths.certs, await this.#o.caProvider(), { instanceId });
     const started = await this.#o.localAgents.start(
       {
-        vm, instanceId, profile: info.metadata.profile ?? 'basic', labels: info.metadata.labels ?? {},
-        certsDir: paths.certs, workDir: paths.work, logPath: paths.agentLog, pidPath: paths.agentPid,
+        vm, vmDir: paths.dir, endsWithServer: isInProcessTestUri(info.host), instanceId, profile: info.metadata.profile ?? 'basic',
+        labels: info.metadata.labels ?? {}, certsDir: paths.certs, workDir: paths.work, logPath: paths.agentLog, pidPath: paths.agentPid,
       },
       { restart },
     );
@@ -181,6 +182,27 @@ export class Provisioner {
     const hadDir = await dirExists(paths.dir);
     await rm(paths.dir, { recursive: true, force: true });
     return { diskDeleted: removed || hadDir };
+  }
+
+  /**
+   * At service start, before resumeRunningAgents: ends whatever a sandboxd that died without
+   * stopping left running for the VMs under the state dir — except VMs still running on a
+   * test-driver host (a daemon-served driver outlives sandboxd): their agent is replaced by
+   * resumeRunningAgents and their sessions are kept. When a test-driver host does not answer,
+   * nothing is ended (it might be a running VM's): HYPERVISOR_UNAVAILABLE.
+   */
+  async reapLeftovers(): Promise<EndedVmProcesses> {
+    const names = await readdir(join(this.#o.stateDir, 'vms')).catch(() => [] as string[]);
+    if (names.length === 0) return { ended: [], survivors: [] };
+    const down = (await this.#o.hypervisor.health()).hosts.filter((h) => isTestDriverUri(h.host) && h.status !== 'ok');
+    if (down.length > 0) throw new SvcError('HYPERVISOR_UNAVAILABLE', `test-driver host ${down.map((h) => h.host).join(', ')} did not answer: its running VMs are unknown`);
+    const running = await this.#o.hypervisor.list({ states: ['running'] });
+    const keep = new Set(running.filter((d) => isTestDriverUri(d.host) && d.metadata.instanceId !== undefined).map((d) => d.name));
+    const vms = names.filter((n) => !keep.has(n) && /^[A-Za-z0-9_.+-]{1,64}$/.test(n) && n !== '.' && n !== '..').map((vm) => {
+      const paths = this.paths(vm);
+      return { vm, vmDir: paths.dir, pidPath: paths.agentPid };
+    });
+    return await this.#o.localAgents.reapLeftovers(vms);
   }
 
   /** At service start: starts the local agents of managed VMs already running on test-driver hosts. */

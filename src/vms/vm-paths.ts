@@ -5,6 +5,7 @@
  *   work/           the local agent's working directory (test driver)
  *   agent.log       the local agent's stdout and stderr (rotated once to agent.log.1 past 16 MiB)
  *   agent.pid       pid of the running local agent (to reap an orphan after a sandboxd crash)
+ *   tmux/           the local VM's private tmux socket directory, TMUX_TMPDIR (local-vm-processes.ts)
  *   disk.qcow2      qemu: the root disk, a qcow2 overlay on the base image
  *   seed.iso        qemu: the cloud-init NoCloud seed (ISO 9660, label cidata)
  *   cloud-init/     qemu: user-data, meta-data, network-config as written into the seed

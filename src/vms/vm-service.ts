@@ -11,8 +11,10 @@
  *   POST /api/v1/agents/{id}/reprovision;
  * - stop it before the actor system and the hypervisor port (it stops the local agents).
  *
- * On start, managed VMs already running on test-driver hosts get their local agents started
- * (a daemon-served test driver or a sandboxd restart keeps VMs; their agents are ours to run).
+ * On start, whatever an earlier sandboxd that died left running for VMs that no longer run is
+ * ended (local agents, their tmux servers and shells), then managed VMs already running on
+ * test-driver hosts get their local agents started (a daemon-served test driver or a sandboxd
+ * restart keeps VMs; their agents are ours to run).
  */
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
@@ -68,11 +70,13 @@ export interface VmServiceOptions {
   agentBin?: string;
   /** SIGTERM → SIGKILL grace of local agents, ms. Default 5000. */
   localAgentStopGraceMs?: number;
+  /** Bound of stop(), ms: at most half of it is the local agents' grace there. Default: no bound beyond that grace. */
+  stopDeadlineMs?: number;
   /** qemu hosts: base image, network, and the gRPC address guests dial. */
   qemu?: Partial<QemuOptions>;
   /** Registers svc_vm_operations_total and svc_vm_local_agents here when given. */
   metricsRegistry?: Registry;
-  /** Start the agents of running managed VMs at start. Default true. */
+  /** At start, end the leftovers of an earlier sandboxd and start the agents of running managed VMs. Default true. */
   resumeAgents?: boolean;
   /** Idle queue actors stop after this long, ms (default 10 minutes). */
   actorIdleStopMs?: number;
@@ -161,6 +165,7 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
   });
   eventBridge.start();
   if (o.resumeAgents !== false) {
+    await provisioner.reapLeftovers().catch((err: unknown) => logger.warn({ err }, 'could not look for processes an earlier sandboxd left running'));
     const started = await provisioner.resumeRunningAgents(AbortSignal.timeout(writeBudgetMs)).catch((err: unknown) => {
       logger.warn({ err }, 'could not list running VMs to start their agents');
       return [];
@@ -204,7 +209,7 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
         bridge.stop();
         eventBridge.stop();
         store.stop();
-        await localAgents.stopAll();
+        await localAgents.stopAll(o.stopDeadlineMs === undefined ? {} : { graceMs: Math.max(100, Math.floor(o.stopDeadlineMs / 2)) });
       })();
       return stopping;
     },

@@ -1,15 +1,19 @@
 /**
  * LocalAgentSupervisor with a stand-in agent script (the real agent is exercised by the
- * integration tests): flags, cwd, log, pid file, SIGTERM then SIGKILL, restart on crash, orphans.
+ * integration tests): flags, cwd, log, pid file, SIGTERM then SIGKILL, restart on crash, orphans,
+ * and the VM's other processes (a daemon the agent started, which ignores SIGTERM): kept across an
+ * agent restart, ended when the VM stops or ends with sandboxd, and reaped after a crash.
  * The stand-in's behaviour is chosen by its --profile value.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { LocalAgentSupervisor, type LocalAgentSpec } from '../../../src/vms/local-agents.js';
+import { LOCAL_VM_ENV, localTmuxDir } from '../../../src/vms/local-vm-processes.js';
 
 const FAKE_AGENT = `
 const argv = process.argv.slice(2);
@@ -17,15 +21,23 @@ const profile = argv[argv.indexOf('--profile') + 1];
 console.log('fake agent up', JSON.stringify(argv));
 if (profile === 'crash') setTimeout(() => process.exit(1), 50);
 if (profile === 'badconf') process.exit(2);
+if (profile === 'daemon') {
+  // Like tmux: a detached process that outlives its starter, here one that ignores SIGTERM (it
+  // writes daemon.pid once it does).
+  const { spawn } = await import('node:child_process');
+  const daemon = "process.on('SIGTERM', () => {}); require('node:fs').writeFileSync('daemon.pid', String(process.pid)); setInterval(() => {}, 1000)";
+  spawn(process.execPath, ['-e', daemon], { detached: true, stdio: 'ignore' }).unref();
+}
 if (profile === 'stubborn') process.on('SIGTERM', () => console.log('ignoring SIGTERM'));
 else process.on('SIGTERM', () => process.exit(0));
 setInterval(() => {}, 1000);
 `;
 
+/** Running, not a zombie (an orphan's exit is collected by init a moment later). */
 function alive(pid: number): boolean {
   try {
-    process.kill(pid, 0);
-    return true;
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return !/^[XZ]/.test(stat.slice(stat.lastIndexOf(')') + 2));
   } catch {
     return false;
   }
@@ -49,7 +61,7 @@ describe('local agent processes', () => {
     return s;
   };
   const spec = (vm: string, profile = 'ok'): LocalAgentSpec => ({
-    vm, instanceId: `id-${vm}`, profile, labels: { team: 'a', 'bad,key': 'x' },
+    vm, vmDir: join(dir, vm), endsWithServer: true, instanceId: `id-${vm}`, profile, labels: { team: 'a', 'bad,key': 'x' },
     certsDir: join(dir, vm, 'certs'), workDir: join(dir, vm, 'work'), logPath: join(dir, `${vm}.log`), pidPath: join(dir, `${vm}.pid`),
   });
 
@@ -112,6 +124,59 @@ describe('local agent processes', () => {
     assert.deepEqual(s.info('agent-d')?.lastExit, { code: 2, signal: null });
     await new Promise((r) => setTimeout(r, 1500));
     assert.equal(s.info('agent-d')?.pid, bad.pid, 'not restarted');
+  });
+
+  test('the VM\'s other processes survive an agent restart and end with the VM', async () => {
+    const s = sup(300);
+    const sp = { ...spec('agent-f', 'daemon'), endsWithServer: false };
+    const daemon = async (): Promise<number> => {
+      await until('the daemon is up', () => existsSync(join(sp.workDir, 'daemon.pid')));
+      return Number(await readFile(join(sp.workDir, 'daemon.pid'), 'utf8'));
+    };
+    const agent = await s.start(sp);
+    const first = await daemon();
+    const environ = await readFile(`/proc/${first}/environ`, 'latin1');
+    assert.ok(environ.split('\0').includes(`${LOCAL_VM_ENV}=${sp.vmDir}`), 'the mark is inherited');
+    assert.ok(environ.split('\0').includes(`TMUX_TMPDIR=${join(sp.vmDir, 'tmux')}`), 'the tmux directory is the VM\'s own');
+    await rm(join(sp.workDir, 'daemon.pid'));
+    await s.start(sp, { restart: true });
+    assert.equal(alive(agent.pid), false);
+    assert.ok(alive(first), 'an agent restart keeps the VM\'s processes');
+    const second = await daemon();
+    const t0 = Date.now();
+    assert.equal(await s.stop('agent-f'), true);
+    assert.ok(!alive(first) && !alive(second), 'a stopped VM leaves nothing running');
+    const tookMs = Date.now() - t0;
+    assert.ok(tookMs >= 250 && tookMs < 5000, `TERM, the grace, then KILL (${tookMs} ms)`);
+  });
+
+  test('at stopAll, only the processes of VMs that end with sandboxd end; the rest are reaped after a crash', async () => {
+    const s = sup(300);
+    const ends = { ...spec('agent-g', 'daemon'), endsWithServer: true };
+    const outlives = { ...spec('agent-h', 'daemon'), endsWithServer: false };
+    await Promise.all([s.start(ends), s.start(outlives)]);
+    const pidOf = async (sp: LocalAgentSpec): Promise<number> => {
+      await until('the daemon is up', () => existsSync(join(sp.workDir, 'daemon.pid')));
+      return Number(await readFile(join(sp.workDir, 'daemon.pid'), 'utf8'));
+    };
+    const [gone, kept] = await Promise.all([pidOf(ends), pidOf(outlives)]);
+    await s.stopAll();
+    assert.equal(alive(gone), false);
+    assert.ok(alive(kept), 'the VM outlives sandboxd, and so do its processes');
+    const next = sup(300);
+    const reaped = await next.reapLeftovers([{ vm: 'agent-h', vmDir: outlives.vmDir, pidPath: outlives.pidPath }]);
+    assert.deepEqual(reaped.ended.map((p) => p.pid), [kept]);
+    assert.deepEqual(reaped.survivors, []);
+    assert.equal(alive(kept), false);
+  });
+
+  test('the tmux directory is in the VM folder unless its socket path would be too long', () => {
+    assert.equal(localTmuxDir('/var/lib/sandboxd/vms/agent-a'), '/var/lib/sandboxd/vms/agent-a/tmux');
+    const long = `/home/someone/.local/state/sandboxd/vms/agent-${'x'.repeat(57)}`;
+    const dir = localTmuxDir(long);
+    assert.match(dir, /\/sbx-tmux-[0-9a-f]{12}$/);
+    assert.equal(localTmuxDir(long), dir, 'derived the same way every time');
+    assert.ok(Buffer.byteLength(join(dir, 'tmux-4294967294', 'sandboxd')) <= 107);
   });
 
   test('an orphan left by an earlier sandboxd is stopped before the new agent starts', async () => {
