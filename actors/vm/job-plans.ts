@@ -25,7 +25,7 @@
  * checked again by its first step when its turn comes (and fails with that code).
  */
 import { SvcError } from '../../src/core/errors.js';
-import type { OperationSnapshot } from './operation-state.js';
+import type { OperationSnapshot } from '../../src/core/operation-state.js';
 import type { JobKind, JobParams, ObservedState, StepBudgets, StepResult, VmStepName } from './vm-frames.js';
 
 /** Jobs one VM may have queued or running at once. */

@@ -2,7 +2,7 @@
  * The per-VM operation queue (DESIGN.md: "each agent connection, VM operation queue … runs as an
  * actor"). One actor per VM, id `agent:<vm_name>/vm-ops`, spawned by the main thread on first
  * use. It admits or refuses new jobs (job-plans.ts), runs them strictly one after another in
- * submission order, drives each through the operation state machine (operation-state.ts), and
+ * submission order, drives each through the operation state machine (src/core/operation-state.ts), and
  * reports every change as a kFrameVmJob frame. Different VMs are different actors, so their jobs
  * run in parallel.
  *
@@ -16,7 +16,7 @@ import { SvcError, toWire, type WireError } from '../../src/core/errors.js';
 import { Outbox } from '../agent/outbox.js';
 import type { Actor, ActorContext, ActorFactory } from '../runtime/actor.js';
 import { admissionError, planOf, type JobContext, type JobPlan, type PlanStep } from './job-plans.js';
-import { OperationCause, OperationProgress, isTerminal, type OperationSnapshot } from './operation-state.js';
+import { OperationCause, OperationProgress, isTerminal, type OperationSnapshot } from '../../src/core/operation-state.js';
 import {
   VM_OPS_ACTOR_TYPE,
   VmFrameKind,

@@ -12,7 +12,7 @@
  * never purged (each VM queue holds at most a few).
  */
 import { SvcError } from '../core/errors.js';
-import { isTerminal, operationJson, type OperationJson, type OperationSnapshot } from '../../actors/vm/operation-state.js';
+import { isTerminal, operationJson, type OperationJson, type OperationSnapshot } from '../core/operation-state.js';
 
 export interface OperationStoreOptions {
   /** How long a finished operation stays readable, ms. Default 3 600 000 (1 hour). */

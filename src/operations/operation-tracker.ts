@@ -1,13 +1,13 @@
 /**
  * How features create and follow operations. VM work goes through the VM queue actors (see
  * src/vms/); code that runs an operation on the main thread itself uses `begin()` and drives the
- * handle, with the same state machine (actors/vm/operation-state.ts) and the same store, so
+ * handle, with the same state machine (src/core/operation-state.ts) and the same store, so
  * GET /api/v1/operations/{id} shows both alike.
  */
 import { randomUUID } from 'node:crypto';
 import { toWire } from '../core/errors.js';
 import type { TransitionLogger } from '../core/state-machine.js';
-import { OperationProgress, operationJson, type OperationJson, type OperationType } from '../../actors/vm/operation-state.js';
+import { OperationProgress, operationJson, type OperationJson, type OperationType } from '../core/operation-state.js';
 import type { OperationStore } from './operation-store.js';
 
 /** A new operation id: `op-<uuid>` (spec part 2). */

@@ -13,7 +13,7 @@
  */
 import { SvcError, isErrorCode } from '../core/errors.js';
 import { isTestDriverUri } from '../hypervisor/uri.js';
-import type { OperationJson } from '../../actors/vm/operation-state.js';
+import type { OperationJson } from '../core/operation-state.js';
 import type { CreateVmRequest, Profile } from '../vms/create-request.js';
 import type { VmApi } from '../vms/vm-controller.js';
 

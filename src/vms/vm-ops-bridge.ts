@@ -11,7 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { ActorSystem } from '../../actors/runtime/actor-system.js';
-import { isTerminal, type OperationSnapshot } from '../../actors/vm/operation-state.js';
+import { isTerminal, type OperationSnapshot } from '../core/operation-state.js';
 import {
   VM_OPS_ACTOR_TYPE,
   VmFrameKind,

@@ -20,7 +20,7 @@ import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ActorSystem } from '../../actors/runtime/actor-system.js';
 import { publicTypeOf } from '../../actors/vm/vm-frames.js';
-import { isTerminal, type OperationJson } from '../../actors/vm/operation-state.js';
+import { isTerminal, type OperationJson } from '../core/operation-state.js';
 import { SvcError, isErrorCode } from '../core/errors.js';
 import { registerContainerImageRoutes } from '../api/container-images.js';
 import { registerOperationRoutes } from '../api/operations.js';

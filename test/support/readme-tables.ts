@@ -2,7 +2,7 @@
  * Every README table that is generated from code, by marker name. `npm run docs` writes them;
  * test/unit/docs/readme-tables.test.ts fails when README and code disagree.
  */
-import { operationStatusTableMarkdown } from '../../actors/vm/operation-state.js';
+import { operationStatusTableMarkdown } from '../../src/core/operation-state.js';
 import { configMarkdownTable } from '../../src/config/load.js';
 import { errorsMarkdownTable } from '../../src/core/errors.js';
 import { programsMarkdownTable } from '../../src/setup/programs.mjs';

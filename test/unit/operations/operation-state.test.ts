@@ -7,7 +7,7 @@ import {
   OperationProgress,
   operationJson,
   operationStatusTableMarkdown,
-} from '../../../actors/vm/operation-state.js';
+} from '../../../src/core/operation-state.js';
 
 function op(now = (): number => 1_700_000_000_000): OperationProgress {
   return new OperationProgress({ id: 'op-1', type: 'vm_create', target: 'agent-a', now });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { OperationProgress } from '../../../actors/vm/operation-state.js';
+import { OperationProgress } from '../../../src/core/operation-state.js';
 import { registerOperationRoutes } from '../../../src/api/operations.js';
 import { SvcError } from '../../../src/core/errors.js';
 import { inject } from '../../../src/http/inject.js';

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Actor, ActorContext } from '../../../actors/runtime/actor.js';
-import type { OperationSnapshot } from '../../../actors/vm/operation-state.js';
+import type { OperationSnapshot } from '../../../src/core/operation-state.js';
 import { actorTypes } from '../../../actors/vm/vm-ops.actor.js';
 import {
   VM_OPS_ACTOR_TYPE,

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { admissionError, planOf, MAX_QUEUED_JOBS, type JobContext } from '../../../actors/vm/job-plans.js';
-import type { OperationSnapshot } from '../../../actors/vm/operation-state.js';
+import type { OperationSnapshot } from '../../../src/core/operation-state.js';
 import type { JobKind, JobParams, StepResult } from '../../../actors/vm/vm-frames.js';
 
 const create: JobParams = { kind: 'create', create: { uuid: 'u', vcpus: 1, memoryMiB: 256, diskGiB: 1, profile: 'basic', agentshare: true, start: true, sshKeys: [] } };

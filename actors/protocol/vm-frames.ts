@@ -23,7 +23,7 @@
  * Frame kinds 64–79 are reserved for VMs (actors/protocol/frames.ts leaves 64–255 free).
  */
 import type { WireError } from '../../src/core/errors.js';
-import type { OperationSnapshot, OperationType } from './operation-state.js';
+import type { OperationSnapshot, OperationType } from '../../src/core/operation-state.js';
 
 export const VmFrameKind = {
   kFrameVmStep: 64,

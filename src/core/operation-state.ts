@@ -1,8 +1,8 @@
 /**
  * The Operation resource (spec parts 2 and 3): its types, its status machine and its JSON shape.
- * It lives under actors/ because the VM operation-queue actor drives it in a worker shard, and
- * actors may use only src/util, src/core and src/observability; the main thread's OperationStore
- * (src/operations/) imports it from here.
+ * It lives in src/core because both threads drive it: the VM operation-queue actor in a worker
+ * shard (actors may use only src/util, src/core and src/observability) and main-thread code
+ * through src/operations/, whose one OperationStore holds every operation.
  *
  * Status machine (STYLE point 8; the spec leaves pending → running open, this is our decision):
  *
@@ -16,8 +16,8 @@
  *   server is stopping).
  * - completed and failed are final.
  */
-import { StateMachine, transitionTableMarkdown, type TransitionLogger, type TransitionTable } from '../../src/core/state-machine.js';
-import type { WireError } from '../../src/core/errors.js';
+import { StateMachine, transitionTableMarkdown, type TransitionLogger, type TransitionTable } from './state-machine.js';
+import type { WireError } from './errors.js';
 
 /** The spec's operation types. deploy-agent reports vm_create. */
 export const OPERATION_TYPES = ['vm_create', 'vm_delete', 'vm_restart'] as const;
