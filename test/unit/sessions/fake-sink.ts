@@ -4,6 +4,7 @@
  */
 import type { FrameSink } from '../../../src/sessions/client-sender.js';
 import { decodeOutputBinary } from '../../../src/sessions/pty-ws-frames.js';
+import { tail } from '../../support/wait.js';
 
 let nextId = 1000;
 
@@ -15,6 +16,7 @@ export class FakeSink implements FrameSink {
   closeCode: number | undefined;
   #buffered = 0;
   #reading = true;
+  readonly #listeners = new Set<() => void>();
 
   get closed(): boolean {
     return this.closeCode !== undefined;
@@ -26,6 +28,7 @@ export class FakeSink implements FrameSink {
       if (b === null) throw new Error('unexpected binary frame');
       this.frames.push({ op: 'binary', seq: b.seq, data: Buffer.from(b.data) });
     } else this.frames.push(JSON.parse(typeof data === 'string' ? data : Buffer.from(data).toString()) as Frame);
+    for (const l of this.#listeners) l();
     if (this.#reading) return 'sent';
     this.#buffered += typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength;
     return 'backpressure';
@@ -42,6 +45,15 @@ export class FakeSink implements FrameSink {
   drain(): void {
     this.#reading = true;
     this.#buffered = 0;
+  }
+  /** Calls `listener` after every frame received; returns the unsubscribe function (waitFor's `wake`). */
+  onFrame(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+  /** What this sink received, for a timeout message: the last ops and seqs, the output's tail. */
+  describe(): string {
+    return `ops ${JSON.stringify(this.ops().slice(-12))} (of ${this.frames.length}), seqs ${JSON.stringify(this.seqs().slice(-4))}, output ${tail(this.output(), 400)}`;
   }
   ops(): string[] {
     return this.frames.map((f) => f.op);

@@ -30,6 +30,8 @@ export class LocalAgentPort implements SessionAgentPort {
   readonly running = new Map<string, Running>();
   readonly oneShots: string[][] = [];
   readonly #h: TmuxHarness;
+  /** PTYs of a crashed "agent" (forgotten, maybe not yet exited): close() makes sure they end. */
+  readonly #dead: IPty[] = [];
 
   constructor(h: TmuxHarness) {
     this.#h = h;
@@ -45,7 +47,7 @@ export class LocalAgentPort implements SessionAgentPort {
       if (!run.detached) this.sink?.commandOutput(req.commandId, ++run.seq, Buffer.from(d as unknown as Buffer));
     });
     pty.onExit(({ exitCode }) => {
-      this.running.delete(req.commandId);
+      if (this.running.get(req.commandId) === run) this.running.delete(req.commandId);
       if (!run.detached) this.sink?.commandFinished(req.commandId, exitCode);
     });
     return Promise.resolve();
@@ -72,10 +74,19 @@ export class LocalAgentPort implements SessionAgentPort {
     return { exitCode: r.exitCode, output: r.stdout + r.stderr };
   }
 
-  /** The agent process dies: its PTY clients die with it, and it tells nobody. */
+  /**
+   * The agent process dies: its PTY clients die with it, and it tells nobody. The restarted
+   * agent knows none of the old commands, so they leave `running` (and the next report) at
+   * once, not when node-pty gets round to reporting their exit: that comes only after the tmux
+   * client's SIGHUP round trip to its server and the PTY socket's close, which on a loaded
+   * machine can be later than the reconnect's SessionReport, which then listed the dead command
+   * as running and the session was never re-attached.
+   */
   crashAgent(): void {
-    for (const r of this.running.values()) {
+    for (const [id, r] of this.running) {
       r.detached = true;
+      this.running.delete(id);
+      this.#dead.push(r.pty);
       r.pty.kill('SIGHUP');
     }
   }
@@ -101,10 +112,10 @@ export class LocalAgentPort implements SessionAgentPort {
   }
 
   close(): void {
-    for (const r of this.running.values()) {
-      r.detached = true;
+    for (const r of this.running.values()) r.detached = true;
+    for (const pty of [...[...this.running.values()].map((r) => r.pty), ...this.#dead]) {
       try {
-        r.pty.kill();
+        pty.kill();
       } catch {
         // gone
       }

@@ -23,13 +23,19 @@ import { kGenerationSeqSpan, type SessionCreateResponse, type SessionListEntry }
 import { parseTmuxPanes, tmuxCreateArgv, tmuxListPanesArgv } from '../../../src/sessions/tmux.js';
 import { FakeSink } from './fake-sink.js';
 import { LocalAgentPort } from './local-agent-port.js';
-import { TmuxHarness, until } from './tmux-harness.js';
+import { TmuxHarness } from './tmux-harness.js';
+import { DEADLINE_MS, waitFor } from '../../support/wait.js';
 
 const URLS = { httpBaseUrl: 'http://127.0.0.1:8122', wsBaseUrl: 'ws://127.0.0.1:8121' };
 const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
 
 function join(over: Partial<JoinFrame> = {}): JoinFrame {
   return { op: 'pty.join_session', role: undefined, sessionBackend: undefined, sessionClass: undefined, argv: undefined, cwd: undefined, env: undefined, terminalSize: undefined, replayFrom: undefined, binaryOutput: false, clientLabel: undefined, ...over };
+}
+
+/** Waits until `cond` holds for what `sink` received; the timeout shows its last frames and output. */
+function untilSeen(sink: FakeSink, what: string, cond: () => boolean): Promise<true> {
+  return waitFor(what, cond, { deadlineMs: DEADLINE_MS.process, wake: (recheck) => sink.onFrame(recheck), lastState: () => sink.describe() });
 }
 
 function alive(pid: number): boolean {
@@ -147,18 +153,18 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     hub.handle(obs, { op: 'pty.session_input', data: enc('echo OBSERVER-WAS-HERE\r') });
     assert.equal(obs.last('error')?.['code'], 'input_not_permitted');
     hub.handle(ctl, { op: 'pty.session_input', data: enc('echo hello-$((6*7)); stty size\r') });
-    await until(() => obs.output().includes('hello-42'), 'observer sees the controller\'s command');
-    await until(() => obs.output().includes('30 100'), 'stty size shows the controller\'s size');
+    await untilSeen(obs, 'the observer to see the controller\'s command', () => obs.output().includes('hello-42'));
+    await untilSeen(obs, 'stty size to show the controller\'s size', () => obs.output().includes('30 100'));
     hub.handle(ctl, { op: 'pty.session_resize', cols: 90, rows: 20 });
     // The resize travels PTY → tmux client → tmux server → pane asynchronously: ask until it shows.
     let asked = 0;
-    await until(() => {
+    await untilSeen(obs, 'the resize to reach the PTY (stty size 20 90)', () => {
       if (Date.now() - asked > 500) {
         asked = Date.now();
         hub.handle(ctl, { op: 'pty.session_input', data: enc('stty size\r') });
       }
       return obs.output().includes('20 90');
-    }, 'resize reached the PTY');
+    });
     assert.ok(!obs.output().includes('OBSERVER-WAS-HERE'));
     const entry = (await list(s))[0];
     assert.deepEqual(entry?.membership, { controllers: [`c${ctl.id}`], observers: [`c${obs.id}`, `c${ctl2.id}`], attachment_count: 3 });
@@ -196,7 +202,7 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     hub.handle(ctl, join({ role: 'controller' }));
     await h.waitSession('doomed');
     hub.handle(ctl, { op: 'pty.session_input', data: enc("sleep 1001 & (trap '' TERM HUP; exec sleep 1002) & echo STARTED\r") });
-    await until(() => ctl.output().includes('STARTED\r\n'), 'jobs started');
+    await untilSeen(ctl, 'the jobs to start', () => ctl.output().includes('STARTED\r\n'));
     const pane = parseTmuxPanes((await h.exec(tmuxListPanesArgv({ socket: h.socket }))).stdout).find((p) => p.name === 'doomed');
     assert.ok(pane);
     const pids = (await h.exec(['pgrep', '-s', String(pane.panePids[0])])).stdout.split('\n').filter(Boolean).map(Number);
@@ -244,7 +250,7 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     const obs1 = new FakeSink();
     s1.service.hub(id)?.open(obs1);
     s1.service.hub(id)?.handle(obs1, join());
-    await until(() => obs1.output().includes('tick-3'), 'ticks before the restart');
+    await untilSeen(obs1, 'ticks before the restart', () => obs1.output().includes('tick-3'));
     const lastSeqBefore = Math.max(...obs1.seqs());
 
     // sandboxd goes away (the agent keeps running and buffers; here: output is dropped).
@@ -268,7 +274,10 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     assert.deepEqual(before.map((e) => [e.session_id, e.state]), [[id, 'detached']]);
     s2.service.agentConnected('agent-1');
     s2.reconciler.agentRegistered('agent-1');
-    await until(() => s2.events.some((e) => e.event_type === 'session.reconcile_complete' || e.event_type === 'session.reconcile_failed'), 'reconciliation finished', 30_000);
+    await waitFor('the reconciliation to finish', () => s2.events.some((e) => e.event_type === 'session.reconcile_complete' || e.event_type === 'session.reconcile_failed'), {
+      deadlineMs: DEADLINE_MS.process,
+      lastState: () => `events ${JSON.stringify(s2.events.map((e) => e.event_type))}`,
+    });
     assert.deepEqual(s2.events.map((e) => e.event_type), [
       'session.query_sent',
       'session.report_received',
@@ -286,7 +295,7 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     const obs2 = new FakeSink();
     s2.service.hub(id)?.open(obs2);
     s2.service.hub(id)?.handle(obs2, join({ replayFrom: lastSeqBefore + 1 }));
-    await until(() => obs2.seqs().length >= 3, 'new output after the restart');
+    await untilSeen(obs2, 'new output after the restart', () => obs2.seqs().length >= 3);
     assert.ok(Math.min(...obs2.seqs()) > lastSeqBefore, 'seqs continue from the same command');
     assert.ok(s2.killed.value >= 1);
     await inject(s2.router, { method: 'DELETE', url: `/api/v1/agents/agent-1/sessions/${id}?signal=KILL` });
@@ -310,8 +319,13 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     s.service.hub(kept.json.session_id)?.handle(obs, join());
     s.service.agentConnected('agent-1');
     s.reconciler.agentRegistered('agent-1');
-    await until(() => obs.seqs().some((q) => q > kGenerationSeqSpan), 'output of generation 1');
-    await until(async () => (await list(s)).length === 1, 'the vanished session closed');
+    const sessions = async (): Promise<string> => JSON.stringify((await list(s)).map((e) => [e.session_name, e.state, e.command_id]));
+    await waitFor('output of generation 1 (the re-attached tmux client)', () => obs.seqs().some((q) => q > kGenerationSeqSpan), {
+      deadlineMs: DEADLINE_MS.process,
+      wake: (recheck) => obs.onFrame(recheck),
+      lastState: async () => `${obs.describe()}; sessions ${await sessions()}; events ${JSON.stringify(s.events.map((e) => e.event_type))}`,
+    });
+    await waitFor('the vanished session to close', async () => (await list(s)).length === 1, { deadlineMs: DEADLINE_MS.process, lastState: sessions });
     const [entry] = await list(s);
     assert.equal(entry?.session_id, kept.json.session_id);
     assert.equal(entry?.state, 'running');
@@ -327,13 +341,14 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     const obs = new FakeSink();
     s.service.hub(res.json.session_id)?.open(obs);
     s.service.hub(res.json.session_id)?.handle(obs, join());
-    await until(() => s.hitl.list().length === 1, 'hitl request');
+    await waitFor('a HITL request', () => s.hitl.list().length === 1, { deadlineMs: DEADLINE_MS.process, lastState: () => obs.describe() });
     const req = s.hitl.list()[0];
     assert.equal(req?.kind, 'confirm');
     assert.equal(req?.prompt, 'Proceed with deploy? [y/N]');
     assert.deepEqual([req?.session_id, req?.agent_id, req?.command_id], [res.json.session_id, 'agent-1', res.json.command_id]);
     await s.hitl.respond(req?.id ?? '', 'y');
-    await until(() => obs.output().includes('answer=y'), 'the answer reached the program');
+    await untilSeen(obs, 'the answer to reach the program', () => obs.output().includes('answer=y'));
+    // A negative check: three settle periods (settleMs 100) in which the answered prompt must not come back.
     await new Promise((r) => setTimeout(r, 300));
     assert.deepEqual(s.hitl.list(), [], 'answered: not raised again');
     s.hitl.stop();

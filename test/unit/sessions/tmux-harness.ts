@@ -6,9 +6,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { spawn as ptySpawn, type IPty } from 'node-pty';
-import { execArgv, socketArgs, tmuxHasSessionArgv, type ExecResult, type TmuxSocket } from '../../../src/sessions/tmux.js';
+import { execArgv, socketArgs, tmuxHasSessionArgv, tmuxListPanesArgv, type ExecResult, type TmuxSocket } from '../../../src/sessions/tmux.js';
+import { DEADLINE_MS, tail, waitFor } from '../../support/wait.js';
 
 let counter = 0;
 
@@ -17,8 +17,8 @@ export interface PtyRun {
   /** Everything the PTY printed so far (latin1-safe text). */
   output(): string;
   readonly exited: Promise<number>;
-  /** Resolves when the output contains `text` (rejects after timeoutMs). */
-  waitFor(text: string | RegExp, timeoutMs?: number): Promise<void>;
+  /** Resolves when the output contains `text`; the timeout names it and shows the output's tail. */
+  waitFor(text: string | RegExp, deadlineMs?: number): Promise<void>;
 }
 
 export class TmuxHarness {
@@ -48,32 +48,34 @@ export class TmuxHarness {
     const pty = ptySpawn(file ?? 'false', args, { name: 'xterm-256color', cols: opts.cols ?? 80, rows: opts.rows ?? 24, cwd: opts.cwd ?? this.dir, env: this.env });
     this.#ptys.push(pty);
     let out = '';
-    pty.onData((d) => (out += d));
+    const changed = new Set<() => void>();
+    pty.onData((d) => {
+      out += d;
+      for (const f of changed) f();
+    });
     const exited = new Promise<number>((r) => pty.onExit(({ exitCode }) => r(exitCode)));
     return {
       pty,
       output: () => out,
       exited,
-      async waitFor(text, timeoutMs = 15_000) {
-        const deadline = Date.now() + timeoutMs;
+      async waitFor(text, deadlineMs = DEADLINE_MS.process) {
         const hit = (): boolean => (typeof text === 'string' ? out.includes(text) : text.test(out));
-        while (!hit()) {
-          if (Date.now() > deadline) throw new Error(`timed out waiting for ${String(text)}; output tail: ${JSON.stringify(out.slice(-300))}`);
-          await sleep(20);
-        }
+        await waitFor(`PTY output ${typeof text === 'string' ? JSON.stringify(text) : String(text)} from ${argv.join(' ').slice(0, 120)}`, hit, {
+          deadlineMs,
+          wake: (recheck) => (changed.add(recheck), () => changed.delete(recheck)),
+          lastState: () => `output ${tail(out)}`,
+        });
       },
     };
   }
 
-  /** Polls until has-session says `exists` (rejects after timeoutMs). */
-  async waitSession(sessionName: string, exists = true, timeoutMs = 15_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const r = await this.exec(tmuxHasSessionArgv({ socket: this.socket, sessionName }));
-      if ((r.exitCode === 0) === exists) return;
-      if (Date.now() > deadline) throw new Error(`session ${sessionName} ${exists ? 'never appeared' : 'never went away'}`);
-      await sleep(30);
-    }
+  /** Waits until has-session says `exists`; the timeout lists the sessions the server has. */
+  async waitSession(sessionName: string, exists = true, deadlineMs = DEADLINE_MS.process): Promise<void> {
+    await waitFor(`tmux session ${sessionName} to ${exists ? 'exist' : 'be gone'}`, async () => ((await this.exec(tmuxHasSessionArgv({ socket: this.socket, sessionName }))).exitCode === 0) === exists, {
+      deadlineMs,
+      intervalMs: 30,
+      lastState: async () => `panes: ${tail((await this.exec(tmuxListPanesArgv({ socket: this.socket }))).stdout || '(none)')}`,
+    });
   }
 
   async close(): Promise<void> {
@@ -92,13 +94,4 @@ export class TmuxHarness {
 /** Single-quotes text for sh. */
 export function shq(text: string): string {
   return `'${text.replace(/'/g, `'\\''`)}'`;
-}
-
-/** Polls `check` until it returns true. */
-export async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
-    await sleep(25);
-  }
 }

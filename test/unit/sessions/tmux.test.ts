@@ -3,7 +3,7 @@
  * PTY (node-pty), exactly as the agent runs them.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
@@ -18,7 +18,21 @@ import {
   tmuxListPanesArgv,
   tmuxPaneSizeArgv,
 } from '../../../src/sessions/tmux.js';
-import { shq, TmuxHarness, until } from './tmux-harness.js';
+import { DEADLINE_MS, tail, waitFor } from '../../support/wait.js';
+import { shq, TmuxHarness } from './tmux-harness.js';
+
+/**
+ * The text of `file` once it holds at least as many bytes as `expected` (the command opens it
+ * with `>` before it writes, so "it exists" is not "it is written"); the timeout shows what it holds.
+ */
+async function written(dir: string, file: string, expected: string): Promise<string> {
+  const path = join(dir, file);
+  await waitFor(`${file} to be written`, () => existsSync(path) && statSync(path).size >= Buffer.byteLength(expected), {
+    deadlineMs: DEADLINE_MS.process,
+    lastState: () => (existsSync(path) ? `it holds ${tail(readFileSync(path, 'utf8'))}` : 'no such file'),
+  });
+  return readFileSync(path, 'utf8');
+}
 
 function alive(pid: number): boolean {
   try {
@@ -84,7 +98,8 @@ describe('tmux argv against real tmux', { timeout: 180_000 }, () => {
     const size = await h.exec(tmuxPaneSizeArgv({ socket: h.socket, sessionName: 'sized' }));
     assert.equal(size.stdout.trim(), '90 30');
     run.pty.resize(132, 43);
-    await until(async () => (await h.exec(tmuxPaneSizeArgv({ socket: h.socket, sessionName: 'sized' }))).stdout.trim() === '132 43', 'pane resized');
+    const paneSize = async (): Promise<string> => (await h.exec(tmuxPaneSizeArgv({ socket: h.socket, sessionName: 'sized' }))).stdout.trim();
+    await waitFor('the pane to be resized to 132 43', async () => (await paneSize()) === '132 43', { deadlineMs: DEADLINE_MS.process, lastState: async () => `pane size ${await paneSize()}` });
     run.pty.write('\r');
     await run.waitFor('43 132');
     const kill = await h.exec(tmuxKillArgv({ socket: h.socket, sessionName: 'sized', signal: 'TERM', graceSeconds: 2 }));
@@ -100,7 +115,8 @@ describe('tmux argv against real tmux', { timeout: 180_000 }, () => {
     await first.exited;
     await h.waitSession('persist');
     const second = h.spawn(tmuxCreateArgv({ socket: h.socket, sessionName: 'persist', command: 'echo second > second.txt', cols: 80, rows: 24 }));
-    await until(async () => (await h.exec(tmuxCapturePaneArgv({ socket: h.socket, sessionName: 'persist' }))).stdout.includes(`started-${pid}`), 'screen redrawn');
+    const screen = async (): Promise<string> => (await h.exec(tmuxCapturePaneArgv({ socket: h.socket, sessionName: 'persist' }))).stdout;
+    await waitFor('the screen to be redrawn for the second client', async () => (await screen()).includes(`started-${pid}`), { deadlineMs: DEADLINE_MS.process, lastState: async () => `screen ${tail(await screen())}` });
     const panes = parseTmuxPanes((await h.exec(tmuxListPanesArgv({ socket: h.socket }))).stdout).filter((s) => s.name === 'persist');
     assert.equal(panes.length, 1);
     assert.equal(String(panes[0]?.panePids[0]), pid);
@@ -126,8 +142,7 @@ describe('tmux argv against real tmux', { timeout: 180_000 }, () => {
         // The client's own exit code is not the command's (and is 1 when the server exits before
         // the client finished attaching): the file is the evidence.
         await run.exited;
-        await until(() => existsSync(join(h.dir, out)), `${out} written`);
-        assert.equal(readFileSync(join(h.dir, out), 'utf8'), p + extra, `command ${JSON.stringify(command)}`);
+        assert.equal(await written(h.dir, out, p + extra), p + extra, `command ${JSON.stringify(command)}`);
       }
     }
     assert.equal(existsSync(join(h.dir, 'pwned')), false);
@@ -142,8 +157,7 @@ describe('tmux argv against real tmux', { timeout: 180_000 }, () => {
           tmuxCreateArgv({ socket: h.socket, sessionName: `prop${n}`, command: `printf '%s' "$SBX_V" > ${out}${suffix}`, env: { SBX_V: payload + suffix }, cols: 80, rows: 24 }),
         );
         await run.exited;
-        await until(() => existsSync(join(h.dir, out)), `${out} written`);
-        assert.equal(readFileSync(join(h.dir, out), 'utf8'), payload + suffix);
+        assert.equal(await written(h.dir, out, payload + suffix), payload + suffix);
       }),
       { numRuns: 15 },
     );
@@ -152,8 +166,7 @@ describe('tmux argv against real tmux', { timeout: 180_000 }, () => {
   test('argv form execs the program without a shell', async () => {
     const run = h.spawn(tmuxCreateArgv({ socket: h.socket, sessionName: 'argv', argv: ['/bin/sh', '-c', 'printf "%s|" "$@" > argv.txt', 'x', 'a b', '$(id)', 'semi;'], cols: 80, rows: 24 }));
     await run.exited;
-    await until(() => existsSync(join(h.dir, 'argv.txt')), 'argv.txt');
-    assert.equal(readFileSync(join(h.dir, 'argv.txt'), 'utf8'), 'a b|$(id)|semi;|');
+    assert.equal(await written(h.dir, 'argv.txt', 'a b|$(id)|semi;|'), 'a b|$(id)|semi;|');
   });
 
   test('kill ends every process of the panes (jobs in other process groups too), then the session; a TERM-ignoring process gets KILL', async () => {
@@ -164,11 +177,11 @@ describe('tmux argv against real tmux', { timeout: 180_000 }, () => {
     const panes = parseTmuxPanes((await h.exec(tmuxListPanesArgv({ socket: h.socket }))).stdout).find((s) => s.name === 'victim');
     assert.ok(panes);
     const pids: number[] = [];
-    await until(async () => {
+    await waitFor('the four jobs to run in the pane\'s session', async () => {
       const r = await h.exec(['pgrep', '-s', String(panes.panePids[0])]);
       pids.splice(0, pids.length, ...r.stdout.split('\n').filter(Boolean).map(Number));
       return pids.length >= 4;
-    }, 'jobs started');
+    }, { deadlineMs: DEADLINE_MS.process, lastState: () => `pids ${JSON.stringify(pids)}` });
     const kill = await h.exec(tmuxKillArgv({ socket: h.socket, sessionName: 'victim', signal: 'TERM', graceSeconds: 1 }));
     assert.equal(kill.exitCode, 0, kill.stderr);
     assert.deepEqual(pids.filter(alive), []);
@@ -180,9 +193,9 @@ describe('tmux argv against real tmux', { timeout: 180_000 }, () => {
   test('INT and HUP are delivered first; the session dies with its command', async () => {
     for (const signal of ['INT', 'HUP'] as const) {
       const name = `sig-${signal}`;
-      const run = h.spawn(tmuxCreateArgv({ socket: h.socket, sessionName: name, command: `trap 'echo got-${signal} > ${name}.txt; exit 0' ${signal}; while :; do sleep 0.1; done`, cols: 80, rows: 24 }));
-      await h.waitSession(name);
-      await new Promise((r) => setTimeout(r, 200));
+      const run = h.spawn(tmuxCreateArgv({ socket: h.socket, sessionName: name, command: `trap 'echo got-${signal} > ${name}.txt; exit 0' ${signal}; echo armed > ${name}.armed; while :; do sleep 0.1; done`, cols: 80, rows: 24 }));
+      // The signal must find the trap installed, not merely the session made.
+      await written(h.dir, `${name}.armed`, 'armed\n');
       assert.equal((await h.exec(tmuxKillArgv({ socket: h.socket, sessionName: name, signal, graceSeconds: 5 }))).exitCode, 0);
       await run.exited;
       assert.equal(readFileSync(join(h.dir, `${name}.txt`), 'utf8').trim(), `got-${signal}`);
