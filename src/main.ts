@@ -38,6 +38,7 @@ import { createLogger } from './observability/log.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
 import { withDeadline } from './util/deadline.js';
 
+import { errorMessage } from './util/error-message.js';
 export interface ServerHandle {
   readonly config: Config;
   readonly logger: Logger;
@@ -325,7 +326,7 @@ export async function runServe(env: Readonly<Record<string, string | undefined>>
   } catch (err) {
     logger.fatal({ err }, 'sandboxd failed to start');
     await log.flush().catch(() => undefined);
-    process.stderr.write(`sandboxd: failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`sandboxd: failed to start: ${errorMessage(err)}\n`);
     return 1;
   }
 

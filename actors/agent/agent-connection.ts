@@ -37,6 +37,7 @@ import {
 import { Outbox } from './outbox.js';
 import { sessionQueryOf, sessionReconcileAckFrame, sessionReconcileOf, sessionReportFrame } from './session-frames.js';
 import { shardTicker, type Tickable, type Ticker } from './ticker.js';
+import { errorMessage } from '../../src/util/error-message.js';
 
 /** A stream that attached but sent no registration within this long is closed (ms). */
 export const kRegistrationTimeoutMs = 30_000;
@@ -161,7 +162,7 @@ export class AgentConnectionActor implements Actor, Tickable {
     try {
       this.#checkTimers(nowMs);
     } catch (err) {
-      this.#ctx.logger.error({ agent: this.#init.agentId, err: err instanceof Error ? err.message : String(err) }, 'agent timer check failed');
+      this.#ctx.logger.error({ agent: this.#init.agentId, err: errorMessage(err) }, 'agent timer check failed');
     }
   }
 
@@ -258,7 +259,7 @@ export class AgentConnectionActor implements Actor, Tickable {
     try {
       msg = v1.AgentMessage.decode(bytes);
     } catch (err) {
-      return this.reject('undecodable', { bytes: bytes.byteLength, err: err instanceof Error ? err.message : String(err) });
+      return this.reject('undecodable', { bytes: bytes.byteLength, err: errorMessage(err) });
     }
     if (msg.payload === undefined) return this.reject('unknown_payload', { bytes: bytes.byteLength });
     if (msg.payload === 'registration') return this.#onRegistration(s, msg.registration!);

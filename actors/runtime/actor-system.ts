@@ -20,6 +20,7 @@ import { kDefaultCallTimeoutMs, type CallOptions, type ShardBackend, type ShardS
 import { shardIndexOf } from './shard-hash.js';
 import type { ShardWorkerStats } from './shard-protocol.js';
 import { WorkerShard } from './worker-shard.js';
+import { errorMessage } from '../../src/util/error-message.js';
 
 export type { CallOptions, ShardStats } from './shard-backend.js';
 export type { ShardWorkerStats } from './shard-protocol.js';
@@ -89,7 +90,7 @@ export class ActorSystem {
     const onSpawnRequest = (type: string, id: string, init: unknown): void => {
       if (ref.system === undefined) return;
       ref.system.spawn(type, id, init).catch((err: unknown) => {
-        logger.warn({ actorType: type, actor: id, err: err instanceof Error ? err.message : String(err) }, 'spawn requested by an actor failed');
+        logger.warn({ actorType: type, actor: id, err: errorMessage(err) }, 'spawn requested by an actor failed');
       });
     };
     const indexes = Array.from({ length: opts.shards }, (_, i) => i);

@@ -12,6 +12,7 @@ import type { ActorTypes } from './actor-registry.js';
 import { ActorHost } from './actor-host.js';
 import type { ShardWorkerStats } from './shard-protocol.js';
 import { guardedCall, type CallOptions, type PendingCalls, type ShardBackend, type ShardStats } from './shard-backend.js';
+import { errorMessage } from '../../src/util/error-message.js';
 
 export interface InlineShardOptions {
   index: number;
@@ -49,7 +50,7 @@ export class InlineShard implements ShardBackend {
             onEmit(kind, key, payload);
           } catch (err) {
             this.#emitErrors++;
-            logger.error({ shard: opts.index, key, err: err instanceof Error ? err.message : String(err) }, 'onEmit threw');
+            logger.error({ shard: opts.index, key, err: errorMessage(err) }, 'onEmit threw');
           }
           return true;
         },

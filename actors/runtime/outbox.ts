@@ -4,6 +4,7 @@
  * ctx.whenWritable. Nothing is dropped, and no frame overtakes an earlier one, whatever its kind.
  */
 import type { ActorContext } from '../runtime/actor.js';
+import { errorMessage } from '../../src/util/error-message.js';
 
 interface Pending {
   readonly kind: number;
@@ -64,7 +65,7 @@ export class Outbox {
       return this.#ctx.emit(kind, key, payload);
     } catch (err) {
       this.#dropped++;
-      this.#ctx.logger.error({ kind, key, bytes: payload.byteLength, err: err instanceof Error ? err.message : String(err) }, 'frame refused by the runtime; dropped');
+      this.#ctx.logger.error({ kind, key, bytes: payload.byteLength, err: errorMessage(err) }, 'frame refused by the runtime; dropped');
       return true;
     }
   }

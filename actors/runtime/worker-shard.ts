@@ -16,6 +16,7 @@ import type { ActorLogger } from './actor.js';
 import { settledWithin } from './deadline.js';
 import { guardedCall, unwrapResult, type CallOptions, type PendingCalls, type ShardBackend, type ShardStats } from './shard-backend.js';
 import type { ShardApi, ShardEvent, ShardWorkerData, ShardWorkerStats } from './shard-protocol.js';
+import { errorMessage } from '../../src/util/error-message.js';
 
 const kShardWorkerUrl = new URL('./shard.worker.js', import.meta.url);
 /** Emitted frames handled per drain before yielding to socket I/O. */
@@ -316,7 +317,7 @@ export class WorkerShard implements ShardBackend {
       this.#opts.onEmit(frame.kind, frame.key, frame.payload);
     } catch (err) {
       this.#emitErrors++;
-      this.#logger.error({ shard: this.index, key: frame.key, err: err instanceof Error ? err.message : String(err) }, 'onEmit threw');
+      this.#logger.error({ shard: this.index, key: frame.key, err: errorMessage(err) }, 'onEmit threw');
     }
   };
 }

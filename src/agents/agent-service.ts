@@ -36,6 +36,7 @@ import { AgentStreams } from './agent-streams.js';
 import { ExecCalls } from './exec-calls.js';
 import { startGrpcListener, type GrpcListener } from './grpc-server.js';
 import { ReprovisionOperations } from './reprovision.js';
+import { errorMessage } from '../util/error-message.js';
 
 /** The actor module to list in ActorSystem's actorModules. */
 export const AGENT_ACTOR_MODULE: URL = new URL('../../actors/agent/agent-connection.actor.js', import.meta.url);
@@ -195,7 +196,7 @@ export class AgentService {
           return false;
       }
     } catch (err) {
-      this.#log.error({ kind, key, err: err instanceof Error ? err.message : String(err) }, 'bad frame from an agent actor; dropped');
+      this.#log.error({ kind, key, err: errorMessage(err) }, 'bad frame from an agent actor; dropped');
       this.#opts.metrics.errorsLoggedTotal.inc({ component: 'agents' });
       return true;
     }
@@ -259,7 +260,7 @@ export class AgentService {
       try {
         l(e);
       } catch (err) {
-        this.#log.error({ err: err instanceof Error ? err.message : String(err) }, 'session listener threw; unsubscribed');
+        this.#log.error({ err: errorMessage(err) }, 'session listener threw; unsubscribed');
         this.#sessionListeners.delete(l);
       }
     }
@@ -270,7 +271,7 @@ export class AgentService {
       try {
         l(e);
       } catch (err) {
-        this.#log.error({ err: err instanceof Error ? err.message : String(err) }, 'command listener threw; unsubscribed');
+        this.#log.error({ err: errorMessage(err) }, 'command listener threw; unsubscribed');
         this.#commandListeners.delete(l);
       }
     }

@@ -20,6 +20,7 @@ import { checkAgentMetadata, identityFromPeerCertificate } from '../identity/spi
 import { ActorLane, type ActorPort } from './actor-lane.js';
 import type { AgentMetrics } from './agent-metrics.js';
 import { endWithStatus, firstMetadata, type LoggerLike } from './grpc-util.js';
+import { errorMessage } from '../util/error-message.js';
 
 /** x-agent-id: what an agent may call itself (also the agent's actor id and API id). */
 export const AGENT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -117,7 +118,7 @@ export class AgentStreams {
       slot.lane!.push(AgentFrameKind.kFrameAgentAttach, encodeJson(info));
       call.on('data', (message: Buffer) => this.#onData(slot, stream, message));
     }).catch((err: unknown) => {
-      log.error({ agent: agentId, err: err instanceof Error ? err.message : String(err) }, 'could not attach an agent stream');
+      log.error({ agent: agentId, err: errorMessage(err) }, 'could not attach an agent stream');
       this.#opts.metrics.refused('server.not_ready');
       endWithStatus(call, GrpcStatus.UNAVAILABLE, 'the server could not set up this agent; retry');
     });
@@ -159,7 +160,7 @@ export class AgentStreams {
         if (!(err instanceof SvcError && err.code === 'actor.not_found')) throw err;
       });
       this.#opts.onRemoved(agentId);
-    }).catch((err: unknown) => this.#opts.logger.error({ agent: agentId, err: err instanceof Error ? err.message : String(err) }, 'removing an agent actor failed'));
+    }).catch((err: unknown) => this.#opts.logger.error({ agent: agentId, err: errorMessage(err) }, 'removing an agent actor failed'));
   }
 
   /**
@@ -227,7 +228,7 @@ export class AgentStreams {
     }
     slot.spawned = true;
     slot.lane = new ActorLane(actors, slot.actorId, (err) => {
-      this.#opts.logger.warn({ agent: slot.agentId, err: err instanceof Error ? err.message : String(err) }, 'frame for an agent actor dropped');
+      this.#opts.logger.warn({ agent: slot.agentId, err: errorMessage(err) }, 'frame for an agent actor dropped');
     });
   }
 

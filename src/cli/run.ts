@@ -18,6 +18,7 @@ import { configPath, loadConfigFile, resolveSettings, type ResolvedSettings } fr
 import { errorLine, ExitCode, exitCodeFor, OutcomeFailedError } from './exit-codes.js';
 import { commandHelp, mainHelp, nounHelp } from './help.js';
 import { writeText, type CliIo, type CommandContext } from './io.js';
+import { errorMessage } from '../util/error-message.js';
 
 export const SBX_VERSION = '0.1.0';
 
@@ -87,7 +88,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     const code = exitCodeFor(err);
     // A failed outcome was printed already (the final operation or task is the JSON result).
     if (json && !(err instanceof OutcomeFailedError)) {
-      writeText(io.stdout, JSON.stringify({ error: { code: errorCode(err), message: err instanceof Error ? err.message : String(err) }, exit_code: code }));
+      writeText(io.stdout, JSON.stringify({ error: { code: errorCode(err), message: errorMessage(err) }, exit_code: code }));
     }
     writeText(io.stderr, errorLine(err));
     return code;

@@ -6,6 +6,7 @@ import { cpus, homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { formatAddress, isLoopbackHost } from './parsers.js';
 import { SCHEMA, type Config, type DefaultsContext, type SchemaKey } from './schema.js';
+import { errorMessage } from '../util/error-message.js';
 
 /** Start-up stops with this error; its message names every offending variable. */
 export class ConfigError extends Error {
@@ -45,7 +46,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ct
     try {
       out[e.field] = e.parse(raw);
     } catch (err) {
-      const reason = err instanceof Error ? err.message : String(err);
+      const reason = errorMessage(err);
       problems.push(given !== undefined ? `${key}=${e.secret === true ? '<hidden>' : JSON.stringify(given)}: ${reason}` : `${key} (default): ${reason}`);
     }
   }

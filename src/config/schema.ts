@@ -1,7 +1,7 @@
 /**
  * The one configuration schema: every environment variable sandboxd reads, with its default,
  * unit and meaning. `sandboxd serve --help` and the README table are generated from this list
- * (test/unit/config/readme-table.test.ts fails when the README drifts).
+ * (test/unit/docs/readme-tables.test.ts fails when the README drifts).
  */
 import {
   parseBytes,

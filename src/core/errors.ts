@@ -1,7 +1,7 @@
 /**
  * The one error table: every error sandboxd returns has a stable code, an HTTP status and a gRPC
- * status, declared here and nowhere else. docs/errors (README "Errors") is checked against this
- * table by test/unit/core/errors.test.ts.
+ * status, declared here and nowhere else. The README's error table is generated from it
+ * (`npm run docs`) and test/unit/docs/readme-tables.test.ts fails when the two disagree.
  *
  * Errors cross threads and processes as the plain object {code, message, details}
  * (see toWire/fromWire); the HTTP layer renders them as the spec's v1 envelope

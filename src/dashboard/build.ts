@@ -18,6 +18,7 @@ import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build, type Metafile } from 'esbuild';
+import { errorMessage } from '../util/error-message.js';
 
 /** The repository root: this file runs from <root>/<outDir>/src/dashboard/build.js. */
 const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -154,7 +155,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     if (Array.isArray(errors) && errors.length > 0) {
       for (const e of errors) process.stderr.write(`${e.location ? `${e.location.file}:${e.location.line}:${e.location.column}: ` : ''}${e.text}\n`);
     } else {
-      process.stderr.write(`dashboard build failed: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.stderr.write(`dashboard build failed: ${errorMessage(err)}\n`);
     }
     process.exitCode = 1;
   });

@@ -2,7 +2,8 @@
  * The dashboard WebSocket listener (spec 4.18; port 8121 by default): its own uWS App on its own
  * host:port. Clients connect to any path. Plain HTTP requests get a 404 envelope.
  *
- * Message handling (subscribe, join_session, ...) belongs to later work; until then
+ * What a connection says (subscribe, join_session, ...) is handled by the `handlers` passed in:
+ * the server passes the dashboard hub's (src/streaming/ws-hub.ts). Without them,
  * `defaultWsHandlers` greets with `server_hello` and answers every message with an error frame.
  */
 import uWS from '@trufflesuite/uws-js-unofficial';

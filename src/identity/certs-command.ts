@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util';
 import { SvcError } from '../core/errors.js';
 import { isValidName } from './spiffe.js';
 import { AGENT_CERT_TTL_SECONDS, ensureCa, OPERATOR_CERT_TTL_SECONDS, writeAgentBundle, writeOperatorBundle, type BundleFiles } from './ca.js';
+import { errorMessage } from '../util/error-message.js';
 
 /** Where output goes (process.stdout / process.stderr fit). */
 export interface CommandIo {
@@ -110,7 +111,7 @@ export async function runCertsCommand(argv: string[], env: { secretsDir: string;
       io.stderr.write(`sandboxd certs ${sub}: ${(err as Error).message}\n(see sandboxd certs --help)\n`);
       return 2;
     }
-    io.stderr.write(`sandboxd certs ${sub}: ${err instanceof Error ? err.message : String(err)}\n`);
+    io.stderr.write(`sandboxd certs ${sub}: ${errorMessage(err)}\n`);
     return 1;
   }
 }

@@ -20,6 +20,7 @@ import { pino, stdSerializers } from 'pino';
 import type { Bindings, DestinationStream, LogFn, Logger } from 'pino';
 import pinoPretty from 'pino-pretty';
 import { SvcError } from '../core/errors.js';
+import { errorMessage } from '../util/error-message.js';
 
 /** Logger settings, as parsed from the LOG_* variables by src/config. */
 export interface LogConfig {
@@ -168,7 +169,7 @@ interface Sink {
 
 function reportSinkError(what: string, err: unknown): void {
   // the logger cannot log its own failure; stderr is the one channel left
-  process.stderr.write(`sandboxd: logging to ${what} failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.stderr.write(`sandboxd: logging to ${what} failed: ${errorMessage(err)}\n`);
 }
 
 /** A sonic-boom stream (pino.destination or pino-roll) with drain tracking for flushed(). */
@@ -268,7 +269,7 @@ function prepareLogFile(path: string, rotation: LogConfig['rotation']): number |
     }
     return openSync(path, 'a', 0o640);
   } catch (err) {
-    throw new Error(`cannot open LOG_FILE ${path}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    throw new Error(`cannot open LOG_FILE ${path}: ${errorMessage(err)}`, { cause: err });
   }
 }
 

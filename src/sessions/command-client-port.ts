@@ -16,6 +16,7 @@ import type { AgentCommandClient, CommandCallPort } from '../agents/command-clie
 import { SvcError } from '../core/errors.js';
 import type { OneShotCommandRequest, OneShotResult, PtyCommandRequest, SessionAgentPort } from './agent-port.js';
 import type { SessionLogger } from './session-service.js';
+import { errorMessage } from '../util/error-message.js';
 
 /** One-shot output kept at most (bytes); the rest is dropped. */
 export const kOneShotOutputBytes = 64 * 1024;
@@ -122,7 +123,7 @@ export class CommandClientPort implements SessionAgentPort {
   #control(agentId: string, method: 'sendStdin' | 'resizePty', args: Record<string, unknown>): boolean {
     if (!this.#o.connected(agentId)) return false;
     this.#o.actors.call(agentActorId(agentId), method, args).catch((err: unknown) => {
-      this.#o.logger?.warn({ agent: agentId, method, err: err instanceof Error ? err.message : String(err) }, 'session control call failed');
+      this.#o.logger?.warn({ agent: agentId, method, err: errorMessage(err) }, 'session control call failed');
     });
     return true;
   }

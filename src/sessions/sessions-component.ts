@@ -1,16 +1,16 @@
 /**
- * Everything of the sessions component built and connected in one call, so the wiring in
- * src/main.ts is: create it, register its routes, pass its WS routes to the HTTP listener, and
- * forward the agents server's events to the methods listed in {@link SessionsComponent}.
+ * The sessions feature built from its ports in one call: store, registry, HITL detector, session
+ * service, reconciler, routes and pty-ws routes. It knows nothing of the agents server; the
+ * caller connects it. In the server that caller is wiring.ts (`wireSessions`), which passes the
+ * agents server's ports and forwards its events here; unit tests call it with fake ports.
  *
- *   const sessions = createSessions({ stateDir: join(cfg.stateDir, 'sessions'), agents, port,
- *                                     transport, urls, emit: (e) => events.append(e), metrics, logger });
+ *   const sessions = createSessions({ stateDir, agents, port, transport, urls, emit, metrics, logger });
  *   sessions.registerRoutes(router);             // POST/GET/DELETE sessions, GET/POST hitl
  *   startHttpListener({ …, wsRoutes: sessions.wsRoutes });
- *   // agents server → sessions (all synchronous, cheap when the command is not a session's):
+ *   // events the caller forwards (all synchronous, cheap when the command is not a session's):
  *   //   every OutputChunk (any command)     → sessions.service.commandOutput(commandId, seq, data)
  *   //   every CommandResult                 → sessions.service.commandFinished(commandId, exitCode)
- *   //   registration accepted               → sessions.agentConnected(agentId)   (sends SessionQuery)
+ *   //   registration accepted               → sessions.agentConnected(agentId)
  *   //   SessionReport / SessionReconcileAck → sessions.reconciler.reportReceived / ackReceived
  *   //   stream ended                        → sessions.agentDisconnected(agentId)
  *   await sessions.stop();                       // timers off, store closed

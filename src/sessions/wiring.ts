@@ -36,6 +36,7 @@ import type { ReconcileTransport } from './session-reconciler.js';
 import type { SessionLogger } from './session-service.js';
 import type { SessionUrlBases } from './session-types.js';
 import { createSessions, type SessionsComponent, type SessionsOptions } from './sessions-component.js';
+import { errorMessage } from '../util/error-message.js';
 
 /** Events the agent actor emits itself (see the file comment): not emitted twice. */
 const ACTOR_EMITTED = new Set(['session.query_sent']);
@@ -83,7 +84,7 @@ export function wireSessions(o: WireSessionsOptions): WiredSessions {
   const port = new CommandClientPort({ client, actors: o.actors, connected, logger: o.logger });
   const call = (agentId: string, method: string, args: unknown): void => {
     o.actors.call(agentActorId(agentId), method, args).catch((err: unknown) => {
-      o.logger.warn({ agent: agentId, method, err: err instanceof Error ? err.message : String(err) }, 'session reconcile call failed');
+      o.logger.warn({ agent: agentId, method, err: errorMessage(err) }, 'session reconcile call failed');
     });
   };
   const transport: ReconcileTransport = {

@@ -36,6 +36,7 @@ import { commandScopedTopics, outputPublishTopics, outputPublishTopicsAllStreams
 import { DEFAULT_SUBSCRIBER_QUEUE_BYTES } from './sse-subscriber.js';
 import { SseTopics } from './sse-topics.js';
 import { WsHub, type JoinSessionHandler, type WsPublisher } from './ws-hub.js';
+import { errorMessage } from '../util/error-message.js';
 
 /** The actor module to list in the ActorSystem's actorModules (the per-shard output service). */
 export const OUTPUT_ACTOR_MODULE: URL = new URL('../../actors/replay/output-shard.actor.js', import.meta.url);
@@ -226,7 +227,7 @@ export async function startOutputFanout(opts: OutputFanoutOptions): Promise<Outp
             return false;
         }
       } catch (err) {
-        log.error({ kind, key: key.split('\u0000').join('/'), err: err instanceof Error ? err.message : String(err) }, 'bad frame from the output actors; dropped');
+        log.error({ kind, key: key.split('\u0000').join('/'), err: errorMessage(err) }, 'bad frame from the output actors; dropped');
         opts.metrics.errorsLoggedTotal.inc({ component: 'output' });
         return true;
       }

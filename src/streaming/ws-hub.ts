@@ -29,6 +29,7 @@ import type { Logger } from 'pino';
 import type { AgentChange } from '../agents/agent-registry.js';
 import type { WsConn, WsHandlers } from '../http/ws-server.js';
 import { StatusMessages } from './ws-status.js';
+import { errorMessage } from '../util/error-message.js';
 
 export type WsChannel = 'output' | 'status';
 const CHANNELS: readonly WsChannel[] = ['output', 'status'];
@@ -265,7 +266,7 @@ export class WsHub {
           if (!conn.closed) conn.send(JSON.stringify(reply));
         },
         (err: unknown) => {
-          this.#log.warn({ err: err instanceof Error ? err.message : String(err), sessionId }, 'join_session failed');
+          this.#log.warn({ err: errorMessage(err), sessionId }, 'join_session failed');
           if (!conn.closed) conn.send(JSON.stringify({ type: 'error', code: 'server.internal', session_id: sessionId, message: 'join_session failed' }));
         },
       );

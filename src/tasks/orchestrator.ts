@@ -45,6 +45,7 @@ import { TaskSlots } from './task-slots.js';
 import { isTerminal, type TaskRecord, type TaskState, type TaskStateEvent } from './task-state.js';
 import { TaskStore, type TaskList, type TaskListQuery } from './task-store.js';
 import { DEFAULT_AGENT_LOST_GRACE_MS, taskVmName, type TaskVms } from './task-vm.js';
+import { errorMessage } from '../util/error-message.js';
 
 /** Default bound of provisioning: VM created and its agent Ready (5 minutes). */
 export const DEFAULT_PROVISION_TIMEOUT_MS = 5 * 60_000;
@@ -270,7 +271,7 @@ export class TaskOrchestrator {
       this.#move(id, 'completing', 'completed', `${ctx.artifacts.length} artifact(s) collected`);
     } catch (err) {
       // After a cancel or timeout the abort surfaces here; the task is already finished then.
-      if (!signal.aborted) this.store.fail(id, `${phase} failed: ${err instanceof Error ? err.message : String(err)}`);
+      if (!signal.aborted) this.store.fail(id, `${phase} failed: ${errorMessage(err)}`);
     } finally {
       release?.();
       ctx.endCommand();
@@ -290,7 +291,7 @@ export class TaskOrchestrator {
     if (ctx.artifacts === null && ctx.guest !== null && state !== 'cancelled') {
       // What a failed run left in the guest's outbox, while the VM still exists (best effort).
       await this.#pullGuestOutbox(ctx, ctx.guest, AbortSignal.timeout(GUEST_PULL_ON_FAILURE_MS)).catch((err: unknown) => {
-        ctx.log.appendEssential({ kind: 'guest_outbox_lost', error: err instanceof Error ? err.message : String(err) });
+        ctx.log.appendEssential({ kind: 'guest_outbox_lost', error: errorMessage(err) });
       });
     }
     if (ctx.artifacts === null) {
@@ -359,7 +360,7 @@ export class TaskOrchestrator {
   }
 
   #error(err: unknown, taskId: string, what: string): void {
-    this.#log.error({ task: taskId, err: err instanceof Error ? err.message : String(err) }, what);
+    this.#log.error({ task: taskId, err: errorMessage(err) }, what);
     this.#o.metrics?.errorsLoggedTotal.inc({ component: 'tasks' });
   }
 }

@@ -26,13 +26,13 @@ import { join } from 'node:path';
 import { AgentCommandClient, type CommandCallPort } from '../agents/command-client.js';
 import type { AgentService } from '../agents/agent-service.js';
 import { registerTaskRoutes } from '../api/tasks.js';
-import { SvcError } from '../core/errors.js';
 import type { Router } from '../http/router.js';
 import type { HypervisorPort } from '../hypervisor/port.js';
 import type { Storage } from '../storage/storage.js';
 import { commandAt } from './manifest.js';
 import { TaskOrchestrator, type CapacityCheck, type OrchestratorOptions } from './orchestrator.js';
 import { DEFAULT_TASK_VM, TaskVms, type AgentReadiness, type TaskVmBackend, type TaskVmSpec } from './task-vm.js';
+import { errorMessage } from '../util/error-message.js';
 
 /** Default bound of stop() (ms). */
 export const DEFAULT_TASK_STOP_DEADLINE_MS = 10_000;
@@ -75,7 +75,7 @@ export async function startTaskService(o: TaskServiceOptions): Promise<TaskServi
     try {
       command = commandAt([...o.agentCommand], 'SVC_TASK_AGENT_COMMAND');
     } catch (err) {
-      throw new Error(err instanceof Error ? err.message : String(err), { cause: err });
+      throw new Error(errorMessage(err), { cause: err });
     }
   }
   await rm(join(o.stateDir, 'tasks'), { recursive: true, force: true });
@@ -123,7 +123,7 @@ export function hypervisorCapacity(hv: Pick<HypervisorPort, 'health'>, now: () =
       },
       (err: unknown): CapacityCheck => ({
         ok: false,
-        reason: `no VM can be created for the task: the hypervisor health check failed (${err instanceof SvcError || err instanceof Error ? err.message : String(err)})`,
+        reason: `no VM can be created for the task: the hypervisor health check failed (${errorMessage(err)})`,
         retryAfterSeconds: 10,
       }),
     );

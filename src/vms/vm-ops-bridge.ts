@@ -33,6 +33,7 @@ import { SvcError, toWire } from '../core/errors.js';
 import type { OperationStore } from '../operations/operation-store.js';
 import { newOperationId } from '../operations/operation-tracker.js';
 import type { StepExecutor } from './step-executor.js';
+import { errorMessage } from '../util/error-message.js';
 
 export type JobSnapshot = OperationSnapshot<JobKind>;
 
@@ -154,7 +155,7 @@ export class VmOpsBridge {
       await this.#o.actors.call(actorId, 'stepDone', answer);
     } catch (err) {
       // The actor is gone (shard restart, server stopping): its job was failed elsewhere.
-      this.#o.logger.warn({ vm: req.vm, step: req.step, err: err instanceof Error ? err.message : String(err) }, 'could not hand a step result back to its VM queue');
+      this.#o.logger.warn({ vm: req.vm, step: req.step, err: errorMessage(err) }, 'could not hand a step result back to its VM queue');
     }
   }
 

@@ -19,6 +19,7 @@ import { eventsView } from './views/events.js';
 import { fleetView } from './views/fleet.js';
 import { taskView } from './views/task.js';
 import { tasksView } from './views/tasks.js';
+import { errorMessage } from '../../util/error-message.js';
 
 /**
  * The view of a route. Views are in the entry bundle (small, so the first render needs one
@@ -126,7 +127,7 @@ export function startApp(root: HTMLElement): AppContext {
       if (gen !== generation) return;
       // A chunk that fails to load usually means the server now serves a newer build.
       const reload = h('button', { type: 'button', class: 'btn btn-primary', onclick: () => location.reload() }, 'Reload the page');
-      view = { el: h('div', { class: 'page' }, emptyState('This view could not be loaded', err instanceof Error ? err.message : String(err), reload)), title: 'Error' };
+      view = { el: h('div', { class: 'page' }, emptyState('This view could not be loaded', errorMessage(err), reload)), title: 'Error' };
     }
     if (gen !== generation) {
       ctl.abort();

@@ -6,6 +6,7 @@
  */
 import { h, setText } from '../dom.js';
 import type { LiveSocket, LiveState } from './live-socket.js';
+import { errorMessage } from '../../../util/error-message.js';
 
 export type ConnectionSummary = 'live' | 'polling' | 'offline' | 'connecting';
 
@@ -54,7 +55,7 @@ export class ConnectionMonitor {
   apiFailed(err: unknown, nextDelayMs: number): void {
     this.#apiDownSinceMs ??= Date.now();
     this.#apiRetryAtMs = Date.now() + nextDelayMs;
-    this.#apiError = err instanceof Error ? err.message : String(err);
+    this.#apiError = errorMessage(err);
     this.render();
   }
 

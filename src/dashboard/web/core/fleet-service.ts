@@ -9,6 +9,7 @@ import { FleetAgents } from '../../model/fleet-agents.js';
 import { Emitter } from './emitter.js';
 import type { LiveSocket } from './live-socket.js';
 import { Poller } from './poller.js';
+import { errorMessage } from '../../../util/error-message.js';
 
 export type FleetChange = { kind: 'agents'; ids: ReadonlySet<string> } | { kind: 'vms' } | { kind: 'ops' };
 
@@ -142,7 +143,7 @@ export class FleetService {
         // OPERATION_NOT_FOUND after a server restart (operations are in memory): say so.
         const cur = this.ops.get(t.op.id);
         if (cur === undefined) return;
-        const message = err instanceof Error ? err.message : String(err);
+        const message = errorMessage(err);
         update({ ...cur.op, status: 'failed', error: `lost track of the operation: ${message}` });
       });
     return t;

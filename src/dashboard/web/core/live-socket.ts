@@ -8,6 +8,7 @@ import type { ApiClient } from '../../../client/api-client.js';
 import { backoffDelayMs } from '../../model/backoff.js';
 import { parseLiveMessage, type LiveMessage } from '../../model/live-messages.js';
 import { Emitter } from './emitter.js';
+import { errorMessage } from '../../../util/error-message.js';
 
 export type LiveState =
   | { readonly kind: 'connecting' }
@@ -83,7 +84,7 @@ export class LiveSocket {
     try {
       ws = new WebSocket(url);
     } catch (err) {
-      this.#setState({ kind: 'disabled', reason: `bad WebSocket address ${url}: ${err instanceof Error ? err.message : String(err)}` });
+      this.#setState({ kind: 'disabled', reason: `bad WebSocket address ${url}: ${errorMessage(err)}` });
       return;
     }
     this.#ws = ws;

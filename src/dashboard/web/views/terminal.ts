@@ -18,6 +18,7 @@ import { initialTerminalState, isNewOutput, reduceTerminal, replayFromOf, termin
 import type { AppContext, ViewInstance } from '../context.js';
 import { h, setText } from '../dom.js';
 import { badge, button, pageHeader } from '../ui/widgets.js';
+import { errorMessage } from '../../../util/error-message.js';
 
 function themeFor(dark: boolean): Record<string, string> {
   return dark
@@ -165,7 +166,7 @@ export function terminalView(app: AppContext, route: Route, signal: AbortSignal)
         },
       });
     } catch (err) {
-      dispatch({ type: 'error', code: 'client', message: err instanceof Error ? err.message : String(err) });
+      dispatch({ type: 'error', code: 'client', message: errorMessage(err) });
       dispatch({ type: 'socket_closed', code: 1006, reason: '' });
       scheduleRetry();
       return;
