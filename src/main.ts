@@ -20,6 +20,7 @@ import { OUTPUT_ACTOR_MODULE, startOutputFanout, type OutputFanout } from './str
 import { ConfigError, loadConfig } from './config/load.js';
 import { formatAddress } from './config/parsers.js';
 import type { Config } from './config/schema.js';
+import { SvcError } from './core/errors.js';
 import { Readiness } from './core/readiness.js';
 import { EventStore } from './events/event-store.js';
 import { LibvirtHypervisor } from './hypervisor/libvirt/libvirt-hypervisor.js';
@@ -160,7 +161,10 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
     });
     registerMetricsRoute(router, metrics);
     registerEventRoutes(router, { events });
-    registerAgentRoutes(router, { registry: agents.registry, operations: agents.operations });
+    registerAgentRoutes(router, {
+      registry: agents.registry,
+      reprovision: (id) => vms?.reprovision(id) ?? Promise.reject(new SvcError('server.not_ready', 'VMs are still starting')),
+    });
     registerLegacyProxyRoutes(router, { enabled: config.enableDirectSshOrchProxy });
     registerHypervisorHealthRoute(router, { hypervisor });
     registerStorageRoutes(router, { storage });
@@ -247,8 +251,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
     });
     vms = vmService;
     started.push({ name: 'vms', stop: () => vmService.stop() });
-    agents.operations.setBackend(vmService.reprovisionBackend);
-    vmService.registerRoutes(router, { lookupOperation: (id) => agents.operations.get(id) });
+    vmService.registerRoutes(router);
     readiness.ready('vms');
 
     const taskService = await startTaskService({

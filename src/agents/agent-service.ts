@@ -35,7 +35,6 @@ import { AgentRegistry } from './agent-registry.js';
 import { AgentStreams } from './agent-streams.js';
 import { ExecCalls } from './exec-calls.js';
 import { startGrpcListener, type GrpcListener } from './grpc-server.js';
-import { ReprovisionOperations } from './reprovision.js';
 import { errorMessage } from '../util/error-message.js';
 
 /** The actor module to list in ActorSystem's actorModules. */
@@ -66,7 +65,6 @@ export interface AgentServiceOptions {
 
 export class AgentService {
   readonly registry: AgentRegistry;
-  readonly operations: ReprovisionOperations;
   readonly agentMetrics: AgentMetrics;
   readonly #opts: AgentServiceOptions;
   readonly #log: Logger;
@@ -86,7 +84,6 @@ export class AgentService {
     const cfg = opts.config;
     this.registry = new AgentRegistry({ metrics: opts.metrics });
     this.agentMetrics = new AgentMetrics(opts.metrics);
-    this.operations = new ReprovisionOperations({ logger: this.#log });
     const actorInit = (agentId: string): AgentActorInit => ({
       agentId,
       heartbeatIntervalSeconds: cfg.agentHeartbeatSeconds,
@@ -197,7 +194,6 @@ export class AgentService {
       }
     } catch (err) {
       this.#log.error({ kind, key, err: errorMessage(err) }, 'bad frame from an agent actor; dropped');
-      this.#opts.metrics.errorsLoggedTotal.inc({ component: 'agents' });
       return true;
     }
   }

@@ -3,13 +3,14 @@
  * legacy proxy routes of 4.2 are registered by their own modules.
  *
  *   GET  /api/v1/agents                      200 {agents: [Agent]} (spec part 2 shape, sorted by id)
- *   POST /api/v1/agents/{id}/reprovision     202 {operation_id: "op-<uuid>", status: "queued"};
+ *   POST /api/v1/agents/{id}/reprovision     202 {operation_id: "op-<uuid>", status: "queued"}: a
+ *                                            vm_create operation of the one operations store;
  *                                            404 agent.not_found for an agent that is not listed
  *   POST /api/v1/agents/{id}/rotate-secret   410 route.retired (agents use transport identity)
  */
 import { SvcError } from '../core/errors.js';
 import { AGENT_JSON_SCHEMA, type AgentRegistry } from '../agents/agent-registry.js';
-import type { ReprovisionOperations } from '../agents/reprovision.js';
+import type { ReprovisionAcceptedJson } from '../core/operation-state.js';
 import type { Router } from '../http/router.js';
 
 const listSchema = {
@@ -26,7 +27,8 @@ const queuedSchema = {
 
 export interface AgentRoutesDeps {
   readonly registry: Pick<AgentRegistry, 'list' | 'get'>;
-  readonly operations: Pick<ReprovisionOperations, 'start'>;
+  /** Queues the reprovision of a listed agent's VM (the VM feature's `reprovision`). */
+  readonly reprovision: (agentId: string) => Promise<ReprovisionAcceptedJson>;
 }
 
 export function registerAgentRoutes(router: Router, deps: AgentRoutesDeps): void {
@@ -41,11 +43,10 @@ export function registerAgentRoutes(router: Router, deps: AgentRoutesDeps): void
     method: 'POST',
     path: '/api/v1/agents/:id/reprovision',
     responseSchema: queuedSchema,
-    handler: (req) => {
+    handler: async (req) => {
       const id = req.params['id'] ?? '';
       if (deps.registry.get(id) === undefined) throw new SvcError('agent.not_found', `no agent ${JSON.stringify(id.slice(0, 128))}`);
-      const op = deps.operations.start(id);
-      return { status: 202, json: { operation_id: op.id, status: 'queued' } };
+      return { status: 202, json: await deps.reprovision(id) };
     },
   });
 

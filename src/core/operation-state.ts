@@ -13,7 +13,8 @@
  * - pending: accepted and queued behind earlier work on the same VM; progress 0.
  * - running: its first step was handed to the hypervisor; progress moves 0 → 100 in steps.
  * - pending → failed: dropped before it ran (its queue actor was lost to a shard restart, or the
- *   server is stopping).
+ *   server is stopping), or refused at once (a reprovision of an agent whose VM cannot take a
+ *   deploy-agent: the POST still answers 202, and the operation says why).
  * - completed and failed are final.
  */
 import { StateMachine, transitionTableMarkdown, type TransitionLogger, type TransitionTable } from './state-machine.js';
@@ -40,12 +41,13 @@ export const OperationCause = {
   finished: 'finished',
   stepFailed: 'step_failed',
   cancelled: 'cancelled',
+  refused: 'refused',
 } as const;
 
 /** The table as Markdown, for the README. */
 export function operationStatusTableMarkdown(): string {
   return transitionTableMarkdown(OPERATION_STATUS_TABLE, {
-    pending: { running: 'its turn in the VM queue came and its first step started', failed: 'dropped before it ran (queue actor lost, server stopping)' },
+    pending: { running: 'its turn in the VM queue came and its first step started', failed: 'dropped before it ran (queue actor lost, server stopping), or refused at once (reprovision of an agent no running VM runs)' },
     running: { completed: 'every step succeeded (result set, progress 100)', failed: 'a step failed (error set)' },
   });
 }
@@ -69,6 +71,15 @@ export interface OperationJson {
   result?: Record<string, unknown>;
   error?: string;
   error_code?: string;
+}
+
+/**
+ * The 202 answer of POST /api/v1/agents/{id}/reprovision (spec 4.2): the id of an ordinary
+ * vm_create operation (a deploy-agent of the agent's VM), readable at GET /api/v1/operations/{id}.
+ */
+export interface ReprovisionAcceptedJson {
+  operation_id: string;
+  status: 'queued';
 }
 
 /** An operation as the runtime keeps it; `seq` grows with every change, so stale copies lose. */

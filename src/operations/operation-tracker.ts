@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { toWire } from '../core/errors.js';
 import type { TransitionLogger } from '../core/state-machine.js';
-import { OperationProgress, operationJson, type OperationJson, type OperationType } from '../core/operation-state.js';
+import { OperationCause, OperationProgress, operationJson, type OperationJson, type OperationType } from '../core/operation-state.js';
 import type { OperationStore } from './operation-store.js';
 
 /** A new operation id: `op-<uuid>` (spec part 2). */
@@ -37,6 +37,11 @@ export interface Operations {
   waitFor(id: string, opts?: { timeoutMs?: number; signal?: AbortSignal }): Promise<OperationJson>;
   /** Creates a pending operation of `type` on `target` (a VM name), recorded at once. */
   begin(type: OperationType, target: string): OperationHandle;
+  /**
+   * Records an operation refused before it could be queued: pending → failed (cause `refused`)
+   * with `err` as its error, for requests whose answer promises an operation (reprovision).
+   */
+  refuse(type: OperationType, target: string, err: unknown): OperationJson;
 }
 
 export class OperationTracker implements Operations {
@@ -71,5 +76,12 @@ export class OperationTracker implements Operations {
       fail: (err) => record(op.fail(toWire(err))),
       json: () => operationJson(op.snapshot()),
     };
+  }
+
+  refuse(type: OperationType, target: string, err: unknown): OperationJson {
+    const op = new OperationProgress({ id: newOperationId(), type, target, ...(this.#logger !== undefined ? { logger: this.#logger } : {}) });
+    op.fail(toWire(err), OperationCause.refused);
+    this.#store.upsert(op.snapshot());
+    return operationJson(op.snapshot());
   }
 }

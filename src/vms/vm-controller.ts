@@ -125,15 +125,13 @@ export class VmController implements VmApi {
   }
 
   /**
-   * Queues a deploy-agent operation for the VM of agent `agentId` (its name, or the VM whose
-   * instance id it is). VM_NOT_FOUND when no VM runs that agent.
+   * The name of the VM agent `agentId` runs in: the VM of that name, or the VM whose instance id
+   * it is. VM_NOT_FOUND when no VM runs that agent.
    */
-  async reprovision(agentId: string): Promise<{ operation_id: string; status: 'queued' }> {
-    let vm = await this.#hv.get(agentId);
-    if (vm === null) vm = (await this.#hv.list()).find((d) => d.metadata.instanceId === agentId) ?? null;
-    if (vm === null) throw new SvcError('VM_NOT_FOUND', `no VM runs agent '${agentId}'`);
-    const env = await this.deployAgent(vm.name);
-    return { operation_id: env.operation.id, status: 'queued' };
+  async vmOfAgent(agentId: string): Promise<string> {
+    const vm = (await this.#hv.get(agentId)) ?? (await this.#hv.list()).find((d) => d.metadata.instanceId === agentId);
+    if (vm === undefined) throw new SvcError('VM_NOT_FOUND', `no VM runs agent '${agentId}'`);
+    return vm.name;
   }
 
   async #observe(name: string): Promise<{ exists: boolean; state: VmState | null }> {

@@ -8,7 +8,7 @@
  * - route emitted frames: `onEmit: (k, key, p) => vms.handleFrame(k, key, p) || …others`;
  * - `onShardRestart: (i, lost) => vms.handleShardRestart(i, lost)`;
  * - call `vms.registerRoutes(router)`, and `vms.reprovision(agentId)` from
- *   POST /api/v1/agents/{id}/reprovision;
+ *   POST /api/v1/agents/{id}/reprovision (an ordinary operation of this feature's one store);
  * - stop it before the actor system and the hypervisor port (it stops the local agents).
  *
  * On start, whatever an earlier sandboxd that died left running for VMs that no longer run is
@@ -20,8 +20,7 @@ import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ActorSystem } from '../../actors/runtime/actor-system.js';
 import { publicTypeOf } from '../../actors/vm/vm-frames.js';
-import { isTerminal, type OperationJson } from '../core/operation-state.js';
-import { SvcError, isErrorCode } from '../core/errors.js';
+import { isTerminal, type ReprovisionAcceptedJson } from '../core/operation-state.js';
 import { registerContainerImageRoutes } from '../api/container-images.js';
 import { registerOperationRoutes } from '../api/operations.js';
 import { registerVmRoutes } from '../api/vms.js';
@@ -87,24 +86,21 @@ export interface VmService {
   readonly operations: Operations;
   readonly localAgents: LocalAgentSupervisor;
   readonly containerImages: readonly ContainerImage[];
-  /**
-   * Registers the VM, operation and container-image routes. `lookupOperation` lets GET
-   * /api/v1/operations/{id} also find operations kept elsewhere (e.g. the agents feature's).
-   */
-  registerRoutes(router: Router, opts?: { lookupOperation?: (id: string) => OperationJson | undefined }): void;
+  /** Registers the VM, operation and container-image routes. */
+  registerRoutes(router: Router): void;
   /** Jobs queued or running on a VM, oldest first (diagnostics, tests). */
   queue(vm: string): Promise<{ id: string; kind: string; status: string; progress_percent: number }[]>;
   /** Takes the frames of vm-ops actors; false for anything else. */
   handleFrame(kind: number, key: string, payload: Uint8Array): boolean;
   /** Fails the operations of queue actors lost with a crashed shard. */
   handleShardRestart(shardIndex: number, lostActorIds: readonly string[]): void;
-  /** POST /api/v1/agents/{id}/reprovision: queues a deploy-agent (vm_create) operation. */
-  reprovision(agentId: string): Promise<{ operation_id: string; status: 'queued' }>;
   /**
-   * The same as a backend of src/agents/reprovision.ts (structural ReprovisionBackend): runs the
-   * deploy-agent operation to its end and resolves with its result, or rejects with its error.
+   * POST /api/v1/agents/{id}/reprovision: queues a deploy-agent of the agent's VM, an ordinary
+   * vm_create operation. It never rejects: a reprovision that cannot be queued (no VM runs the
+   * agent, the VM is not running or busy) is recorded as a failed operation whose error says why,
+   * so the POST answers 202 as the spec shows.
    */
-  readonly reprovisionBackend: { reprovision(agentId: string, report: { progress(percent: number): void }): Promise<Record<string, unknown>> };
+  reprovision(agentId: string): Promise<ReprovisionAcceptedJson>;
   /** Stops taking work, fails running steps, stops every local agent. Idempotent. */
   stop(): Promise<void>;
 }
@@ -179,30 +175,24 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
     operations,
     localAgents,
     containerImages,
-    registerRoutes(router, opts = {}) {
+    registerRoutes(router) {
       registerVmRoutes(router, { vms: controller, directRuntimeSsh: o.enableDirectRuntimeSsh });
-      const other = opts.lookupOperation;
-      registerOperationRoutes(router, { operations: other === undefined ? operations : { get: (id) => operations.get(id) ?? other(id) ?? null } });
+      registerOperationRoutes(router, { operations });
       registerContainerImageRoutes(router, { images: () => containerImages });
     },
     queue: async (vm) => (await bridge.status(vm)).map((j) => ({ id: j.id, kind: j.type, status: j.status, progress_percent: j.progressPercent })),
     handleFrame: (kind, key, payload) => bridge.handleFrame(kind, key, payload),
     handleShardRestart: (_shardIndex, lost) => bridge.handleShardRestart(lost),
-    reprovision: (agentId) => controller.reprovision(agentId),
-    reprovisionBackend: {
-      async reprovision(agentId, report) {
-        const { operation_id: id } = await controller.reprovision(agentId);
-        const unsubscribe = store.subscribe((s) => {
-          if (s.id === id) report.progress(s.progressPercent);
-        });
-        try {
-          const final = await operations.waitFor(id);
-          if (final.status === 'failed') throw new SvcError(isErrorCode(final.error_code) ? final.error_code : 'PROVISIONING_ERROR', final.error ?? `${id} failed`);
-          return final.result ?? {};
-        } finally {
-          unsubscribe();
-        }
-      },
+    async reprovision(agentId) {
+      let target = agentId;
+      try {
+        target = await controller.vmOfAgent(agentId);
+        return { operation_id: (await controller.deployAgent(target)).operation.id, status: 'queued' };
+      } catch (err) {
+        const op = operations.refuse('vm_create', target, err);
+        logger.warn({ operation: op.id, agent: agentId, err }, 'reprovision refused; recorded as a failed operation');
+        return { operation_id: op.id, status: 'queued' };
+      }
     },
     stop() {
       stopping ??= (async () => {

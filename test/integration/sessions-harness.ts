@@ -17,6 +17,7 @@ import { AGENT_ACTOR_MODULE, AgentService } from '../../src/agents/agent-service
 import { registerAgentRoutes } from '../../src/api/agents.js';
 import { registerEventRoutes } from '../../src/api/events.js';
 import { loadConfig } from '../../src/config/load.js';
+import { SvcError } from '../../src/core/errors.js';
 import { EventStore } from '../../src/events/event-store.js';
 import { Router } from '../../src/http/router.js';
 import { startHttpListener } from '../../src/http/uws-server.js';
@@ -90,7 +91,7 @@ export async function startSessionsServer(dir: string, grpcPort = 0, graceSecond
     graceSeconds,
   });
   const router = new Router();
-  registerAgentRoutes(router, { registry: agents.registry, operations: agents.operations });
+  registerAgentRoutes(router, { registry: agents.registry, reprovision: () => Promise.reject(new SvcError('server.unavailable', 'this harness runs no VMs')) });
   registerEventRoutes(router, { events });
   sessions.registerRoutes(router);
   const http = await startHttpListener({ host: '127.0.0.1', port: 0, router, logger, maxBodyBytes: config.maxBodyBytes, metrics, wsRoutes: sessions.wsRoutes });

@@ -95,13 +95,16 @@ for (const mode of ['workers', 'inline'] as const) {
       assert.equal(op['status'], 'completed');
       assert.equal(op['type'], 'vm_create');
       assert.notEqual(h.svc.localAgents.info(n)!.pid, pid);
-      // By instance id too, and through the agents feature's backend shape.
+      assert.equal(op['target'], n, 'one ordinary operation, on the VM');
+      // By instance id too.
       const uuid = String(((await h.req('GET', `/api/v1/vms/${n}`)).json() as Json)['uuid']);
-      const progress: number[] = [];
-      const result = await h.svc.reprovisionBackend.reprovision(uuid, { progress: (p) => progress.push(p) });
-      assert.deepEqual(result, { vm: { name: n, state: 'running' } });
-      assert.ok(progress.length > 0 && progress.every((p, i) => i === 0 || p >= progress[i - 1]!));
-      await assert.rejects(h.svc.reprovision('agent-nobody-here'), (err: Error & { code?: string }) => err.code === 'VM_NOT_FOUND');
+      const byUuid = await h.waitOp((await h.svc.reprovision(uuid)).operation_id);
+      assert.deepEqual([byUuid['status'], byUuid['target'], byUuid['result']], ['completed', n, { vm: { name: n, state: 'running' } }]);
+      // An agent no VM runs: still queued (the POST answers 202), and the operation says why.
+      const refused = await h.svc.reprovision('agent-nobody-here');
+      assert.equal(refused.status, 'queued');
+      const failed = await h.waitOp(refused.operation_id);
+      assert.deepEqual([failed['status'], failed['type'], failed['target'], failed['error_code']], ['failed', 'vm_create', 'agent-nobody-here', 'VM_NOT_FOUND']);
       assert.equal((await h.req('DELETE', `/api/v1/vms/${n}?force=true&delete_disk=true`)).status, 200);
     });
 

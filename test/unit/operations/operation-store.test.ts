@@ -127,4 +127,21 @@ describe('OperationTracker and GET /api/v1/operations/{id}', () => {
     assert.equal(missing.status, 404);
     assert.deepEqual(missing.json(), { error: { code: 'OPERATION_NOT_FOUND', message: "operation 'op-nope' not found" } });
   });
+
+  test('a refused operation (a reprovision that cannot be queued) is recorded failed at once, with its error code', async () => {
+    const store = new OperationStore();
+    const ops = new OperationTracker(store);
+    const router = new Router();
+    registerOperationRoutes(router, { operations: ops });
+    const op = ops.refuse('vm_create', 'agent-nobody', new SvcError('VM_NOT_FOUND', "no VM runs agent 'agent-nobody'"));
+    const r = await inject(router, { method: 'GET', url: `/api/v1/operations/${op.id}` });
+    assert.equal(r.status, 200);
+    const json = r.json() as Record<string, unknown>;
+    assert.deepEqual(
+      [json['type'], json['status'], json['target'], json['progress_percent'], json['error'], json['error_code']],
+      ['vm_create', 'failed', 'agent-nobody', 0, "no VM runs agent 'agent-nobody'", 'VM_NOT_FOUND'],
+    );
+    assert.ok(typeof json['completed_at'] === 'string' && !('result' in json));
+    assert.equal((await ops.waitFor(op.id)).status, 'failed');
+  });
 });
