@@ -9,7 +9,7 @@ import { SvcError } from '../../src/core/errors.js';
 import { classifyResult, clip, nonNegativeInt } from './agent-view.js';
 import type { CommandOutputSink } from './output-sink.js';
 import type { CommandTracker } from './command-tracker.js';
-import type { AgentMetricFrame, RejectReason } from './frames.js';
+import type { AgentMetricFrame, RejectReason, RunCommandArgs } from '../protocol/agent-frames.js';
 
 /** What AgentCommands needs from its actor. */
 export interface CommandHost {
@@ -18,26 +18,6 @@ export interface CommandHost {
   event(eventType: string, details: Record<string, unknown>): void;
   metric(frame: AgentMetricFrame): void;
   reject(reason: RejectReason, fields?: object): void;
-}
-
-/** Arguments of the `runCommand` call (CommandRequest fields, camelCase). */
-export interface RunCommandArgs {
-  commandId: string;
-  command: string;
-  args?: string[];
-  workingDir?: string;
-  env?: Record<string, string>;
-  /** 0 or absent: none. */
-  timeoutSeconds?: number;
-  runAs?: string;
-  allocatePty?: boolean;
-  ptyCols?: number;
-  ptyRows?: number;
-  ptyTerm?: string;
-  sessionId?: string;
-  sessionName?: string;
-  /** Who asked (events and stats). Default 'server'. */
-  source?: 'exec' | 'server';
 }
 
 /** CommandResult.timed_out_by when the server gave up on a silent agent (expireCommand). */

@@ -5,7 +5,7 @@
  */
 import type { ActorFactory } from '../runtime/actor.js';
 import { AgentConnectionActor } from './agent-connection.js';
-import { AGENT_ACTOR_TYPE, type AgentActorInit } from './frames.js';
+import { AGENT_ACTOR_TYPE, type AgentActorInit } from '../protocol/agent-frames.js';
 
 export const actorTypes: Record<string, ActorFactory> = {
   [AGENT_ACTOR_TYPE]: (ctx, init) => new AgentConnectionActor(ctx, init as AgentActorInit),

@@ -33,10 +33,10 @@ import {
   type AttachInfo,
   type DetachInfo,
   type RejectReason,
-} from './frames.js';
-import { Outbox } from './outbox.js';
+} from '../protocol/agent-frames.js';
+import { Outbox } from '../runtime/outbox.js';
 import { sessionQueryOf, sessionReconcileAckFrame, sessionReconcileOf, sessionReportFrame } from './session-frames.js';
-import { shardTicker, type Tickable, type Ticker } from './ticker.js';
+import { shardTicker, type Tickable, type Ticker } from '../runtime/ticker.js';
 import { errorMessage } from '../../src/util/error-message.js';
 
 /** A stream that attached but sent no registration within this long is closed (ms). */

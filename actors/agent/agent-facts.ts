@@ -5,7 +5,7 @@
  */
 import type { v1 } from '../../proto/index.js';
 import { clip, labelsView, metricsView, nonNegativeInt, systemInfoView } from './agent-view.js';
-import type { AgentMetricsView, AgentSnapshot, AgentSystemInfoView } from './frames.js';
+import type { AgentMetricsView, AgentSnapshot, AgentSystemInfoView } from '../protocol/agent-frames.js';
 
 interface Registration {
   readonly hostname: string;

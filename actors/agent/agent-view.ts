@@ -4,7 +4,7 @@
  * exactly three numbers), registration facts with bounded strings, and the command result label.
  */
 import type { v1 } from '../../proto/index.js';
-import type { AgentMetricsView, AgentSystemInfoView, CommandResultLabel } from './frames.js';
+import type { AgentMetricsView, AgentSystemInfoView, CommandResultLabel } from '../protocol/agent-frames.js';
 
 /** Longest string kept from an agent's registration (hostname, labels, …). */
 export const kMaxFieldChars = 256;

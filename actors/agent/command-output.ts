@@ -18,8 +18,8 @@
  * synchronous call on the same thread, ordered with everything else the agent sends. Replays are
  * control calls to the agent actor (`output.*` methods, replay-output-sink.ts).
  */
-import { AgentFrameKind, encodeJson, kOutputHeaderBytes, type OutputFrame } from './frames.js';
-import type { Outbox } from './outbox.js';
+import { AgentFrameKind, encodeJson, kOutputHeaderBytes, type OutputFrame } from '../protocol/agent-frames.js';
+import type { Outbox } from '../runtime/outbox.js';
 import type { CommandOutputSink } from './output-sink.js';
 import { ReplayOutputSink } from './replay-output-sink.js';
 

@@ -2,7 +2,7 @@
  * The interface between an agent actor's command half (AgentCommands) and where command output
  * goes (command-output.ts has the default implementation and the why).
  */
-import type { CommandGapFrame, CommandResultFrame, OutputFrame } from './frames.js';
+import type { CommandGapFrame, CommandResultFrame, OutputFrame } from '../protocol/agent-frames.js';
 
 /** What a sink learns about the actor that feeds it (AgentCommands binds it at construction). */
 export interface OutputSinkOwner {

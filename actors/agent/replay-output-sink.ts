@@ -8,16 +8,16 @@
  * wait together when the outbound ring is full. A finished command's state is released after the
  * shard's retention period (kFrameOutputForget tells the main thread).
  */
-import { CursorClock, parseOutputCursor } from '../replay/cursor.js';
+import { CursorClock, parseOutputCursor } from '../protocol/output-cursor.js';
 import { ChatProjection } from '../replay/chat-projection.js';
 import { agentReplay, CommandReplay, Scratch, type ReplayBytes } from '../replay/command-replay.js';
-import { OutputCall, type ChatAnswer, type CommandOutputState, type OutputStats, type ReplayAnswer } from '../replay/output-calls.js';
-import { chatTopic, commandKey, encodeChatPublish, PublishFrameKind } from '../replay/publish-frames.js';
+import { OutputCall, type ChatAnswer, type CommandOutputState, type OutputStats, type ReplayAnswer } from '../protocol/output-calls.js';
+import { chatTopic, commandKey, encodeChatPublish, PublishFrameKind } from '../protocol/publish-frames.js';
 import type { OutputStreamName } from '../replay/replay-types.js';
 import { shardReplay, type ShardReplay } from '../replay/shard-replay.js';
 import { SvcError } from '../../src/core/errors.js';
-import { OutputStream, type CommandGapFrame, type CommandResultFrame, type OutputFrame } from './frames.js';
-import type { Outbox } from './outbox.js';
+import { OutputStream, type CommandGapFrame, type CommandResultFrame, type OutputFrame } from '../protocol/agent-frames.js';
+import type { Outbox } from '../runtime/outbox.js';
 import type { CommandOutputSink, OutputSinkOwner } from './output-sink.js';
 
 /** Frames of one thread are assembled here; emit copies them out before the next use. */

@@ -10,7 +10,7 @@
 import type { v1 } from '../../proto/index.js';
 import { SvcError } from '../../src/core/errors.js';
 import { clip, nonNegativeInt } from './agent-view.js';
-import type { SessionReconcileAckFrame, SessionReportFrame } from './frames.js';
+import type { SessionReconcileAckFrame, SessionReportFrame } from '../protocol/agent-frames.js';
 
 /** Ids and names are clipped to this many characters. */
 const kIdChars = 256;

@@ -3,7 +3,7 @@
  * how many tools it called, which one is running, when it last did something, how much it
  * printed, and how it finished.
  */
-import type { ChatEvent } from './chat-events.js';
+import type { ChatEvent } from '../protocol/chat-events.js';
 
 /** Tool calls remembered while waiting for their result; older ones are forgotten past this. */
 export const kMaxOpenToolCalls = 256;

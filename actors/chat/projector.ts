@@ -18,7 +18,7 @@
  * Deterministic: the same bytes, however chunked, give the same events with the same ids, so a
  * resume (Last-Event-ID `{session}-{seq}`) re-projects the buffered output and skips seq ≤ cursor.
  */
-import { ChatErrorCode, chatEventId, type ChatEvent, type ChatEventName } from './chat-events.js';
+import { ChatErrorCode, chatEventId, type ChatEvent, type ChatEventName } from '../protocol/chat-events.js';
 import { DEFAULT_MAX_LINE_BYTES, LineSplitter, type Line } from './line-splitter.js';
 
 export interface ChatProjectorOptions {

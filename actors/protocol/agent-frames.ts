@@ -1,56 +1,20 @@
 /**
- * Frames between the main thread and agent-connection actors (actors/protocol/frames.ts reserves
- * 16–31 for agent connections and 48–63 for commands). The frame key is the actor id on frames
- * to an actor (`agent:<agent_id>`) and the agent id or command id on frames from one, as listed.
- *
- * main → actor (key `agent:<agent_id>`)
- *   16 kFrameAgentIn       one AgentMessage exactly as received (raw protobuf; the actor decodes)
- *   19 kFrameAgentAttach   JSON AttachInfo: a verified stream opened; AgentIn frames that follow
- *                          belong to it
- *   20 kFrameAgentDetach   JSON DetachInfo: that stream ended; nothing of it follows
- *
- * actor → main
- *   17 kFrameSendToAgent   key agent_id; [u32 connId][ManagementMessage bytes]
- *   18 kFrameAgentClose    key agent_id; [u32 connId][u8 gRPC status][UTF-8 reason]
- *   21 kFrameAgentSnapshot key agent_id; JSON AgentSnapshot (after every change)
- *   22 kFrameAgentEvent    key agent_id; JSON AgentEventFrame (a v1 event record)
- *   23 kFrameAgentRemoved  key agent_id; JSON {}: retention ran out, the actor may be stopped
- *   24 kFrameAgentMetric   key agent_id; JSON AgentMetricFrame
- *   25 kFrameSessionReport key agent_id; JSON SessionReportFrame (SessionReport, for the
- *                          sessions reconciler on the main thread)
- *   26 kFrameSessionReconcileAck key agent_id; JSON SessionReconcileAckFrame
- *   48 kFrameCommandOutput key command_id; [OutputHeader 32 bytes][data]
- *   49 kFrameCommandResult key command_id; JSON CommandResultFrame
- *   50 kFrameCommandGap    key command_id; JSON CommandGapFrame
+ * The contract between the main thread (src/agents) and the agent-connection actors: the actor's
+ * id, spawn argument and call arguments, and the payloads of its frames (kinds 16–26 and 48–50;
+ * direction, key and payload of each in frame-kinds.ts). The frame key is the actor id on frames
+ * to an actor (`agent:<agent_id>`) and the agent id or command id on frames from one.
  *
  * connId numbers the streams of one agent (main thread, from 1): a frame for a stream that has
  * since been replaced is dropped by the main thread, so a RegistrationAck meant for an old
  * stream never reaches a new one. Inbound frames carry no connId: Attach/Detach delimit them,
  * and frames for one actor arrive in send order.
  */
-import { FrameKind } from '../protocol/frames.js';
-
-export const AgentFrameKind = {
-  kFrameAgentIn: FrameKind.kFrameAgentIn,
-  kFrameSendToAgent: FrameKind.kFrameSendToAgent,
-  kFrameAgentClose: FrameKind.kFrameAgentClose,
-  kFrameAgentAttach: 19,
-  kFrameAgentDetach: 20,
-  kFrameAgentSnapshot: 21,
-  kFrameAgentEvent: 22,
-  kFrameAgentRemoved: 23,
-  kFrameAgentMetric: 24,
-  kFrameSessionReport: 25,
-  kFrameSessionReconcileAck: 26,
-  kFrameCommandOutput: 48,
-  kFrameCommandResult: 49,
-  kFrameCommandGap: 50,
-} as const;
+export { AgentFrameKind } from './frame-kinds.js';
 
 /** Actor type name of the agent connection actor. */
 export const AGENT_ACTOR_TYPE = 'agent-connection';
 
-/** The actor id of agent `agentId`. Per-command actors of later issues use `agent:<id>/cmd/<command_id>` (same shard). */
+/** The actor id of agent `agentId`. Other actors placed with the agent use `agent:<id>/<name>` (same shard, shard-hash.ts). */
 export function agentActorId(agentId: string): string {
   return `agent:${agentId}`;
 }
@@ -73,6 +37,26 @@ export interface AgentActorInit {
   readonly retentionMs: number;
   /** Finished commands remembered per agent for de-duplication of resends. Default 1024. */
   readonly maxFinishedCommands?: number;
+}
+
+/** Arguments of the `runCommand` call (CommandRequest fields, camelCase). */
+export interface RunCommandArgs {
+  commandId: string;
+  command: string;
+  args?: string[];
+  workingDir?: string;
+  env?: Record<string, string>;
+  /** 0 or absent: none. */
+  timeoutSeconds?: number;
+  runAs?: string;
+  allocatePty?: boolean;
+  ptyCols?: number;
+  ptyRows?: number;
+  ptyTerm?: string;
+  sessionId?: string;
+  sessionName?: string;
+  /** Who asked (events and stats). Default 'server'. */
+  source?: 'exec' | 'server';
 }
 
 /** kFrameAgentAttach payload. */

@@ -12,33 +12,11 @@
  * aligned inside a ring record (the ring aligns records to 8): aligned copies of large payloads
  * are several times faster than misaligned ones (see actors/ring/layout.ts). The key is the actor id on frames to an actor and the topic (or
  * target) on frames from an actor. A frame is written as two parts, the header (kind, flags,
- * keyBytes, key) and the caller's payload, so the ring copies the payload exactly once.
+ * keyBytes, key) and the caller's payload, so the ring copies the payload exactly once. The
+ * kinds, with their direction, owner, key and payload, are listed in frame-kinds.ts.
  */
 
-/**
- * Frame kinds. 0 is never valid. Ranges are reserved by area so later issues can add kinds
- * without renumbering: 1–15 runtime, 16–31 agent connections, 32–47 publish/fanout,
- * 48–63 commands and replay, 64–255 free.
- */
-export const FrameKind = {
-  /** main → actor: opaque data for actor `key` (ActorSystem.send). */
-  kFrameData: 1,
-  /** actor → main: opaque output under topic `key` (ActorContext.emit). */
-  kFrameEmit: 2,
-  /** main → actor (reserved): one raw message received on agent connection `key`. */
-  kFrameAgentIn: 16,
-  /** actor → main (reserved): one encoded message to send to agent `key`. */
-  kFrameSendToAgent: 17,
-  /** actor → main (reserved): agent `key` should be disconnected; payload is the reason. */
-  kFrameAgentClose: 18,
-  /** actor → main (reserved): a pre-encoded WS frame to publish to all subscribers of topic `key`. */
-  kFramePublishWs: 32,
-  /** actor → main (reserved): a pre-encoded SSE event to write to all subscribers of topic `key`. */
-  kFramePublishSse: 33,
-} as const;
-export type FrameKindName = keyof typeof FrameKind;
-
-/** Frame flags (bit set). Reserved: senders write 0, decoders pass unknown bits through. */
+/** Frame flags (bit set). No flag is defined: senders write 0, decoders pass unknown bits through. */
 export const FrameFlag = {
   kFlagNone: 0,
 } as const;

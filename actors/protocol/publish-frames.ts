@@ -1,7 +1,7 @@
 /**
  * Frames from the per-command replay state in the agent actors to the main thread's fanout
- * (actors/protocol/frames.ts reserves 32–47 for publish/fanout). Every byte a subscriber gets was
- * encoded in the actor; the main thread only copies them to sockets.
+ * (kinds 34–37, listed in frame-kinds.ts). Every byte a subscriber gets was encoded in the actor;
+ * the main thread only copies them to sockets.
  *
  *   34 kFrameOutputPublish  key `<agent_id>\0<command_id>`; one SSE event (agent_output chunk,
  *                           output_gap or stream_end) for the agent-output topics, and for a
@@ -26,14 +26,9 @@
  * kFrameChatPublish payload: [u8 flags (kChatTerminal)][u8 0][u16 cursorLen][u32 frameLen]
  * [cursor, pad 8][SSE event]. A terminal event (done, error) closes the topic's subscribers.
  */
-import type { OutputStreamName } from './replay-types.js';
+import type { OutputStreamName } from './agent-frames.js';
 
-export const PublishFrameKind = {
-  kFrameOutputPublish: 34,
-  kFrameChatPublish: 35,
-  kFrameOutputForget: 36,
-  kFrameOutputKnown: 37,
-} as const;
+export { PublishFrameKind } from './frame-kinds.js';
 
 /** kFrameOutputPublish flags. */
 export const kPublishEnd = 1;

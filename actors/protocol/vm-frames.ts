@@ -11,24 +11,19 @@
  * rather than silently dropped); the data-plane rings stay free for PTY output. The actor can
  * only start a conversation by emitting, so its two messages are frames:
  *
- * actor → main (emit; key = the actor id; payload = UTF-8 JSON)
- *   64 kFrameVmStep   StepRequest: run this step and answer with call('stepDone', StepAnswer)
- *   65 kFrameVmJob    JobFrame: a job's snapshot after every change (seq grows; stale copies lose)
+ * actor → main (emit; key = the actor id; payload = UTF-8 JSON; numbers in frame-kinds.ts)
+ *   kFrameVmStep   StepRequest: run this step and answer with call('stepDone', StepAnswer)
+ *   kFrameVmJob    JobFrame: a job's snapshot after every change (seq grows; stale copies lose)
  *
  * main → actor (ActorSystem.call)
  *   submit(SubmitArgs)   → OperationSnapshot<JobKind>; rejects VM_BUSY, VM_NOT_FOUND, ...
  *   stepDone(StepAnswer) → void
  *   status()             → QueueStatus
- *
- * Frame kinds 64–79 are reserved for VMs (actors/protocol/frames.ts leaves 64–255 free).
  */
 import type { WireError } from '../../src/core/errors.js';
 import type { OperationSnapshot, OperationType } from '../../src/core/operation-state.js';
 
-export const VmFrameKind = {
-  kFrameVmStep: 64,
-  kFrameVmJob: 65,
-} as const;
+export { VmFrameKind } from './frame-kinds.js';
 
 /** Actor type name of the per-VM operation queue. */
 export const VM_OPS_ACTOR_TYPE = 'vm-ops';

@@ -3,7 +3,7 @@
  * after an agent-scoped cursor, merged in clock order (see cursor.ts), with each command's gaps
  * placed where they occur in that order. The rings must belong to one agent (one CursorClock).
  */
-import type { OutputCursor } from './cursor.js';
+import type { OutputCursor } from '../protocol/output-cursor.js';
 import type { OutputStreamName, ReplayChunk, ReplayGap, ReplayRing } from './replay-ring.js';
 
 /** One merged item: a chunk or a gap of one command. */

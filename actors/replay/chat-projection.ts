@@ -8,7 +8,7 @@
  * its beginning) and from then on follows the live output, so every subscriber of the session sees
  * the same events with the same ids.
  */
-import { ChatErrorCode, chatErrorEvent, encodeChatSse, type ChatEvent } from '../chat/chat-events.js';
+import { ChatErrorCode, chatErrorEvent, encodeChatSse, type ChatEvent } from '../protocol/chat-events.js';
 import { ChatProjector } from '../chat/projector.js';
 
 /** One encoded chat event. */

@@ -13,12 +13,12 @@
  * shared memory when built in a worker (see Pieces.join).
  */
 import { isMainThread } from 'node:worker_threads';
-import { formatOutputCursor, type OutputCursor } from './cursor.js';
+import { formatOutputCursor, type OutputCursor } from '../protocol/output-cursor.js';
 import { replayAgentAfter } from './agent-replay.js';
 import { encodeGapSse, encodeOutputSse, encodeOutputWs, encodeStreamEndSse } from './encode.js';
 import { LiveText, maxJsonTextBytes } from './live-text.js';
 import type { OutputEvent } from './output-event.js';
-import { encodeSsePublish, kPublishEnd, kPublishGap, publishBytes, streamCode, writePublishHeader } from './publish-frames.js';
+import { encodeSsePublish, kPublishEnd, kPublishGap, publishBytes, streamCode, writePublishHeader } from '../protocol/publish-frames.js';
 import type { ReplayBudget } from './replay-budget.js';
 import { ReplayRing, type OutputStreamName, type ReplayChunk, type ReplayGap } from './replay-ring.js';
 

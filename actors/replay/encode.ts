@@ -24,7 +24,7 @@
  * (the same `<clock>-<seq>` as the SSE id), so WS clients can resume and detect gaps too.
  */
 import fastJson from 'fast-json-stringify';
-import { formatOutputCursor } from './cursor.js';
+import { formatOutputCursor } from '../protocol/output-cursor.js';
 import type { OutputEvent } from './output-event.js';
 
 /** The spec's payload schema identifier of agent-output data objects. */

@@ -5,7 +5,7 @@
  * and a replay decodes the same text as the live stream did whenever the bytes before it are
  * still retained.
  */
-import { formatOutputCursor } from './cursor.js';
+import { formatOutputCursor } from '../protocol/output-cursor.js';
 import type { OutputStreamName, ReplayChunk } from './replay-ring.js';
 import { StreamTextDecoder, tailBefore } from './stream-text.js';
 

@@ -5,7 +5,7 @@
  * up to `last` (afterOutputClock(last.clock)).
  */
 import { replayAgentAfter } from './agent-replay.js';
-import { formatOutputCursor, type OutputCursor } from './cursor.js';
+import { formatOutputCursor, type OutputCursor } from '../protocol/output-cursor.js';
 import { encodeGapSse, encodeOutputSse } from './encode.js';
 import { ReplayOutputEncoder } from './output-event.js';
 import type { OutputStreamName, ReplayGap, ReplayRing } from './replay-ring.js';

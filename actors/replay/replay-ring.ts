@@ -17,7 +17,7 @@
  * after its retention period (default {@link DEFAULT_REPLAY_RETENTION_MS}); the timer is the
  * owner's (`finishedAtMs` says when).
  */
-import type { OutputCursor } from './cursor.js';
+import type { OutputCursor } from '../protocol/output-cursor.js';
 import type { ReplayBudget } from './replay-budget.js';
 import type { AppendResult, ChunkInput, OutputStreamName, ReplayChunk, ReplayPage } from './replay-types.js';
 

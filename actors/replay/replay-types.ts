@@ -1,7 +1,8 @@
 /** The shapes a replay ring takes and returns (replay-ring.ts). */
-import type { OutputCursor } from './cursor.js';
+import type { OutputStreamName } from '../protocol/agent-frames.js';
+import type { OutputCursor } from '../protocol/output-cursor.js';
 
-export type OutputStreamName = 'stdout' | 'stderr' | 'log';
+export type { OutputStreamName };
 
 /** A chunk as handed to `ReplayRing.append`. `bytes` is copied; the caller may reuse it. */
 export interface ChunkInput {

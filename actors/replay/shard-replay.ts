@@ -7,7 +7,7 @@
  * The main thread configures it through the `output-shard` actor (output-shard.actor.ts) before
  * any agent connects; until then the defaults apply.
  */
-import { Ticker } from '../agent/ticker.js';
+import { Ticker } from '../runtime/ticker.js';
 import { ReplayBudget } from './replay-budget.js';
 
 export interface ReplaySettings {

@@ -3,7 +3,7 @@
  * ring, the frame (copied) and everything after it wait in a queue, flushed in order after
  * ctx.whenWritable. Nothing is dropped, and no frame overtakes an earlier one, whatever its kind.
  */
-import type { ActorContext } from '../runtime/actor.js';
+import type { ActorContext } from './actor.js';
 import { errorMessage } from '../../src/util/error-message.js';
 
 interface Pending {

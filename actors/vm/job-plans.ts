@@ -26,7 +26,7 @@
  */
 import { SvcError } from '../../src/core/errors.js';
 import type { OperationSnapshot } from '../../src/core/operation-state.js';
-import type { JobKind, JobParams, ObservedState, StepBudgets, StepResult, VmStepName } from './vm-frames.js';
+import type { JobKind, JobParams, ObservedState, StepBudgets, StepResult, VmStepName } from '../protocol/vm-frames.js';
 
 /** Jobs one VM may have queued or running at once. */
 export const MAX_QUEUED_JOBS = 8;

@@ -13,7 +13,7 @@
  * the main thread spawns a new one when the VM is next used.
  */
 import { SvcError, toWire, type WireError } from '../../src/core/errors.js';
-import { Outbox } from '../agent/outbox.js';
+import { Outbox } from '../runtime/outbox.js';
 import type { Actor, ActorContext, ActorFactory } from '../runtime/actor.js';
 import { admissionError, planOf, type JobContext, type JobPlan, type PlanStep } from './job-plans.js';
 import { OperationCause, OperationProgress, isTerminal, type OperationSnapshot } from '../../src/core/operation-state.js';
@@ -29,7 +29,7 @@ import {
   type StepRequest,
   type StepResult,
   type SubmitArgs,
-} from './vm-frames.js';
+} from '../protocol/vm-frames.js';
 
 /** Extra time the actor waits for a step's answer beyond the step's own timeout, ms. */
 export const STEP_GRACE_MS = 30_000;

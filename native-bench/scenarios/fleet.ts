@@ -17,7 +17,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as hdr from 'hdr-histogram-js';
-import { AgentFrameKind, decodeJson, type AgentEventFrame } from '../../actors/agent/frames.js';
+import { AgentFrameKind, decodeJson, type AgentEventFrame } from '../../actors/protocol/agent-frames.js';
 import type { BenchResult, BenchScenario } from '../types.js';
 import { BenchClient, stopOnAbort } from './client-process.js';
 import { startBenchServer } from './stream-server.js';

@@ -13,7 +13,7 @@
  * set-up and the drain at the end do not count.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AgentFrameKind, kOutputHeaderBytes } from '../../actors/agent/frames.js';
+import { AgentFrameKind, kOutputHeaderBytes } from '../../actors/protocol/agent-frames.js';
 import type { BenchResult, BenchScenario } from '../types.js';
 import { BenchClient, stopOnAbort } from './client-process.js';
 import { RawGrpc } from './raw-ceilings.js';

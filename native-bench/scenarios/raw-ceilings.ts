@@ -16,7 +16,7 @@ import type { HttpResponse, TemplatedApp, us_listen_socket } from '@trufflesuite
 import { AgentServiceMethods } from '../../proto/index.js';
 import { closeApp } from '../../src/http/uws-io.js';
 import { CommandReplay, Scratch } from '../../actors/replay/command-replay.js';
-import { decodeOutputPublish } from '../../actors/replay/publish-frames.js';
+import { decodeOutputPublish } from '../../actors/protocol/publish-frames.js';
 import type { CaMaterial } from '../../src/identity/ca.js';
 
 export class RawFanout {

@@ -14,7 +14,7 @@
  * concatenation: no base64, UTF-8 or JSON work (actors/replay/command-replay.ts).
  */
 import { performance } from 'node:perf_hooks';
-import { agentActorId } from '../../actors/agent/frames.js';
+import { agentActorId } from '../../actors/protocol/agent-frames.js';
 import type { BenchResult, BenchScenario } from '../types.js';
 import { BenchClient, stopOnAbort } from './client-process.js';
 import { startBenchServer } from './stream-server.js';

@@ -6,7 +6,7 @@
  */
 import * as hdr from 'hdr-histogram-js';
 import { Counter } from 'prom-client';
-import { COMMAND_RESULTS, REJECT_REASONS, type AgentMetricFrame } from '../../actors/agent/frames.js';
+import { COMMAND_RESULTS, REJECT_REASONS, type AgentMetricFrame } from '../../actors/protocol/agent-frames.js';
 import type { Metrics } from '../observability/metrics.js';
 
 /** Codes a refused Connect or Exec is counted under (error-table codes). */

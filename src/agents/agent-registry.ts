@@ -6,7 +6,7 @@
  * An agent is listed from its first accepted registration until it is removed (retention after
  * the stream ended, see SVC_AGENT_RETENTION_SECONDS).
  */
-import type { AgentMetricsView, AgentSnapshot, AgentSystemInfoView } from '../../actors/agent/frames.js';
+import type { AgentMetricsView, AgentSnapshot, AgentSystemInfoView } from '../../actors/protocol/agent-frames.js';
 import { AGENT_STATUSES, isAgentStatus, type AgentStatus } from '../core/agent-status.js';
 import type { Metrics } from '../observability/metrics.js';
 

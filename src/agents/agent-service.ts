@@ -23,13 +23,13 @@ import {
   type OutputStreamName,
   type SessionReconcileAckFrame,
   type SessionReportFrame,
-} from '../../actors/agent/frames.js';
+} from '../../actors/protocol/agent-frames.js';
 import type { Config } from '../config/schema.js';
 import type { EventStore } from '../events/event-store.js';
 import { ensureCa } from '../identity/ca.js';
 import { isLoopbackHost } from '../config/parsers.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { ActorPort } from './actor-lane.js';
+import type { ActorPort } from '../../actors/runtime/actor-lane.js';
 import { AgentMetrics } from './agent-metrics.js';
 import { AgentRegistry } from './agent-registry.js';
 import { AgentStreams } from './agent-streams.js';

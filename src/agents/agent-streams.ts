@@ -14,10 +14,10 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import { AgentMetadata } from '../../proto/index.js';
-import { AGENT_ACTOR_TYPE, AgentFrameKind, agentActorId, decodeConnPrefixed, decodeText, encodeJson, type AgentActorInit, type AttachInfo, type DetachInfo } from '../../actors/agent/frames.js';
+import { AGENT_ACTOR_TYPE, AgentFrameKind, agentActorId, decodeConnPrefixed, decodeText, encodeJson, type AgentActorInit, type AttachInfo, type DetachInfo } from '../../actors/protocol/agent-frames.js';
 import { ERROR_TABLE, GrpcStatus, SvcError, type ErrorCode } from '../core/errors.js';
 import { checkAgentMetadata, identityFromPeerCertificate } from '../identity/spiffe.js';
-import { ActorLane, type ActorPort } from './actor-lane.js';
+import { ActorLane, type ActorPort } from '../../actors/runtime/actor-lane.js';
 import type { AgentMetrics } from './agent-metrics.js';
 import { endWithStatus, firstMetadata, type LoggerLike } from './grpc-util.js';
 import { errorMessage } from '../util/error-message.js';

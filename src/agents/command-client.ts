@@ -6,8 +6,8 @@
  * to the one handle that asked, so callers never see other commands' traffic.
  */
 import { randomUUID } from 'node:crypto';
-import { agentActorId, type CommandGapFrame, type CommandResultFrame } from '../../actors/agent/frames.js';
-import type { RunCommandArgs } from '../../actors/agent/agent-commands.js';
+import { agentActorId, type CommandGapFrame, type CommandResultFrame } from '../../actors/protocol/agent-frames.js';
+import type { RunCommandArgs } from '../../actors/protocol/agent-frames.js';
 import { SvcError } from '../core/errors.js';
 import type { AgentService, CommandEvent } from './agent-service.js';
 

@@ -17,10 +17,10 @@
 import { randomUUID } from 'node:crypto';
 import type * as grpc from '@grpc/grpc-js';
 import { v1 } from '../../proto/index.js';
-import { agentActorId, decodeJson, decodeOutputFrame, OutputStream, type CommandGapFrame, type CommandResultFrame } from '../../actors/agent/frames.js';
+import { agentActorId, decodeJson, decodeOutputFrame, OutputStream, type CommandGapFrame, type CommandResultFrame } from '../../actors/protocol/agent-frames.js';
 import { ERROR_TABLE, GrpcStatus, SvcError, toWire } from '../core/errors.js';
 import { checkOperatorIdentity, identityFromPeerCertificate } from '../identity/spiffe.js';
-import type { ActorPort } from './actor-lane.js';
+import type { ActorPort } from '../../actors/runtime/actor-lane.js';
 import type { AgentMetrics } from './agent-metrics.js';
 import type { AgentRegistry } from './agent-registry.js';
 import { endWithStatus, type LoggerLike } from './grpc-util.js';

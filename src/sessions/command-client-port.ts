@@ -11,7 +11,7 @@
  * Output and results of PTY commands are NOT routed here: wiring.ts feeds every command's output
  * (subscribeCommands) to SessionService.commandOutput, which covers adopted commands too.
  */
-import { agentActorId } from '../../actors/agent/frames.js';
+import { agentActorId } from '../../actors/protocol/agent-frames.js';
 import type { AgentCommandClient, CommandCallPort } from '../agents/command-client.js';
 import { SvcError } from '../core/errors.js';
 import type { OneShotCommandRequest, OneShotResult, PtyCommandRequest, SessionAgentPort } from './agent-port.js';

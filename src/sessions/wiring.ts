@@ -25,7 +25,7 @@
  * query is therefore not sent again and its session.query_sent is not re-emitted.
  */
 import { join } from 'node:path';
-import { agentActorId } from '../../actors/agent/frames.js';
+import { agentActorId } from '../../actors/protocol/agent-frames.js';
 import { CONNECTED_STATUSES } from '../core/agent-status.js';
 import { AgentCommandClient, type CommandCallPort } from '../agents/command-client.js';
 import type { AgentService } from '../agents/agent-service.js';

@@ -20,7 +20,7 @@ import {
   kPublishGap,
   parseCommandKey,
   PublishFrameKind,
-} from '../../actors/replay/publish-frames.js';
+} from '../../actors/protocol/publish-frames.js';
 import { OUTPUT_SHARD_ACTOR_TYPE } from '../../actors/replay/output-shard.actor.js';
 import type { ReplaySettings, ShardReplayStats } from '../../actors/replay/shard-replay.js';
 import type { AgentChange } from '../agents/agent-registry.js';

@@ -18,12 +18,12 @@
  *   replay_unavailable with the cursor to retry from, and the stream closes.
  */
 import type { Logger } from 'pino';
-import { ChatErrorCode, chatErrorEvent, encodeChatSse, parseChatCursor } from '../../actors/chat/chat-events.js';
+import { ChatErrorCode, chatErrorEvent, encodeChatSse, parseChatCursor } from '../../actors/protocol/chat-events.js';
 import { encodeStreamEndSse, AGENT_OUTPUT_SCHEMA } from '../../actors/replay/encode.js';
-import { formatOutputCursor, parseOutputCursor } from '../../actors/replay/cursor.js';
-import { OutputCall, type ChatAnswer, type ReplayAnswer, type ReplayArgs } from '../../actors/replay/output-calls.js';
-import { chatTopic } from '../../actors/replay/publish-frames.js';
-import { agentActorId } from '../../actors/agent/frames.js';
+import { formatOutputCursor, parseOutputCursor } from '../../actors/protocol/output-cursor.js';
+import { OutputCall, type ChatAnswer, type ReplayAnswer, type ReplayArgs } from '../../actors/protocol/output-calls.js';
+import { chatTopic } from '../../actors/protocol/publish-frames.js';
+import { agentActorId } from '../../actors/protocol/agent-frames.js';
 import { toWire } from '../core/errors.js';
 import type { SseSink } from '../http/types.js';
 import type { CommandIndex } from './command-index.js';

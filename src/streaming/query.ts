@@ -19,8 +19,8 @@
  *   Last-Event-ID `{session}-{seq}` (or `last_event_id`); when session_id is given the cursor
  *   must name the same session.
  */
-import { parseChatCursor } from '../../actors/chat/chat-events.js';
-import { parseOutputCursor, type OutputCursor } from '../../actors/replay/cursor.js';
+import { parseChatCursor } from '../../actors/protocol/chat-events.js';
+import { parseOutputCursor, type OutputCursor } from '../../actors/protocol/output-cursor.js';
 import type { OutputStreamName } from '../../actors/replay/replay-ring.js';
 import { SvcError } from '../core/errors.js';
 import { parseBoolParam, parseEnumParam, parseIntParam, parseStringParam } from '../http/body.js';

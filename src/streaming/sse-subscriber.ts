@@ -21,7 +21,7 @@
  * may wait in the queue without counting, so a large replay to a client that reads at its own
  * pace is not mistaken for falling behind; live frames queued behind it do count.
  */
-import { parseOutputCursor } from '../../actors/replay/cursor.js';
+import { parseOutputCursor } from '../../actors/protocol/output-cursor.js';
 import { encodeSlowSubscriberSse } from '../../actors/replay/encode.js';
 import type { SseSink } from '../http/types.js';
 

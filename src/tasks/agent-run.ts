@@ -13,7 +13,7 @@
  * (the task's remaining lifecycle.timeout plus {@link AGENT_BACKSTOP_SLACK_SECONDS}): it kills
  * the group on its own even if no signal ever reaches it.
  */
-import type { CommandGapFrame, CommandResultFrame } from '../../actors/agent/frames.js';
+import type { CommandGapFrame, CommandResultFrame } from '../../actors/protocol/agent-frames.js';
 import type { CommandHandlers, RunningCommand, StartArgs } from '../agents/command-client.js';
 
 /** How the orchestrator starts commands (AgentCommandClient has it). */

@@ -17,7 +17,7 @@
 import { spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import type { CommandResultFrame } from '../../actors/agent/frames.js';
+import type { CommandResultFrame } from '../../actors/protocol/agent-frames.js';
 import type { RunningCommand } from '../agents/command-client.js';
 import type { CommandStarter } from './agent-run.js';
 import { readTar } from './tar-reader.js';

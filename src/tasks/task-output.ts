@@ -8,7 +8,7 @@
  * character split between two chunks is never mangled.
  */
 import { StringDecoder } from 'node:string_decoder';
-import type { CommandGapFrame } from '../../actors/agent/frames.js';
+import type { CommandGapFrame } from '../../actors/protocol/agent-frames.js';
 import type { AgentRunOutcome } from './agent-run.js';
 import { StreamJsonProgress } from './progress.js';
 import type { TaskLog } from './task-log.js';

@@ -27,7 +27,7 @@ import type { DomainInfo, HypervisorPort } from '../hypervisor/port.js';
 import { macFromName } from '../hypervisor/libvirt/domain-xml.js';
 import { isInProcessTestUri, isTestDriverUri } from '../hypervisor/uri.js';
 import { writeAgentBundle, type CaMaterial } from '../identity/ca.js';
-import type { CreateParams, StepResult } from '../../actors/vm/vm-frames.js';
+import type { CreateParams, StepResult } from '../../actors/protocol/vm-frames.js';
 import type { AgentLookup } from './agent-lookup.js';
 import type { LocalAgentSupervisor } from './local-agents.js';
 import type { EndedVmProcesses } from './local-vm-processes.js';

@@ -6,7 +6,7 @@
  */
 import { SvcError } from '../core/errors.js';
 import type { DomainInfo, HypervisorPort } from '../hypervisor/port.js';
-import type { CreateParams, StepRequest, StepResult } from '../../actors/vm/vm-frames.js';
+import type { CreateParams, StepRequest, StepResult } from '../../actors/protocol/vm-frames.js';
 import type { Provisioner } from './provisioner.js';
 
 /** How often waitStopped looks at the VM, ms. */

@@ -16,7 +16,7 @@ import { randomUUID } from 'node:crypto';
 import { SvcError, fromWire } from '../core/errors.js';
 import type { HypervisorPort, VmState } from '../hypervisor/port.js';
 import { operationJson, type OperationJson } from '../core/operation-state.js';
-import { publicTypeOf, type JobParams } from '../../actors/vm/vm-frames.js';
+import { publicTypeOf, type JobParams } from '../../actors/protocol/vm-frames.js';
 import type { AgentLookup } from './agent-lookup.js';
 import type { CreateVmRequest, RestartRequest } from './create-request.js';
 import type { JobSnapshot, VmOpsBridge } from './vm-ops-bridge.js';

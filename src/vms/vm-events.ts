@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import type { EventRecord } from '../events/event-store.js';
 import { toEventRecordInput, type HypervisorEvent, type HypervisorPort } from '../hypervisor/port.js';
 import { isTestDriverUri } from '../hypervisor/uri.js';
-import { publicTypeOf } from '../../actors/vm/vm-frames.js';
+import { publicTypeOf } from '../../actors/protocol/vm-frames.js';
 import type { JobSnapshot } from './vm-ops-bridge.js';
 import type { LocalAgentSupervisor } from './local-agents.js';
 import type { Provisioner } from './provisioner.js';

@@ -27,7 +27,7 @@ import {
   type StepBudgets,
   type StepRequest,
   type SubmitArgs,
-} from '../../actors/vm/vm-frames.js';
+} from '../../actors/protocol/vm-frames.js';
 import type { VmOpsInit } from '../../actors/vm/vm-ops.actor.js';
 import { SvcError, toWire } from '../core/errors.js';
 import type { OperationStore } from '../operations/operation-store.js';

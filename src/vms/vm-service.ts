@@ -19,7 +19,7 @@
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ActorSystem } from '../../actors/runtime/actor-system.js';
-import { publicTypeOf } from '../../actors/vm/vm-frames.js';
+import { publicTypeOf } from '../../actors/protocol/vm-frames.js';
 import { isTerminal, type ReprovisionAcceptedJson } from '../core/operation-state.js';
 import { registerContainerImageRoutes } from '../api/container-images.js';
 import { registerOperationRoutes } from '../api/operations.js';

@@ -8,7 +8,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { agentActorId } from '../../actors/agent/frames.js';
+import { agentActorId } from '../../actors/protocol/agent-frames.js';
 import { ActorSystem } from '../../actors/runtime/actor-system.js';
 import type { ReplaySettings } from '../../actors/replay/shard-replay.js';
 import { AGENT_ACTOR_MODULE, AgentService } from '../../src/agents/agent-service.js';

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { parseOutputCursor } from '../../actors/replay/cursor.js';
+import { parseOutputCursor } from '../../actors/protocol/output-cursor.js';
 import { bytesOf, chunksOf, sha256, SseClient } from './streaming-clients.js';
 import { startStreamingServer, type StreamingServer } from './streaming-harness.js';
 

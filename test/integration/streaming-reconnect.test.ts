@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseOutputCursor } from '../../actors/replay/cursor.js';
+import { parseOutputCursor } from '../../actors/protocol/output-cursor.js';
 import { waitFor } from './agents-harness.js';
 import { bytesOf, chunksOf, sha256, SseClient } from './streaming-clients.js';
 import { startStreamingServer, type StreamingServer } from './streaming-harness.js';

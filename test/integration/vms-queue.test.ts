@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pino from 'pino';
 import { ActorSystem } from '../../actors/runtime/actor-system.js';
-import { vmOpsActorId } from '../../actors/vm/vm-frames.js';
+import { vmOpsActorId } from '../../actors/protocol/vm-frames.js';
 import { EventStore } from '../../src/events/event-store.js';
 import { createStandaloneCa } from '../../src/identity/ca.js';
 import { VM_ACTOR_MODULE, startVmService } from '../../src/vms/vm-service.js';

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { AgentSnapshot } from '../../../actors/agent/frames.js';
+import type { AgentSnapshot } from '../../../actors/protocol/agent-frames.js';
 import { AgentRegistry, type AgentChange } from '../../../src/agents/agent-registry.js';
 import { createMetrics } from '../../../src/observability/metrics.js';
 

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import pino from 'pino';
-import { AgentFrameKind, encodeJson, encodeOutputFrame, type AgentSnapshot } from '../../../actors/agent/frames.js';
+import { AgentFrameKind, encodeJson, encodeOutputFrame, type AgentSnapshot } from '../../../actors/protocol/agent-frames.js';
 import { AgentService, type CommandEvent } from '../../../src/agents/agent-service.js';
 import { parseListenAddress } from '../../../src/config/parsers.js';
 import { EventStore } from '../../../src/events/event-store.js';

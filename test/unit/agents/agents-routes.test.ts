@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { AgentSnapshot } from '../../../actors/agent/frames.js';
+import type { AgentSnapshot } from '../../../actors/protocol/agent-frames.js';
 import { AgentRegistry } from '../../../src/agents/agent-registry.js';
 import { registerAgentRoutes } from '../../../src/api/agents.js';
 import { inject } from '../../../src/http/inject.js';

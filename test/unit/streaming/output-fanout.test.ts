@@ -9,7 +9,7 @@ import { describe, test } from 'node:test';
 import pino from 'pino';
 import { ChatProjection } from '../../../actors/replay/chat-projection.js';
 import { CommandReplay, Scratch } from '../../../actors/replay/command-replay.js';
-import { chatTopic, commandKey, encodeChatPublish, PublishFrameKind } from '../../../actors/replay/publish-frames.js';
+import { chatTopic, commandKey, encodeChatPublish, PublishFrameKind } from '../../../actors/protocol/publish-frames.js';
 import { inject, MemorySseSink } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';
 import { createMetrics } from '../../../src/observability/metrics.js';

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import pino from 'pino';
-import type { AgentSnapshot } from '../../../actors/agent/frames.js';
+import type { AgentSnapshot } from '../../../actors/protocol/agent-frames.js';
 import type { WsConn, WsSendStatus } from '../../../src/http/ws-server.js';
 import { kMaxAgentSubscriptions, WsHub, wsTopic, type WsPublisher } from '../../../src/streaming/ws-hub.js';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { CommandResultFrame } from '../../../actors/agent/frames.js';
+import type { CommandResultFrame } from '../../../actors/protocol/agent-frames.js';
 import type { CommandHandlers, RunningCommand, StartArgs } from '../../../src/agents/command-client.js';
 import { runAgentCommand, type AgentRunOptions, type CommandStarter } from '../../../src/tasks/agent-run.js';
 

@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { CommandResultFrame } from '../../../actors/agent/frames.js';
+import type { CommandResultFrame } from '../../../actors/protocol/agent-frames.js';
 import type { OperationJson } from '../../../src/core/operation-state.js';
 import type { CommandHandlers, RunningCommand, StartArgs } from '../../../src/agents/command-client.js';
 import { SvcError } from '../../../src/core/errors.js';

@@ -7,8 +7,8 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import fc from 'fast-check';
-import { MAX_MESSAGE_BYTES, v1 } from '../../../proto/index.js';
-import { AgentConnectionActor, kRegistrationTimeoutMs } from '../../../actors/agent/agent-connection.js';
+import { MAX_MESSAGE_BYTES, v1 } from '../../../../proto/index.js';
+import { AgentConnectionActor, kRegistrationTimeoutMs } from '../../../../actors/agent/agent-connection.js';
 import {
   AgentFrameKind,
   decodeConnPrefixed,
@@ -20,10 +20,10 @@ import {
   type AgentSnapshot,
   type CommandGapFrame,
   type CommandResultFrame,
-} from '../../../actors/agent/frames.js';
-import { Ticker } from '../../../actors/agent/ticker.js';
-import { GrpcStatus, SvcError } from '../../../src/core/errors.js';
-import { FakeActorContext } from './fake-actor-context.js';
+} from '../../../../actors/protocol/agent-frames.js';
+import { Ticker } from '../../../../actors/runtime/ticker.js';
+import { GrpcStatus, SvcError } from '../../../../src/core/errors.js';
+import { FakeActorContext } from '../runtime/fake-actor-context.js';
 
 const AGENT = 'agent-u1';
 const INSTANCE = 'i-u1';

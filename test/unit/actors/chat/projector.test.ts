@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { chatErrorEvent, encodeChatSse, parseChatCursor, type ChatEvent } from '../../../../actors/chat/chat-events.js';
+import { chatErrorEvent, encodeChatSse, parseChatCursor, type ChatEvent } from '../../../../actors/protocol/chat-events.js';
 import { ChatProjector } from '../../../../actors/chat/projector.js';
 import { parseOne } from '../replay/sse-parse.js';
 

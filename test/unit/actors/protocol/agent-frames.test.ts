@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { agentIdOfActor, agentActorId, decodeConnPrefixed, decodeOutputFrame, encodeAgentClose, encodeOutputFrame, encodeToAgent, kOutputHeaderBytes } from '../../../actors/agent/frames.js';
+import { agentIdOfActor, agentActorId, decodeConnPrefixed, decodeOutputFrame, encodeAgentClose, encodeOutputFrame, encodeToAgent, kOutputHeaderBytes } from '../../../../actors/protocol/agent-frames.js';
 
 void describe('agent frames', () => {
   void test('output frames round-trip', () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { CursorClock, formatOutputCursor, parseOutputCursor } from '../../../../actors/replay/cursor.js';
+import { CursorClock, formatOutputCursor, parseOutputCursor } from '../../../../actors/protocol/output-cursor.js';
 
 void describe('output cursors', () => {
   void test('the clock increases strictly even when time stands still or goes back', () => {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { outputFrameInScratch } from '../../../../actors/agent/command-output.js';
-import { decodeOutputFrame, encodeOutputFrame } from '../../../../actors/agent/frames.js';
+import { decodeOutputFrame, encodeOutputFrame } from '../../../../actors/protocol/agent-frames.js';
 import {
   chatTopic,
   commandKey,
@@ -19,7 +19,7 @@ import {
   publishBytes,
   streamCode,
   writePublishHeader,
-} from '../../../../actors/replay/publish-frames.js';
+} from '../../../../actors/protocol/publish-frames.js';
 
 const cursorArb = fc.oneof(fc.constant(''), fc.tuple(fc.nat(), fc.nat()).map(([c, s]) => `${c}-${s}`));
 

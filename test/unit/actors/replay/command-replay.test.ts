@@ -10,10 +10,10 @@ import fc from 'fast-check';
 import { agentReplay, CommandReplay, rawOf, Scratch } from '../../../../actors/replay/command-replay.js';
 import { encodeOutputSse, encodeOutputWs } from '../../../../actors/replay/encode.js';
 import { LiveOutputEncoder } from '../../../../actors/replay/output-event.js';
-import { decodeOutputPublish, kPublishEnd, kPublishGap } from '../../../../actors/replay/publish-frames.js';
+import { decodeOutputPublish, kPublishEnd, kPublishGap } from '../../../../actors/protocol/publish-frames.js';
 import { ReplayBudget } from '../../../../actors/replay/replay-budget.js';
 import type { OutputStreamName } from '../../../../actors/replay/replay-types.js';
-import { parseSse } from '../../actors/replay/sse-parse.js';
+import { parseSse } from './sse-parse.js';
 
 const dec = new TextDecoder();
 const enc = new TextEncoder();

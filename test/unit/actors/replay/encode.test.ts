@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { parseOutputCursor } from '../../../../actors/replay/cursor.js';
+import { parseOutputCursor } from '../../../../actors/protocol/output-cursor.js';
 import {
   encodeAgentStatusWs,
   encodeGapSse,

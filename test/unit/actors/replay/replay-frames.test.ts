@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { CursorClock, parseOutputCursor } from '../../../../actors/replay/cursor.js';
+import { CursorClock, parseOutputCursor } from '../../../../actors/protocol/output-cursor.js';
 import { encodeOutputSse } from '../../../../actors/replay/encode.js';
 import { LiveOutputEncoder } from '../../../../actors/replay/output-event.js';
 import { agentReplaySse, commandReplaySse } from '../../../../actors/replay/replay-frames.js';

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ActorLane, type ActorPort } from '../../../src/agents/actor-lane.js';
+import { ActorLane, type ActorPort } from '../../../../actors/runtime/actor-lane.js';
 
 /** A port whose "ring" takes `capacity` frames until freed. */
 class TinyPort implements ActorPort {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { SvcError } from '../../../../src/core/errors.js';
 import { ActorSystem, type ActorMode } from '../../../../actors/runtime/actor-system.js';
-import { FrameKind } from '../../../../actors/protocol/frames.js';
+import { FrameKind } from '../../../../actors/protocol/frame-kinds.js';
 import { fnv1a32 } from '../../../../actors/runtime/shard-hash.js';
 import { EmitCollector } from './emit-collector.js';
 

@@ -2,7 +2,7 @@
  * An ActorContext for driving an actor directly in a test: emitted frames are collected (copied),
  * emit can be made to report a full ring, and log lines are kept.
  */
-import type { ActorContext } from '../../../actors/runtime/actor.js';
+import type { ActorContext } from '../../../../actors/runtime/actor.js';
 
 export interface EmittedFrame {
   kind: number;

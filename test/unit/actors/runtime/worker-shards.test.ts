@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { SvcError } from '../../../../src/core/errors.js';
 import { ActorSystem } from '../../../../actors/runtime/actor-system.js';
-import { FrameKind } from '../../../../actors/protocol/frames.js';
+import { FrameKind } from '../../../../actors/protocol/frame-kinds.js';
 import { waitForChange } from '../../../../actors/ring/wait-async.js';
 import { EmitCollector } from './emit-collector.js';
 

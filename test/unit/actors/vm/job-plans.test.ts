@@ -1,9 +1,9 @@
 /** Admission rules and step plans of the VM queue (actors/vm/job-plans.ts). */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { admissionError, planOf, MAX_QUEUED_JOBS, type JobContext } from '../../../actors/vm/job-plans.js';
-import type { OperationSnapshot } from '../../../src/core/operation-state.js';
-import type { JobKind, JobParams, StepResult } from '../../../actors/vm/vm-frames.js';
+import { admissionError, planOf, MAX_QUEUED_JOBS, type JobContext } from '../../../../actors/vm/job-plans.js';
+import type { OperationSnapshot } from '../../../../src/core/operation-state.js';
+import type { JobKind, JobParams, StepResult } from '../../../../actors/protocol/vm-frames.js';
 
 const create: JobParams = { kind: 'create', create: { uuid: 'u', vcpus: 1, memoryMiB: 256, diskGiB: 1, profile: 'basic', agentshare: true, start: true, sshKeys: [] } };
 const P: Record<JobKind, JobParams> = {

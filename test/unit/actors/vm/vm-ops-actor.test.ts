@@ -1,9 +1,9 @@
 /** The vm-ops actor driven directly with a recording context (no shards, no hypervisor). */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { Actor, ActorContext } from '../../../actors/runtime/actor.js';
-import type { OperationSnapshot } from '../../../src/core/operation-state.js';
-import { actorTypes } from '../../../actors/vm/vm-ops.actor.js';
+import type { Actor, ActorContext } from '../../../../actors/runtime/actor.js';
+import type { OperationSnapshot } from '../../../../src/core/operation-state.js';
+import { actorTypes } from '../../../../actors/vm/vm-ops.actor.js';
 import {
   VM_OPS_ACTOR_TYPE,
   VmFrameKind,
@@ -16,8 +16,8 @@ import {
   type StepRequest,
   type StepResult,
   type SubmitArgs,
-} from '../../../actors/vm/vm-frames.js';
-import { SvcError } from '../../../src/core/errors.js';
+} from '../../../../actors/protocol/vm-frames.js';
+import { SvcError } from '../../../../src/core/errors.js';
 
 const quiet = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
