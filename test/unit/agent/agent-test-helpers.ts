@@ -1,7 +1,5 @@
 /** Shared helpers of the agent tests. */
-import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { readdirSync, readFileSync } from 'node:fs';
 
 /** True while pid runs (a zombie — dead, not yet reaped by its new parent — counts as gone). */
 export function running(pid: number): boolean {
@@ -13,11 +11,19 @@ export function running(pid: number): boolean {
   }
 }
 
-/** Polls cond every 10 ms; fails the test after timeoutMs. */
-export async function waitFor(cond: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
-    await sleep(10);
+/** The live (not zombie) processes of process group `pgid`, with their command names, from /proc. */
+export function groupMembers(pgid: number): { pid: number; comm: string }[] {
+  const out: { pid: number; comm: string }[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const close = stat.lastIndexOf(')');
+      const [state, , pgrp] = stat.slice(close + 2).split(' ');
+      if (Number(pgrp) === pgid && state !== 'Z') out.push({ pid: Number(name), comm: stat.slice(stat.indexOf('(') + 1, close) });
+    } catch {
+      // gone meanwhile
+    }
   }
+  return out;
 }

@@ -7,7 +7,8 @@ import { CommandOutput } from '../../../src/agent/command-output.js';
 import { startPipeCommand } from '../../../src/agent/command-runner.js';
 import type { ChunkEntry } from '../../../src/agent/output-buffer.js';
 import type { CommandSpec } from '../../../src/agent/running-command.js';
-import { running, waitFor } from './agent-test-helpers.js';
+import { DEADLINE_MS, tail, waitFor } from '../../support/wait.js';
+import { running } from './agent-test-helpers.js';
 
 const tmp = realpathSync(mkdtempSync(join(tmpdir(), 'agent-pipe-')));
 after(() => rmSync(tmp, { recursive: true, force: true }));
@@ -74,13 +75,13 @@ describe('pipe command runner', () => {
 
   test('the command leads its own process group; terminate kills the grandchildren too', async () => {
     const r = run('sh', ['-c', 'sleep 1000 & echo "child=$!"; sleep 1000']);
-    await waitFor(() => /child=\d+/.test(r.text('stdout')), 'child pid');
+    await waitFor('the background child\'s pid', () => /child=\d+/.test(r.text('stdout')), { deadlineMs: DEADLINE_MS.process, lastState: () => `stdout ${tail(r.text('stdout'))}` });
     const child = Number(/child=(\d+)/.exec(r.text('stdout'))?.[1]);
     assert.equal(running(child), true);
     await r.command.terminate(2000);
     const exit = await r.command.exited;
     assert.equal(exit.exitCode, 128 + 15);
-    await waitFor(() => !running(child), 'grandchild gone');
+    await waitFor(`the grandchild (pid ${child}) to be gone`, () => !running(child), { deadlineMs: DEADLINE_MS.process });
   });
 
   test('output of a background process holding the pipes stops counting shortly after the leader exits', async () => {

@@ -7,7 +7,8 @@ import { pino } from 'pino';
 import type { v1 } from '../../../proto/index.js';
 import { CommandManager, TIMED_OUT_BY_TIMEOUT } from '../../../src/agent/commands.js';
 import type { ChunkEntry, ResultEntry } from '../../../src/agent/output-buffer.js';
-import { running, waitFor } from './agent-test-helpers.js';
+import { DEADLINE_MS, tail, waitFor } from '../../support/wait.js';
+import { groupMembers, running } from './agent-test-helpers.js';
 
 const tmp = realpathSync(mkdtempSync(join(tmpdir(), 'agent-cmds-')));
 after(() => rmSync(tmp, { recursive: true, force: true }));
@@ -23,13 +24,18 @@ function manager(opts: { isRoot?: boolean; killGraceMs?: number } = {}) {
     emit: (e) => entries.push(e),
     ...(opts.isRoot !== undefined ? { isRoot: opts.isRoot } : {}),
   });
-  const resultOf = async (id: string): Promise<ResultEntry> => {
-    await waitFor(() => entries.some((e) => e.kind === 'result' && e.commandId === id), `result of ${id}`, 20_000);
-    return entries.find((e): e is ResultEntry => e.kind === 'result' && e.commandId === id) as ResultEntry;
-  };
   const text = (id: string, stream: ChunkEntry['stream']): string =>
     Buffer.concat(entries.filter((e): e is ChunkEntry => e.kind === 'chunk' && e.commandId === id && e.stream === stream).map((e) => e.data)).toString();
-  return { m, entries, resultOf, text };
+  /** What command `id` did so far, for a timeout message. */
+  const seen = (id: string): string => {
+    const cmd = m.list().find((c) => c.commandId === id);
+    const group = cmd !== undefined && cmd.pid > 0 ? JSON.stringify(groupMembers(cmd.pid).map((p) => p.comm)) : 'none';
+    return `stdout ${tail(text(id, 'stdout'), 300)}, log ${tail(text(id, 'log'), 300)}, ${cmd === undefined ? 'not running' : `running as pid ${cmd.pid}, its process group ${group}`}`;
+  };
+  const resultOf = (id: string): Promise<ResultEntry> =>
+    waitFor(`the result of ${id}`, () => entries.find((e): e is ResultEntry => e.kind === 'result' && e.commandId === id), { deadlineMs: DEADLINE_MS.process, lastState: () => seen(id) });
+  const until = (id: string, what: string, cond: () => boolean): Promise<true> => waitFor(what, cond, { deadlineMs: DEADLINE_MS.process, lastState: () => seen(id) });
+  return { m, entries, resultOf, text, until };
 }
 
 function req(commandId: string, command: string, args: string[], extra: Partial<v1.ICommandRequest> = {}): v1.ICommandRequest {
@@ -49,15 +55,15 @@ describe('CommandManager', () => {
   });
 
   test('timeout_seconds kills the whole process group and names the timer', async () => {
-    const { m, resultOf, text } = manager({ killGraceMs: 500 });
+    const { m, resultOf, text, until } = manager({ killGraceMs: 500 });
     m.start(req('t1', 'sh', ['-c', 'sleep 1000 & echo "child=$!"; sleep 1000'], { timeoutSeconds: 1 }));
-    await waitFor(() => /child=\d+/.test(text('t1', 'stdout')), 'child pid');
+    await until('t1', 'the background child\'s pid', () => /child=\d+/.test(text('t1', 'stdout')));
     const child = Number(/child=(\d+)/.exec(text('t1', 'stdout'))?.[1]);
     const r = await resultOf('t1');
     assert.equal(r.timedOutBy, TIMED_OUT_BY_TIMEOUT);
     assert.equal(r.exitCode, 128 + 15);
     assert.match(text('t1', 'log'), /timeout_seconds=1 elapsed; SIGTERM to the process group/);
-    await waitFor(() => !running(child), 'grandchild sleep gone');
+    await waitFor(`the grandchild sleep (pid ${child}) to be gone`, () => !running(child), { deadlineMs: DEADLINE_MS.process });
   });
 
   test('a program ignoring SIGTERM is SIGKILLed after the grace period', async () => {
@@ -95,9 +101,15 @@ describe('CommandManager', () => {
   });
 
   test('PTY requests run in a terminal of the requested size; signals reach the group', async () => {
-    const { m, resultOf, text } = manager();
+    const { m, resultOf, text, until } = manager();
     m.start(req('p1', 'sh', ['-c', 'stty size; sleep 1000'], { allocatePty: true, ptyCols: 120, ptyRows: 40 }));
-    await waitFor(() => text('p1', 'stdout').includes('40 120'), 'stty size');
+    await until('p1', 'stty size in the PTY', () => text('p1', 'stdout').includes('40 120'));
+    // stty's output does not mean sleep runs: dash (sh -c catches SIGINT) starts it with vfork,
+    // and a SIGINT that lands in the child before its exec is taken by the shell's handler and
+    // forgotten by the exec, so sleep never dies and the shell waits for it with the interrupt
+    // held (measured: 11 hangs in 100 runs under load, none once sleep was seen in the group).
+    const pid = m.list().find((c) => c.commandId === 'p1')?.pid ?? -1;
+    await until('p1', 'sleep to run in the command\'s process group', () => groupMembers(pid).some((p) => p.comm === 'sleep'));
     m.control({ commandId: 'p1', signal: { signalNumber: 2 } });
     assert.equal((await resultOf('p1')).exitCode, 130);
   });

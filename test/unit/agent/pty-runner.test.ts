@@ -9,7 +9,8 @@ import { CommandOutput } from '../../../src/agent/command-output.js';
 import type { ChunkEntry } from '../../../src/agent/output-buffer.js';
 import { PTY_DEFAULTS, startPtyCommand } from '../../../src/agent/pty-runner.js';
 import type { CommandSpec } from '../../../src/agent/running-command.js';
-import { running, waitFor } from './agent-test-helpers.js';
+import { DEADLINE_MS, tail, waitFor } from '../../support/wait.js';
+import { running } from './agent-test-helpers.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'agent-pty-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
@@ -73,7 +74,7 @@ describe('PTY runner', () => {
 
   test('terminal size and TERM come from the request, and resize reaches the program', async () => {
     const r = run('bash', ['--norc', '--noprofile', '-c', 'echo "term=$TERM size=$(stty size)"; read x; echo "after=$(stty size)"'], { cols: 100, rows: 30, term: 'xterm-256color' });
-    await waitFor(() => r.text().includes('size=30 100'), 'initial size');
+    await waitFor('the initial size', () => r.text().includes('size=30 100'), { deadlineMs: DEADLINE_MS.process, lastState: () => `output ${tail(r.text())}` });
     assert.match(r.text(), /term=xterm-256color/);
     assert.equal(r.command.resize(132, 43), true);
     r.command.writeStdin(Buffer.from('go\r'), false);
@@ -95,12 +96,12 @@ describe('PTY runner', () => {
 
   test('a signal reaches the whole process group', async () => {
     const r = run('bash', ['-c', 'sleep 1000 & echo "child=$!"; wait']);
-    await waitFor(() => /child=\d+/.test(r.text()), 'child pid');
+    await waitFor('the background child\'s pid', () => /child=\d+/.test(r.text()), { deadlineMs: DEADLINE_MS.process, lastState: () => `output ${tail(r.text())}` });
     const child = Number(/child=(\d+)/.exec(r.text())?.[1]);
     assert.equal(r.command.signal(2), true);
     const exit = await r.command.exited;
     assert.equal(exit.exitCode, 128 + 2);
-    await waitFor(() => !running(child), 'background child gone');
+    await waitFor(`the background child (pid ${child}) to be gone`, () => !running(child), { deadlineMs: DEADLINE_MS.process });
   });
 
   test('a signal sent right after start is not lost (before the child made its process group)', async () => {
@@ -115,7 +116,7 @@ describe('PTY runner', () => {
 
   test('terminate: SIGTERM, then SIGKILL after the grace for a program that ignores it', async () => {
     const r = run('bash', ['-c', "trap '' TERM; echo ready; sleep 1000"]);
-    await waitFor(() => r.text().includes('ready'), 'trap installed');
+    await waitFor('the trap to be installed', () => r.text().includes('ready'), { deadlineMs: DEADLINE_MS.process, lastState: () => `output ${tail(r.text())}` });
     const t0 = Date.now();
     await r.command.terminate(300);
     const exit = await r.command.exited;

@@ -6,7 +6,7 @@ import { v1 } from '../../../proto/index.js';
 import { CommandManager } from '../../../src/agent/commands.js';
 import type { ChunkEntry, ResultEntry } from '../../../src/agent/output-buffer.js';
 import { CommandSessionBackend, SessionManager } from '../../../src/agent/sessions.js';
-import { waitFor } from './agent-test-helpers.js';
+import { DEADLINE_MS, waitFor } from '../../support/wait.js';
 
 function setup() {
   const entries: (ChunkEntry | ResultEntry)[] = [];
@@ -19,17 +19,20 @@ function setup() {
   });
   const sessions = new SessionManager([new CommandSessionBackend(commands)]);
   const resultOf = (id: string): ResultEntry | undefined => entries.find((e): e is ResultEntry => e.kind === 'result' && e.commandId === id);
-  return { commands, sessions, resultOf };
+  /** Waits until every command has a pid (it was spawned); the timeout lists them. */
+  const started = (): Promise<true> =>
+    waitFor('every command to be started', () => commands.list().every((c) => c.pid > 0), { deadlineMs: DEADLINE_MS.process, lastState: () => JSON.stringify(commands.list().map((c) => [c.commandId, c.pid])) });
+  return { commands, sessions, resultOf, started };
 }
 
 describe('sessions', () => {
   test('SessionReport lists running commands that carry a session id or name, with an epoch start time', async () => {
-    const { commands, sessions } = setup();
+    const { commands, sessions, started } = setup();
     const before = Date.now();
     commands.start({ commandId: 'c1', command: 'sleep', args: ['1000'], sessionId: 's-1', sessionName: 'main' });
     commands.start({ commandId: 'c2', command: 'sleep', args: ['1000'], allocatePty: true, sessionName: 'shell' });
     commands.start({ commandId: 'c3', command: 'sleep', args: ['1000'] });
-    await waitFor(() => commands.list().every((c) => c.pid > 0), 'all started');
+    await started();
     const all = await sessions.report({ reportAll: true });
     assert.deepEqual(all.map((s) => s.commandId).sort(), ['c1', 'c2']);
     const s1 = all.find((s) => s.commandId === 'c1');
@@ -46,11 +49,11 @@ describe('sessions', () => {
   });
 
   test('SessionReconcile kills listed and (when asked) unrecognized sessions, keeps the rest', async () => {
-    const { commands, sessions, resultOf } = setup();
+    const { commands, sessions, resultOf, started } = setup();
     commands.start({ commandId: 'k1', command: 'sleep', args: ['1000'], sessionId: 'keep-me' });
     commands.start({ commandId: 'k2', command: 'sleep', args: ['1000'], sessionId: 'kill-me' });
     commands.start({ commandId: 'k3', command: 'sleep', args: ['1000'], sessionName: 'stranger' });
-    await waitFor(() => commands.list().every((c) => c.pid > 0), 'all started');
+    await started();
     const r = await sessions.reconcile({ keepSessionIds: ['keep-me'], killSessionIds: ['kill-me', 'long-gone'], killUnrecognized: true, gracePeriodSeconds: 1 });
     assert.deepEqual(r.kept, ['keep-me']);
     assert.deepEqual([...r.killed].sort(), ['k3', 'kill-me', 'long-gone']);
@@ -62,9 +65,9 @@ describe('sessions', () => {
   });
 
   test('without kill_unrecognized, sessions the server does not mention are kept', async () => {
-    const { commands, sessions } = setup();
+    const { commands, sessions, started } = setup();
     commands.start({ commandId: 'q1', command: 'sleep', args: ['1000'], sessionId: 'x' });
-    await waitFor(() => commands.list().every((c) => c.pid > 0), 'started');
+    await started();
     const r = await sessions.reconcile({ killUnrecognized: false });
     assert.deepEqual(r, { killed: [], kept: ['x'], failed: [] });
     await commands.stopAll(0);
