@@ -35,7 +35,7 @@ import { startVmService, VM_ACTOR_MODULE, type VmService } from './vms/vm-servic
 import { Router } from './http/router.js';
 import { startHttpListener, uwsRuntimeInfo } from './http/uws-server.js';
 import { startWsListener } from './http/ws-server.js';
-import { createLogger } from './observability/log.js';
+import { countErrorLines, createLogger } from './observability/log.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
 import { withDeadline } from './util/deadline.js';
 
@@ -79,6 +79,9 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
   let fanout: OutputFanout | undefined;
   let tasks: TaskService | undefined;
   const started: Stoppable[] = [];
+  // Every error- and fatal-level line counts into svc_errors_logged_total, until the last stop.
+  const stopCountingErrors = countErrorLines(logger, metrics.errorsLoggedTotal);
+  started.push({ name: 'error-count', stop: () => Promise.resolve(stopCountingErrors()) });
   const stopAll = async (): Promise<void> => {
     for (const s of started.splice(0).reverse()) {
       try {

@@ -239,7 +239,6 @@ class HttpServer {
 
   #logError(err: unknown, route: string, msg: string): void {
     this.#opts.logger.error({ err, route }, msg);
-    this.#opts.metrics?.errorsLoggedTotal.inc({ component: 'http' });
   }
 
   async #shutdown(listenSocket: us_listen_socket, port: number): Promise<void> {

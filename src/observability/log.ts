@@ -12,6 +12,11 @@
  * paths (it also covers `%j` interpolation and mixins, which no hook sees); a key walk over every
  * logged object, binding and error at any depth (redactKeys); a scrub of the final text for PEM
  * blocks, bearer tokens, JWTs and URL credentials, messages and stacks included (redactText).
+ *
+ * Every error- and fatal-level line is counted (STYLE point 6: an error that is logged also bumps
+ * a metric): the same logMethod hook that walks the arguments bumps the counters attached with
+ * countErrorLines, so call sites only log. The hook sits on the root logger and every child
+ * inherits it, which also covers the lines worker shards forward to the main logger.
  */
 import { accessSync, constants, mkdirSync, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -45,6 +50,21 @@ export interface LogHandle {
    */
   flush(timeoutMs?: number): Promise<void>;
 }
+
+/** What counts error lines: prom-client's `Counter<'component'>` (svc_errors_logged_total) fits. */
+export interface ErrorLineCounter {
+  inc(labels: { component: string }): void;
+}
+
+/** Label of a counted line whose logger and fields name no component (the composition root's own lines). */
+export const ERROR_COMPONENT_NONE = 'main';
+/** Label of a counted line whose component is not a plain module name (keeps the label set bounded). */
+export const ERROR_COMPONENT_OTHER = 'other';
+const COMPONENT_RE = /^[a-z][a-z0-9_.-]{0,39}$/;
+/** Where a logger made by createLogger keeps its error counters; children inherit it. */
+const kErrorCounters = Symbol('sandboxd.errorCounters');
+/** pino's number for the error level; fatal is 60. */
+const kErrorLevel = 50;
 
 /** What a redacted value is replaced with. */
 export const REDACTED = '[REDACTED]';
@@ -290,6 +310,35 @@ function chooseFormat(cfg: LogConfig, destination: NodeJS.WritableStream | undef
 }
 
 /**
+ * The `component` label of an error line: the logged object's `component` field, else the
+ * logger's `component` binding (`logger.child({ component: 'http' })`), else "main"; anything
+ * that is not a short lower-case module name becomes "other".
+ */
+function componentOf(logger: Logger, args: readonly unknown[]): string {
+  const first = args[0];
+  let c: unknown = typeof first === 'object' && first !== null && !(first instanceof Error) ? (first as { component?: unknown }).component : undefined;
+  if (typeof c !== 'string') c = logger.bindings()['component'];
+  if (typeof c !== 'string') return ERROR_COMPONENT_NONE;
+  return COMPONENT_RE.test(c) ? c : ERROR_COMPONENT_OTHER;
+}
+
+/**
+ * Counts every error- and fatal-level line that `logger`, its root and every child of that root
+ * write from now on into `counter`, labelled by component (see componentOf). Lines below the
+ * logger's level are not written and not counted. Returns the function that detaches the counter
+ * (idempotent). A logger not made by createLogger (a bare `pino()` in a test) has no hook: then
+ * nothing is counted and the returned function does nothing.
+ */
+export function countErrorLines(logger: Logger, counter: ErrorLineCounter): () => void {
+  const counters = (logger as unknown as { [kErrorCounters]?: Set<ErrorLineCounter> })[kErrorCounters];
+  if (counters === undefined) return () => undefined;
+  counters.add(counter);
+  return () => {
+    counters.delete(counter);
+  };
+}
+
+/**
  * Builds the process logger.
  *
  * Output goes to LOG_FILE when it is set and to stdout otherwise, never both: an operator who
@@ -308,6 +357,7 @@ export function createLogger(cfg: LogConfig, opts: { destination?: NodeJS.Writab
   const sink = chooseSink(cfg, opts.destination);
   const format = chooseFormat(cfg, opts.destination);
   const dest: DestinationStream = { write: (line) => sink.write(format(redactText(line))) };
+  const errorCounters = new Set<ErrorLineCounter>();
   const logger = pino(
     {
       level: cfg.level,
@@ -316,7 +366,11 @@ export function createLogger(cfg: LogConfig, opts: { destination?: NodeJS.Writab
       serializers: { err: (e: unknown) => (e instanceof Error ? redactKeys(e) : e) },
       formatters: { bindings: (b) => redactKeys(b) as Bindings },
       hooks: {
-        logMethod(args: Parameters<LogFn>, method: LogFn) {
+        logMethod(args: Parameters<LogFn>, method: LogFn, level: number) {
+          if (level >= kErrorLevel && errorCounters.size > 0) {
+            const component = componentOf(this, args);
+            for (const c of errorCounters) c.inc({ component });
+          }
           // a leading Error stays an Error: pino takes the message from it and the err serializer walks it
           const walked = args.map((a: unknown, i) => (i === 0 && a instanceof Error ? a : redactKeys(a))) as Parameters<LogFn>;
           method.apply(this, walked);
@@ -325,6 +379,8 @@ export function createLogger(cfg: LogConfig, opts: { destination?: NodeJS.Writab
     },
     dest,
   );
+  // children are created with Object.create(parent), so they all find the root's set
+  Object.defineProperty(logger, kErrorCounters, { value: errorCounters });
   return {
     logger,
     flush(timeoutMs = 5000) {

@@ -57,7 +57,7 @@ export interface Metrics {
   /** Error envelopes sent, by error code. */
   readonly httpErrorsTotal: Counter<'code'>;
   readonly actorShardRestartsTotal: Counter;
-  /** Every error-level log line bumps this (STYLE point 6). */
+  /** Every error- and fatal-level log line, counted by the logger's hook (log.ts countErrorLines; STYLE point 6). */
   readonly errorsLoggedTotal: Counter<'component'>;
 }
 

@@ -59,7 +59,7 @@ export interface OutputFanoutOptions {
   readonly actors: FanoutActors;
   readonly agents: FanoutAgents;
   readonly logger: Logger;
-  readonly metrics: Pick<Metrics, 'registry' | 'errorsLoggedTotal'>;
+  readonly metrics: Pick<Metrics, 'registry'>;
   /** Replay settings of every shard (defaults: shard-replay.ts DEFAULT_REPLAY_SETTINGS). */
   readonly replay?: Partial<ReplaySettings>;
   /** Bytes an SSE subscriber may fall behind before it is cut off. Default 1 MiB. */
@@ -228,7 +228,6 @@ export async function startOutputFanout(opts: OutputFanoutOptions): Promise<Outp
         }
       } catch (err) {
         log.error({ kind, key: key.split('\u0000').join('/'), err: errorMessage(err) }, 'bad frame from the output actors; dropped');
-        opts.metrics.errorsLoggedTotal.inc({ component: 'output' });
         return true;
       }
     },

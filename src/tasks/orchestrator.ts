@@ -61,7 +61,7 @@ export type CapacityCheck = { ok: true } | { ok: false; reason: string; retryAft
 
 export interface OrchestratorOptions {
   readonly logger: Logger;
-  readonly metrics?: Pick<Metrics, 'tasksByState' | 'taskOutcomesTotal' | 'errorsLoggedTotal'>;
+  readonly metrics?: Pick<Metrics, 'tasksByState' | 'taskOutcomesTotal'>;
   readonly events: { append(e: { event_type: string; vm_name?: string; agent_id?: string; details?: Record<string, unknown> }): unknown };
   readonly vms: TaskVms;
   readonly commands: CommandStarter;
@@ -361,6 +361,5 @@ export class TaskOrchestrator {
 
   #error(err: unknown, taskId: string, what: string): void {
     this.#log.error({ task: taskId, err: errorMessage(err) }, what);
-    this.#o.metrics?.errorsLoggedTotal.inc({ component: 'tasks' });
   }
 }

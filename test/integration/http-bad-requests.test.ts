@@ -7,12 +7,13 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { pino } from 'pino';
+import { Writable } from 'node:stream';
 import { registerHealthRoutes } from '../../src/api/health.js';
 import { parseEnumParam, parseIntParam } from '../../src/http/body.js';
 import { Router } from '../../src/http/router.js';
 import type { RequestInfo } from '../../src/http/types.js';
 import { startHttpListener, uwsRuntimeInfo, type HttpListener } from '../../src/http/uws-server.js';
+import { countErrorLines, createLogger } from '../../src/observability/log.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { parseResponse, rawGet, type RawResponse } from './http-raw-client.js';
 
@@ -109,7 +110,15 @@ void describe('bad requests get the v1 envelope; the server survives', () => {
         throw new Error('database password is hunter2');
       },
     });
-    const logger = pino({ level: 'error' }, { write: (s: string) => void logLines.push(s) });
+    const destination = new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        logLines.push(chunk.toString());
+        cb();
+      },
+    });
+    const root = createLogger({ format: 'json', level: 'error', file: null, rotation: 'none', retentionDays: 7 }, { destination }).logger;
+    countErrorLines(root, metrics.errorsLoggedTotal);
+    const logger = root.child({ component: 'http' });
     listener = await startHttpListener({ host: '127.0.0.1', port: 0, router, logger, metrics, onRequest: (i) => infos.push(i) });
     port = listener.port;
   });

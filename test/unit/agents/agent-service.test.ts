@@ -6,16 +6,20 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import pino from 'pino';
+import { Writable } from 'node:stream';
 import { AgentFrameKind, encodeJson, encodeOutputFrame, type AgentSnapshot } from '../../../actors/protocol/agent-frames.js';
 import { AgentService, type CommandEvent } from '../../../src/agents/agent-service.js';
 import { parseListenAddress } from '../../../src/config/parsers.js';
 import { EventStore } from '../../../src/events/event-store.js';
+import { countErrorLines, createLogger } from '../../../src/observability/log.js';
 import { createMetrics } from '../../../src/observability/metrics.js';
 
 function service(retentionSeconds = 600): { svc: AgentService; events: EventStore; metrics: ReturnType<typeof createMetrics> } {
   const metrics = createMetrics({ defaultMetrics: false });
   const events = new EventStore();
+  // the server's logger, writing nowhere, with its error lines counted as main.ts counts them
+  const { logger } = createLogger({ format: 'json', level: 'info', file: null, rotation: 'none', retentionDays: 7 }, { destination: new Writable({ write: (_c, _e, cb) => cb() }) });
+  countErrorLines(logger, metrics.errorsLoggedTotal);
   const svc = new AgentService({
     config: {
       trustDomain: 'sandbox.local',
@@ -27,7 +31,7 @@ function service(retentionSeconds = 600): { svc: AgentService; events: EventStor
       execDefaultTimeoutSeconds: 300,
       shutdownDeadlineMs: 1000,
     },
-    logger: pino({ level: 'silent' }),
+    logger,
     metrics,
     events,
   });
