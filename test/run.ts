@@ -75,9 +75,9 @@ async function runPhase(files: string[], concurrency: number, timeoutMs: number)
   const tally: Tally = { passed: 0, failed: 0, skipped: 0, failures: [] };
   const stream = run({ files, concurrency, timeout: timeoutMs });
   stream.on('test:pass', (d) => {
-    if (d.details.type === 'suite') return;
+    // A skipped suite counts once; a suite that ran is counted through its tests.
     if (d.skip !== undefined || d.todo !== undefined) tally.skipped++;
-    else tally.passed++;
+    else if (d.details.type !== 'suite') tally.passed++;
   });
   stream.on('test:fail', (d) => {
     if (d.details.type === 'suite') return;
