@@ -1,7 +1,9 @@
 /**
- * The control calls the main thread makes to an agent actor (`agent:<agent_id>`) about its
- * commands' output (ActorSystem.call; args and results are structured-cloned). They are served
- * by the actor's ReplayOutputSink (actors/agent/replay-output-sink.ts).
+ * The control calls the main thread makes about output (ActorSystem.call; args and results are
+ * structured-cloned): to an agent actor (`agent:<agent_id>`) about its commands' output, served
+ * by the actor's ReplayOutputSink (actors/agent/replay-output-sink.ts), and to the `output-shard`
+ * actor of each shard, whose spawn argument sets the shard's replay settings and whose `stats`
+ * call reports its replay numbers (actors/replay/output-shard.actor.ts).
  *
  * Every answer carries `clock`: the agent's cursor clock when the call was handled. Every event
  * the actor emitted before it has a clock ≤ `clock` and is covered by the answer (or precedes the
@@ -79,5 +81,41 @@ export interface ChatAnswer {
 export interface OutputStats {
   commands: number;
   ringBytes: number;
+  chatProjections: number;
+}
+
+/** Actor type of the per-shard output service; one is spawned in every shard. */
+export const OUTPUT_SHARD_ACTOR_TYPE = 'output-shard';
+
+/**
+ * The replay settings of one shard. An output-shard actor's spawn argument holds any subset; the
+ * rest keep their defaults (DEFAULT_REPLAY_SETTINGS, actors/replay/shard-replay.ts).
+ */
+export interface ReplaySettings {
+  /** Per-command replay limit (encoded frames + per-entry overhead), bytes. Default 8 MiB. */
+  readonly ringBytes: number;
+  /** All replay rings of one shard together, bytes. Default 256 MiB. */
+  readonly budgetBytes: number;
+  /** A finished command's output stays replayable this long, ms. Default 5 min. */
+  readonly retentionMs: number;
+  /** Encoded chat events kept per (command, session) projection, bytes. Default 1 MiB. */
+  readonly chatBytes: number;
+}
+
+/** Numbers for the fanout metrics (ActorSystem.call to an output-shard actor, `stats`). */
+export interface ShardReplayStats {
+  /** Bytes held by the replay rings of this shard. */
+  ringBytes: number;
+  /** Budget limit, bytes. */
+  budgetBytes: number;
+  /** Live per-command replay states (rings). */
+  rings: number;
+  /** Times the budget trimmed rings. */
+  budgetTrims: number;
+  /** Output gaps the actors of this shard recorded (from the agent or missing seqs). */
+  gaps: number;
+  /** Finished commands released after their retention. */
+  released: number;
+  /** Chat projections alive. */
   chatProjections: number;
 }

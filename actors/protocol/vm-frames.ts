@@ -42,6 +42,15 @@ export function vmOfOpsActor(actorId: string): string | null {
   return m?.[1] ?? null;
 }
 
+/** Spawn argument of a queue actor. */
+export interface VmOpsInit {
+  vm: string;
+  /** An idle queue stops itself after this long, ms. Default 10 minutes (IDLE_STOP_MS, vm-ops.actor.ts). */
+  idleStopMs?: number;
+  /** Extra time the actor waits for a step's answer beyond the step's own timeout, ms. Default 30 s (STEP_GRACE_MS). */
+  stepGraceMs?: number;
+}
+
 /** What the queue runs. create/delete/restart/deploy_agent are the spec's operations; start/stop/destroy are internal jobs (synchronous 200 routes) queued with them so one VM's changes apply in order. */
 export const JOB_KINDS = ['create', 'delete', 'restart', 'deploy_agent', 'start', 'stop', 'destroy'] as const;
 export type JobKind = (typeof JOB_KINDS)[number];

@@ -15,7 +15,8 @@
 import { isMainThread } from 'node:worker_threads';
 import { formatOutputCursor, type OutputCursor } from '../protocol/output-cursor.js';
 import { replayAgentAfter } from './agent-replay.js';
-import { encodeGapSse, encodeOutputSse, encodeOutputWs, encodeStreamEndSse } from './encode.js';
+import { encodeGapSse, encodeStreamEndSse } from '../protocol/output-events.js';
+import { encodeOutputSse, encodeOutputWs } from './encode.js';
 import { LiveText, maxJsonTextBytes } from './live-text.js';
 import type { OutputEvent } from './output-event.js';
 import { encodeSsePublish, kPublishEnd, kPublishGap, publishBytes, streamCode, writePublishHeader } from '../protocol/publish-frames.js';

@@ -5,10 +5,9 @@
  * retention), and its `stats` call reports the shard's replay numbers for the metrics.
  */
 import { SvcError } from '../../src/core/errors.js';
+import { OUTPUT_SHARD_ACTOR_TYPE } from '../protocol/output-calls.js';
 import type { ActorFactory } from '../runtime/actor.js';
 import { shardReplay } from './shard-replay.js';
-
-export const OUTPUT_SHARD_ACTOR_TYPE = 'output-shard';
 
 export const actorTypes: Record<string, ActorFactory> = {
   [OUTPUT_SHARD_ACTOR_TYPE]: (ctx, init) => {

@@ -8,18 +8,8 @@
  * any agent connects; until then the defaults apply.
  */
 import { Ticker } from '../runtime/ticker.js';
+import type { ReplaySettings, ShardReplayStats } from '../protocol/output-calls.js';
 import { ReplayBudget } from './replay-budget.js';
-
-export interface ReplaySettings {
-  /** Per-command replay limit (encoded frames + per-entry overhead), bytes. Default 8 MiB. */
-  readonly ringBytes: number;
-  /** All replay rings of one shard together, bytes. Default 256 MiB. */
-  readonly budgetBytes: number;
-  /** A finished command's output stays replayable this long, ms. Default 5 min. */
-  readonly retentionMs: number;
-  /** Encoded chat events kept per (command, session) projection, bytes. Default 1 MiB. */
-  readonly chatBytes: number;
-}
 
 export const DEFAULT_REPLAY_SETTINGS: ReplaySettings = Object.freeze({
   ringBytes: 8 * 1024 * 1024,
@@ -27,24 +17,6 @@ export const DEFAULT_REPLAY_SETTINGS: ReplaySettings = Object.freeze({
   retentionMs: 5 * 60 * 1000,
   chatBytes: 1024 * 1024,
 });
-
-/** Numbers for the fanout metrics (ActorSystem.call to an output-shard actor, `stats`). */
-export interface ShardReplayStats {
-  /** Bytes held by the replay rings of this shard. */
-  ringBytes: number;
-  /** Budget limit, bytes. */
-  budgetBytes: number;
-  /** Live per-command replay states (rings). */
-  rings: number;
-  /** Times the budget trimmed rings. */
-  budgetTrims: number;
-  /** Output gaps the actors of this shard recorded (from the agent or missing seqs). */
-  gaps: number;
-  /** Finished commands released after their retention. */
-  released: number;
-  /** Chat projections alive. */
-  chatProjections: number;
-}
 
 interface Due {
   readonly atMs: number;

@@ -29,21 +29,13 @@ import {
   type StepRequest,
   type StepResult,
   type SubmitArgs,
+  type VmOpsInit,
 } from '../protocol/vm-frames.js';
 
 /** Extra time the actor waits for a step's answer beyond the step's own timeout, ms. */
 export const STEP_GRACE_MS = 30_000;
 /** An idle queue actor stops itself after this long, ms (10 minutes). */
 export const IDLE_STOP_MS = 10 * 60_000;
-
-/** Spawn argument. */
-export interface VmOpsInit {
-  vm: string;
-  /** Default IDLE_STOP_MS. */
-  idleStopMs?: number;
-  /** Default STEP_GRACE_MS. */
-  stepGraceMs?: number;
-}
 
 interface Job {
   readonly op: OperationProgress<JobKind>;

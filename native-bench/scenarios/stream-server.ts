@@ -10,7 +10,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { ActorSystem, type ActorMode } from '../../actors/runtime/actor-system.js';
-import type { ReplaySettings } from '../../actors/replay/shard-replay.js';
+import type { ReplaySettings } from '../../actors/protocol/output-calls.js';
 import { AGENT_ACTOR_MODULE, AgentService } from '../../src/agents/agent-service.js';
 import { loadConfig } from '../../src/config/load.js';
 import { EventStore } from '../../src/events/event-store.js';

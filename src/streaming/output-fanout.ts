@@ -12,7 +12,7 @@
  * and pass it to `attachWs`; stop it before the actors.
  */
 import type { Logger } from 'pino';
-import { encodeStreamEndSse } from '../../actors/replay/encode.js';
+import { encodeStreamEndSse } from '../../actors/protocol/output-events.js';
 import {
   decodeChatPublish,
   decodeOutputPublish,
@@ -21,8 +21,7 @@ import {
   parseCommandKey,
   PublishFrameKind,
 } from '../../actors/protocol/publish-frames.js';
-import { OUTPUT_SHARD_ACTOR_TYPE } from '../../actors/replay/output-shard.actor.js';
-import type { ReplaySettings, ShardReplayStats } from '../../actors/replay/shard-replay.js';
+import { OUTPUT_SHARD_ACTOR_TYPE, type ReplaySettings, type ShardReplayStats } from '../../actors/protocol/output-calls.js';
 import type { AgentChange } from '../agents/agent-registry.js';
 import type { Router } from '../http/router.js';
 import type { WsHandlers } from '../http/ws-server.js';

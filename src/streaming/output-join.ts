@@ -19,7 +19,7 @@
  */
 import type { Logger } from 'pino';
 import { ChatErrorCode, chatErrorEvent, encodeChatSse, parseChatCursor } from '../../actors/protocol/chat-events.js';
-import { encodeStreamEndSse, AGENT_OUTPUT_SCHEMA } from '../../actors/replay/encode.js';
+import { encodeStreamEndSse, AGENT_OUTPUT_SCHEMA } from '../../actors/protocol/output-events.js';
 import { formatOutputCursor, parseOutputCursor } from '../../actors/protocol/output-cursor.js';
 import { OutputCall, type ChatAnswer, type ReplayAnswer, type ReplayArgs } from '../../actors/protocol/output-calls.js';
 import { chatTopic } from '../../actors/protocol/publish-frames.js';

@@ -4,7 +4,7 @@
  * topics that match it, so every subscriber gets it at most once. All eight carry the same frame
  * bytes: the event id format `<clock>-<seq>` serves every scope (actors/replay/cursor.ts).
  */
-import type { OutputStreamName } from '../../actors/replay/replay-ring.js';
+import type { OutputStreamName } from '../../actors/protocol/agent-frames.js';
 
 export interface OutputFilter {
   agentId?: string | undefined;

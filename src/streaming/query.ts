@@ -21,7 +21,7 @@
  */
 import { parseChatCursor } from '../../actors/protocol/chat-events.js';
 import { parseOutputCursor, type OutputCursor } from '../../actors/protocol/output-cursor.js';
-import type { OutputStreamName } from '../../actors/replay/replay-ring.js';
+import type { OutputStreamName } from '../../actors/protocol/agent-frames.js';
 import { SvcError } from '../core/errors.js';
 import { parseBoolParam, parseEnumParam, parseIntParam, parseStringParam } from '../http/body.js';
 

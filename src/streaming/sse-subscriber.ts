@@ -22,7 +22,7 @@
  * pace is not mistaken for falling behind; live frames queued behind it do count.
  */
 import { parseOutputCursor } from '../../actors/protocol/output-cursor.js';
-import { encodeSlowSubscriberSse } from '../../actors/replay/encode.js';
+import { encodeSlowSubscriberSse } from '../../actors/protocol/output-events.js';
 import type { SseSink } from '../http/types.js';
 
 /** Default bound of bytes waiting for one subscriber: 1 MiB. */

@@ -4,7 +4,7 @@
  * metrics when its Agent.metrics change. Each is encoded once (encode.ts) and published to the
  * agent's status topic and the all-agents one; nothing is encoded while nobody listens.
  */
-import { encodeAgentStatusWs, encodeMetricsWs, type AgentStatusName } from '../../actors/replay/encode.js';
+import { encodeAgentStatusWs, encodeMetricsWs, type AgentStatusName } from '../../actors/protocol/output-events.js';
 import type { AgentChange } from '../agents/agent-registry.js';
 
 export interface StatusSink {

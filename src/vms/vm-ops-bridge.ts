@@ -27,8 +27,8 @@ import {
   type StepBudgets,
   type StepRequest,
   type SubmitArgs,
+  type VmOpsInit,
 } from '../../actors/protocol/vm-frames.js';
-import type { VmOpsInit } from '../../actors/vm/vm-ops.actor.js';
 import { SvcError, toWire } from '../core/errors.js';
 import type { OperationStore } from '../operations/operation-store.js';
 import { newOperationId } from '../operations/operation-tracker.js';

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { agentActorId } from '../../actors/protocol/agent-frames.js';
 import { ActorSystem } from '../../actors/runtime/actor-system.js';
-import type { ReplaySettings } from '../../actors/replay/shard-replay.js';
+import type { ReplaySettings } from '../../actors/protocol/output-calls.js';
 import { AGENT_ACTOR_MODULE, AgentService } from '../../src/agents/agent-service.js';
 import { registerMetricsRoute } from '../../src/api/metrics.js';
 import { loadConfig } from '../../src/config/load.js';
