@@ -3,7 +3,12 @@
  *   src/util -> src/core, src/config, src/observability -> transports and drivers
  *   (src/http, src/agents, src/agent, src/hypervisor, src/api, src/cli, src/dashboard, ...)
  *   -> src/main.ts and src/bin.
- * actors/ may use src/util, src/core, src/observability and proto/, never a transport.
+ * actors/ may use src/util, src/core, src/observability and proto/, never a transport. Inside it:
+ *   actors/protocol (the main⇄worker contract) and actors/ring import no other actors folder;
+ *   actors/runtime uses only those two; the domain actors point one way, agent -> replay -> chat,
+ *   with vm on its own. src/ reaches actors/ only through the runtime's face
+ *   (actors/runtime/actor-system.ts, actor-lane.ts), the job pool (actors/jobs/job-pool.ts) and
+ *   actors/protocol/**; the other modules are worker-side.
  * Only src/http imports uWebSockets.js; only src/hypervisor/libvirt imports the libvirt binding;
  * only src/agents (server) and src/agent (the agent's client) import grpc-js.
  * Worker entry files (*.worker.ts) are loaded by URL and never imported.
@@ -53,6 +58,54 @@ module.exports = {
       severity: 'error',
       from: { path: '^actors/' },
       to: { path: '^src/(?!(util|core|observability)/)' },
+    },
+    {
+      name: 'src-reaches-actors-only-through-the-runtime-face-and-the-protocol',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^actors/', pathNot: '^actors/(protocol/|runtime/(actor-system|actor-lane)\\.ts$|jobs/job-pool\\.ts$)' },
+    },
+    {
+      name: 'the-protocol-imports-no-other-actors-folder',
+      severity: 'error',
+      from: { path: '^actors/protocol/' },
+      to: { path: '^actors/(?!protocol/)' },
+    },
+    {
+      name: 'the-ring-imports-no-other-actors-folder',
+      severity: 'error',
+      from: { path: '^actors/ring/' },
+      to: { path: '^actors/(?!ring/)' },
+    },
+    {
+      name: 'the-actor-runtime-never-imports-domain-actors',
+      severity: 'error',
+      from: { path: '^actors/runtime/' },
+      to: { path: '^actors/(?!(runtime|protocol|ring)/)' },
+    },
+    {
+      name: 'replay-actors-do-not-import-the-agent-actors',
+      severity: 'error',
+      from: { path: '^actors/replay/' },
+      to: { path: '^actors/agent/' },
+    },
+    {
+      name: 'chat-projection-does-not-import-agent-or-replay-actors',
+      severity: 'error',
+      from: { path: '^actors/chat/' },
+      to: { path: '^actors/(agent|replay)/' },
+    },
+    {
+      name: 'vm-actors-import-no-other-domain-actors',
+      severity: 'error',
+      from: { path: '^actors/vm/' },
+      to: { path: '^actors/(agent|replay|chat)/' },
+    },
+    {
+      name: 'no-other-domain-actor-imports-the-vm-actors',
+      severity: 'error',
+      from: { path: '^actors/(agent|replay|chat)/' },
+      to: { path: '^actors/vm/' },
     },
     {
       name: 'nothing-imports-main-or-bins',
