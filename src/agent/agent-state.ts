@@ -1,5 +1,7 @@
 /**
- * The agent's own lifecycle (not the server's view of it, which adds Stale and Disconnected):
+ * The agent's own lifecycle (not the server's view of it, which adds Stale and Disconnected), on
+ * the core StateMachine (src/core/state-machine.ts), so every move is guarded, logged and counted
+ * like the server's lifecycles:
  *
  *   idle ──► connecting ◄──► registered
  *     │          │               │
@@ -8,11 +10,16 @@
  * connecting → registered on an accepted RegistrationAck; registered → connecting when the
  * stream ends; any live state → stopping on SIGTERM/SIGINT or ShutdownSignal.
  */
-import type { Logger } from './log.js';
+import { StateMachine, transitionTableMarkdown, type TransitionLogger, type TransitionTable } from '../core/state-machine.js';
 
-export type AgentState = 'idle' | 'connecting' | 'registered' | 'stopping' | 'stopped';
+export const AGENT_STATES = ['idle', 'connecting', 'registered', 'stopping', 'stopped'] as const;
+export type AgentState = (typeof AGENT_STATES)[number];
 
-const TRANSITIONS: Readonly<Record<AgentState, readonly AgentState[]>> = {
+/** States in which the agent works (dials, is registered, or is about to dial). */
+export const LIVE_AGENT_STATES = ['idle', 'connecting', 'registered'] as const satisfies readonly AgentState[];
+
+/** Allowed moves; see the file comment. */
+export const AGENT_STATE_TABLE: TransitionTable<AgentState> = {
   idle: ['connecting', 'stopping'],
   connecting: ['registered', 'stopping'],
   registered: ['connecting', 'stopping'],
@@ -20,25 +27,31 @@ const TRANSITIONS: Readonly<Record<AgentState, readonly AgentState[]>> = {
   stopped: [],
 };
 
-export class AgentLifecycle {
-  readonly #log: Logger;
-  #state: AgentState = 'idle';
+/** Causes of the moves (the `cause` of transition()); the detail goes in the log line's `reason`. */
+export const AgentStateCause = {
+  /** The agent starts dialing the server. */
+  dialing: 'dialing',
+  /** The server accepted the registration. */
+  registered: 'registration_accepted',
+  /** The management stream ended (server gone, network, refused registration). */
+  streamEnded: 'stream_ended',
+  /** SIGTERM/SIGINT or a ShutdownSignal from the server. */
+  stopRequested: 'stop_requested',
+  /** Commands are stopped, output flushed, the stream closed. */
+  stopCompleted: 'stop_completed',
+} as const;
 
-  constructor(log: Logger) {
-    this.#log = log;
-  }
+/** The table as Markdown, for the README. */
+export function agentStateTableMarkdown(): string {
+  return transitionTableMarkdown(AGENT_STATE_TABLE, {
+    idle: { connecting: 'the agent starts and dials the server', stopping: 'SIGTERM/SIGINT before the first dial' },
+    connecting: { registered: 'the server accepts the registration (RegistrationAck)', stopping: 'SIGTERM/SIGINT or ShutdownSignal' },
+    registered: { connecting: 'the stream ended; redial with backoff', stopping: 'SIGTERM/SIGINT or ShutdownSignal' },
+    stopping: { stopped: 'commands stopped, pending output flushed, stream closed' },
+  });
+}
 
-  get state(): AgentState {
-    return this.#state;
-  }
-
-  /** Moves to `to` when the table allows it from the current state (logged); false otherwise. */
-  transition(to: AgentState, cause: string): boolean {
-    const from = this.#state;
-    if (from === to) return true;
-    if (!TRANSITIONS[from].includes(to)) return false;
-    this.#state = to;
-    this.#log.debug({ from, to, cause }, 'agent state');
-    return true;
-  }
+/** A machine for the agent's lifecycle, starting idle. */
+export function agentLifecycle(logger?: TransitionLogger): StateMachine<AgentState> {
+  return new StateMachine<AgentState>({ name: 'agent lifecycle', initial: 'idle', table: AGENT_STATE_TABLE, ...(logger !== undefined ? { logger } : {}) });
 }

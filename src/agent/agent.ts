@@ -10,8 +10,9 @@
  * ConfigUpdate / RegistrationAck.config keys: config-update.ts.
  */
 import { DEFAULT_HEARTBEAT_INTERVAL_SECONDS, v1 } from '../../proto/index.js';
+import type { StateMachine } from '../core/state-machine.js';
 import { sleep } from '../util/deadline.js';
-import { AgentLifecycle, type AgentState } from './agent-state.js';
+import { AgentStateCause, LIVE_AGENT_STATES, agentLifecycle, type AgentState } from './agent-state.js';
 import { Backoff } from './backoff.js';
 import { CommandManager } from './commands.js';
 import type { AgentConfig } from './config.js';
@@ -58,7 +59,7 @@ export class Agent {
   readonly #abort = new AbortController();
   /** Sent output counts as delivered after this long on a live connection (a keepalive ping was answered since). */
   readonly #deliveredAfterMs: number;
-  readonly #life: AgentLifecycle;
+  readonly #life: StateMachine<AgentState>;
   #conn: AgentConnection | undefined;
   #registered = false;
   #writable = true;
@@ -76,7 +77,7 @@ export class Agent {
     this.#opts = opts;
     this.#cfg = opts.config;
     this.#log = opts.log;
-    this.#life = new AgentLifecycle(this.#log);
+    this.#life = agentLifecycle(this.#log);
     this.#buffer = new OutputBuffer(this.#cfg.outputBufferBytes);
     this.#deliveredAfterMs = (opts.keepaliveMs ?? 20_000) + (opts.keepaliveTimeoutMs ?? 10_000) + 5_000;
     this.#commands = new CommandManager({
@@ -129,7 +130,7 @@ export class Agent {
 
   async #stop(graceMs: number, reason: string): Promise<void> {
     this.#log.info({ reason, graceMs }, 'agent stopping');
-    this.#life.transition('stopping', reason);
+    this.#life.transition(LIVE_AGENT_STATES, 'stopping', AgentStateCause.stopRequested, { reason });
     this.#commands.refuseNew(`agent is shutting down (${reason})`);
     if (this.#registered) this.#beats.beat();
     await this.#commands.stopAll(graceMs);
@@ -139,7 +140,7 @@ export class Agent {
     await conn?.closeGracefully(2000);
     this.#stopTimers();
     await this.#loop;
-    this.#life.transition('stopped', 'stop completed');
+    this.#life.transition(['stopping'], 'stopped', AgentStateCause.stopCompleted);
     this.#log.info('agent stopped');
     this.#resolveStopped();
   }
@@ -156,7 +157,7 @@ export class Agent {
 
   /** One connection, from dial to close. */
   async #session(): Promise<void> {
-    this.#life.transition('connecting', 'dialing');
+    this.#life.transition(['idle'], 'connecting', AgentStateCause.dialing);
     const system = await readSystemInfo(this.#cfg.workDir);
     let onClosed!: (reason: string) => void;
     const closed = new Promise<string>((r) => (onClosed = r));
@@ -208,7 +209,7 @@ export class Agent {
     this.#conn = undefined;
     this.#registered = false;
     this.#stopTimers();
-    this.#life.transition('connecting', reason);
+    this.#life.transition(['registered'], 'connecting', AgentStateCause.streamEnded, { reason });
     this.#log.warn({ reason, wasRegistered, pendingOutput: this.#buffer.pending }, 'disconnected');
   }
 
@@ -272,7 +273,7 @@ export class Agent {
     }
     this.#registered = true;
     this.#backoff.reset();
-    this.#life.transition('registered', 'registration accepted');
+    this.#life.transition(['connecting'], 'registered', AgentStateCause.registered);
     this.#heartbeatS = (ack.heartbeatIntervalSeconds ?? 0) > 0 ? (ack.heartbeatIntervalSeconds as number) : DEFAULT_HEARTBEAT_INTERVAL_SECONDS;
     this.#applyConfig(ack.config ?? {});
     const holds = new Map((ack.cursors ?? []).map((c) => [c.commandId ?? '', c.lastSeq ?? 0] as const));

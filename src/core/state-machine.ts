@@ -77,8 +77,9 @@ export class StateMachine<S extends string> {
   /**
    * Moves to `to` when the current state is one of `from`, differs from `to`, and the table
    * allows it. Returns whether the state changed. See the file comment for the refusals.
+   * `fields` are added to this move's log line (a task's state message, say).
    */
-  transition(from: readonly S[], to: S, cause: string): boolean {
+  transition(from: readonly S[], to: S, cause: string, fields?: object): boolean {
     const current = this.#state;
     if (current === to) return false;
     if (!from.includes(current)) {
@@ -87,13 +88,13 @@ export class StateMachine<S extends string> {
     }
     if (!this.canMoveTo(to)) {
       this.#rejected++;
-      this.#opts.logger?.warn({ ...this.#opts.logFields, machine: this.#opts.name, from: current, to, cause }, `${this.#opts.name}: transition not allowed`);
+      this.#opts.logger?.warn({ ...this.#opts.logFields, ...fields, machine: this.#opts.name, from: current, to, cause }, `${this.#opts.name}: transition not allowed`);
       return false;
     }
     this.#state = to;
     const key = `${current}->${to}`;
     this.#moves.set(key, (this.#moves.get(key) ?? 0) + 1);
-    this.#opts.logger?.info({ ...this.#opts.logFields, machine: this.#opts.name, from: current, to, cause }, `${this.#opts.name}: ${current} -> ${to}`);
+    this.#opts.logger?.info({ ...this.#opts.logFields, ...fields, machine: this.#opts.name, from: current, to, cause }, `${this.#opts.name}: ${current} -> ${to}`);
     this.#opts.onTransition?.({ from: current, to, cause, atMs: (this.#opts.now ?? Date.now)() });
     return true;
   }

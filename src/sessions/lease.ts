@@ -11,7 +11,7 @@
  *
  * Pure logic: no sockets, no timers. Liveness is the caller's (`isLive`).
  */
-import { StateMachine, type TransitionLogger } from '../core/state-machine.js';
+import { StateMachine, transitionTableMarkdown, type TransitionLogger, type TransitionTable } from '../core/state-machine.js';
 import type { SessionRole } from './session-types.js';
 
 export type LeaseState = 'free' | 'held';
@@ -23,7 +23,15 @@ export const LeaseCause = {
   controllerDead: 'controller_dead',
 } as const;
 
-const LEASE_TABLE = { free: ['held'], held: ['free'] } as const;
+export const LEASE_TABLE: TransitionTable<LeaseState> = { free: ['held'], held: ['free'] };
+
+/** The lease's table as Markdown, for the README. */
+export function leaseTransitionsMarkdown(): string {
+  return transitionTableMarkdown(LEASE_TABLE, {
+    free: { held: `${LeaseCause.granted}: a client asks for controller while the lease is free` },
+    held: { free: `${LeaseCause.released} (the controller asks for observer), ${LeaseCause.controllerLeft}, ${LeaseCause.controllerDead} (reaped before a grant)` },
+  });
+}
 
 export interface RoleGrant {
   readonly role: SessionRole;

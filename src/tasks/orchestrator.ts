@@ -115,6 +115,7 @@ export class TaskOrchestrator {
     this.#slots = new TaskSlots(o.maxConcurrent);
     this.store = new TaskStore({
       onEvent: (ev) => this.#onStateEvent(ev),
+      logger: this.#log,
       maxFinishedTasks: o.retention ?? DEFAULT_TASK_RETENTION,
       ...(o.metrics !== undefined ? { metrics: o.metrics } : {}),
     });
@@ -349,7 +350,8 @@ export class TaskOrchestrator {
       details: { task_id: ev.task_id, name: ev.name, from: ev.from, to: ev.to, message: ev.message, exit_code: ev.exit_code, error: ev.error },
     });
     this.#tasks.get(ev.task_id)?.log.appendEssential({ kind: 'state', from: ev.from, to: ev.to, message: ev.message, at: ev.at });
-    this.#log.info({ task: ev.task_id, from: ev.from, to: ev.to, vm: vm || undefined }, ev.message);
+    // Moves are logged by the task's state machine (task-state.ts); the creation is not a move.
+    if (ev.from === null) this.#log.info({ task: ev.task_id, to: ev.to }, ev.message);
   }
 
   #ctx(id: string): TaskContext {

@@ -1,6 +1,7 @@
 /**
  * Task lifecycle (spec part 3 "Task"): the states, the one table of allowed moves, the Task
- * record of spec part 2, and the one guarded `transition()` every move goes through.
+ * record of spec part 2, and TaskLifecycle, whose guarded `transition()` on the core
+ * StateMachine (src/core/state-machine.ts) every move goes through.
  *
  *   pending ─► staging ─► provisioning ─► ready ─► running ─► completing ─► completed
  *
@@ -15,7 +16,7 @@
  * (completed, failed, failed_preserved, cancelled) have no way out.
  */
 import { randomUUID } from 'node:crypto';
-import type { TransitionTable } from '../core/state-machine.js';
+import { StateMachine, type TransitionCounts, type TransitionLogger, type TransitionTable } from '../core/state-machine.js';
 import type { FailureAction } from './manifest-rules.js';
 
 /** The spec's states, in lifecycle order. */
@@ -150,12 +151,19 @@ export interface TaskStateEvent {
   readonly error: string | null;
 }
 
-export interface TransitionOptions {
+/** What one task's lifecycle needs besides its record. */
+export interface TaskLifecycleOptions {
   /** Called after the record changed. Exceptions propagate to the caller of transition(). */
   readonly emit: (event: TaskStateEvent) => void;
   /** The task's manifest setting; failed_preserved is refused unless it is `preserve`. */
   readonly failureAction: FailureAction;
+  /** Logs every move (info) and every move the table forbids (warn). */
+  readonly logger?: TransitionLogger;
   readonly now?: () => Date;
+}
+
+/** Extra fields a move may set. */
+export interface MoveOptions {
   /** Set exit_code (the agent command's exit status). */
   readonly exitCode?: number | null;
   /** Set error; on a move to failed/failed_preserved it defaults to the message. */
@@ -182,39 +190,92 @@ function clip(text: string): string {
 }
 
 /**
- * Move `task` to `to`, recording state_message, state_changed_at (and started_at on the move to
- * running, error on a move to a failed state), then emit the event. Throws TaskTransitionError
- * when the table forbids the move, when `to` is the current state, or for failed_preserved when
- * the manifest does not ask to preserve.
+ * The `cause` of each move, by the state it enters (a short word for the core machine's log
+ * lines and counts; the state_message says more).
  */
-export function transition(task: TaskRecord, to: TaskState, message: string, opts: TransitionOptions): TaskStateEvent {
-  const from = task.state;
-  if (!canTransition(from, to)) throw new TaskTransitionError(task.id, from, to, isTerminal(from) ? `${from} is terminal` : 'not in the table');
-  if (to === 'failed_preserved' && opts.failureAction !== 'preserve') {
-    throw new TaskTransitionError(task.id, from, to, 'the manifest does not set failure_action: preserve');
-  }
-  const at = (opts.now ?? (() => new Date()))().toISOString();
-  task.state = to;
-  task.state_message = clip(message);
-  task.state_changed_at = at;
-  if (to === 'running' && task.started_at === null) task.started_at = at;
-  if (opts.exitCode !== undefined) task.exit_code = opts.exitCode;
-  if (opts.error !== undefined) task.error = opts.error === null ? null : clip(opts.error);
-  else if (to === 'failed' || to === 'failed_preserved') task.error = clip(message);
-  const event: TaskStateEvent = { task_id: task.id, name: task.name, from, to, message: task.state_message, at, exit_code: task.exit_code, error: task.error };
-  opts.emit(event);
-  return event;
-}
+export const TASK_CAUSES: Readonly<Record<TaskState, string>> = {
+  pending: 'submitted',
+  staging: 'picked_up',
+  provisioning: 'workspace_prepared',
+  ready: 'vm_ready',
+  running: 'command_started',
+  completing: 'command_exited',
+  completed: 'artifacts_collected',
+  failed: 'failed',
+  failed_preserved: 'failed_preserved',
+  cancelled: 'cancel_requested',
+};
 
 /**
- * transition() guarded by the caller's expectation: moves only when the task is in one of
- * `from` (returns false otherwise, e.g. a step finishing after the task was cancelled). A move
- * the table forbids from a state in `from` still throws.
+ * One task's lifecycle: its record, moved only through a core StateMachine (STYLE point 8), so
+ * every move is guarded by TASK_TRANSITIONS, logged and counted like every other lifecycle.
  */
-export function tryTransition(task: TaskRecord, from: readonly TaskState[], to: TaskState, message: string, opts: TransitionOptions): boolean {
-  if (!from.includes(task.state)) return false;
-  transition(task, to, message, opts);
-  return true;
+export class TaskLifecycle {
+  /** The live record (callers hand out copies). */
+  readonly record: TaskRecord;
+  readonly #machine: StateMachine<TaskState>;
+  readonly #opts: TaskLifecycleOptions;
+
+  constructor(record: TaskRecord, opts: TaskLifecycleOptions) {
+    this.record = record;
+    this.#opts = opts;
+    this.#machine = new StateMachine<TaskState>({
+      name: 'task',
+      initial: record.state,
+      table: TASK_TRANSITIONS,
+      logFields: { task: record.id },
+      ...(opts.logger !== undefined ? { logger: opts.logger } : {}),
+    });
+  }
+
+  get state(): TaskState {
+    return this.#machine.state;
+  }
+
+  /** The machine's counters (moves, skipped, rejected). */
+  counts(): TransitionCounts {
+    return this.#machine.counts();
+  }
+
+  /**
+   * Move to `to`, recording state_message, state_changed_at (and started_at on the move to
+   * running, error on a move to a failed state), then emit the event. Throws TaskTransitionError
+   * when the table forbids the move (the machine also logs it at warn and counts it rejected),
+   * when `to` is the current state, or for failed_preserved when the manifest does not ask to
+   * preserve.
+   */
+  transition(to: TaskState, message: string, move: MoveOptions = {}): TaskStateEvent {
+    const task = this.record;
+    const from = this.state;
+    if (to === 'failed_preserved' && canTransition(from, to) && this.#opts.failureAction !== 'preserve') {
+      throw new TaskTransitionError(task.id, from, to, 'the manifest does not set failure_action: preserve');
+    }
+    if (!this.#machine.transition([from], to, TASK_CAUSES[to], { message: clip(message), ...(task.vm_name !== null ? { vm: task.vm_name } : {}) })) {
+      throw new TaskTransitionError(task.id, from, to, from === to ? `already ${to}` : isTerminal(from) ? `${from} is terminal` : 'not in the table');
+    }
+    const at = (this.#opts.now ?? (() => new Date()))().toISOString();
+    task.state = to;
+    task.state_message = clip(message);
+    task.state_changed_at = at;
+    if (to === 'running' && task.started_at === null) task.started_at = at;
+    if (move.exitCode !== undefined) task.exit_code = move.exitCode;
+    if (move.error !== undefined) task.error = move.error === null ? null : clip(move.error);
+    else if (to === 'failed' || to === 'failed_preserved') task.error = clip(message);
+    const event: TaskStateEvent = { task_id: task.id, name: task.name, from, to, message: task.state_message, at, exit_code: task.exit_code, error: task.error };
+    this.#opts.emit(event);
+    return event;
+  }
+
+  /**
+   * transition() guarded by the caller's expectation: moves only when the task is in one of
+   * `from` (returns false otherwise, counted as skipped: e.g. a step finishing after the task was
+   * cancelled). A move the table forbids from a state in `from` still throws.
+   */
+  tryTransition(from: readonly TaskState[], to: TaskState, message: string, move: MoveOptions = {}): boolean {
+    if (!from.includes(this.state)) return this.#machine.transition(from, to, TASK_CAUSES[to]);
+    this.transition(to, message, move);
+    return true;
+  }
 }
 
 /** The failure state for a task failing now: failed_preserved when allowed and asked for, else failed. */

@@ -1,8 +1,9 @@
 /**
  * The in-memory task table (spec part 1: v1 resources live in memory). It owns every TaskRecord,
- * routes every state change through task-state.ts's transition(), keeps svc_tasks_by_state and
- * svc_task_outcomes_total, and gives each task an AbortSignal that fires when the task is
- * cancelled or otherwise ends (the orchestrator passes it to clone, provisioning and the command).
+ * routes every state change through the task's TaskLifecycle (task-state.ts, on the core
+ * StateMachine), keeps svc_tasks_by_state and svc_task_outcomes_total, and gives each task an
+ * AbortSignal that fires when the task is cancelled or otherwise ends (the orchestrator passes it
+ * to clone, provisioning and the command).
  *
  * Listing (GET /api/v1/tasks): newest first (by submission; ties in submission order reversed),
  * filtered by a set of states, then paged by offset/limit; total_count counts every match.
@@ -11,6 +12,7 @@
  */
 import { SvcError } from '../core/errors.js';
 import { parseIntParam } from '../http/body.js';
+import type { TransitionLogger } from '../core/state-machine.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { TaskManifest } from './manifest.js';
 import {
@@ -20,7 +22,8 @@ import {
   newTaskId,
   newTaskRecord,
   TASK_STATES,
-  transition,
+  TaskLifecycle,
+  type MoveOptions,
   type TaskProgress,
   type TaskRecord,
   type TaskState,
@@ -75,6 +78,8 @@ export interface TaskStoreOptions {
   /** Every state change (and each creation, with from null). */
   readonly onEvent?: (event: TaskStateEvent) => void;
   readonly metrics?: Pick<Metrics, 'tasksByState' | 'taskOutcomesTotal'>;
+  /** Logs every task state move (info) and every move the table forbids (warn). */
+  readonly logger?: TransitionLogger;
   readonly now?: () => Date;
   readonly newId?: () => string;
   /** Finished tasks remembered; default {@link DEFAULT_MAX_FINISHED_TASKS}. */
@@ -83,15 +88,12 @@ export interface TaskStoreOptions {
 
 interface Entry {
   readonly record: TaskRecord;
+  readonly life: TaskLifecycle;
   readonly manifest: TaskManifest;
   readonly abort: AbortController;
 }
 
-/** Extra fields a move may set. */
-export interface MoveOptions {
-  readonly exitCode?: number | null;
-  readonly error?: string | null;
-}
+export type { MoveOptions };
 
 function snapshot(r: TaskRecord): TaskRecord {
   return { ...r, progress: { ...r.progress } };
@@ -114,7 +116,13 @@ export class TaskStore {
     const id = (this.#opts.newId ?? newTaskId)();
     if (this.#tasks.has(id)) throw new Error(`duplicate task id ${id}`);
     const record = newTaskRecord(id, manifest.name, this.#now());
-    this.#tasks.set(id, { record, manifest, abort: new AbortController() });
+    const life = new TaskLifecycle(record, {
+      emit: (ev) => this.#emit(ev),
+      failureAction: manifest.lifecycle.failureAction,
+      ...(this.#opts.logger !== undefined ? { logger: this.#opts.logger } : {}),
+      ...(this.#opts.now !== undefined ? { now: this.#opts.now } : {}),
+    });
+    this.#tasks.set(id, { record, life, manifest, abort: new AbortController() });
     this.#opts.metrics?.tasksByState.inc({ state: 'pending' });
     this.#emit({ task_id: id, name: record.name, from: null, to: 'pending', message: record.state_message, at: record.created_at, exit_code: null, error: null });
     return snapshot(record);
@@ -140,7 +148,7 @@ export class TaskStore {
     return this.#entry(id).abort.signal;
   }
 
-  /** Move a task (see task-state.ts transition()); throws TaskTransitionError on an illegal move. */
+  /** Move a task (see TaskLifecycle.transition()); throws TaskTransitionError on an illegal move. */
   transition(id: string, to: TaskState, message: string, opts: MoveOptions = {}): TaskRecord {
     const e = this.#entry(id);
     this.#move(e, to, message, opts);
@@ -150,9 +158,7 @@ export class TaskStore {
   /** Move only when the task is in one of `from`; false otherwise (e.g. it was cancelled meanwhile). */
   tryTransition(id: string, from: readonly TaskState[], to: TaskState, message: string, opts: MoveOptions = {}): boolean {
     const e = this.#tasks.get(id);
-    if (e === undefined || !from.includes(e.record.state)) return false;
-    this.#move(e, to, message, opts);
-    return true;
+    return e !== undefined && this.#move(e, to, message, opts, from);
   }
 
   /**
@@ -223,15 +229,11 @@ export class TaskStore {
     return e;
   }
 
-  #move(e: Entry, to: TaskState, message: string, opts: MoveOptions): void {
-    const from = e.record.state;
-    transition(e.record, to, message, {
-      emit: (ev) => this.#emit(ev),
-      failureAction: e.manifest.lifecycle.failureAction,
-      ...(this.#opts.now !== undefined ? { now: this.#opts.now } : {}),
-      ...(opts.exitCode !== undefined ? { exitCode: opts.exitCode } : {}),
-      ...(opts.error !== undefined ? { error: opts.error } : {}),
-    });
+  /** Moves the task (guarded by `guard` when given: false when it is in none of them). */
+  #move(e: Entry, to: TaskState, message: string, opts: MoveOptions, guard?: readonly TaskState[]): boolean {
+    const from = e.life.state;
+    if (guard === undefined) e.life.transition(to, message, opts);
+    else if (!e.life.tryTransition(guard, to, message, opts)) return false;
     const m = this.#opts.metrics;
     m?.tasksByState.dec({ state: from });
     m?.tasksByState.inc({ state: to });
@@ -244,6 +246,7 @@ export class TaskStore {
       this.#finished.add(e.record.id);
       this.#evict();
     }
+    return true;
   }
 
   #evict(): void {

@@ -8,6 +8,10 @@ import { errorsMarkdownTable } from '../../src/core/errors.js';
 import { programsMarkdownTable } from '../../src/setup/programs.mjs';
 import { transitionTableMarkdown } from '../../src/core/state-machine.js';
 import { TASK_TRANSITIONS, TASK_TRANSITION_TRIGGERS } from '../../src/tasks/task-state.js';
+import { agentStatusTableMarkdown } from '../../src/core/agent-status.js';
+import { agentStateTableMarkdown } from '../../src/agent/agent-state.js';
+import { sessionTransitionsMarkdown } from '../../src/sessions/session-state.js';
+import { leaseTransitionsMarkdown } from '../../src/sessions/lease.js';
 
 export function readmeTables(): Record<string, string> {
   return {
@@ -15,6 +19,11 @@ export function readmeTables(): Record<string, string> {
     'errors-table': errorsMarkdownTable(),
     'task-states-table': transitionTableMarkdown(TASK_TRANSITIONS, TASK_TRANSITION_TRIGGERS),
     'operation-states-table': operationStatusTableMarkdown(),
+    // Every other machine on the core StateMachine (src/core/state-machine.ts).
+    'agent-status-table': agentStatusTableMarkdown(),
+    'guest-agent-states-table': agentStateTableMarkdown(),
+    'session-states-table': sessionTransitionsMarkdown(),
+    'lease-states-table': leaseTransitionsMarkdown(),
     'programs-table': programsMarkdownTable(),
   };
 }

@@ -13,9 +13,9 @@ import {
   TASK_STATES,
   TASK_TRANSITION_TRIGGERS,
   TASK_TRANSITIONS,
+  TaskLifecycle,
   TaskTransitionError,
-  transition,
-  tryTransition,
+  type TaskRecord,
   type TaskState,
   type TaskStateEvent,
 } from '../../../src/tasks/task-state.js';
@@ -26,6 +26,17 @@ function clock(start = Date.parse('2026-01-01T00:00:00Z')): () => Date {
   let t = start;
   return () => new Date((t += 1000));
 }
+
+/** A logger that keeps what the machine logs. */
+function recordingLogger(): { info: (o: object, m?: string) => void; warn: (o: object, m?: string) => void; lines: { level: string; obj: Record<string, unknown>; msg: string }[] } {
+  const lines: { level: string; obj: Record<string, unknown>; msg: string }[] = [];
+  return {
+    lines,
+    info: (obj, msg) => lines.push({ level: 'info', obj: obj as Record<string, unknown>, msg: msg ?? '' }),
+    warn: (obj, msg) => lines.push({ level: 'warn', obj: obj as Record<string, unknown>, msg: msg ?? '' }),
+  };
+}
+
 
 describe('task states', () => {
   test('the spec’s ten states, the same set the metrics pre-initialise', () => {
@@ -66,38 +77,59 @@ describe('task states', () => {
   });
 });
 
-describe('transition()', () => {
+describe('TaskLifecycle (on the core StateMachine)', () => {
+  const destroy = { emit: (): void => undefined, failureAction: 'destroy' as const };
+
   test('walks the happy path recording message, times, started_at and one event per move', () => {
     const events: TaskStateEvent[] = [];
     const now = clock();
-    const task = newTaskRecord('task-1', 'demo', now());
-    for (const to of HAPPY_PATH.slice(1)) transition(task, to, `entered ${to}`, { emit: (e) => events.push(e), failureAction: 'destroy', now });
+    const life = new TaskLifecycle(newTaskRecord('task-1', 'demo', now()), { emit: (e) => events.push(e), failureAction: 'destroy', now });
+    for (const to of HAPPY_PATH.slice(1)) life.transition(to, `entered ${to}`);
+    const task = life.record;
     assert.deepEqual(events.map((e) => [e.from, e.to]), HAPPY_PATH.slice(0, -1).map((from, i) => [from, HAPPY_PATH[i + 1]]));
     assert.equal(task.state, 'completed');
+    assert.equal(life.state, 'completed');
     assert.equal(task.state_message, 'entered completed');
     assert.equal(task.state_changed_at, events.at(-1)?.at);
     assert.equal(task.started_at, events.find((e) => e.to === 'running')?.at, 'started_at is when the agent started');
     assert.ok(Date.parse(task.state_changed_at) > Date.parse(task.created_at));
     assert.equal(task.error, null);
+    assert.equal(life.counts().moves.get('running->completing'), 1);
+  });
+
+  test('every move is logged by the machine with its cause and message; a forbidden one at warn', () => {
+    const logger = recordingLogger();
+    const life = new TaskLifecycle(newTaskRecord('task-1', 'demo', new Date()), { ...destroy, logger });
+    life.transition('staging', 'cloning x');
+    assert.throws(() => life.transition('running', 'skip'), TaskTransitionError);
+    assert.deepEqual(
+      logger.lines.map((l) => [l.level, l.msg, l.obj['task'], l.obj['from'], l.obj['to'], l.obj['cause'], l.obj['message']]),
+      [
+        ['info', 'task: pending -> staging', 'task-1', 'pending', 'staging', 'picked_up', 'cloning x'],
+        ['warn', 'task: transition not allowed', 'task-1', 'staging', 'running', 'command_started', 'skip'],
+      ],
+    );
+    assert.equal(life.counts().rejected, 1);
   });
 
   test('illegal moves throw and change nothing', () => {
-    const task = newTaskRecord('task-1', 'demo', new Date());
-    const before = structuredClone(task);
     const emitted: unknown[] = [];
-    assert.throws(() => transition(task, 'running', 'skip', { emit: (e) => emitted.push(e), failureAction: 'destroy' }), TaskTransitionError);
-    assert.throws(() => transition(task, 'pending', 'same', { emit: (e) => emitted.push(e), failureAction: 'destroy' }), TaskTransitionError);
-    assert.deepEqual(task, before);
+    const life = new TaskLifecycle(newTaskRecord('task-1', 'demo', new Date()), { emit: (e) => emitted.push(e), failureAction: 'destroy' });
+    const before = structuredClone(life.record);
+    assert.throws(() => life.transition('running', 'skip'), TaskTransitionError);
+    assert.throws(() => life.transition('pending', 'same'), TaskTransitionError);
+    assert.deepEqual(life.record, before);
     assert.deepEqual(emitted, []);
   });
 
   test('failed_preserved needs failure_action preserve', () => {
-    const task = { ...newTaskRecord('task-1', 'demo', new Date()), state: 'running' as TaskState };
-    assert.throws(() => transition(task, 'failed_preserved', 'x', { emit: () => undefined, failureAction: 'destroy' }), /failure_action: preserve/u);
-    transition(task, 'failed_preserved', 'exit 3', { emit: () => undefined, failureAction: 'preserve', exitCode: 3 });
-    assert.equal(task.state, 'failed_preserved');
-    assert.equal(task.exit_code, 3);
-    assert.equal(task.error, 'exit 3', 'error defaults to the message on failure');
+    const running = (): TaskRecord => ({ ...newTaskRecord('task-1', 'demo', new Date()), state: 'running' });
+    assert.throws(() => new TaskLifecycle(running(), destroy).transition('failed_preserved', 'x'), /failure_action: preserve/u);
+    const life = new TaskLifecycle(running(), { ...destroy, failureAction: 'preserve' });
+    life.transition('failed_preserved', 'exit 3', { exitCode: 3 });
+    assert.equal(life.record.state, 'failed_preserved');
+    assert.equal(life.record.exit_code, 3);
+    assert.equal(life.record.error, 'exit 3', 'error defaults to the message on failure');
   });
 
   test('failureStateFor picks preservation only where it is allowed', () => {
@@ -107,37 +139,38 @@ describe('transition()', () => {
     assert.equal(failureStateFor('running', 'destroy'), 'failed');
   });
 
-  test('tryTransition refuses quietly when the task moved on (a step finishing after a cancel)', () => {
-    const task = newTaskRecord('task-1', 'demo', new Date());
-    const opts = { emit: () => undefined, failureAction: 'destroy' as const };
-    transition(task, 'staging', 'cloning', opts);
-    transition(task, 'cancelled', 'cancelled: user', opts);
-    assert.equal(tryTransition(task, ['staging'], 'provisioning', 'cloned', opts), false);
-    assert.equal(task.state, 'cancelled');
+  test('tryTransition refuses quietly when the task moved on (a step finishing after a cancel), counted as skipped', () => {
+    const life = new TaskLifecycle(newTaskRecord('task-1', 'demo', new Date()), destroy);
+    life.transition('staging', 'cloning');
+    life.transition('cancelled', 'cancelled: user');
+    assert.equal(life.tryTransition(['staging'], 'provisioning', 'cloned'), false);
+    assert.equal(life.record.state, 'cancelled');
+    assert.equal(life.counts().skipped, 1);
   });
 
   test('long messages are clipped', () => {
-    const task = newTaskRecord('task-1', 'demo', new Date());
-    transition(task, 'failed', 'x'.repeat(5000), { emit: () => undefined, failureAction: 'destroy' });
-    assert.equal(task.state_message.length, 1024);
-    assert.equal(task.error?.length, 1024);
+    const life = new TaskLifecycle(newTaskRecord('task-1', 'demo', new Date()), destroy);
+    life.transition('failed', 'x'.repeat(5000));
+    assert.equal(life.record.state_message.length, 1024);
+    assert.equal(life.record.error?.length, 1024);
   });
 
   test('property: any sequence of attempted moves keeps the record consistent with the table', () => {
     fc.assert(
       fc.property(fc.array(fc.constantFrom(...TASK_STATES), { maxLength: 20 }), fc.constantFrom('destroy', 'preserve' as const), (targets, action) => {
-        const task = newTaskRecord('task-1', 'demo', new Date());
         const events: TaskStateEvent[] = [];
+        const life = new TaskLifecycle(newTaskRecord('task-1', 'demo', new Date()), { emit: (e) => events.push(e), failureAction: action });
         for (const to of targets) {
-          const from = task.state;
+          const from = life.state;
           const legal = canTransition(from, to) && (to !== 'failed_preserved' || action === 'preserve');
           try {
-            transition(task, to, 'm', { emit: (e) => events.push(e), failureAction: action });
+            life.transition(to, 'm');
             assert.ok(legal, `${from} -> ${to} went through`);
           } catch (err) {
             assert.ok(err instanceof TaskTransitionError && !legal, `${from} -> ${to}`);
-            assert.equal(task.state, from);
+            assert.equal(life.record.state, from);
           }
+          assert.equal(life.record.state, life.state, 'record and machine agree');
         }
         // Events chain: each starts where the previous ended; at most one terminal state, last.
         events.forEach((e, i) => assert.equal(e.from, i === 0 ? 'pending' : events[i - 1]!.to));
