@@ -101,6 +101,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
       shards: config.actorShards,
       actorModules: ACTOR_MODULES,
       ringBytes: config.actorRingBytes,
+      ring: config.actorRing,
       logger: logger.child({ component: 'actors' }),
       onEmit: (kind, key, payload) => {
         if (fanout?.onEmit(kind, key, payload) === true) return;

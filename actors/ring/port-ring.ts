@@ -1,6 +1,7 @@
 /**
- * The MessagePort byte ring: the fallback with the same contract as the SAB ring, and the
- * baseline the ring benchmark compares against. Each record travels as its own transferred
+ * The MessagePort byte ring: the fallback with the same contract as the SAB ring (an actor system
+ * uses it with `ring: 'port'`, SVC_ACTOR_RING=port), and the baseline the ring benchmark compares
+ * against. Each record travels as its own transferred
  * ArrayBuffer (one copy, from the parts into that buffer). The bound is by bytes with credits:
  * the producer counts every record it posts (recordBytes(length), the same accounting as the
  * SAB ring) against capacityBytes, and the consumer posts back the bytes it has drained.
@@ -72,6 +73,11 @@ export class PortRingProducer implements RingProducer {
       this.#markClosed();
     });
     this.#keepAlive = new PortKeepAlive(port);
+  }
+
+  /** Bytes posted and not yet credited back by the consumer, including per-record overhead. */
+  get usedBytes(): number {
+    return this.#inFlightBytes;
   }
 
   tryWrite(parts: Uint8Array | readonly Uint8Array[]): boolean {

@@ -28,6 +28,8 @@ export interface RingProducer {
   waitWritable(recordBytes: number, signal?: AbortSignal): Promise<void>;
   /** Marks the ring closed: the consumer drains what is there, then sees end of stream. Idempotent. */
   close(): void;
+  /** Bytes written and not yet consumed (as far as this side knows), including per-record overhead. */
+  readonly usedBytes: number;
 }
 
 /** Consumer side of a single-consumer ring. */

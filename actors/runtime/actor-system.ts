@@ -1,9 +1,10 @@
 /**
  * ActorSystem: the main thread's entry to the actor runtime (DESIGN.md "Threads and the data
- * path"). A fixed number of shards; actor `id` lives in shard fnv1a32(placementKey(id)) % shards (shard-hash.ts). In mode
- * 'workers' each shard is a worker thread fed by an inbound SAB ring (send) and drained through
- * an outbound SAB ring (onEmit), with control calls over comlink; in mode 'inline' the same
- * ActorHost runs on the main thread with direct calls (the benchmark baseline).
+ * path"). A fixed number of shards; actor `id` lives in shard fnv1a32(placementKey(id)) % shards
+ * (shard-hash.ts). In mode 'workers' each shard is a worker thread fed by an inbound ring (send)
+ * and drained through an outbound ring (onEmit), with control calls over comlink; the rings are
+ * SAB rings, or MessagePort rings with `ring: 'port'` (the fallback, DESIGN.md). In mode 'inline'
+ * the same ActorHost runs on the main thread with direct calls (the benchmark baseline).
  *
  * Backpressure, end to end: send() returns false when the shard's inbound ring is full — keep
  * the frame and retry after `await whenWritable(id, payload.byteLength)`; an actor whose
@@ -13,6 +14,7 @@
  */
 import { SvcError } from '../../src/core/errors.js';
 import { validateCapacityBytes } from '../ring/layout.js';
+import type { RingKind } from '../ring/ring-ends.js';
 import type { ActorLogger } from './actor.js';
 import { loadActorTypes } from './actor-registry.js';
 import { InlineShard } from './inline-shard.js';
@@ -24,6 +26,7 @@ import { errorMessage } from '../../src/util/error-message.js';
 
 export type { CallOptions, ShardStats } from './shard-backend.js';
 export type { ShardWorkerStats } from './shard-protocol.js';
+export type { RingKind } from '../ring/ring-ends.js';
 
 /** Default bytes of each shard ring (inbound and outbound each). */
 export const kDefaultRingBytes = 4 * 1024 * 1024;
@@ -41,6 +44,8 @@ export interface ActorSystemOptions {
   actorModules: readonly URL[];
   /** Bytes of each inbound and each outbound ring, a power of two. Default kDefaultRingBytes (4 MiB). */
   ringBytes?: number;
+  /** Workers mode: 'sab' (SharedArrayBuffer rings, the default) or 'port' (MessagePort rings). */
+  ring?: RingKind;
   /**
    * Receives every emitted frame, in emission order per actor. The payload view is valid only
    * during the call (it points into the ring): copy what you keep. In inline mode it may run
@@ -83,6 +88,8 @@ export class ActorSystem {
     if (!Number.isInteger(opts.shards) || opts.shards < 1) throw new RangeError(`shards must be an integer ≥ 1, got ${opts.shards}`);
     const ringBytes = opts.ringBytes ?? kDefaultRingBytes;
     validateCapacityBytes(ringBytes);
+    const ring = opts.ring ?? 'sab';
+    if (ring !== 'sab' && ring !== 'port') throw new RangeError(`ring must be 'sab' or 'port', got ${String(ring)}`);
     const logger = opts.logger ?? silentLogger;
     const modules = opts.actorModules.map((u) => u.href);
     // The system is referenced lazily by the spawn route (actors spawning actors).
@@ -102,7 +109,7 @@ export class ActorSystem {
       const onRestart = opts.onShardRestart ?? (() => undefined);
       const started = await Promise.allSettled(
         indexes.map((index) =>
-          WorkerShard.start({ index, actorModules: modules, ringBytes, logger, onEmit: opts.onEmit, onSpawnRequest, onRestart }),
+          WorkerShard.start({ index, actorModules: modules, ringBytes, ring, logger, onEmit: opts.onEmit, onSpawnRequest, onRestart }),
         ),
       );
       const ok = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));

@@ -5,16 +5,17 @@
  */
 import type { MessagePort } from 'node:worker_threads';
 import type { WireError } from '../../src/core/errors.js';
+import type { RingHandle } from '../ring/ring-ends.js';
 
 /** workerData of a shard worker. */
 export interface ShardWorkerData {
   shardIndex: number;
   /** hrefs of the actor modules to import. */
   actorModules: string[];
-  /** main → worker data frames (SAB ring). */
-  inboundSab: SharedArrayBuffer;
-  /** worker → main emitted frames (SAB ring). */
-  outboundSab: SharedArrayBuffer;
+  /** main → worker data frames: the worker's consumer end. */
+  inbound: RingHandle;
+  /** worker → main emitted frames: the worker's producer end. */
+  outbound: RingHandle;
   /** Worker → main events (ShardEvent); transferred. */
   eventsPort: MessagePort;
 }

@@ -1,8 +1,9 @@
 /**
  * Entry of one actor shard worker (loaded by URL from actor-system, never imported). It imports
- * the actor modules, runs an ActorHost fed from the inbound SAB ring, writes emitted frames into
- * the outbound SAB ring, exposes ShardApi over comlink on parentPort, and posts ShardEvent
- * messages (ready, logs, spawn requests, self-stops) on its events port.
+ * the actor modules, runs an ActorHost fed from the inbound ring, writes emitted frames into the
+ * outbound ring (SAB rings, or MessagePort rings with `ring: 'port'`), exposes ShardApi over
+ * comlink on parentPort, and posts ShardEvent messages (ready, logs, spawn requests, self-stops)
+ * on its events port.
  *
  * Blocking is allowed in a worker, but nothing here blocks: the rings are awaited with
  * waitReadable/waitWritable so comlink control calls interleave with the data path.
@@ -12,7 +13,7 @@ import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import { expose } from 'comlink';
 import nodeEndpoint from 'comlink/dist/esm/node-adapter.mjs';
 import { SvcError, toWire } from '../../src/core/errors.js';
-import { SabRingConsumer, SabRingProducer } from '../ring/sab-ring.js';
+import { openConsumer, openProducer } from '../ring/ring-ends.js';
 import { FrameDecodeError, FrameEncoder, decodeFrame, frameHeaderBytes } from '../protocol/frames.js';
 import type { ActorLogger } from './actor.js';
 import { loadActorTypes } from './actor-registry.js';
@@ -39,8 +40,8 @@ function forward(level: LogLevel): (obj: object, msg?: string) => void {
 const logger: ActorLogger = { info: forward('info'), warn: forward('warn'), error: forward('error') };
 
 const types = await loadActorTypes(data.actorModules);
-const inbound = new SabRingConsumer(data.inboundSab);
-const outbound = new SabRingProducer(data.outboundSab);
+const inbound = openConsumer(data.inbound);
+const outbound = openProducer(data.outbound);
 const encoder = new FrameEncoder();
 let badFrames = 0;
 

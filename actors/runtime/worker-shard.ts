@@ -1,16 +1,17 @@
 /**
- * A shard in a worker thread, seen from the main thread: two SAB rings (inbound data frames,
- * outbound emitted frames), comlink for control calls, an events port for the worker's logs and
+ * A shard in a worker thread, seen from the main thread: two rings (inbound data frames,
+ * outbound emitted frames; SAB rings, or MessagePort rings with `ring: 'port'`), comlink for control calls, an events port for the worker's logs and
  * requests. A worker that dies (uncaught exception, process.exit, OOM) is replaced by a new
  * "generation" with fresh rings: its in-flight calls reject with actor.shard_restarted, frames it
  * had already published are still delivered, and its actors are reported lost.
  */
-import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
+import { MessageChannel, Worker, type MessagePort, type Transferable } from 'node:worker_threads';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import { wrap, type Remote } from 'comlink';
 import nodeEndpoint from 'comlink/dist/esm/node-adapter.mjs';
 import { SvcError } from '../../src/core/errors.js';
-import { SabRingConsumer, SabRingProducer, allocateSabRing } from '../ring/sab-ring.js';
+import { consumerHere, producerHere, type RingHandle, type RingKind } from '../ring/ring-ends.js';
+import type { RingConsumer, RingProducer } from '../ring/types.js';
 import { FrameEncoder, decodeFrame, frameHeaderBytes } from '../protocol/frames.js';
 import type { ActorLogger } from './actor.js';
 import { settledWithin } from './deadline.js';
@@ -24,11 +25,14 @@ const kDrainBatch = 1024;
 /** Restart backoff after a worker that died before becoming ready: base and cap (ms). */
 const kRestartBackoffBaseMs = 100;
 const kRestartBackoffMaxMs = 30_000;
+/** How long the records a crashed worker posted on a port ring may take to arrive, ms. */
+const kPortDrainGraceMs = 1_000;
 
 export interface WorkerShardOptions {
   index: number;
   actorModules: readonly string[];
   ringBytes: number;
+  ring: RingKind;
   logger: ActorLogger;
   onEmit: (kind: number, key: string, payload: Uint8Array) => void;
   onSpawnRequest: (type: string, id: string, init: unknown) => void;
@@ -37,10 +41,10 @@ export interface WorkerShardOptions {
 
 /** One worker incarnation and its rings. */
 interface Generation {
-  readonly inbound: SabRingProducer;
-  readonly outbound: SabRingConsumer;
-  readonly inboundSab: SharedArrayBuffer;
-  readonly outboundSab: SharedArrayBuffer;
+  readonly inbound: RingProducer;
+  readonly outbound: RingConsumer;
+  /** The worker's ends of the two rings, and what their handles need transferred. */
+  readonly workerEnds: { inbound: RingHandle; outbound: RingHandle; transfer: Transferable[] };
   readonly pending: PendingCalls;
   readonly pumpAbort: AbortController;
   readonly ready: Promise<void>;
@@ -176,8 +180,8 @@ export class WorkerShard implements ShardBackend {
   }
 
   #newGeneration(): Generation {
-    const inboundSab = allocateSabRing(this.#opts.ringBytes);
-    const outboundSab = allocateSabRing(this.#opts.ringBytes);
+    const inbound = producerHere(this.#opts.ring, this.#opts.ringBytes);
+    const outbound = consumerHere(this.#opts.ring, this.#opts.ringBytes);
     let markReady!: () => void;
     let failReady!: (err: Error) => void;
     const ready = new Promise<void>((resolve, reject) => {
@@ -187,10 +191,9 @@ export class WorkerShard implements ShardBackend {
     // Callers always attach their own handlers; this keeps an unobserved failure quiet.
     ready.catch(() => undefined);
     const gen: Generation = {
-      inbound: new SabRingProducer(inboundSab),
-      outbound: new SabRingConsumer(outboundSab),
-      inboundSab,
-      outboundSab,
+      inbound: inbound.producer,
+      outbound: outbound.consumer,
+      workerEnds: { inbound: inbound.remote, outbound: outbound.remote, transfer: [...inbound.transfer, ...outbound.transfer] },
       pending: new Set(),
       pumpAbort: new AbortController(),
       ready,
@@ -214,11 +217,12 @@ export class WorkerShard implements ShardBackend {
     const workerData: ShardWorkerData = {
       shardIndex: this.index,
       actorModules: [...this.#opts.actorModules],
-      inboundSab: gen.inboundSab,
-      outboundSab: gen.outboundSab,
+      inbound: gen.workerEnds.inbound,
+      outbound: gen.workerEnds.outbound,
       eventsPort: port2,
     };
-    const worker = new Worker(kShardWorkerUrl, { workerData, transferList: [port2], name: `actor-shard-${this.index}` });
+    const transferList = [port2, ...gen.workerEnds.transfer];
+    const worker = new Worker(kShardWorkerUrl, { workerData, transferList, name: `actor-shard-${this.index}` });
     gen.worker = worker;
     gen.events = port1;
     gen.remote = wrap<ShardApi>(nodeEndpoint(worker));
@@ -260,7 +264,11 @@ export class WorkerShard implements ShardBackend {
       return;
     }
     // Frames the dead worker had published are complete (the head moves only after the bytes).
-    gen.pumpAbort.abort();
+    // A SAB ring is never closed by a dead producer, so stop waiting on it; a port ring's
+    // consumer sees the port close after the last record the worker posted, and the pump then
+    // ends by itself (bounded, in case the close never comes).
+    if (this.#opts.ring === 'sab') gen.pumpAbort.abort();
+    else setTimeout(() => gen.pumpAbort.abort(), kPortDrainGraceMs).unref();
     this.#drainNow(gen);
     gen.inbound.close();
     const restarted = new SvcError('actor.shard_restarted', `actor shard ${this.index} crashed and was restarted`, { shardIndex: this.index });

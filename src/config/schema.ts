@@ -260,6 +260,10 @@ export const SCHEMA = {
     field: 'actorRingBytes', group: 'runtime', defaultText: '8MiB', defaultRaw: '8MiB', parse: parseBytes(64 * 1024, 1024 ** 3),
     doc: 'Size of each shard ring (inbound and outbound; a power of two, bytes).',
   }),
+  SVC_ACTOR_RING: entry({
+    field: 'actorRing', group: 'runtime', defaultText: 'sab', defaultRaw: 'sab', parse: parseEnum(['sab', 'port'] as const),
+    doc: 'Rings between the main thread and the worker shards: sab (SharedArrayBuffer, zero-copy) or port (MessagePort, the fallback: one transferred buffer per frame).',
+  }),
   SVC_SHUTDOWN_DEADLINE_MS: entry({
     field: 'shutdownDeadlineMs', group: 'runtime', defaultText: '10000', defaultRaw: '10000', parse: parseIntInRange(100, 600_000),
     doc: 'On SIGTERM/SIGINT, exit within this many milliseconds (a second signal exits at once).',

@@ -1,11 +1,12 @@
 /**
- * ActorSystem behaviour that must be the same in both modes: workers (shards in worker threads
- * behind SAB rings) and inline (same hosts on the main thread).
+ * ActorSystem behaviour that must be the same in every mode: workers (shards in worker threads
+ * behind SAB rings, and behind the MessagePort fallback rings) and inline (same hosts on the main
+ * thread).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { SvcError } from '../../../../src/core/errors.js';
-import { ActorSystem, type ActorMode } from '../../../../actors/runtime/actor-system.js';
+import { ActorSystem, type ActorMode, type RingKind } from '../../../../actors/runtime/actor-system.js';
 import { FrameKind } from '../../../../actors/protocol/frame-kinds.js';
 import { fnv1a32 } from '../../../../actors/runtime/shard-hash.js';
 import { EmitCollector } from './emit-collector.js';
@@ -30,13 +31,19 @@ function payload(seed: number, size: number): Uint8Array {
   return p;
 }
 
-for (const mode of ['workers', 'inline'] as const satisfies readonly ActorMode[]) {
-  void describe(`ActorSystem (${mode})`, () => {
+const variants: readonly { mode: ActorMode; ring: RingKind; name: string }[] = [
+  { mode: 'workers', ring: 'sab', name: 'workers' },
+  { mode: 'workers', ring: 'port', name: 'workers, MessagePort rings' },
+  { mode: 'inline', ring: 'sab', name: 'inline' },
+];
+
+for (const { mode, ring, name } of variants) {
+  void describe(`ActorSystem (${name})`, () => {
     let system: ActorSystem;
     const emits = new EmitCollector();
 
     before(async () => {
-      system = await ActorSystem.start({ mode, shards: 2, actorModules: [testActors], ringBytes: 64 * 1024, onEmit: emits.onEmit });
+      system = await ActorSystem.start({ mode, ring, shards: 2, actorModules: [testActors], ringBytes: 64 * 1024, onEmit: emits.onEmit });
     });
     after(() => system.stop());
 
@@ -171,10 +178,10 @@ for (const mode of ['workers', 'inline'] as const satisfies readonly ActorMode[]
     });
   });
 
-  void describe(`ActorSystem lifecycle (${mode})`, () => {
+  void describe(`ActorSystem lifecycle (${name})`, () => {
     void test('stop() is idempotent, delivers what stopping actors emit, and then refuses work', async () => {
       const emits = new EmitCollector();
-      const system = await ActorSystem.start({ mode, shards: 2, actorModules: [testActors], onEmit: emits.onEmit });
+      const system = await ActorSystem.start({ mode, ring, shards: 2, actorModules: [testActors], onEmit: emits.onEmit });
       const ids = ['life-1', 'life-2', 'life-3'];
       for (const id of ids) await system.spawn('echo', id);
       const first = system.stop();
@@ -187,7 +194,7 @@ for (const mode of ['workers', 'inline'] as const satisfies readonly ActorMode[]
     });
 
     void test('stop() returns within its deadline even when an actor never finishes stopping', async () => {
-      const system = await ActorSystem.start({ mode, shards: 1, actorModules: [testActors], onEmit: () => undefined });
+      const system = await ActorSystem.start({ mode, ring, shards: 1, actorModules: [testActors], onEmit: () => undefined });
       await system.spawn('stubborn', 'mule');
       await system.stop({ deadlineMs: 300 });
     });
@@ -205,6 +212,7 @@ for (const mode of ['workers', 'inline'] as const satisfies readonly ActorMode[]
         ActorSystem.start({ mode, shards: 1, actorModules: [testActors], ringBytes: 1000, onEmit: () => undefined }),
         RangeError,
       );
+      await assert.rejects(ActorSystem.start({ mode, ring: 'shm' as RingKind, shards: 1, actorModules: [testActors], onEmit: () => undefined }), RangeError);
     });
   });
 }

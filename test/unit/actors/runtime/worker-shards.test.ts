@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { SvcError } from '../../../../src/core/errors.js';
-import { ActorSystem } from '../../../../actors/runtime/actor-system.js';
+import { ActorSystem, type RingKind } from '../../../../actors/runtime/actor-system.js';
 import { FrameKind } from '../../../../actors/protocol/frame-kinds.js';
 import { waitForChange } from '../../../../actors/ring/wait-async.js';
 import { EmitCollector } from './emit-collector.js';
@@ -27,8 +27,14 @@ function seqPayload(seq: number, size: number): Uint8Array {
 }
 
 void describe('ActorSystem worker shards', () => {
-  for (const how of ['exit', 'throw'] as const) {
-    void test(`a shard whose worker dies (${how === 'exit' ? 'process.exit' : 'uncaught exception'}) is restarted; the other shard keeps serving`, async () => {
+  const crashes = [
+    { how: 'exit', ring: 'sab' },
+    { how: 'throw', ring: 'sab' },
+    { how: 'exit', ring: 'port' },
+  ] as const satisfies readonly { how: 'exit' | 'throw'; ring: RingKind }[];
+  for (const { how, ring } of crashes) {
+    const rings = ring === 'port' ? ', MessagePort rings' : '';
+    void test(`a shard whose worker dies (${how === 'exit' ? 'process.exit' : 'uncaught exception'}${rings}) is restarted; the other shard keeps serving`, async () => {
       const emits = new EmitCollector();
       const restarts: { shard: number; lost: string[] }[] = [];
       let restarted!: () => void;
@@ -36,6 +42,7 @@ void describe('ActorSystem worker shards', () => {
       const logged: string[] = [];
       const system = await ActorSystem.start({
         mode: 'workers',
+        ring,
         shards: 2,
         actorModules: [testActors],
         onEmit: emits.onEmit,
