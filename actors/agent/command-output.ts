@@ -9,7 +9,7 @@
  * 2. hands it to the command's replay state (ReplayOutputSink, replay-output-sink.ts): the
  *    per-command replay ring in this actor's shard, which encodes the chunk once into the SSE
  *    `agent_output` event and the WS `output` message and emits them in one kFrameOutputPublish
- *    frame for the main thread's fanout (actors/replay/publish-frames.ts).
+ *    frame for the main thread's fanout (actors/protocol/publish-frames.ts).
  *
  * The replay state is owned by the agent actor, one CommandReplay per command (not an actor of
  * its own): the runtime has no actor-to-actor messages inside a shard, so a separate

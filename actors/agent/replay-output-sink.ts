@@ -1,7 +1,7 @@
 /**
  * The replay half of an agent actor's output sink (command-output.ts): one CommandReplay per
  * command (ring + live encoding), the agent's CursorClock, the chat projections of its commands,
- * and the `output.*` control calls (actors/replay/output-calls.ts).
+ * and the `output.*` control calls (actors/protocol/output-calls.ts).
  *
  * Per chunk: the raw frame first (Exec), then the command's kFrameOutputPublish (encoded once),
  * then the chat events it completes, all through the actor's Outbox, so they keep their order and

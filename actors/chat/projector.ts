@@ -1,6 +1,6 @@
 /**
  * Projects one command's Claude Code `--output-format stream-json` output (NDJSON on stdout)
- * into chat events (chat-events.ts). Mapping, line by line:
+ * into chat events (actors/protocol/chat-events.ts). Mapping, line by line:
  *
  * - `system` → status (status = subtype, default `system`); its `model` is remembered.
  * - `assistant` → per content block: `text` (non-empty) → delta; `tool_use` → tool_call. Other

@@ -1,7 +1,8 @@
 /**
  * Replay for streams filtered by agent only: the retained output of all the agent's commands
- * after an agent-scoped cursor, merged in clock order (see cursor.ts), with each command's gaps
- * placed where they occur in that order. The rings must belong to one agent (one CursorClock).
+ * after an agent-scoped cursor, merged in clock order (see actors/protocol/output-cursor.ts),
+ * with each command's gaps placed where they occur in that order. The rings must belong to one
+ * agent (one CursorClock).
  */
 import type { OutputCursor } from '../protocol/output-cursor.js';
 import type { OutputStreamName, ReplayChunk, ReplayGap, ReplayRing } from './replay-ring.js';

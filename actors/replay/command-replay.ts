@@ -3,7 +3,7 @@
  * ReplayRing and the live encoding of its chunks.
  *
  * Every chunk is encoded ONCE, when it arrives: its SSE `agent_output` event and its WS `output`
- * message are written into one kFrameOutputPublish payload (publish-frames.ts) that the main
+ * message are written into one kFrameOutputPublish payload (actors/protocol/publish-frames.ts) that the main
  * thread writes, as is, to every subscriber. The ring keeps the encoded SSE event's tail (from
  * `timestamp_ms` to the end: timestamp, base64, JSON text) instead of the raw bytes, so a replay
  * only concatenates `id: <cursor>\n` + the cached `agent_output.replay` head + the stored tail: no

@@ -219,10 +219,10 @@ export class ReplayRing {
   }
 
   /**
-   * Replay what follows an agent-scoped cursor (clock order, see cursor.ts). Exact when the cursor
-   * is before this command's first entry or at/after its evicted prefix; when it falls inside
-   * the evicted prefix the gap's `fromSeq` is a lower bound (1): the ring no longer knows which
-   * of the evicted seqs the subscriber had.
+   * Replay what follows an agent-scoped cursor (clock order, see actors/protocol/output-cursor.ts).
+   * Exact when the cursor is before this command's first entry or at/after its evicted prefix;
+   * when it falls inside the evicted prefix the gap's `fromSeq` is a lower bound (1): the ring no
+   * longer knows which of the evicted seqs the subscriber had.
    */
   replayAfter(cursor: OutputCursor, limit: number, stream?: OutputStreamName): ReplayPage {
     return this.replayFrom(this.seqAtCursor(cursor), limit, stream);

@@ -5,7 +5,7 @@
  * A module is loaded once per shard worker, so in workers mode this is per shard; in inline mode
  * every shard runs on the main thread and they share one (the budget then bounds the process).
  * The main thread configures it through the `output-shard` actor (output-shard.actor.ts) before
- * any agent connects; until then the defaults apply.
+ * any agent connects; before that, the defaults apply.
  */
 import { Ticker } from '../runtime/ticker.js';
 import type { ReplaySettings, ShardReplayStats } from '../protocol/output-calls.js';

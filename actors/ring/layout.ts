@@ -27,7 +27,7 @@
  * ```
  *   p         p+4          p+8                      p+8+length        p + recordBytes(length)
  *   ┌─────────┬────────────┬────────────────────────┬─────────────────┐
- *   │ u32 len │ (reserved) │ payload (len bytes)    │ pad to 8 bytes  │ next record …
+ *   │ u32 len │ (padding)  │ payload (len bytes)    │ pad to 8 bytes  │ next record …
  *   └─────────┴────────────┴────────────────────────┴─────────────────┘
  * ```
  *
@@ -81,7 +81,7 @@ export const kControlSlots = kControlBytes / 4;
 /** 'RING' in ASCII. */
 export const kRingMagic = 0x52494e47;
 
-/** Bytes of the per-record header: u32 length + u32 reserved (keeps payloads 8-byte aligned). */
+/** Bytes of the per-record header: u32 length + u32 padding (keeps payloads 8-byte aligned). */
 export const kRecordHeaderBytes = 8;
 /** Record start positions are multiples of this (lets a payload hold aligned 4-byte words). */
 export const kRecordAlignBytes = 8;

@@ -6,7 +6,7 @@
  * reports every change as a kFrameVmJob frame. Different VMs are different actors, so their jobs
  * run in parallel.
  *
- * It never calls the hypervisor itself (see vm-frames.ts for why): each step is a kFrameVmStep
+ * It never calls the hypervisor itself (see actors/protocol/vm-frames.ts for why): each step is a kFrameVmStep
  * request answered by the main thread with call('stepDone'). A step that gets no answer within
  * its timeout plus STEP_GRACE_MS fails the job (server.timeout), so a lost answer cannot wedge
  * the queue. After a completed delete, or IDLE_STOP_MS without work, the actor stops itself;

@@ -1,6 +1,6 @@
 /**
  * The output fanout on the main thread (DESIGN "Threads and the data path"): it takes the frames
- * the agent actors' replay state emits (actors/replay/publish-frames.ts) and writes their
+ * the agent actors' replay state emits (actors/protocol/publish-frames.ts) and writes their
  * pre-encoded bytes to every SSE subscriber of the matching topics (SseTopics) and every WS
  * connection subscribed to the agent (uWS publish) — no per-subscriber JSON or base64 work. It
  * serves GET /api/v1/agent-output/stream and /chat (src/api/agent-output.ts, src/api/chat.ts)

@@ -1,7 +1,7 @@
 /**
  * Joining an agent-output or chat stream (spec 4.7) without losing or repeating an event, per the
  * protocol of sse-subscriber.ts: subscribe to the live topic first, holding live frames; ask the
- * agent actor that owns the command (output-calls.ts) for its state and the buffered events; write
+ * agent actor that owns the command (actors/protocol/output-calls.ts) for its state and the buffered events; write
  * them (page by page for a long catch-up, waiting for the client to take each page); then release
  * the held live frames the answer did not cover (their clock is above the answer's).
  *

@@ -2,7 +2,7 @@
  * Topics of the agent-output SSE fanout. A subscriber listens on exactly one topic, named by its
  * filters (agent_id, command_id, stream; each may be absent); a chunk is published to the eight
  * topics that match it, so every subscriber gets it at most once. All eight carry the same frame
- * bytes: the event id format `<clock>-<seq>` serves every scope (actors/replay/cursor.ts).
+ * bytes: the event id format `<clock>-<seq>` serves every scope (actors/protocol/output-cursor.ts).
  */
 import type { OutputStreamName } from '../../actors/protocol/agent-frames.js';
 

@@ -1,5 +1,5 @@
 /**
- * Runs the steps VM queue actors ask for (actors/vm/vm-frames.ts), on the main thread where the
+ * Runs the steps VM queue actors ask for (actors/protocol/vm-frames.ts), on the main thread where the
  * libvirt binding lives. Lifecycle steps are idempotent where the spec wants it: starting a
  * running VM, or stopping/destroying one that is not running, reports `already` instead of
  * failing (the port is strict; its VM_RUNNING / VM_NOT_RUNNING mean "already there").

@@ -1,5 +1,5 @@
 /**
- * The main thread's side of the VM queue actors (protocol: actors/vm/vm-frames.ts): spawns a
+ * The main thread's side of the VM queue actors (protocol: actors/protocol/vm-frames.ts): spawns a
  * VM's actor on first use, submits jobs to it, runs the steps it asks for (StepExecutor) and
  * answers them, and turns its job frames into OperationStore records, waiter resolutions and
  * `onJob` notifications (events, metrics).

@@ -1,5 +1,5 @@
 /**
- * The binary layouts of actors/agent/frames.ts round-trip (fuzzed), and short payloads decode to
+ * The binary layouts of actors/protocol/agent-frames.ts round-trip (fuzzed), and short payloads decode to
  * null rather than throwing.
  */
 import assert from 'node:assert/strict';

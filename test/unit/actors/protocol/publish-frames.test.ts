@@ -1,5 +1,5 @@
 /**
- * The publish frames between the replay state and the fanout (actors/replay/publish-frames.ts):
+ * The publish frames between the replay state and the fanout (actors/protocol/publish-frames.ts):
  * what is encoded decodes to the same fields and bytes, for any content; truncated payloads are
  * refused; command keys split back; the scratch-built raw output frame equals encodeOutputFrame.
  */
