@@ -1,0 +1,76 @@
+/**
+ * The layering rules about actors/ in .dependency-cruiser.cjs fail when broken: a scratch tree
+ * (a temporary directory with the real config and one-line modules) holds one forbidden import
+ * per rule beside the imports the rules allow, and dependency-cruiser must name exactly the
+ * forbidden ones.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, posix } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { repoRoot } from '../../support/paths.js';
+
+const run = promisify(execFile);
+
+/** from → to, as repository paths; each must break exactly the named rule. */
+const forbidden: readonly { rule: string; from: string; to: string }[] = [
+  { rule: 'src-reaches-actors-only-through-the-runtime-face-and-the-protocol', from: 'src/streaming/probe.ts', to: 'actors/replay/encode.ts' },
+  { rule: 'src-reaches-actors-only-through-the-runtime-face-and-the-protocol', from: 'src/agents/probe.ts', to: 'actors/runtime/worker-shard.ts' },
+  { rule: 'the-protocol-imports-no-other-actors-folder', from: 'actors/protocol/probe.ts', to: 'actors/runtime/ticker.ts' },
+  { rule: 'the-ring-imports-no-other-actors-folder', from: 'actors/ring/probe.ts', to: 'actors/protocol/frames.ts' },
+  { rule: 'the-actor-runtime-never-imports-domain-actors', from: 'actors/runtime/probe.ts', to: 'actors/agent/agent-view.ts' },
+  { rule: 'replay-actors-do-not-import-the-agent-actors', from: 'actors/replay/probe.ts', to: 'actors/agent/agent-view.ts' },
+  { rule: 'chat-projection-does-not-import-agent-or-replay-actors', from: 'actors/chat/probe.ts', to: 'actors/replay/stream-text.ts' },
+  { rule: 'vm-actors-import-no-other-domain-actors', from: 'actors/vm/probe.ts', to: 'actors/agent/agent-view.ts' },
+  { rule: 'no-other-domain-actor-imports-the-vm-actors', from: 'actors/agent/probe.ts', to: 'actors/vm/job-plans.ts' },
+];
+
+/** Imports the same rules allow. */
+const allowed: readonly { from: string; to: string }[] = [
+  { from: 'src/streaming/ok.ts', to: 'actors/protocol/frames.ts' },
+  { from: 'src/agents/ok.ts', to: 'actors/runtime/actor-system.ts' },
+  { from: 'src/agents/ok-lane.ts', to: 'actors/runtime/actor-lane.ts' },
+  { from: 'actors/runtime/ok.ts', to: 'actors/ring/sab-ring.ts' },
+  { from: 'actors/runtime/ok-protocol.ts', to: 'actors/protocol/frames.ts' },
+  { from: 'actors/agent/ok.ts', to: 'actors/replay/stream-text.ts' },
+  { from: 'actors/replay/ok.ts', to: 'actors/chat/projector.ts' },
+  { from: 'actors/vm/ok.ts', to: 'actors/runtime/ticker.ts' },
+];
+
+interface Violation {
+  rule: { name: string };
+  from: string;
+  to: string;
+}
+
+void describe('actors layering rules', () => {
+  const root = mkdtempSync(join(tmpdir(), 'layers-'));
+  after(() => rmSync(root, { recursive: true, force: true }));
+
+  void test('each rule names the import that breaks it, and only those', async () => {
+    copyFileSync(join(repoRoot, '.dependency-cruiser.cjs'), join(root, '.dependency-cruiser.cjs'));
+    writeFileSync(join(root, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', allowJs: true } }));
+    const write = (path: string, text: string): void => {
+      mkdirSync(dirname(join(root, path)), { recursive: true });
+      writeFileSync(join(root, path), text);
+    };
+    for (const { from, to } of [...forbidden, ...allowed]) {
+      const spec = posix.relative(posix.dirname(from), to).replace(/\.ts$/, '.js');
+      write(to, 'export {};\n');
+      write(from, `import '${spec.startsWith('.') ? spec : `./${spec}`}';\n`);
+    }
+    // depcruise exits non-zero when it finds violations; its JSON report is on stdout either way.
+    const out = await run(join(repoRoot, 'node_modules', '.bin', 'depcruise'), ['--config', '.dependency-cruiser.cjs', '--output-type', 'json', 'src', 'actors'], {
+      cwd: root,
+      maxBuffer: 1 << 26,
+    }).catch((err: { stdout?: string }) => ({ stdout: err.stdout ?? '' }));
+    const report = JSON.parse(out.stdout) as { summary: { violations: Violation[]; totalCruised: number } };
+    assert.equal(report.summary.totalCruised, new Set([...forbidden, ...allowed].flatMap((p) => [p.from, p.to])).size, 'every scratch module was cruised');
+    const seen = report.summary.violations.map((v) => `${v.rule.name}: ${v.from} -> ${v.to}`).sort();
+    const expected = forbidden.map((f) => `${f.rule}: ${f.from} -> ${f.to}`).sort();
+    assert.deepEqual(seen, expected);
+  });
+});
