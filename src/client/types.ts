@@ -44,7 +44,7 @@ export interface AgentMetrics {
   disk_used_bytes: number;
   disk_total_bytes: number;
   /** 1, 5 and 15 minute load averages. */
-  load_avg: number[];
+  load_avg: [number, number, number];
   uptime_seconds: number;
 }
 
@@ -75,8 +75,9 @@ export interface AgentList {
 
 /** POST /api/v1/agents/{id}/reprovision (202). */
 export interface ReprovisionAccepted {
+  /** A vm_create operation: poll GET /api/v1/operations/{id}. */
   operation_id: string;
-  status: string;
+  status: 'queued';
 }
 
 // ---------------------------------------------------------------- VMs and operations (4.3, 4.4)
@@ -97,11 +98,11 @@ export interface Vm {
 /** GET /api/v1/vms/{name}: the VM plus its agent (and our host, profile, disk_gb, accelerator). */
 export interface VmDetail extends Vm {
   agent: { connected: boolean; connected_at?: number; hostname?: string };
-  host?: string;
-  profile?: string | null;
-  disk_gb?: number | null;
+  host: string;
+  profile: string | null;
+  disk_gb: number | null;
   /** kvm | tcg on qemu hosts; null on the test driver. */
-  accelerator?: 'kvm' | 'tcg' | null;
+  accelerator: 'kvm' | 'tcg' | null;
 }
 
 export interface VmList {
@@ -171,13 +172,11 @@ export interface VmLifecycleResult {
   message: string;
 }
 
-/** 200 of DELETE /api/v1/vms/{name}. */
+/** 200 of DELETE /api/v1/vms/{name} (spec 4.3: the delete is applied before the answer). */
 export interface VmDeleteResult {
   deleted: boolean;
   name: string;
   disk_deleted: boolean;
-  /** Present when a server runs the delete as an operation. */
-  operation?: Operation;
 }
 
 // ---------------------------------------------------------------- events (4.5, part 6)
@@ -325,6 +324,9 @@ export type TaskLogEvent =
 
 export type SessionRole = 'controller' | 'observer';
 
+/** Ours: a session's lifecycle state (closed sessions leave the list). */
+export type SessionState = 'starting' | 'running' | 'detached' | 'closed';
+
 /** POST /api/v1/agents/{id}/sessions body (all optional). */
 export interface SessionCreateRequest {
   /** Default bash. */
@@ -339,7 +341,8 @@ export interface SessionCreateRequest {
 
 export interface SessionAccessFields {
   ws_endpoint: string;
-  join_message: { type: 'join_session'; session_id: string; role: SessionRole };
+  /** The spec's join message: it always asks for the controller role. */
+  join_message: { type: 'join_session'; session_id: string; role: 'controller' };
   pty_ws_url: string;
   pty_ws_subprotocol: string;
   orchestrator_observer_url: string;
@@ -348,8 +351,8 @@ export interface SessionAccessFields {
   controller_policy: string;
   session_backend: string;
   session_class: string;
-  chat_source?: 'stream-json' | 'none';
-  chat_stream_url?: string | null;
+  chat_source: 'stream-json' | 'none';
+  chat_stream_url: string | null;
 }
 
 export interface SessionCreated extends SessionAccessFields {
@@ -379,15 +382,16 @@ export interface SessionLiveness {
 
 export interface SessionEntry extends SessionAccessFields {
   session_id: string;
-  instance_id?: string;
+  /** Ours: the agent's instance id. */
+  instance_id: string;
   command_id: string;
   session_name: string;
-  session_type: string;
+  session_type: 'interactive';
   command: string;
   created_at_secs: number;
   has_screen: boolean;
   /** Ours: starting, running, detached. */
-  state?: string;
+  state: SessionState;
   membership: SessionMembership;
   liveness: SessionLiveness;
 }
@@ -399,8 +403,9 @@ export interface SessionList {
 
 export type SessionSignal = 'TERM' | 'KILL' | 'INT' | 'HUP';
 
+/** 200 of DELETE …/sessions/{session}: only a verified kill answers. */
 export interface SessionKillResult {
-  killed: boolean;
+  killed: true;
 }
 
 // ---------------------------------------------------------------- HITL (4.16; our shape, the spec shows none)
@@ -411,8 +416,7 @@ export interface HitlRequest {
   session_id: string;
   agent_id: string;
   command_id: string;
-  /** sudo, password, confirm or press_enter. */
-  kind: string;
+  kind: 'sudo' | 'password' | 'confirm' | 'press_enter';
   /** The prompt text seen on the terminal. */
   prompt: string;
   /** RFC 3339. */

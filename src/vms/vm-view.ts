@@ -8,12 +8,12 @@
  *   other field when no agent of this VM is known; plus our host, profile, disk_gb and accelerator
  *   (kvm | tcg as the VM was defined on a qemu host; null on the test driver).
  */
-import type { DomainInfo } from '../hypervisor/port.js';
+import type { DomainInfo, VmState } from '../hypervisor/port.js';
 import type { AgentPresence } from './agent-lookup.js';
 
 export interface VmJson {
   name: string;
-  state: string;
+  state: VmState;
   uuid: string;
   vcpus: number;
   memory_mb: number;

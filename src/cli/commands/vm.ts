@@ -184,16 +184,9 @@ const remove: CommandDef = {
   flags: [
     { name: 'force', type: 'boolean', description: 'delete even when running' },
     { name: 'delete-disk', type: 'boolean', description: 'remove its disk too' },
-    NO_WAIT,
   ],
   async run(ctx, { args, flags }) {
     const res = await ctx.api.deleteVm(args[0] as string, { force: bool(flags, 'force'), deleteDisk: bool(flags, 'delete-disk') }, { signal: ctx.signal });
-    // Servers that run deletes as operations answer with one; wait for it like create.
-    if (res.operation !== undefined) {
-      const op = await followAccepted(ctx, { operation: res.operation, vm: null }, bool(flags, 'no-wait'));
-      if (op !== null && !ctx.json) ctx.out(`VM ${op.target} deleted`);
-      return undefined;
-    }
     if (ctx.json) ctx.printJson(res);
     else ctx.out(res.deleted ? `VM ${res.name} deleted${res.disk_deleted ? ' (disk removed)' : ''}` : `VM ${res.name} was not deleted`);
     return undefined;

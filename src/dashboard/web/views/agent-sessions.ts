@@ -80,7 +80,7 @@ export function sessionsTable(app: AppContext, agentId: string, signal: AbortSig
       setText(started, formatAgo(s.created_at_secs * 1000, Date.now()));
       setText(controller, s.membership.controllers.length > 0 ? s.membership.controllers.map((c) => shortId(c, 14)).join(', ') : 'free');
       setText(observers, String(s.membership.observers.length));
-      setText(state, s.state ?? (s.liveness.agent_connected ? 'running' : 'agent away'));
+      setText(state, s.state);
     },
   );
 

@@ -117,7 +117,6 @@ export async function confirmDeleteVm(app: AppContext, vm: Vm): Promise<void> {
   if (choice === null) return;
   try {
     const r = await app.api.deleteVm(vm.name, { force: choice['force'] === true, deleteDisk: choice['delete_disk'] === true });
-    if (r.operation !== undefined) app.fleet.track({ operation: r.operation, vm: null }, `Delete ${vm.name}`);
     app.toasts.success(`Deleted ${r.name}`, r.disk_deleted ? 'Its disk was deleted too.' : 'Its disk was kept.');
   } catch (err) {
     app.toasts.error(`Could not delete ${vm.name}`, err);
