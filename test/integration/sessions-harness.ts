@@ -2,8 +2,9 @@
  * The sessions integration tests' server: the real agents server (ActorSystem with the agent
  * actor, AgentService, mTLS gRPC), the sessions component wired exactly as src/main.ts wires it
  * (wireSessions → routes + wsRoutes on the uWS HTTP listener), the events route; real
- * sandbox-agent processes with a private tmux server each (TMUX_TMPDIR), pty-ws.v1 clients over
- * the `ws` package, and polling helpers with generous deadlines.
+ * sandbox-agent processes with a private tmux server each (TMUX_TMPDIR) and a HOME of their own
+ * (an empty one: no dotfiles, so a shell starts the same on every machine), pty-ws.v1 clients
+ * over the `ws` package whose waits name what they waited for and show the frames received.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -24,9 +25,8 @@ import { startHttpListener } from '../../src/http/uws-server.js';
 import { ensureCa, writeAgentBundle } from '../../src/identity/ca.js';
 import { createMetrics } from '../../src/observability/metrics.js';
 import { wireSessions, type WiredSessions } from '../../src/sessions/wiring.js';
-import { AGENT_BIN, waitFor } from './agents-harness.js';
-
-export { waitFor };
+import { DEADLINE_MS, tail, waitFor } from '../support/wait.js';
+import { AGENT_BIN } from './agents-harness.js';
 
 export interface SessionsServer {
   readonly dir: string;
@@ -147,8 +147,9 @@ export async function spawnSessionAgent(srv: Pick<SessionsServer, 'dir' | 'grpc'
   await writeAgentBundle(certs, ca, { instanceId: agentId });
   const tmuxDir = await mkdtemp(join(tmpdir(), 'sx-'));
   const work = await mkdtemp(join(tmpdir(), 'sxw-'));
-  const env: NodeJS.ProcessEnv = { ...process.env, TMUX_TMPDIR: tmuxDir, TERM: 'xterm-256color', LANG: 'C.UTF-8' };
-  delete env['TMUX'];
+  // HOME is the (empty) work dir: the sessions' bash reads no ~/.bashrc of whoever runs the tests.
+  const env: NodeJS.ProcessEnv = { ...process.env, HOME: work, TMUX_TMPDIR: tmuxDir, TERM: 'xterm-256color', LANG: 'C.UTF-8' };
+  for (const k of ['TMUX', 'BASH_ENV', 'ENV']) delete env[k];
   const args = [AGENT_BIN, '--server', `127.0.0.1:${srv.grpc}`, '--certs', certs, '--agent-id', agentId, '--instance-id', agentId, '--work-dir', work, '--log-level', 'debug', '--reconnect-max-ms', '1000'];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], env });
   let log = '';
@@ -191,12 +192,18 @@ const WebSocketClient = createRequire(import.meta.url)('ws') as WsCtor;
 
 export type Frame = Record<string, unknown> & { op: string };
 
+/** What a probe command prints once a shell runs it (the typed line itself does not contain it). */
+const SHELL_PROBE = { input: 'echo "shell-$((40+2))"\r', output: /shell-42/ } as const;
+
 /** A pty-ws.v1 client: every frame kept, output decoded into `text()`. */
 export class PtyClient {
   readonly ws: WsClient;
   readonly frames: Frame[] = [];
-  readonly closed: Promise<number>;
   #output = '';
+  /** Frames already returned by next(): it hands out each frame once. */
+  readonly #taken = new Set<Frame>();
+  readonly #listeners = new Set<() => void>();
+  #closeCode: number | undefined;
 
   private constructor(ws: WsClient) {
     this.ws = ws;
@@ -205,8 +212,12 @@ export class PtyClient {
       const f = JSON.parse(d.toString('utf8')) as Frame;
       this.frames.push(f);
       if (f.op === 'pty.output') this.#output += Buffer.from(String(f['data']), 'base64').toString('utf8');
+      for (const l of this.#listeners) l();
     });
-    this.closed = new Promise((r) => ws.on('close', (code) => r(code)));
+    ws.on('close', (code) => {
+      this.#closeCode = code;
+      for (const l of this.#listeners) l();
+    });
   }
 
   static async open(wsBase: string, sessionId: string): Promise<PtyClient> {
@@ -243,18 +254,78 @@ export class PtyClient {
     return this.#output;
   }
 
-  /** Waits for the first not-yet-seen frame with `op` (from `after` on). */
-  async next(op: string, timeoutMs = 20_000): Promise<Frame> {
-    return await waitFor(`frame ${op}`, () => this.frames.find((f) => f.op === op), timeoutMs, 20);
+  /** What this client received, for a timeout message: the last frames' ops, the close code, the output's tail. */
+  describe(): string {
+    const ops = this.frames.slice(-12).map((f) => (f.op === 'error' ? `error:${String(f['code'])}` : f.op));
+    return `frames ${JSON.stringify(ops)} (of ${this.frames.length})${this.#closeCode !== undefined ? `, closed ${this.#closeCode}` : ''}, output ${tail(this.#output)}`;
   }
 
-  async waitText(re: RegExp, timeoutMs = 30_000): Promise<string> {
-    return await waitFor(`output matching ${String(re)} (have ${JSON.stringify(this.#output.slice(-300))})`, () => (re.test(this.#output) ? this.#output : undefined), timeoutMs, 50);
+  /** Waits for the first frame with `op` that no earlier next() returned. */
+  async next(op: string, deadlineMs: number = DEADLINE_MS.process): Promise<Frame> {
+    const frame = await this.#until(`frame ${op}`, () => this.frames.find((f) => f.op === op && !this.#taken.has(f)), deadlineMs);
+    this.#taken.add(frame);
+    return frame;
+  }
+
+  /** Waits until the output matches `re`; resolves with the whole output. */
+  async waitText(re: RegExp, deadlineMs: number = DEADLINE_MS.process): Promise<string> {
+    return await this.#until(`output matching ${String(re)}`, () => (re.test(this.#output) ? this.#output : undefined), deadlineMs);
+  }
+
+  /**
+   * Types `input` (again every `everyMs`) until the output matches `re`: for answers that depend
+   * on something asynchronous, such as a resize travelling PTY → tmux client → tmux server.
+   */
+  async askUntil(input: string, re: RegExp, what: string, everyMs = 1000, deadlineMs: number = DEADLINE_MS.process): Promise<string> {
+    let askedMs = 0;
+    return await this.#until(what, () => {
+      if (re.test(this.#output)) return this.#output;
+      if (Date.now() - askedMs >= everyMs) {
+        askedMs = Date.now();
+        this.type(input);
+      }
+      return undefined;
+    }, deadlineMs);
+  }
+
+  /**
+   * As controller: waits until the session's shell runs commands (a probe typed until its answer
+   * shows), with no assumption about the prompt. A slow shell start-up (a busy machine, a
+   * system bashrc) or one that swallows early input then cannot eat the test's first command.
+   */
+  async waitForShell(deadlineMs: number = DEADLINE_MS.process): Promise<void> {
+    await this.askUntil(SHELL_PROBE.input, SHELL_PROBE.output, 'the session\'s shell to run a command', 2000, deadlineMs);
+  }
+
+  /** Waits for the socket to close; resolves with the close code. */
+  async waitClosed(deadlineMs: number = DEADLINE_MS.process): Promise<number> {
+    return await this.#until('the socket to close', () => this.#closeCode, deadlineMs);
   }
 
   close(): void {
     this.ws.close();
   }
+
+  #until<T>(what: string, check: () => T | undefined, deadlineMs: number): Promise<T> {
+    return waitFor(what, check, {
+      deadlineMs,
+      wake: (recheck) => (this.#listeners.add(recheck), () => this.#listeners.delete(recheck)),
+      lastState: () => this.describe(),
+    });
+  }
+}
+
+/**
+ * Waits until `agentId` is listed and not Disconnected (its stream is up); the timeout shows the
+ * agents the server lists and the tail of the agent's own log.
+ */
+export async function waitForAgent(srv: Pick<SessionsServer, 'json'>, agent: AgentProc, agentId: string, deadlineMs: number = DEADLINE_MS.agent): Promise<void> {
+  const listed = async (): Promise<{ id: string; status: string }[]> => (await srv.json<{ agents: { id: string; status: string }[] }>('GET', '/api/v1/agents')).body.agents;
+  await waitFor(`agent ${agentId} to be connected`, async () => (await listed()).some((a) => a.id === agentId && a.status !== 'Disconnected'), {
+    deadlineMs,
+    intervalMs: 100,
+    lastState: async () => `agents ${JSON.stringify(await listed())}; agent log ${tail(agent.log(), 1500)}`,
+  });
 }
 
 /** v1 events of an agent, oldest first. */

@@ -9,7 +9,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { PtyClient, pidAlive, spawnSessionAgent, startSessionsServer, tmuxOn, waitFor, type AgentProc, type SessionsServer } from './sessions-harness.js';
+import { DEADLINE_MS, waitFor } from '../support/wait.js';
+import { PtyClient, pidAlive, spawnSessionAgent, startSessionsServer, tmuxOn, waitForAgent, type AgentProc, type SessionsServer } from './sessions-harness.js';
 
 const AGENT = 'sess-live-1';
 let dir = '';
@@ -37,10 +38,7 @@ before(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sandboxd-sess-'));
   srv = await startSessionsServer(dir);
   agent = await spawnSessionAgent(srv, AGENT);
-  await waitFor('the agent to be connected', async () => {
-    const r = await srv.json<{ agents: { id: string; status: string }[] }>('GET', '/api/v1/agents');
-    return r.body.agents.some((a) => a.id === AGENT && ['Ready', 'Busy', 'Starting'].includes(a.status));
-  }, 60_000);
+  await waitForAgent(srv, agent, AGENT);
 });
 
 after(async () => {
@@ -66,6 +64,7 @@ void describe('sessions with a real agent and real tmux', () => {
     assert.equal(granted['role'], 'observer', 'a second controller is downgraded');
     assert.equal(granted['requested_role'], 'controller');
 
+    await ctl.waitForShell();
     ctl.type('echo "hello-$((6*7))"\r');
     await obs.waitText(/hello-42/);
 
@@ -78,8 +77,8 @@ void describe('sessions with a real agent and real tmux', () => {
 
     ctl.send({ op: 'pty.session_resize', cols: 101, rows: 31 });
     await ctl.next('pty.resize');
-    ctl.type('stty size\r');
-    await obs.waitText(/31 101/);
+    // The frame says the hub resized; the pane follows asynchronously (PTY → tmux client → tmux server).
+    await ctl.askUntil('stty size\r', /31 101/, 'stty size to show the new size 31 101');
   });
 
   test('an idempotent retry returns the same session; a different body with the key conflicts', async () => {
@@ -98,15 +97,16 @@ void describe('sessions with a real agent and real tmux', () => {
   test('DELETE kills the whole process tree, verified', async () => {
     const r = await create({ session_name: 'kill-me', command: 'sleep 1000 & sleep 1001 & wait' });
     assert.equal(r.status, 200, JSON.stringify(r.body));
-    const panes = await waitFor('the tmux session', async () => {
+    const panes = await waitFor('the tmux session kill-me', async () => {
       const l = await tmuxOn(agent, ['list-panes', '-t', '=kill-me', '-F', '#{pane_pid}']);
       return l.code === 0 && l.stdout.trim() !== '' ? l.stdout.trim().split('\n').map(Number) : undefined;
-    });
-    const tree = await waitFor('the sleeps', async () => {
+    }, { deadlineMs: DEADLINE_MS.process, lastState: async () => `sessions on the agent's tmux: ${JSON.stringify((await tmuxOn(agent, ['list-sessions'])).stdout)}` });
+    let pids: number[] = [];
+    const tree = await waitFor('the shell and both sleeps in the pane\'s session', async () => {
       const { execFileSync } = await import('node:child_process');
-      const pids = panes.flatMap((p) => execFileSync('pgrep', ['-s', String(p)], { encoding: 'utf8' }).trim().split('\n').filter((x) => x !== '').map(Number));
+      pids = panes.flatMap((p) => execFileSync('pgrep', ['-s', String(p)], { encoding: 'utf8' }).trim().split('\n').filter((x) => x !== '').map(Number));
       return pids.length >= 3 ? pids : undefined;
-    });
+    }, { deadlineMs: DEADLINE_MS.process, lastState: () => `pids ${JSON.stringify(pids)}` });
     const del = await srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${r.body.session_id}?signal=TERM`);
     assert.equal(del.status, 200, JSON.stringify(del.body));
     assert.deepEqual(del.body, { killed: true });
@@ -132,7 +132,8 @@ void describe('sessions with a real agent and real tmux', () => {
     const bad = await open(r.body.session_id);
     await bad.join('observer');
     bad.ws.send('{not json');
-    assert.equal(await bad.closed, 4400);
+    assert.equal(await bad.waitClosed(), 4400);
+    await good.waitForShell();
     good.type('echo "still-$((3*3))"\r');
     await good.waitText(/still-9/);
   });
@@ -144,20 +145,24 @@ void describe('sessions with a real agent and real tmux', () => {
     await ctl.join('controller');
     const slow = await open(r.body.session_id);
     await slow.join('observer');
+    await ctl.waitForShell();
     slow.ws.pause();
     // A big terminal makes tmux send big redraws: megabytes reach the clients in seconds.
     ctl.send({ op: 'pty.session_resize', cols: 400, rows: 200 });
     await ctl.next('pty.resize');
     ctl.type('yes "$(printf %0390d 0)" | head -n 600000; echo "done-$((7*8))"\r');
     // Dropped while the output still runs (membership loses it), and the controller saw it all.
-    await waitFor('the stalled client to be dropped', async () => {
-      const l = await srv.json<{ sessions: { session_id: string; membership: { attachment_count: number } }[] }>('GET', `/api/v1/agents/${AGENT}/sessions`);
-      return l.body.sessions.find((s) => s.session_id === r.body.session_id)?.membership.attachment_count === 1;
-    }, 120_000);
-    await ctl.waitText(/done-56/, 120_000);
+    const membership = async (): Promise<unknown> =>
+      (await srv.json<{ sessions: { session_id: string; membership: { attachment_count: number } }[] }>('GET', `/api/v1/agents/${AGENT}/sessions`)).body.sessions.find((s) => s.session_id === r.body.session_id)?.membership;
+    await waitFor('the stalled client to be dropped (one attachment left)', async () => ((await membership()) as { attachment_count?: number } | undefined)?.attachment_count === 1, {
+      deadlineMs: DEADLINE_MS.endToEnd,
+      intervalMs: 100,
+      lastState: async () => `membership ${JSON.stringify(await membership())}; controller ${ctl.describe()}`,
+    });
+    await ctl.waitText(/done-56/, DEADLINE_MS.endToEnd);
     slow.ws.resume();
     // 4413 when the close frame still fits behind the queued bytes; a stalled socket may only
     // see the connection end (1006).
-    assert.ok([4413, 1006].includes(await slow.closed));
+    assert.ok([4413, 1006].includes(await slow.waitClosed()));
   });
 });
