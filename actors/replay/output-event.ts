@@ -1,13 +1,11 @@
 /**
  * The per-chunk facts shared by every encoding of a chunk (SSE agent_output, WS output): cursor,
  * base64 and the decoded text, computed once. The text is decoded per (command, stream) by
- * stream-text.ts rules: a character split across chunks appears whole in the chunk where it ends,
- * and a replay decodes the same text as the live stream did whenever the bytes before it are
- * still retained.
+ * stream-text.ts rules: a character split across chunks appears whole in the chunk where it ends.
  */
 import { formatOutputCursor } from '../protocol/output-cursor.js';
 import type { OutputStreamName, ReplayChunk } from './replay-ring.js';
-import { StreamTextDecoder, tailBefore } from './stream-text.js';
+import { StreamTextDecoder } from './stream-text.js';
 
 /** The per-chunk facts every encoding of one chunk shares. */
 export interface OutputEvent {
@@ -27,12 +25,6 @@ export interface OutputEvent {
 
 function base64(bytes: Uint8Array): string {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
-}
-
-/** What the replay encoder reads from a ring: the chunks before a chunk, to prime its decoder. */
-export interface ChunkLookBehind {
-  readonly commandId: string;
-  chunksBefore(seq: number, stream: OutputStreamName): Iterable<ReplayChunk>;
 }
 
 interface TextState {
@@ -63,35 +55,6 @@ export class LiveOutputEncoder {
     }
     if (st.nextOffset !== chunk.offset) st.decoder.reset();
     return toEvent(this.agentId, this.commandId, chunk, st);
-  }
-}
-
-/**
- * Replay encoding of one ring's chunks, in ring order. The text of the first chunk of each
- * stream is decoded as the live stream decoded it, from the retained bytes before it.
- */
-export class ReplayOutputEncoder {
-  readonly agentId: string;
-  readonly #ring: ChunkLookBehind;
-  readonly #streams = new Map<OutputStreamName, TextState>();
-
-  constructor(agentId: string, ring: ChunkLookBehind) {
-    this.agentId = agentId;
-    this.#ring = ring;
-  }
-
-  next(chunk: ReplayChunk): OutputEvent {
-    let st = this.#streams.get(chunk.stream);
-    if (st === undefined) {
-      st = { decoder: new StreamTextDecoder(), nextOffset: -1 };
-      this.#streams.set(chunk.stream, st);
-    }
-    if (st.nextOffset !== chunk.offset) {
-      const tail = tailBefore(chunk.offset, this.#ring.chunksBefore(chunk.seq, chunk.stream));
-      if (tail === null) st.decoder.reset();
-      else st.decoder.primeFromTail(tail);
-    }
-    return toEvent(this.agentId, this.#ring.commandId, chunk, st);
   }
 }
 

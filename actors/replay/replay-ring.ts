@@ -263,15 +263,6 @@ export class ReplayRing {
     return Math.max(0, this.#evictedSeq - (limit - count));
   }
 
-  /** Retained chunks of `stream` with a seq below `seq`, newest first (to prime a text decoder). */
-  *chunksBefore(seq: number, stream: OutputStreamName): Generator<ReplayChunk> {
-    const entries = this.#entries;
-    for (let i = this.#indexAfterSeq(seq - 1) - 1; i >= this.#head; i--) {
-      const e = entries[i] as Entry;
-      if (e.kind === 'chunk' && e.stream === stream) yield e;
-    }
-  }
-
   #nextClock(clock: number): number {
     if (!(clock > this.#lastClock)) throw new RangeError(`replay ring ${this.commandId}: clock ${clock} does not follow ${this.#lastClock}`);
     return clock;

@@ -201,17 +201,6 @@ void describe('ReplayRing', () => {
     assert.deepEqual(early.chunks.map((c) => c.seq), [4, 5, 6]);
     assert.throws(() => ring.append({ seq: 7, stream: 'stdout', offset: 6, timestampMs: 1, bytes: enc.encode('x'), clock: 150 }), RangeError);
   });
-
-  void test('chunksBefore walks back one stream for text priming', () => {
-    const ring = new ReplayRing('cmd');
-    const f = feeder(ring);
-    f.chunk('a');
-    f.chunk('E', { stream: 'stderr' });
-    f.chunk('b');
-    f.chunk('c');
-    assert.deepEqual([...ring.chunksBefore(4, 'stdout')].map((c) => c.seq), [3, 1]);
-    assert.deepEqual([...ring.chunksBefore(1, 'stdout')], []);
-  });
 });
 
 void describe('ReplayBudget', () => {
