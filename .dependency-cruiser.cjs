@@ -5,10 +5,10 @@
  *   -> src/main.ts and src/bin.
  * actors/ may use src/util, src/core, src/observability and proto/, never a transport. Inside it:
  *   actors/protocol (the main⇄worker contract) and actors/ring import no other actors folder;
- *   actors/runtime uses only those two; the domain actors point one way, agent -> replay -> chat,
- *   with vm on its own. src/ reaches actors/ only through the runtime's face
- *   (actors/runtime/actor-system.ts, actor-lane.ts), the job pool (actors/jobs/job-pool.ts) and
- *   actors/protocol/**; the other modules are worker-side.
+ *   actors/runtime uses only those two; the domain actors point one way,
+ *   agent-connection -> replay -> chat, with vm on its own. src/ reaches actors/ only through
+ *   the runtime's face (actors/runtime/actor-system.ts, actor-lane.ts), the job pool
+ *   (actors/jobs/job-pool.ts) and actors/protocol/**; the other modules are worker-side.
  * Only src/http imports uWebSockets.js; only src/hypervisor/libvirt imports the libvirt binding;
  * only src/agents (server) and src/agent (the agent's client) import grpc-js.
  * Worker entry files (*.worker.ts) are loaded by URL and never imported.
@@ -87,24 +87,24 @@ module.exports = {
       name: 'replay-actors-do-not-import-the-agent-actors',
       severity: 'error',
       from: { path: '^actors/replay/' },
-      to: { path: '^actors/agent/' },
+      to: { path: '^actors/agent-connection/' },
     },
     {
       name: 'chat-projection-does-not-import-agent-or-replay-actors',
       severity: 'error',
       from: { path: '^actors/chat/' },
-      to: { path: '^actors/(agent|replay)/' },
+      to: { path: '^actors/(agent-connection|replay)/' },
     },
     {
       name: 'vm-actors-import-no-other-domain-actors',
       severity: 'error',
       from: { path: '^actors/vm/' },
-      to: { path: '^actors/(agent|replay|chat)/' },
+      to: { path: '^actors/(agent-connection|replay|chat)/' },
     },
     {
       name: 'no-other-domain-actor-imports-the-vm-actors',
       severity: 'error',
-      from: { path: '^actors/(agent|replay|chat)/' },
+      from: { path: '^actors/(agent-connection|replay|chat)/' },
       to: { path: '^actors/vm/' },
     },
     {

@@ -1,7 +1,7 @@
 /**
  * The control calls the main thread makes about output (ActorSystem.call; args and results are
  * structured-cloned): to an agent actor (`agent:<agent_id>`) about its commands' output, served
- * by the actor's ReplayOutputSink (actors/agent/replay-output-sink.ts), and to the `output-shard`
+ * by the actor's ReplayOutputSink (actors/agent-connection/replay-output-sink.ts), and to the `output-shard`
  * actor of each shard, whose spawn argument sets the shard's replay settings and whose `stats`
  * call reports its replay numbers (actors/replay/output-shard.actor.ts).
  *

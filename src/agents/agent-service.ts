@@ -38,7 +38,7 @@ import { startGrpcListener, type GrpcListener } from './grpc-server.js';
 import { errorMessage } from '../util/error-message.js';
 
 /** The actor module to list in ActorSystem's actorModules. */
-export const AGENT_ACTOR_MODULE: URL = new URL('../../actors/agent/agent-connection.actor.js', import.meta.url);
+export const AGENT_ACTOR_MODULE: URL = new URL('../../actors/agent-connection/agent-connection.actor.js', import.meta.url);
 
 /** What subscribeSessions listeners see: an agent's SessionReport or SessionReconcileAck. */
 export type SessionMessageEvent = ({ kind: 'report' } & SessionReportFrame) | ({ kind: 'reconcile_ack' } & SessionReconcileAckFrame);

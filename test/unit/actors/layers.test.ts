@@ -21,11 +21,11 @@ const forbidden: readonly { rule: string; from: string; to: string }[] = [
   { rule: 'src-reaches-actors-only-through-the-runtime-face-and-the-protocol', from: 'src/agents/probe.ts', to: 'actors/runtime/worker-shard.ts' },
   { rule: 'the-protocol-imports-no-other-actors-folder', from: 'actors/protocol/probe.ts', to: 'actors/runtime/ticker.ts' },
   { rule: 'the-ring-imports-no-other-actors-folder', from: 'actors/ring/probe.ts', to: 'actors/protocol/frames.ts' },
-  { rule: 'the-actor-runtime-never-imports-domain-actors', from: 'actors/runtime/probe.ts', to: 'actors/agent/agent-view.ts' },
-  { rule: 'replay-actors-do-not-import-the-agent-actors', from: 'actors/replay/probe.ts', to: 'actors/agent/agent-view.ts' },
+  { rule: 'the-actor-runtime-never-imports-domain-actors', from: 'actors/runtime/probe.ts', to: 'actors/agent-connection/agent-view.ts' },
+  { rule: 'replay-actors-do-not-import-the-agent-actors', from: 'actors/replay/probe.ts', to: 'actors/agent-connection/agent-view.ts' },
   { rule: 'chat-projection-does-not-import-agent-or-replay-actors', from: 'actors/chat/probe.ts', to: 'actors/replay/stream-text.ts' },
-  { rule: 'vm-actors-import-no-other-domain-actors', from: 'actors/vm/probe.ts', to: 'actors/agent/agent-view.ts' },
-  { rule: 'no-other-domain-actor-imports-the-vm-actors', from: 'actors/agent/probe.ts', to: 'actors/vm/job-plans.ts' },
+  { rule: 'vm-actors-import-no-other-domain-actors', from: 'actors/vm/probe.ts', to: 'actors/agent-connection/agent-view.ts' },
+  { rule: 'no-other-domain-actor-imports-the-vm-actors', from: 'actors/agent-connection/probe.ts', to: 'actors/vm/job-plans.ts' },
 ];
 
 /** Imports the same rules allow. */
@@ -35,7 +35,7 @@ const allowed: readonly { from: string; to: string }[] = [
   { from: 'src/agents/ok-lane.ts', to: 'actors/runtime/actor-lane.ts' },
   { from: 'actors/runtime/ok.ts', to: 'actors/ring/sab-ring.ts' },
   { from: 'actors/runtime/ok-protocol.ts', to: 'actors/protocol/frames.ts' },
-  { from: 'actors/agent/ok.ts', to: 'actors/replay/stream-text.ts' },
+  { from: 'actors/agent-connection/ok.ts', to: 'actors/replay/stream-text.ts' },
   { from: 'actors/replay/ok.ts', to: 'actors/chat/projector.ts' },
   { from: 'actors/vm/ok.ts', to: 'actors/runtime/ticker.ts' },
 ];

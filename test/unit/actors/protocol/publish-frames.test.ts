@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { outputFrameInScratch } from '../../../../actors/agent/command-output.js';
+import { outputFrameInScratch } from '../../../../actors/agent-connection/command-output.js';
 import { decodeOutputFrame, encodeOutputFrame } from '../../../../actors/protocol/agent-frames.js';
 import {
   chatTopic,

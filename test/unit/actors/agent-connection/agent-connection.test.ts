@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { MAX_MESSAGE_BYTES, v1 } from '../../../../proto/index.js';
-import { AgentConnectionActor, kRegistrationTimeoutMs } from '../../../../actors/agent/agent-connection.js';
+import { AgentConnectionActor, kRegistrationTimeoutMs } from '../../../../actors/agent-connection/agent-connection.js';
 import {
   AgentFrameKind,
   decodeConnPrefixed,

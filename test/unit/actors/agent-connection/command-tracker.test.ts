@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { CommandTracker } from '../../../../actors/agent/command-tracker.js';
+import { CommandTracker } from '../../../../actors/agent-connection/command-tracker.js';
 
 void describe('CommandTracker', () => {
   void test('accepted seqs and gaps tile 1..max exactly, each once, in order', () => {
