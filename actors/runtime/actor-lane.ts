@@ -3,10 +3,10 @@
  * backpressure (ActorSystem.send returns false when the inbound ring is full): a frame that does
  * not fit waits, and so does everything after it, until whenWritable. Nothing is dropped while
  * the system runs, and frames keep their order, so an agent's Attach, messages and Detach reach
- * its actor in the order they happened.
+ * its actor in the order they happened. Outbox (outbox.ts) is the same rule inside an actor.
  */
 
-/** The part of ActorSystem the agents layer uses (an interface, so tests can stand in for it). */
+/** The part of ActorSystem a lane and its owner use (an interface, so tests can stand in for it). */
 export interface ActorPort {
   send(id: string, kind: number, payload: Uint8Array): boolean;
   whenWritable(id: string, payloadBytes: number, signal?: AbortSignal): Promise<void>;

@@ -1,7 +1,8 @@
 /**
- * Ordered emission with the runtime's backpressure rule: when ctx.emit reports a full outbound
- * ring, the frame (copied) and everything after it wait in a queue, flushed in order after
- * ctx.whenWritable. Nothing is dropped, and no frame overtakes an earlier one, whatever its kind.
+ * Ordered emission from an actor with the runtime's backpressure rule: when ctx.emit reports a
+ * full outbound ring, the frame (copied) and everything after it wait in a queue, flushed in
+ * order after ctx.whenWritable. Nothing is dropped, and no frame overtakes an earlier one,
+ * whatever its kind. ActorLane (actor-lane.ts) is the same rule on the main thread's side.
  */
 import type { ActorContext } from './actor.js';
 import { errorMessage } from '../../src/util/error-message.js';

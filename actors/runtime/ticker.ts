@@ -1,8 +1,10 @@
 /**
- * One timer per shard for every agent actor in it (a module is loaded once per shard worker, so
- * `shardTicker` is per shard; in inline mode it is one for the process). Each tick calls every
- * subscriber with the time; subscribers compare it with their own deadlines (stale, retention),
- * so thousands of agents cost one unref'd interval instead of thousands of timers.
+ * One timer per shard for every actor in it that keeps deadlines (a module is loaded once per
+ * shard worker, so `shardTicker` is per shard; in inline mode it is one for the process). Each
+ * tick calls every subscriber with the time; subscribers compare it with their own deadlines
+ * (an agent's stale and retention timers), so thousands of agents cost one unref'd interval
+ * instead of thousands of timers. A component with coarser deadlines runs its own Ticker (the
+ * replay retention queue ticks once a second).
  */
 
 /** Something the ticker drives. */
