@@ -10,6 +10,7 @@
  * and frames for one actor arrive in send order.
  */
 export { AgentFrameKind } from './frame-kinds.js';
+export { decodeJson, encodeJson } from './frames.js';
 
 /** Actor type name of the agent connection actor. */
 export const AGENT_ACTOR_TYPE = 'agent-connection';
@@ -275,16 +276,6 @@ export function decodeConnPrefixed(payload: Uint8Array): { connId: number; rest:
 
 const textEncoder = new TextEncoder();
 const textDecoder = new TextDecoder();
-
-/** JSON → UTF-8 bytes for the JSON-carrying frames. */
-export function encodeJson(value: unknown): Uint8Array {
-  return textEncoder.encode(JSON.stringify(value));
-}
-
-/** UTF-8 JSON → value; throws SyntaxError on bad input. */
-export function decodeJson<T>(payload: Uint8Array): T {
-  return JSON.parse(textDecoder.decode(payload)) as T;
-}
 
 /** Decodes UTF-8 text (reasons). */
 export function decodeText(payload: Uint8Array): string {

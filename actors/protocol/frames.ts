@@ -47,6 +47,20 @@ export interface Frame {
 
 const utf8Decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const utf8Encoder = new TextEncoder();
+const jsonDecoder = new TextDecoder();
+
+/** JSON → UTF-8 bytes, for the kinds whose payload is JSON. */
+export function encodeJson(value: unknown): Uint8Array {
+  return utf8Encoder.encode(JSON.stringify(value));
+}
+
+/**
+ * UTF-8 JSON → value; throws SyntaxError on bad input. A payload is a view into the ring, valid
+ * only during the callback that received it: decode before returning.
+ */
+export function decodeJson<T>(payload: Uint8Array): T {
+  return JSON.parse(jsonDecoder.decode(payload)) as T;
+}
 
 /** Bytes of the header (4 + UTF-8 key, padded to 8) for `key`. */
 export function frameHeaderBytes(key: string): number {

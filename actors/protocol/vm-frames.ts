@@ -24,6 +24,7 @@ import type { WireError } from '../../src/core/errors.js';
 import type { OperationSnapshot, OperationType } from '../../src/core/operation-state.js';
 
 export { VmFrameKind } from './frame-kinds.js';
+export { decodeJson, encodeJson } from './frames.js';
 
 /** Actor type name of the per-VM operation queue. */
 export const VM_OPS_ACTOR_TYPE = 'vm-ops';
@@ -155,16 +156,4 @@ export interface JobFrame {
 export interface QueueStatus {
   vm: string;
   jobs: OperationSnapshot<JobKind>[];
-}
-
-const enc = new TextEncoder();
-const dec = new TextDecoder();
-
-export function encodeJson(value: unknown): Uint8Array {
-  return enc.encode(JSON.stringify(value));
-}
-
-/** Parses a frame payload (the view is only valid during the callback: decode before returning). */
-export function decodeJson<T>(payload: Uint8Array): T {
-  return JSON.parse(dec.decode(payload)) as T;
 }
