@@ -25,10 +25,12 @@ import { Readiness } from './core/readiness.js';
 import { EventStore } from './events/event-store.js';
 import { LibvirtHypervisor } from './hypervisor/libvirt/libvirt-hypervisor.js';
 import { ensureCa } from './identity/ca.js';
+import { IDENTITY_JOBS_MODULE } from './identity/identity-jobs.js';
 import { InboxQuota } from './storage/inbox-quota.js';
 import { Storage } from './storage/storage.js';
 import { AgentCommandClient } from './agents/command-client.js';
 import { wireSessions } from './sessions/wiring.js';
+import { TASK_JOBS_MODULE } from './tasks/task-jobs.js';
 import { startTaskService, type TaskService } from './tasks/task-service.js';
 import { registryAgentLookup } from './vms/agent-lookup.js';
 import { startVmService, VM_ACTOR_MODULE, type VmService } from './vms/vm-service.js';
@@ -38,8 +40,8 @@ import { startWsListener } from './http/ws-server.js';
 import { countErrorLines, createLogger } from './observability/log.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
 import { withDeadline } from './util/deadline.js';
-
 import { errorMessage } from './util/error-message.js';
+
 export interface ServerHandle {
   readonly config: Config;
   readonly logger: Logger;
@@ -128,7 +130,13 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
     });
     fanout = output;
     started.push({ name: 'output', stop: () => output.stop() });
-    const jobs = await JobPool.start({ mode: config.actorsMode, threads: Math.max(1, Math.min(2, cpus().length - 1)) });
+    // CPU-bound work of the features (hashing, archive reading, certificates, manifests) runs here, off the main thread.
+    const jobs = await JobPool.start({
+      mode: config.actorsMode,
+      threads: Math.max(1, Math.min(2, cpus().length - 1)),
+      jobModules: [TASK_JOBS_MODULE, IDENTITY_JOBS_MODULE],
+      logger: logger.child({ component: 'jobs' }),
+    });
     started.push({ name: 'jobs', stop: () => jobs.stop() });
     readiness.ready('actors');
 
@@ -230,7 +238,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
 
     // VMs start after gRPC is bound: their local agents dial it. They stop before it (reverse order),
     // so every local agent is down before the listener and the actors go.
-    const ca = await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain });
+    const ca = await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain, jobs });
     const vmService = await startVmService({
       hypervisor,
       actors,
@@ -269,6 +277,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
       actors,
       hypervisor,
       agentCommand: config.taskAgentCommand,
+      jobs,
       maxConcurrent: config.taskMaxConcurrent,
       stopDeadlineMs: Math.max(1000, Math.floor(config.shutdownDeadlineMs / 2)),
     });

@@ -7,10 +7,11 @@ import { dashboard } from './dashboard.js';
 import { fanout } from './fanout.js';
 import { fleet } from './fleet.js';
 import { ingest } from './ingest.js';
+import { jobs } from './jobs.js';
 import { latency } from './latency.js';
 import { replay } from './replay.js';
 import { ring } from './ring.js';
 import { vmOps } from './vm-ops.js';
 import { vmReal } from './vm-real.js';
 
-export const scenarios: readonly BenchScenario[] = [ring, ingest, fanout, latency, replay, fleet, vmOps, dashboard, vmReal];
+export const scenarios: readonly BenchScenario[] = [ring, ingest, fanout, latency, replay, fleet, vmOps, jobs, dashboard, vmReal];

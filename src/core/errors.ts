@@ -154,7 +154,7 @@ export function envelope(code: ErrorCode, message: string): { error: { code: Err
   return { error: { code, message } };
 }
 
-/** The README's error table, generated from ERROR_TABLE (test/unit/core/errors.test.ts keeps them equal). */
+/** The README's error table, generated from ERROR_TABLE (test/unit/docs/readme-tables.test.ts keeps them equal). */
 export function errorsMarkdownTable(): string {
   const grpcName = new Map<number, string>(Object.entries(GrpcStatus).map(([k, v]) => [v, k]));
   const rows = (Object.keys(ERROR_TABLE) as ErrorCode[]).map((code) => {

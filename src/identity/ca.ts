@@ -19,6 +19,8 @@ import { isIP } from 'node:net';
 import { join, resolve } from 'node:path';
 import { SvcError } from '../core/errors.js';
 import { assertPrivateFile, ensurePrivateDir, exists, PRIVATE_FILE_MODE, PUBLIC_FILE_MODE, withLockFile, writeFileAtomic } from './secure-files.js';
+import type { JobRunner } from '../util/job-runner.js';
+import { issueLeafJob } from './identity-jobs.js';
 import { identityFromPeerCertificate, spiffeIdOf } from './spiffe.js';
 import { createCaCertificate, issueLeaf, loadSigner, type SanEntry, type Signer } from './x509.js';
 
@@ -73,6 +75,8 @@ export interface IssuedCert {
 }
 
 const signers = new WeakMap<CaMaterial, Signer>();
+/** CAs whose client certificates are issued on the job pool: the runner and the CA key as PEM. */
+const offThread = new WeakMap<CaMaterial, { jobs: JobRunner; keyPem: string }>();
 
 function signerOf(ca: CaMaterial): Signer {
   const s = signers.get(ca);
@@ -138,8 +142,9 @@ async function reusableServer(files: CaFiles, signer: Signer, trustDomain: strin
  *
  * @param opts.serverHosts extra DNS names / IPs for the server certificate (default none)
  * @param opts.now the current time (tests: create already-old material)
+ * @param opts.jobs issue agent and operator certificates on this job pool (default: inline)
  */
-export async function ensureCa(opts: { secretsDir: string; trustDomain: string; serverHosts?: readonly string[]; now?: Date }): Promise<CaMaterial> {
+export async function ensureCa(opts: { secretsDir: string; trustDomain: string; serverHosts?: readonly string[]; now?: Date; jobs?: JobRunner }): Promise<CaMaterial> {
   checkTrustDomain(opts.trustDomain);
   const now = opts.now ?? new Date();
   const { sans, hosts } = serverSans(opts.serverHosts ?? [], opts.trustDomain);
@@ -155,6 +160,7 @@ export async function ensureCa(opts: { secretsDir: string; trustDomain: string; 
   return withLockFile(join(dir, '.ca.lock'), async () => {
     const [hasCert, hasKey] = await Promise.all([exists(files.caCert), exists(files.caKey)]);
     let signer: Signer;
+    let caKeyPem: string;
     if (hasCert !== hasKey) {
       const [have, missing] = hasCert ? ['ca.pem', 'ca-key.pem'] : ['ca-key.pem', 'ca.pem'];
       throw new SvcError('server.internal', `${dir} holds ${have} but not ${missing}: restore ${missing}, or move ${have} away to create a new CA (every agent certificate must then be reissued)`);
@@ -163,6 +169,7 @@ export async function ensureCa(opts: { secretsDir: string; trustDomain: string; 
       await assertPrivateFile(files.caKey);
       const [certPem, keyPem] = await Promise.all([readFile(files.caCert, 'utf8'), readFile(files.caKey, 'utf8')]);
       signer = await loadSigner(certPem, keyPem, dir);
+      caKeyPem = keyPem;
       if (signer.cert.notAfter.getTime() <= now.getTime()) {
         throw new SvcError('server.internal', `the CA in ${dir} expired on ${signer.cert.notAfter.toISOString()}: move ca.pem and ca-key.pem away to create a new one (every agent certificate must then be reissued)`);
       }
@@ -171,6 +178,7 @@ export async function ensureCa(opts: { secretsDir: string; trustDomain: string; 
       await writeFileAtomic(files.caKey, fresh.keyPem, PRIVATE_FILE_MODE);
       await writeFileAtomic(files.caCert, fresh.signer.certPem, PUBLIC_FILE_MODE);
       signer = fresh.signer;
+      caKeyPem = fresh.keyPem;
     }
     let server = await reusableServer(files, signer, opts.trustDomain, hosts, now);
     const serverCreated = server === null;
@@ -191,6 +199,7 @@ export async function ensureCa(opts: { secretsDir: string; trustDomain: string; 
       created: { ca: !hasCert, server: serverCreated },
     };
     signers.set(material, signer);
+    if (opts.jobs !== undefined) offThread.set(material, { jobs: opts.jobs, keyPem: caKeyPem });
     return material;
   });
 }
@@ -252,7 +261,10 @@ async function issueClient(
   } catch (err) {
     throw new SvcError('request.invalid', (err as Error).message);
   }
-  const issued = await issueLeaf(signerOf(ca), { commonName, sans: [{ type: 'url', value: spiffeId }], usage: 'clientAuth', now: now ?? new Date(), ttlMs: validityMs });
+  const signer = signerOf(ca);
+  const spec = { commonName, sans: [{ type: 'url' as const, value: spiffeId }], usage: 'clientAuth' as const, now: now ?? new Date(), ttlMs: validityMs };
+  const pool = offThread.get(ca);
+  const issued = pool === undefined ? await issueLeaf(signer, spec) : await issueLeafJob(pool.jobs, { certPem: signer.certPem, keyPem: pool.keyPem }, spec);
   return { ...issued, spiffeId };
 }
 

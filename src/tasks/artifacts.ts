@@ -12,11 +12,12 @@
  * cannot make the server read outside its outbox. Dotfiles match like any other name. At most
  * `maxFiles` entries (default 1000), in name order.
  */
-import { createHash } from 'node:crypto';
-import { constants as fsc, type Dirent } from 'node:fs';
-import { open, readdir } from 'node:fs/promises';
+import type { Dirent } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { JobRunner } from '../util/job-runner.js';
 import { contentTypeFor } from '../storage/content-type.js';
+import { hashFileJob } from './task-jobs.js';
 
 export interface ArtifactEntry {
   name: string;
@@ -28,7 +29,6 @@ export interface ArtifactEntry {
 
 /** Default cap on listed artifacts. */
 export const DEFAULT_MAX_ARTIFACTS = 1000;
-const HASH_CHUNK_BYTES = 64 * 1024;
 
 /**
  * A glob as a RegExp over `/`-separated relative paths: `**` any number of whole segments
@@ -63,6 +63,8 @@ export interface CollectOptions {
   readonly pathPrefix?: string;
   readonly maxFiles?: number;
   readonly signal?: AbortSignal;
+  /** Hash the files on the job pool; without it they are hashed here. */
+  readonly jobs?: JobRunner;
 }
 
 /** List and hash the outbox's artifacts. Resolves [] when the outbox does not exist. */
@@ -93,34 +95,9 @@ export async function collectArtifacts(outboxDir: string, opts: CollectOptions):
   const out: ArtifactEntry[] = [];
   for (const name of names.slice(0, max)) {
     opts.signal?.throwIfAborted();
-    const hashed = await hashFile(join(outboxDir, name));
+    const hashed = await hashFileJob(opts.jobs, join(outboxDir, name), opts.signal);
     if (hashed === null) continue; // replaced or removed while listing
     out.push({ name, path: `${prefix}/${name}`, size_bytes: hashed.sizeBytes, content_type: contentTypeFor(name), checksum: hashed.sha256 });
   }
   return out;
-}
-
-/** sha256 and size of a regular file, opened without following a symlink; null if it is gone or not a file. */
-async function hashFile(path: string): Promise<{ sha256: string; sizeBytes: number } | null> {
-  let fh;
-  try {
-    fh = await open(path, fsc.O_RDONLY | fsc.O_NOFOLLOW | fsc.O_NONBLOCK);
-  } catch {
-    return null;
-  }
-  try {
-    if (!(await fh.stat()).isFile()) return null;
-    const hash = createHash('sha256');
-    const buf = Buffer.allocUnsafe(HASH_CHUNK_BYTES);
-    let size = 0;
-    for (;;) {
-      const { bytesRead } = await fh.read(buf, 0, buf.length, null);
-      if (bytesRead === 0) break;
-      hash.update(buf.subarray(0, bytesRead));
-      size += bytesRead;
-    }
-    return { sha256: hash.digest('hex'), sizeBytes: size };
-  } finally {
-    await fh.close();
-  }
 }

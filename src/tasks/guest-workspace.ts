@@ -20,7 +20,9 @@ import { dirname, join } from 'node:path';
 import type { CommandResultFrame } from '../../actors/protocol/agent-frames.js';
 import type { RunningCommand } from '../agents/command-client.js';
 import type { CommandStarter } from './agent-run.js';
-import { readTar } from './tar-reader.js';
+import type { JobRunner } from '../util/job-runner.js';
+import { ByteSlabs } from '../util/byte-slabs.js';
+import { readTarJob } from './task-jobs.js';
 
 /** Default bound of one transfer (ms). */
 export const DEFAULT_TRANSFER_TIMEOUT_MS = 5 * 60_000;
@@ -80,15 +82,19 @@ export async function pushWorkspace(commands: CommandStarter, hostWorkspace: str
  * Copies the guest's outbox into `hostOutbox` (created); resolves with the number of files
  * written and the entries skipped (links, devices).
  */
-export async function pullOutbox(commands: CommandStarter, guestOutbox: string, hostOutbox: string, o: TransferOptions & { maxBytes?: number }): Promise<{ files: number; skipped: string[] }> {
+export async function pullOutbox(
+  commands: CommandStarter, guestOutbox: string, hostOutbox: string,
+  o: TransferOptions & { maxBytes?: number; /** reads the archive on the job pool; without it, here */ jobs?: JobRunner },
+): Promise<{ files: number; skipped: string[] }> {
   const maxBytes = o.maxBytes ?? DEFAULT_MAX_OUTBOX_BYTES;
-  const stdout: Buffer[] = [];
+  // collected in slabs that can move to the job pool whole (no 256 MiB join on the main thread)
+  const stdout = new ByteSlabs();
   const stderr: Buffer[] = [];
   const run = await startCollecting(commands, o, `${o.taskId}-pull`, 'tar', ['-c', '-C', guestOutbox, '.'], stdout, stderr, maxBytes);
   const result = await run.result;
   if (run.state.problem !== null) throw new Error(run.state.problem);
   if (result.exit_code !== 0) throw new Error(`reading the guest's outbox failed (exit ${result.exit_code}): ${lastLine(stderr) || result.error}`);
-  const contents = readTar(Buffer.concat(stdout));
+  const contents = await readTarJob(o.jobs, stdout);
   await mkdir(hostOutbox, { recursive: true, mode: 0o700 });
   for (const f of contents.files) {
     const target = join(hostOutbox, ...f.name.split('/'));
@@ -108,7 +114,7 @@ interface Collecting {
 
 async function startCollecting(
   commands: CommandStarter, o: TransferOptions, commandId: string, command: string, args: string[],
-  stdout: Buffer[], stderr: Buffer[], maxBytes = Number.POSITIVE_INFINITY,
+  stdout: { push(data: Buffer): unknown }, stderr: Buffer[], maxBytes = Number.POSITIVE_INFINITY,
 ): Promise<Collecting> {
   let bytes = 0;
   const state: { problem: string | null } = { problem: null };

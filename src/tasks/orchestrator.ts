@@ -38,7 +38,9 @@ import { runAgentCommand, within, AGENT_BACKSTOP_SLACK_SECONDS, DEFAULT_KILL_GRA
 import { collectArtifacts, globToRegExp, type ArtifactEntry } from './artifacts.js';
 import { gitClone, DEFAULT_CLONE_TIMEOUT_MS } from './git-clone.js';
 import { pullOutbox, pushWorkspace, type GuestDirs } from './guest-workspace.js';
-import { buildArgv, parseTaskSubmission, type ManifestDefaults, type TaskManifest } from './manifest.js';
+import { buildArgv, type ManifestDefaults, type TaskManifest } from './manifest.js';
+import { parseSubmissionJob } from './task-jobs.js';
+import type { JobRunner } from '../util/job-runner.js';
 import { describeFailure, TaskOutput } from './task-output.js';
 import { TaskLog, DEFAULT_TASK_LOG_MAX_BYTES } from './task-log.js';
 import { TaskSlots } from './task-slots.js';
@@ -62,6 +64,8 @@ export type CapacityCheck = { ok: true } | { ok: false; reason: string; retryAft
 export interface OrchestratorOptions {
   readonly logger: Logger;
   readonly metrics?: Pick<Metrics, 'tasksByState' | 'taskOutcomesTotal'>;
+  /** Runs manifest parsing, outbox archive reading and artifact hashing off the main thread; without it they run inline. */
+  readonly jobs?: JobRunner;
   readonly events: { append(e: { event_type: string; vm_name?: string; agent_id?: string; details?: Record<string, unknown> }): unknown };
   readonly vms: TaskVms;
   readonly commands: CommandStarter;
@@ -126,7 +130,7 @@ export class TaskOrchestrator {
    * task.no_capacity), create the task and start its runner. Resolves with the new task id.
    */
   async submit(body: unknown): Promise<string> {
-    const manifest = parseTaskSubmission(body, this.#o.manifestDefaults ?? {});
+    const manifest = await parseSubmissionJob(this.#o.jobs, body, this.#o.manifestDefaults ?? {});
     await this.#checkCapacity();
     const record = this.store.create(manifest);
     const id = record.id;
@@ -178,7 +182,7 @@ export class TaskOrchestrator {
   /** Artifacts: those collected at completing, or the outbox as it is now for unfinished tasks. */
   async artifacts(id: string): Promise<ArtifactEntry[]> {
     const ctx = this.#ctx(id);
-    return ctx.artifacts ?? collectArtifacts(ctx.outbox, { patterns: ctx.manifest.artifacts.patterns });
+    return ctx.artifacts ?? collectArtifacts(ctx.outbox, { patterns: ctx.manifest.artifacts.patterns, ...this.#jobs() });
   }
 
   /** One artifact's bytes; 404 storage.not_found unless `name` matches the task's artifact patterns. */
@@ -268,7 +272,7 @@ export class TaskOrchestrator {
       phase = 'completing';
       if (!this.#move(id, 'running', 'completing', 'the coding agent exited 0; collecting artifacts', { exitCode: 0 })) return;
       if (ctx.guest !== null) await this.#pullGuestOutbox(ctx, ctx.guest, signal);
-      ctx.artifacts = await collectArtifacts(ctx.outbox, { patterns: manifest.artifacts.patterns, signal });
+      ctx.artifacts = await collectArtifacts(ctx.outbox, { patterns: manifest.artifacts.patterns, signal, ...this.#jobs() });
       this.#move(id, 'completing', 'completed', `${ctx.artifacts.length} artifact(s) collected`);
     } catch (err) {
       // After a cancel or timeout the abort surfaces here; the task is already finished then.
@@ -296,7 +300,7 @@ export class TaskOrchestrator {
       });
     }
     if (ctx.artifacts === null) {
-      ctx.artifacts = await collectArtifacts(ctx.outbox, { patterns: ctx.manifest.artifacts.patterns }).catch(() => []);
+      ctx.artifacts = await collectArtifacts(ctx.outbox, { patterns: ctx.manifest.artifacts.patterns, ...this.#jobs() }).catch(() => []);
     }
     if (state === 'completed') ctx.log.finish('completed', String(record?.exit_code ?? 0));
     else ctx.log.finish('error', record?.error ?? record?.state_message ?? 'the task ended');
@@ -312,7 +316,7 @@ export class TaskOrchestrator {
 
   async #pullGuestOutbox(ctx: TaskContext, guest: GuestDirs, signal: AbortSignal): Promise<void> {
     if (ctx.vmName === null) return;
-    const pulled = await pullOutbox(this.#o.commands, guest.outbox, ctx.outbox, { agentId: ctx.vmName, taskId: ctx.id, signal });
+    const pulled = await pullOutbox(this.#o.commands, guest.outbox, ctx.outbox, { agentId: ctx.vmName, taskId: ctx.id, signal, ...this.#jobs() });
     ctx.log.appendEssential({ kind: 'guest_outbox', files: pulled.files, skipped: pulled.skipped });
   }
 
@@ -352,6 +356,11 @@ export class TaskOrchestrator {
     this.#tasks.get(ev.task_id)?.log.appendEssential({ kind: 'state', from: ev.from, to: ev.to, message: ev.message, at: ev.at });
     // Moves are logged by the task's state machine (task-state.ts); the creation is not a move.
     if (ev.from === null) this.#log.info({ task: ev.task_id, to: ev.to }, ev.message);
+  }
+
+  /** `{ jobs }` for the option bags of the task helpers, or nothing without a job runner. */
+  #jobs(): { jobs?: JobRunner } {
+    return this.#o.jobs === undefined ? {} : { jobs: this.#o.jobs };
   }
 
   #ctx(id: string): TaskContext {

@@ -25,6 +25,22 @@ export interface TarContents {
   readonly skipped: string[];
 }
 
+/** A regular file of an archive, as the byte range of its contents. */
+export interface TarEntry {
+  /** Normalised relative path, `/`-separated, no `.`/`..` segments. */
+  readonly name: string;
+  /** Its contents are archive bytes [start, end). */
+  readonly start: number;
+  readonly end: number;
+}
+
+/** What scanTar finds: the regular files as byte ranges, and what was skipped. */
+export interface TarIndex {
+  readonly entries: TarEntry[];
+  /** Entries that are not regular files (links, devices, FIFOs), as `name (type X)`. */
+  readonly skipped: string[];
+}
+
 /** Thrown for an archive that is corrupt or names a path outside the destination. */
 export class TarError extends Error {}
 
@@ -86,12 +102,23 @@ export function safeEntryName(raw: string): string {
 }
 
 /**
- * Reads a whole archive. `maxFiles` bounds the number of regular files (default 10,000).
- * Throws TarError for anything corrupt or unsafe.
+ * Reads a whole archive; each file's data is a copy. `maxFiles` bounds the number of regular files
+ * (default 10,000). Throws TarError for anything corrupt or unsafe.
  */
 export function readTar(archive: Buffer, opts: { maxFiles?: number } = {}): TarContents {
+  const { entries, skipped } = scanTar(archive, opts);
+  return { files: entries.map((e) => ({ name: e.name, data: Buffer.from(archive.subarray(e.start, e.end)) })), skipped };
+}
+
+/**
+ * Checks a whole archive and finds its regular files as byte ranges, copying nothing (what the
+ * job pool runs: the archive's buffer goes to the job and comes back with the ranges). Same rules,
+ * bound and errors as readTar.
+ */
+export function scanTar(bytes: Uint8Array, opts: { maxFiles?: number } = {}): TarIndex {
+  const archive = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const maxFiles = opts.maxFiles ?? 10_000;
-  const files: TarFile[] = [];
+  const files: TarEntry[] = [];
   const skipped: string[] = [];
   const seen = new Set<string>();
   let at = 0;
@@ -99,7 +126,7 @@ export function readTar(archive: Buffer, opts: { maxFiles?: number } = {}): TarC
   let pax = new Map<string, string>();
   while (at + BLOCK <= archive.length) {
     const header = archive.subarray(at, at + BLOCK);
-    if (header.every((b) => b === 0)) return { files, skipped }; // end of archive
+    if (header.every((b) => b === 0)) return { entries: files, skipped }; // end of archive
     if (!checksumOk(header)) throw new TarError(`bad header checksum at byte ${at}`);
     const type = String.fromCharCode(header[156] ?? 0);
     const paxSize = pax.get('size');
@@ -130,7 +157,7 @@ export function readTar(archive: Buffer, opts: { maxFiles?: number } = {}): TarC
     if (seen.has(name)) throw new TarError(`${name} appears twice in the archive`);
     seen.add(name);
     if (files.length >= maxFiles) throw new TarError(`more than ${maxFiles} files in the archive`);
-    files.push({ name, data: Buffer.from(data) });
+    files.push({ name, start: dataStart, end: dataEnd });
   }
   throw new TarError('the archive has no end marker (truncated)');
 }

@@ -1,54 +1,81 @@
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import { describe, test } from 'node:test';
+import { threadId } from 'node:worker_threads';
 import fc from 'fast-check';
 import { SvcError } from '../../../../src/core/errors.js';
 import { JobPool } from '../../../../actors/jobs/job-pool.js';
-import type { JobName } from '../../../../actors/jobs/jobs.js';
+
+const testJobs = new URL('./fixtures/test-jobs.js', import.meta.url);
+const start = (mode: 'workers' | 'inline', threads = 1): Promise<JobPool> => JobPool.start({ mode, threads, jobModules: [testJobs] });
 
 for (const mode of ['workers', 'inline'] as const) {
   void describe(`JobPool (${mode})`, () => {
-    void test('sha256 of bytes and of strings matches node:crypto', async () => {
-      const pool = await JobPool.start({ mode, threads: 2 });
+    void test('structured-cloneable arguments come back equal; workers run off the main thread, inline on it', async () => {
+      const pool = await start(mode, 2);
       try {
         await fc.assert(
-          fc.asyncProperty(fc.oneof(fc.uint8Array({ maxLength: 5000 }), fc.string({ unit: 'grapheme' })), async (data) => {
-            const expected = createHash('sha256').update(data).digest('hex');
-            assert.equal(await pool.run('sha256', data), expected);
-          }),
+          fc.asyncProperty(fc.jsonValue(), async (v) => assert.deepEqual(await pool.run('test.echo', v), v)),
           { numRuns: 50 },
         );
-        // Many at once, spread over the threads.
-        const inputs = Array.from({ length: 40 }, (_, i) => new Uint8Array(10_000).fill(i));
-        const results = await Promise.all(inputs.map((d) => pool.run('sha256', d)));
-        assert.deepEqual(results, inputs.map((d) => createHash('sha256').update(d).digest('hex')));
+        const when = new Date(5);
+        assert.deepEqual(await pool.run('test.echo', { when, bytes: new Uint8Array([1, 2]) }), { when, bytes: new Uint8Array([1, 2]) });
+        const threads = new Set(await Promise.all(Array.from({ length: 20 }, () => pool.run('test.thread', null))));
+        if (mode === 'inline') assert.deepEqual([...threads], [threadId]);
+        else assert.ok(!threads.has(threadId), `jobs ran on thread ${threadId}, the main thread`);
+        assert.equal(pool.threads, mode === 'inline' ? 0 : 2);
       } finally {
         await pool.stop();
       }
     });
 
-    void test('errors come back as SvcError with their code; an aborted run rejects with the reason', async () => {
-      const pool = await JobPool.start({ mode, threads: 1 });
+    void test('an SvcError keeps its code and details; any other error comes back as an Error with its name and message', async () => {
+      const pool = await start(mode);
       try {
-        await assert.rejects(pool.run('nope' as JobName, 'x'), (e) => e instanceof SvcError && e.code === 'request.invalid');
-        await assert.rejects(pool.run('sha256', 42 as unknown as string), (e) => e instanceof SvcError && e.code === 'request.invalid');
-        const reason = new Error('not needed any more');
-        await assert.rejects(pool.run('sha256', 'x', { signal: AbortSignal.abort(reason) }), (e) => e === reason);
+        await assert.rejects(pool.run('test.failSvc', null), (e) => e instanceof SvcError && e.code === 'task.invalid_manifest' && e.message === 'name: must not be empty' && e.details?.['field'] === 'name');
+        await assert.rejects(pool.run('test.failPlain', null), (e) => e instanceof Error && !(e instanceof SvcError) && e.name === 'RangeError' && e.message === 'a plain failure');
+        await assert.rejects(pool.run('nope', 'x'), (e) => e instanceof SvcError && e.code === 'request.invalid');
       } finally {
         await pool.stop();
       }
     });
 
-    void test('stop() is idempotent and later runs are refused', async () => {
-      const pool = await JobPool.start({ mode, threads: 1 });
+    void test('a transferred buffer moves to the job and back (workers: the caller\'s view is detached)', async () => {
+      const pool = await start(mode);
+      try {
+        const bytes = new Uint8Array(1 << 16).fill(3);
+        const r = (await pool.run('test.sumAndReturn', bytes, { transfer: [bytes.buffer] })) as { sum: number; bytes: Uint8Array };
+        assert.equal(r.sum, 3 << 16);
+        assert.equal(r.bytes.byteLength, 1 << 16);
+        assert.equal(r.bytes[100], 3);
+        assert.equal(bytes.byteLength, mode === 'workers' ? 0 : 1 << 16);
+      } finally {
+        await pool.stop();
+      }
+    });
+
+    void test('an aborted run rejects with the reason; stop() is idempotent and later runs are refused', async () => {
+      const pool = await start(mode);
+      const reason = new Error('not needed any more');
+      await assert.rejects(pool.run('test.echo', 'x', { signal: AbortSignal.abort(reason) }), (e) => e === reason);
+      if (mode === 'workers') {
+        const ac = new AbortController();
+        const slow = pool.run('test.slow', 10_000, { signal: ac.signal });
+        ac.abort(reason);
+        await assert.rejects(slow, (e) => e === reason);
+      }
       const first = pool.stop();
       assert.equal(pool.stop(), first);
       await first;
-      await assert.rejects(pool.run('sha256', 'x'), (e) => e instanceof SvcError && e.code === 'server.not_ready');
+      await assert.rejects(pool.run('test.echo', 'x'), (e) => e instanceof SvcError && e.code === 'server.not_ready');
     });
   });
 }
 
-void test('JobPool.start rejects a thread count below 1', async () => {
-  await assert.rejects(JobPool.start({ mode: 'workers', threads: 0 }), RangeError);
+void test('JobPool.start rejects a thread count below 1, a module without jobs and a job name defined twice', async () => {
+  await assert.rejects(JobPool.start({ mode: 'workers', threads: 0, jobModules: [testJobs] }), RangeError);
+  await assert.rejects(JobPool.start({ mode: 'workers', threads: 1, jobModules: [new URL('./fixtures/no-jobs.js', import.meta.url)] }), /exports no jobs/);
+  await assert.rejects(
+    JobPool.start({ mode: 'inline', threads: 1, jobModules: [testJobs, new URL('./fixtures/duplicate-jobs.js', import.meta.url)] }),
+    /test\.echo is defined twice/,
+  );
 });
