@@ -5,6 +5,9 @@
  *
  * Until main.ts registers the dashboard routes itself, they are added here to the server's own
  * router (captured while startServer builds it), so the tests exercise the real listener either way.
+ *
+ * The server logs at info into a bounded buffer (`logTail()`), which timeouts quote; with
+ * DASHBOARD_TEST_LOG=1 every line also goes to stdout.
  */
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -12,13 +15,17 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
+import type { Locator, Page } from 'playwright-core';
 import { DEFAULT_DASHBOARD_DIR, registerDashboardRoutes } from '../../src/api/dashboard.js';
 import { ApiClient } from '../../src/client/api-client.js';
-import { ApiError } from '../../src/client/api-error.js';
 import { loadConfig } from '../../src/config/load.js';
 import { buildDashboard } from '../../src/dashboard/build.js';
 import { Router } from '../../src/http/router.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
+import { DEADLINE_MS, waitFor, waitWithin } from '../support/wait.js';
+
+/** Log lines kept for timeout messages. */
+const LOG_TAIL_LINES = 200;
 
 export interface DashboardServer {
   readonly server: ServerHandle;
@@ -27,6 +34,8 @@ export interface DashboardServer {
   readonly stateDir: string;
   /** True when the routes came from main.ts (false: added by this harness). */
   readonly wiredByMain: boolean;
+  /** The server's last `lines` log lines (info and above), for a timeout message. */
+  logTail(lines?: number): string;
   stop(): Promise<void>;
 }
 
@@ -62,9 +71,16 @@ export async function startDashboardServer(env: Record<string, string> = {}): Pr
     captured.router ??= this;
     return originalAdd.call(this, spec);
   };
+  const logLines: string[] = [];
+  const echo = process.env['DASHBOARD_TEST_LOG'] === '1';
+  const keep = (line: string): void => {
+    logLines.push(line.trimEnd());
+    if (logLines.length > LOG_TAIL_LINES) logLines.shift();
+    if (echo) process.stdout.write(line);
+  };
   let server: ServerHandle;
   try {
-    server = await startServer(config, pino({ level: process.env['DASHBOARD_TEST_LOG'] === '1' ? 'info' : 'silent' }));
+    server = await startServer(config, pino({ level: 'info' }, { write: (line: string) => keep(line) }));
   } catch (err) {
     await rm(stateDir, { recursive: true, force: true });
     throw err;
@@ -85,6 +101,7 @@ export async function startDashboardServer(env: Record<string, string> = {}): Pr
     baseUrl,
     stateDir,
     wiredByMain,
+    logTail: (lines = 30) => `server log (last ${lines} lines):\n${logLines.slice(-lines).join('\n')}`,
     stop: async () => {
       await server.stop();
       await rm(stateDir, { recursive: true, force: true });
@@ -103,16 +120,37 @@ export async function routeWired(baseUrl: string, method: string, path: string):
 }
 
 /** Creates a VM through the API and waits until its operation completed and its agent is Ready. */
-export async function createReadyVm(baseUrl: string, name: string, timeoutMs = 90_000): Promise<void> {
+export async function createReadyVm(baseUrl: string, name: string, deadlineMs: number = DEADLINE_MS.agent): Promise<void> {
   const api = new ApiClient({ baseUrl });
   const accepted = await api.createVm({ name, vcpus: 1, memory_mb: 512, disk_gb: 1 });
-  const op = await api.waitForOperation(accepted.operation.id, { timeoutMs });
+  const op = await api.waitForOperation(accepted.operation.id, { timeoutMs: deadlineMs });
   assert.equal(op.status, 'completed', `create ${name}: ${op.error ?? ''}`);
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const { agents } = await api.listAgents();
-    if (agents.some((a) => a.id === name && a.status === 'Ready')) return;
-    if (Date.now() > deadline) throw new ApiError(0, 'timeout', `agent ${name} not Ready within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 250));
+  const agentOf = async (): Promise<{ id: string; status: string } | undefined> => (await api.listAgents()).agents.find((a) => a.id === name);
+  await waitFor(`the agent of VM ${name} to be Ready`, async () => (await agentOf())?.status === 'Ready', {
+    deadlineMs,
+    intervalMs: 250,
+    lastState: async () => `agent ${JSON.stringify((await agentOf()) ?? 'not listed')}`,
+  });
+}
+
+/** The text of `selector` on `page` (its last `chars` characters), or why it cannot be read: for timeout messages. */
+export async function textOn(page: Page, selector: string, chars = 800): Promise<string> {
+  try {
+    const texts = await page.locator(selector).allInnerTexts();
+    const text = texts.join('\n');
+    return JSON.stringify(text.length > chars ? `…${text.slice(-chars)}` : text);
+  } catch (err) {
+    return `(unreadable: ${err instanceof Error ? err.message.split('\n')[0] : String(err)})`;
   }
+}
+
+/**
+ * Waits until `locator` is on `page` (Playwright watches the page); the timeout names `what` and
+ * shows `lastState` — by default the page's address and the text of its main area.
+ */
+export async function shows(page: Page, what: string, locator: Locator, opts: { deadlineMs?: number; lastState?: () => Promise<string> } = {}): Promise<void> {
+  await waitWithin(what, (ms) => locator.waitFor({ timeout: ms }), {
+    deadlineMs: opts.deadlineMs ?? DEADLINE_MS.process,
+    lastState: opts.lastState ?? (async () => `page ${page.url()} shows ${await textOn(page, 'main')}`),
+  });
 }

@@ -131,6 +131,20 @@ export function waitForEvent(
   });
 }
 
+/**
+ * For a waiter another library provides (Playwright's `locator.waitFor`, which watches the page
+ * itself): runs `wait(deadlineMs)`, and turns its timeout (an error named TimeoutError) into this
+ * module's message with the last state. Other errors pass through unchanged.
+ */
+export async function waitWithin<T>(what: string, wait: (deadlineMs: number) => Promise<T>, opts: Omit<WaitOptions, 'wake' | 'intervalMs'>): Promise<T> {
+  try {
+    return await wait(opts.deadlineMs);
+  } catch (err) {
+    if (!(err instanceof Error && err.name === 'TimeoutError')) throw err;
+    throw new Error(await timeoutMessage(what, opts.deadlineMs, opts.lastState, undefined), { cause: err });
+  }
+}
+
 async function timeoutMessage(what: string, deadlineMs: number, lastState: WaitOptions['lastState'], lastError: unknown): Promise<string> {
   let state = '';
   if (lastState !== undefined) {
