@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { DEADLINE_MS, settled } from '../support/wait.js';
 import { runSbx, SBX_BIN, sbxEnv, sbxJson, startCliServer, waitFor, type CliServer } from './cli-harness.js';
 
 let srv: CliServer;
@@ -93,28 +94,24 @@ describe('sbx events', () => {
     let buf = '';
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const got = new Promise<void>((resolve) => {
-      child.stdout.on('data', (d: Buffer) => {
-        buf += d.toString();
-        let nl: number;
-        while ((nl = buf.indexOf('\n')) !== -1) {
-          lines.push(JSON.parse(buf.slice(0, nl)) as Record<string, unknown>);
-          buf = buf.slice(nl + 1);
-          if (lines.length === 2) resolve();
-        }
-      });
+    child.stdout.on('data', (d: Buffer) => {
+      buf += d.toString();
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) !== -1) {
+        lines.push(JSON.parse(buf.slice(0, nl)) as Record<string, unknown>);
+        buf = buf.slice(nl + 1);
+      }
     });
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     // Post until the tail is connected and has seen both (it only sees events after it connects).
-    const deadline = Date.now() + 30_000;
     let n = 0;
-    while (lines.length < 2 && Date.now() < deadline) {
+    await waitFor('the tail to print two vm.* events', async () => {
+      if (lines.length >= 2) return true;
       await post({ event_type: n % 2 === 0 ? 'vm.started' : 'vm.stopped', vm_name: 'agent-cli-tail', details: { n } });
       await post({ event_type: 'agent.connected', agent_id: 'not-a-vm-event' });
       n++;
-      await Promise.race([got, new Promise((r) => setTimeout(r, 300))]);
-    }
-    assert.equal(lines.length >= 2, true, `tail printed ${lines.length} lines; stderr: ${stderr}`);
+      return undefined;
+    }, DEADLINE_MS.process, () => Promise.resolve(`the tail printed ${lines.length} lines after ${n} rounds of posts; its stderr ${JSON.stringify(stderr.slice(-600))}`));
     for (const l of lines) {
       assert.equal(l['vm_name'], 'agent-cli-tail');
       assert.match(String(l['event_type']), /^vm\./);
@@ -122,7 +119,7 @@ describe('sbx events', () => {
     }
     assert.ok((lines[1]?.['id'] as number) > (lines[0]?.['id'] as number));
     child.kill('SIGINT');
-    assert.equal(await exited, 0, stderr);
+    assert.equal(await settled('sbx events tail to exit after SIGINT', exited, { deadlineMs: DEADLINE_MS.process, lastState: () => `stderr ${JSON.stringify(stderr.slice(-600))}` }), 0, stderr);
   });
 });
 
@@ -150,10 +147,11 @@ describe('sbx events tail across a server restart', () => {
       await res.body?.cancel();
     };
     try {
+      const tailOutput = (): Promise<string> => Promise.resolve(`sbx stdout ${JSON.stringify(stdout.slice(-600))}, stderr ${JSON.stringify(stderr.slice(-600))}`);
       await waitFor('the tail to print an event of the first server', async () => {
         await postTo(first!.baseUrl, 1);
         return stdout.includes('"n":1') ? true : undefined;
-      });
+      }, undefined, tailOutput);
       await first.stop();
       first = undefined;
       second = await startCliServer({ SVC_HTTP_ADDR: addr });
@@ -161,11 +159,11 @@ describe('sbx events tail across a server restart', () => {
       await waitFor('the tail to print an event of the restarted server', async () => {
         await postTo(base, 2);
         return stdout.includes('"n":2') ? true : undefined;
-      });
+      }, undefined, tailOutput);
       assert.match(stderr, /reconnecting in/);
     } finally {
       child.kill('SIGINT');
-      assert.equal(await exited, 0, stderr);
+      assert.equal(await settled('sbx events tail to exit after SIGINT', exited, { deadlineMs: DEADLINE_MS.process, lastState: () => `stderr ${JSON.stringify(stderr.slice(-600))}` }), 0, stderr);
       await first?.stop();
       await second?.stop();
     }

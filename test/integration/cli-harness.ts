@@ -13,6 +13,7 @@ import { spawn as ptySpawn } from 'node-pty';
 import pino from 'pino';
 import { loadConfig } from '../../src/config/load.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
+import { DEADLINE_MS, settled, tail, waitFor as waitForCondition } from '../support/wait.js';
 
 /** The compiled sbx next to this compiled test (dist/ or a private build folder). */
 export const SBX_BIN = fileURLToPath(new URL('../../src/bin/sbx.js', import.meta.url));
@@ -103,15 +104,12 @@ export async function routeWired(srv: CliServer, method: string, path: string): 
   return !(res.status === 404 && text.includes('route.not_found'));
 }
 
-/** Polls `probe` until it returns a value (not undefined). */
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+/**
+ * Polls `probe` until it returns a value (not undefined): the shared helper with this file's
+ * defaults; `lastState` (what the timeout shows) is worth giving.
+ */
+export function waitFor<T>(what: string, probe: () => Promise<T | undefined>, deadlineMs: number = DEADLINE_MS.agent, lastState?: () => Promise<string>): Promise<T> {
+  return waitForCondition(what, probe, { deadlineMs, intervalMs: 200, ...(lastState !== undefined && { lastState }) });
 }
 
 /** A unique VM name (test:///default is shared by every test in the process). */
@@ -126,8 +124,15 @@ export interface SbxPty {
   resize(cols: number, rows: number): void;
   /** Resolves with the exit code. */
   exited: Promise<number>;
-  /** Waits until the output matches. */
-  waitFor(re: RegExp, timeoutMs?: number): Promise<void>;
+  /** The exit code, once it exited; the timeout shows the terminal's last output. */
+  waitExit(deadlineMs?: number): Promise<number>;
+  /** Waits until the output matches; the timeout shows the terminal's last output. */
+  waitFor(re: RegExp, deadlineMs?: number): Promise<void>;
+  /**
+   * Types `input` (again every 2 s) until the output matches `re`: a shell still starting (no
+   * prompt assumed, early input possibly swallowed), an answer that follows something asynchronous.
+   */
+  typeUntil(input: string, re: RegExp, what: string): Promise<void>;
   kill(): void;
 }
 
@@ -145,12 +150,15 @@ export function runSbxInPty(srv: CliServer, args: readonly string[], opts: { env
     out += d;
     for (const w of [...waiters]) w();
   });
+  const wake = (recheck: () => void): (() => void) => (waiters.add(recheck), () => waiters.delete(recheck));
+  const lastState = (): string => `sbx ${args.join(' ')} showed ${tail(out, 2000)}`;
   const exited = new Promise<number>((resolve) => pty.onExit(({ exitCode }) => resolve(exitCode)));
   return {
     output: () => out,
     write: (d) => pty.write(d),
     resize: (c, r) => pty.resize(c, r),
     exited,
+    waitExit: (deadlineMs = DEADLINE_MS.process) => settled(`sbx ${args.join(' ')} to exit`, exited, { deadlineMs, lastState }),
     kill: () => {
       try {
         pty.kill('SIGKILL');
@@ -158,23 +166,19 @@ export function runSbxInPty(srv: CliServer, args: readonly string[], opts: { env
         // Already gone.
       }
     },
-    waitFor: (re, timeoutMs = 30_000) =>
-      new Promise<void>((resolve, reject) => {
-        if (re.test(out)) {
-          resolve();
-          return;
+    waitFor: async (re, deadlineMs = DEADLINE_MS.process) => {
+      await waitForCondition(`the terminal to show ${String(re)}`, () => re.test(out), { deadlineMs, wake, lastState });
+    },
+    typeUntil: async (input, re, what) => {
+      let typedMs = 0;
+      await waitForCondition(what, () => {
+        if (re.test(out)) return true;
+        if (Date.now() - typedMs >= 2000) {
+          typedMs = Date.now();
+          pty.write(input);
         }
-        const timer = setTimeout(() => {
-          waiters.delete(check);
-          reject(new Error(`terminal never showed ${String(re)}; it showed:\n${out.slice(-2000)}`));
-        }, timeoutMs);
-        const check = (): void => {
-          if (!re.test(out)) return;
-          clearTimeout(timer);
-          waiters.delete(check);
-          resolve();
-        };
-        waiters.add(check);
-      }),
+        return false;
+      }, { deadlineMs: DEADLINE_MS.process, wake, lastState });
+    },
   };
 }

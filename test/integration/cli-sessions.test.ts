@@ -21,10 +21,12 @@ before(async () => {
   vm = vmName('sess');
   const created = await runSbx(srv, ['vm', 'create', vm]);
   assert.equal(created.code, 0, created.stderr);
-  agent = await waitFor('the VM agent to be Ready', async () => {
+  let listed = '';
+  agent = await waitFor(`the agent of VM ${vm} to be Ready`, async () => {
     const list = await sbxJson<{ agents: { id: string; hostname: string; status: string }[] }>(srv, ['agent', 'list']);
+    listed = JSON.stringify(list.agents.map((a) => [a.id, a.status]));
     return list.agents.find((a) => a.id === vm && a.status === 'Ready')?.id;
-  });
+  }, undefined, () => Promise.resolve(`agents ${listed}`));
 });
 after(async () => {
   for (const t of terminals) t.kill();
@@ -66,6 +68,7 @@ describe('sbx session', () => {
     terminals.push(controller);
     await controller.waitFor(/attached to \S+ as controller; Ctrl-\] detaches/);
 
+    await controller.typeUntil('echo "shell-$((40+2))"\r', /shell-42/, 'the session\'s shell to run a command');
     controller.write('echo hello-$((6*7))\r');
     await controller.waitFor(/hello-42/);
     await observer.waitFor(/hello-42/);
@@ -79,18 +82,18 @@ describe('sbx session', () => {
     terminals.push(second);
     await second.waitFor(/controller lease is held by another client: attached to \S+ as observer/);
     second.write('\u001d');
-    assert.equal(await second.exited, 0);
+    assert.equal(await second.waitExit(), 0);
 
     // Ctrl-] detaches the controller; the session keeps running.
     controller.write('\u001d');
-    assert.equal(await controller.exited, 0);
+    assert.equal(await controller.waitExit(), 0);
     assert.match(controller.output(), /detached from \S+ \(the session keeps running\)/);
     assert.doesNotMatch(observer.output(), /observer-49/);
 
     // Killing the session ends the observer's attach with exit 0.
     const killed = await sbxJson<{ killed: boolean }>(srv, ['session', 'kill', agent, created.session_id, '--signal', 'KILL']);
     assert.equal(killed.killed, true);
-    assert.equal(await observer.exited, 0, observer.output().slice(-500));
+    assert.equal(await observer.waitExit(), 0, observer.output().slice(-500));
     assert.match(observer.output(), /session \S+ (ended|closed)/);
 
     const gone = await runSbx(srv, ['session', 'attach', agent, created.session_id]);

@@ -10,6 +10,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { DEADLINE_MS } from '../support/wait.js';
 import { routeWired, runSbx, sbxJson, startCliServer, waitFor, type CliServer } from './cli-harness.js';
 
 let srv: CliServer;
@@ -113,19 +114,18 @@ describe('sbx task', () => {
     const sub = await sbxJson<{ task_id: string; accepted: boolean }>(srv, ['task', 'submit', '-f', '-'], { stdin: manifest('cli-sleep', 'echo started; sleep 120') });
     assert.equal(sub.accepted, true);
     let last = '';
-    await waitFor('the task to run (last state below)', async () => {
+    await waitFor('the task to run', async () => {
       const x = await sbxJson<Task>(srv, ['task', 'get', sub.task_id]);
       last = `${x.state}: ${JSON.stringify(x).slice(0, 400)}`;
       return x.state === 'running' ? true : undefined;
-    }, 120_000).catch((err: unknown) => {
-      throw new Error(`${err instanceof Error ? err.message : String(err)}; last: ${last}`);
-    });
+    }, DEADLINE_MS.endToEnd, () => Promise.resolve(last));
     const cancelled = await sbxJson<{ success: boolean }>(srv, ['task', 'cancel', sub.task_id, '--reason', 'sbx test']);
     assert.equal(cancelled.success, true);
-    const final = await waitFor('the cancel', async () => {
+    const final = await waitFor('the task to be cancelled', async () => {
       const x = await sbxJson<Task>(srv, ['task', 'get', sub.task_id]);
+      last = `${x.state}: ${JSON.stringify(x).slice(0, 400)}`;
       return x.state === 'cancelled' ? x : undefined;
-    });
+    }, DEADLINE_MS.agent, () => Promise.resolve(last));
     assert.equal(final.state, 'cancelled');
 
     const failing = join(dir, 'fail.yaml');

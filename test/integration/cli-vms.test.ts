@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { DEADLINE_MS } from '../support/wait.js';
 import { routeWired, runSbx, runSbxInPty, sbxJson, startCliServer, vmName, waitFor, type CliServer } from './cli-harness.js';
 
 let srv: CliServer;
@@ -53,10 +54,12 @@ describe('sbx vm', () => {
     assert.match(table.stdout, new RegExp(`^${name}\\s+running\\s+2\\s+2\\.0 GiB`, 'm'));
 
     // The VM's local agent connects; sbx sees it in vm get and agent list.
-    const detail = await waitFor('the agent of the VM', async () => {
+    let seen = '';
+    const detail = await waitFor(`the agent of VM ${name} to be connected`, async () => {
       const d = await sbxJson<{ name: string; agent: { connected: boolean } }>(srv, ['vm', 'get', name]);
+      seen = JSON.stringify(d.agent);
       return d.agent.connected ? d : undefined;
-    });
+    }, undefined, () => Promise.resolve(`vm get shows agent ${seen}`));
     assert.equal(detail.name, name);
     const agents = await waitFor('the agent in agent list', async () => {
       const a = await sbxJson<{ agents: { id: string; status: string; hostname: string }[] }>(srv, ['agent', 'list']);
@@ -129,18 +132,18 @@ describe('sbx vm', () => {
     }
     const name = vmName('tty');
     const term = runSbxInPty(srv, ['vm', 'create', name, '--no-start']);
-    assert.equal(await term.exited, 0, term.output());
+    assert.equal(await term.waitExit(DEADLINE_MS.agent), 0, term.output());
     const shown = term.output();
     // The progress line is redrawn in place (CR + erase line), with a bar.
     // eslint-disable-next-line no-control-regex
     assert.match(shown, /\r\u001b\[2Kvm_create agent-cli-tty-\w+ {2}.*\d+% \[[#-]{24}\]/);
     assert.match(shown, new RegExp(`VM ${name} created`));
     const list = runSbxInPty(srv, ['vm', 'list', '--prefix', name]);
-    await list.exited;
+    await list.waitExit();
     // eslint-disable-next-line no-control-regex
     assert.match(list.output(), /\u001b\[1mNAME/, 'headers are bold on a terminal');
     const plain = runSbxInPty(srv, ['vm', 'list', '--prefix', name], { env: { NO_COLOR: '1' } });
-    await plain.exited;
+    await plain.waitExit();
     assert.ok(!plain.output().includes('\u001b['), 'NO_COLOR turns colour off');
     assert.equal((await runSbx(srv, ['vm', 'delete', name, '--force', '--delete-disk'])).code, 0);
   });

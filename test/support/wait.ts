@@ -132,6 +132,28 @@ export function waitForEvent(
 }
 
 /**
+ * Resolves with `promise`'s value once it settles (a process exited, a socket closed), or
+ * rejects after `deadlineMs` like {@link waitFor}; a rejection of `promise` passes through.
+ */
+export async function settled<T>(what: string, promise: Promise<T>, opts: Omit<WaitOptions, 'wake' | 'intervalMs'>): Promise<T> {
+  let outcome: { value: T } | { error: unknown } | undefined;
+  let recheck: (() => void) | undefined;
+  promise.then(
+    (value) => {
+      outcome = { value };
+      recheck?.();
+    },
+    (error: unknown) => {
+      outcome = { error };
+      recheck?.();
+    },
+  );
+  const done = await waitFor(what, () => outcome, { ...opts, intervalMs: 1000, wake: (r) => ((recheck = r), () => (recheck = undefined)) });
+  if ('error' in done) throw done.error;
+  return done.value;
+}
+
+/**
  * For a waiter another library provides (Playwright's `locator.waitFor`, which watches the page
  * itself): runs `wait(deadlineMs)`, and turns its timeout (an error named TimeoutError) into this
  * module's message with the last state. Other errors pass through unchanged.
