@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { DEADLINE_MS } from '../support/wait.js';
 import { alive, startTaskHarness, until, type Json, type TaskHarness } from './tasks-harness.js';
 
 async function pidFile(path: string): Promise<number> {
@@ -15,7 +16,7 @@ async function pidFile(path: string): Promise<number> {
   await until(`${path} written`, async () => {
     pid = Number((await readFile(path, 'utf8').catch(() => '')).trim());
     return pid > 1;
-  });
+  }, DEADLINE_MS.agent, async () => `it holds ${JSON.stringify(await readFile(path, 'utf8').catch((err: unknown) => String(err)))}`);
   return pid;
 }
 
@@ -37,7 +38,7 @@ void describe('tasks: cancel and timeout', () => {
     assert.ok(alive(leader) && alive(grandchild));
     // A live reader joined before the cancel.
     const live = h.sse(`/api/v1/tasks/${id}/logs`);
-    await until('progress shows the Bash call', async () => ((await h.request('GET', `/api/v1/tasks/${id}`)).body['progress'] as Json)['current_tool'] === 'Bash');
+    await until('progress to show the Bash call', async () => ((await h.request('GET', `/api/v1/tasks/${id}`)).body['progress'] as Json)['current_tool'] === 'Bash', DEADLINE_MS.process, () => h.describeTask(id));
 
     const del = await h.request('DELETE', `/api/v1/tasks/${id}`, { reason: 'changed my mind' });
     assert.equal(del.status, 200, del.text);
@@ -52,7 +53,7 @@ void describe('tasks: cancel and timeout', () => {
     assert.ok(log.some((e) => e.event === 'stdout' && e.data.includes(`grandchild sleep started, pid ${grandchild}`)));
     assert.equal(log.at(-1)?.event, 'error');
     assert.equal(log.at(-1)?.data, 'cancelled: changed my mind');
-    await until('the VM deleted', async () => (await h.request('GET', `/api/v1/vms/${String(running['vm_name'])}`)).status === 404);
+    await until('the VM to be deleted', async () => (await h.request('GET', `/api/v1/vms/${String(running['vm_name'])}`)).status === 404, DEADLINE_MS.agent, async () => `vm ${(await h.request('GET', `/api/v1/vms/${String(running['vm_name'])}`)).text}`);
     const again = await h.request('DELETE', `/api/v1/tasks/${id}`, { reason: 'twice' });
     assert.equal(again.status, 400);
   });
@@ -64,7 +65,7 @@ void describe('tasks: cancel and timeout', () => {
     assert.match(String(task['error']), /^lifecycle\.timeout \(2s\) expired in state \w+/);
     const leaderPath = join(h.dir, 'storage', 'outbox', id, 'fake-claude.pid');
     const leader = Number((await readFile(leaderPath, 'utf8').catch(() => '0')).trim());
-    if (leader > 1) await until('the timed-out command killed', () => !alive(leader), 30_000);
+    if (leader > 1) await until(`the timed-out command (pid ${leader}) to be killed`, () => !alive(leader), DEADLINE_MS.process);
     const log = await h.sse(`/api/v1/tasks/${id}/logs`);
     assert.match(log.at(-1)?.data ?? '', /lifecycle\.timeout \(2s\) expired/);
   });
@@ -76,7 +77,7 @@ void describe('tasks: cancel and timeout', () => {
     const task = await h.waitTask(id);
     assert.equal(task['state'], 'cancelled');
     const name = `agent-task-${id.slice(5, 13)}`;
-    await until('no VM left', async () => (await h.request('GET', `/api/v1/vms/${name}`)).status === 404, 120_000);
+    await until(`VM ${name} to be gone`, async () => (await h.request('GET', `/api/v1/vms/${name}`)).status === 404, DEADLINE_MS.endToEnd, async () => `vm ${(await h.request('GET', `/api/v1/vms/${name}`)).text}`);
     const log = await h.sse(`/api/v1/tasks/${id}/logs`);
     assert.equal(log.at(-1)?.event, 'error');
   });

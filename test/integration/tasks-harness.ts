@@ -31,6 +31,7 @@ import { startTaskService, type TaskService, type TaskServiceOptions } from '../
 import { registryAgentLookup } from '../../src/vms/agent-lookup.js';
 import { VM_ACTOR_MODULE, startVmService, type VmService } from '../../src/vms/vm-service.js';
 import { repoRoot } from '../support/paths.js';
+import { DEADLINE_MS, tail, waitFor } from '../support/wait.js';
 
 export const FAKE_CLAUDE = join(repoRoot, 'test', 'fixtures', 'fake-claude', 'fake-claude.mjs');
 
@@ -55,8 +56,13 @@ export interface TaskHarness {
   request(method: string, path: string, body?: unknown): Promise<{ status: number; headers: Headers; body: Json; text: string }>;
   /** POSTs a manifest object; asserts 202; resolves with the task id. */
   submit(manifest: Json): Promise<string>;
-  /** Polls GET /api/v1/tasks/{id} until its state is one of `states` (default: any terminal). */
-  waitTask(id: string, states?: readonly string[], timeoutMs?: number): Promise<Json>;
+  /**
+   * Polls GET /api/v1/tasks/{id} until its state is one of `states` (default: any terminal); the
+   * timeout shows the task and the tail of its log.
+   */
+  waitTask(id: string, states?: readonly string[], deadlineMs?: number): Promise<Json>;
+  /** The task as the API has it and the tail of its log file, for a timeout message. */
+  describeTask(id: string): Promise<string>;
   /** Reads an SSE stream until the server closes it (or timeoutMs). */
   sse(path: string, headers?: Record<string, string>, timeoutMs?: number): Promise<SseEvent[]>;
   /** A git repository (hello.txt "hello world", branch `feature` with feature.txt); its path. */
@@ -129,6 +135,18 @@ export async function startTaskHarness(
     }
     return { status: res.status, headers: res.headers, body: json, text };
   };
+  const describeTask = async (id: string): Promise<string> => {
+    const r = await request('GET', `/api/v1/tasks/${id}`);
+    const b = r.body;
+    const task = JSON.stringify({ status: r.status, state: b['state'], state_message: b['state_message'], error: b['error'], vm: b['vm_name'], progress: b['progress'] });
+    let log = '(no log file)';
+    try {
+      log = tail(readFileSync(join(dir, 'tasks', id, 'log.ndjson'), 'utf8'), 1500);
+    } catch {
+      // not written yet
+    }
+    return `task ${task}; log ${log}`;
+  };
   let repoCount = 0;
   let stopped: Promise<void> | undefined;
   return {
@@ -140,16 +158,14 @@ export async function startTaskHarness(
       assert.equal(r.body['error'], null);
       return String(r.body['task_id']);
     },
-    async waitTask(id, states = TERMINAL, timeoutMs = 180_000) {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
+    async waitTask(id, states = TERMINAL, deadlineMs = 3 * DEADLINE_MS.endToEnd) {
+      return await waitFor(`task ${id} to be ${states.join(' or ')}`, async () => {
         const r = await request('GET', `/api/v1/tasks/${id}`);
         assert.equal(r.status, 200, r.text);
-        if (states.includes(String(r.body['state']))) return r.body;
-        if (Date.now() > deadline) throw new Error(`task ${id} still ${String(r.body['state'])} after ${timeoutMs} ms: ${r.text}`);
-        await new Promise((res) => setTimeout(res, 100));
-      }
+        return states.includes(String(r.body['state'])) ? r.body : undefined;
+      }, { deadlineMs, intervalMs: 100, lastState: () => describeTask(id) });
     },
+    describeTask,
     sse: (path, headers = {}, timeoutMs = 120_000) => readSse(base + path, headers, timeoutMs),
     async makeRepo() {
       const repo = join(dir, 'repos', `repo-${++repoCount}`);
@@ -229,11 +245,7 @@ export function alive(pid: number): boolean {
   }
 }
 
-/** Polls until `cond` holds. */
-export async function until(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+/** Polls until `cond` holds (the shared helper with this file's defaults); `lastState` is what a timeout shows. */
+export async function until(what: string, cond: () => boolean | Promise<boolean>, deadlineMs: number = DEADLINE_MS.agent, lastState?: () => string | Promise<string>): Promise<void> {
+  await waitFor(what, cond, { deadlineMs, intervalMs: 100, ...(lastState !== undefined && { lastState }) });
 }

@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { DEADLINE_MS } from '../support/wait.js';
 import { FAKE_COMMAND, startTaskHarness, until, type Json, type TaskHarness } from './tasks-harness.js';
 
 const ORDER = ['pending', 'staging', 'provisioning', 'ready', 'running', 'completing', 'completed'];
@@ -99,7 +100,7 @@ void describe('tasks: the full walk', () => {
     assert.deepEqual(rest.map((e) => e.id), [String(ids.length - 1), String(ids.length)]);
 
     // The VM is deleted after the task.
-    await until('the task VM deleted', async () => (await h.request('GET', `/api/v1/vms/${String(task['vm_name'])}`)).status === 404);
+    await until('the task VM deleted', async () => (await h.request('GET', `/api/v1/vms/${String(task['vm_name'])}`)).status === 404, DEADLINE_MS.agent, async () => `vm ${(await h.request('GET', `/api/v1/vms/${String(task['vm_name'])}`)).text}`);
     // Finished tasks cannot be cancelled.
     const del = await h.request('DELETE', `/api/v1/tasks/${id}`, { reason: 'too late' });
     assert.equal(del.status, 400);
@@ -143,7 +144,7 @@ void describe('tasks: the full walk', () => {
     assert.equal(log.at(-1)?.event, 'error');
     assert.match(log.at(-1)?.data ?? '', /exited with code 3/);
     assert.ok(log.some((e) => e.event === 'stderr' && e.data.includes('simulated failure')));
-    await until('failed (destroy) deletes the VM', async () => (await h.request('GET', `/api/v1/vms/${String(task['vm_name'])}`)).status === 404);
+    await until('failed (destroy) deletes the VM', async () => (await h.request('GET', `/api/v1/vms/${String(task['vm_name'])}`)).status === 404, DEADLINE_MS.agent, async () => `vm ${(await h.request('GET', `/api/v1/vms/${String(task['vm_name'])}`)).text}`);
   });
 
   void test('failure_action preserve keeps the VM: failed_preserved', async () => {
