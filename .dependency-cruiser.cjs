@@ -1,8 +1,13 @@
 /**
  * Layering check (run by `npm test` through `npm run layers`). Layers point one way:
- *   src/util -> src/core, src/config, src/observability -> transports and drivers
- *   (src/http, src/agents, src/agent, src/hypervisor, src/api, src/cli, src/dashboard, ...)
- *   -> src/main.ts and src/bin.
+ *   src/util -> src/core, src/config, src/observability -> src/http and the drivers
+ *   (src/hypervisor, src/identity, src/image) -> the features (src/agents, src/sessions,
+ *   src/streaming, src/vms, src/operations, src/tasks, src/storage, src/events; each holds its
+ *   own routes) -> src/server (server-level routes) -> src/main.ts and src/bin.
+ * The features never import src/server or main.ts; src/http imports no feature. The guest agent
+ * (src/agent, the program inside a VM) uses only util, core, config, observability and proto;
+ * what it shares with the server (tmux argv) lives in src/core. The client, the CLI and the
+ * dashboard use only each other and src/util, never a server folder.
  * actors/ may use src/util, src/core, src/observability and proto/, never a transport. Inside it:
  *   actors/protocol (the main⇄worker contract) and actors/ring import no other actors folder;
  *   actors/runtime uses only those two; the domain actors point one way,
@@ -12,6 +17,7 @@
  * Only src/http imports uWebSockets.js; only src/hypervisor/libvirt imports the libvirt binding;
  * only src/agents (server) and src/agent (the agent's client) import grpc-js.
  * Worker entry files (*.worker.ts) are loaded by URL and never imported.
+ * test/unit/layers.test.ts and test/unit/actors/layers.test.ts show each rule failing when broken.
  */
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -112,6 +118,30 @@ module.exports = {
       severity: 'error',
       from: { pathNot: '^(src/bin/|test/|native-bench/)' },
       to: { path: '^src/(main\\.ts|bin/)' },
+    },
+    {
+      name: 'features-never-import-the-server-root',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/(server/|bin/|main\\.ts$)' },
+      to: { path: '^src/(server/|main\\.ts$)' },
+    },
+    {
+      name: 'http-never-imports-features',
+      severity: 'error',
+      from: { path: '^src/http/' },
+      to: { path: '^(src/(?!(http|util|core|config|observability)/)|actors/)' },
+    },
+    {
+      name: 'the-guest-agent-never-imports-server-folders',
+      severity: 'error',
+      from: { path: '^src/agent/' },
+      to: { path: '^(src/(?!(agent|util|core|config|observability)/)|actors/)' },
+    },
+    {
+      name: 'client-cli-and-dashboard-never-import-server-folders',
+      severity: 'error',
+      from: { path: '^src/(client|cli|dashboard)/' },
+      to: { path: '^(src/(?!(client|cli|dashboard|util)/)|actors/|proto/)' },
     },
     {
       name: 'src-does-not-import-tests-or-bench',

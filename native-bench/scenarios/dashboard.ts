@@ -26,7 +26,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
-import { DEFAULT_DASHBOARD_DIR } from '../../src/api/dashboard.js';
+import { DEFAULT_DASHBOARD_DIR } from '../../src/server/dashboard.js';
 import { loadConfig } from '../../src/config/load.js';
 import { buildDashboard } from '../../src/dashboard/build.js';
 import { ensureCa, issueAgentCert } from '../../src/identity/ca.js';

@@ -1,5 +1,5 @@
 /**
- * The managed tmux server (`tmux -L sandboxd`, src/sessions/tmux.ts) as a session source, and
+ * The managed tmux server (`tmux -L sandboxd`, src/core/tmux-argv.ts) as a session source, and
  * the kill of a session whose PTY command is a tmux client of it.
  *
  * Why: a managed session's PTY command is only a tmux *client*; its shell and programs are
@@ -16,7 +16,7 @@
  * means), exactly as the PTY commands do.
  */
 import { v1 } from '../../proto/index.js';
-import { execArgv, isNoServerError, killOutcomeOf, parseTmuxPanes, tmuxKillArgv, tmuxListPanesArgv, type ExecResult, type TmuxSocket } from '../sessions/tmux.js';
+import { execArgv, isNoServerError, killOutcomeOf, parseTmuxPanes, tmuxKillArgv, tmuxListPanesArgv, type ExecResult, type TmuxSocket } from '../core/tmux-argv.js';
 import type { KillOutcome, SessionBackend, SessionInfo, TmuxKiller } from './sessions.js';
 
 /** Prefix of a reported tmux session's command_id (the server's reconcile.ts uses the same). */

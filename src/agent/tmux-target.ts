@@ -1,8 +1,8 @@
 /**
- * Which session of the managed tmux server (src/sessions/tmux.ts) a command is a client of, read
+ * Which session of the managed tmux server (src/core/tmux-argv.ts) a command is a client of, read
  * from its argv (`tmux -L sandboxd … new-session … -s NAME` or `attach-session -t =NAME`).
  */
-import type { TmuxSocket } from '../sessions/tmux.js';
+import type { TmuxSocket } from '../core/tmux-argv.js';
 
 /** Which managed tmux session a command is a client of, from its argv; undefined when none. */
 export function managedTmuxTarget(command: string, args: readonly string[], socket?: TmuxSocket): string | undefined {

@@ -1,5 +1,5 @@
 /**
- * The sessions component: create / list / kill (routes in src/api/sessions.ts), one hub per live
+ * The sessions component: create / list / kill (routes in src/sessions/routes.ts), one hub per live
  * session (pty-ws-routes.ts attaches clients to it), and the inputs the wiring feeds from the
  * agents server: command output and results, agent connect/disconnect, reconciliation plans.
  *
@@ -23,7 +23,7 @@ import type { SessionRegistry } from './session-registry.js';
 import { parseCreateSessionBody, type KillSignalName } from './session-request.js';
 import { SessionCause, type SessionCauseName } from './session-state.js';
 import { createResponseOf, listEntryOf, sessionSeq, type SessionListEntry, type SessionRecord, type SessionUrlBases } from './session-types.js';
-import { killOutcomeOf, tmuxAttachArgv, tmuxCreateArgv, tmuxHasSessionArgv, tmuxKillArgv, type TmuxSocket } from './tmux.js';
+import { killOutcomeOf, tmuxAttachArgv, tmuxCreateArgv, tmuxHasSessionArgv, tmuxKillArgv, type TmuxSocket } from '../core/tmux-argv.js';
 
 export const DEFAULT_KILL_GRACE_SECONDS = 5;
 export const DEFAULT_PTY_SIZE = { cols: 80, rows: 24 } as const;

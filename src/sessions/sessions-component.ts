@@ -17,8 +17,8 @@
  */
 import type { Router } from '../http/router.js';
 import type { WsRouteOptions } from '../http/ws-route.js';
-import { registerHitlRoutes } from '../api/hitl.js';
-import { registerSessionRoutes } from '../api/sessions.js';
+import { registerHitlRoutes } from './hitl-routes.js';
+import { registerSessionRoutes } from './routes.js';
 import type { SessionAgentPort, SessionAgents } from './agent-port.js';
 import { HitlService, type HitlRequest } from './hitl.js';
 import { IdempotencyCache } from './idempotency.js';
@@ -30,7 +30,7 @@ import { SessionRegistry } from './session-registry.js';
 import { SessionService, type SessionLogger } from './session-service.js';
 import { SessionStore } from './session-store.js';
 import type { SessionUrlBases } from './session-types.js';
-import type { TmuxSocket } from './tmux.js';
+import type { TmuxSocket } from '../core/tmux-argv.js';
 
 export interface SessionsOptions {
   /** Directory of sessions.db (e.g. `$SVC_STATE_DIR/sessions`); created 0700. */

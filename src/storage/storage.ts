@@ -13,7 +13,7 @@
 import { join } from 'node:path';
 import { SvcError } from '../core/errors.js';
 import { isValidName } from '../identity/spiffe.js';
-import { TASK_ID_RE } from '../tasks/task-state.js';
+import { TASK_ID_RE } from '../core/ids.js';
 import { readFileInRoot, type StoredFile } from './safe-path.js';
 
 export type StorageArea = 'global' | 'inbox' | 'outbox';

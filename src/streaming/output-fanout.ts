@@ -3,7 +3,7 @@
  * the agent actors' replay state emits (actors/protocol/publish-frames.ts) and writes their
  * pre-encoded bytes to every SSE subscriber of the matching topics (SseTopics) and every WS
  * connection subscribed to the agent (uWS publish) — no per-subscriber JSON or base64 work. It
- * serves GET /api/v1/agent-output/stream and /chat (src/api/agent-output.ts, src/api/chat.ts)
+ * serves GET /api/v1/agent-output/stream and /chat (agent-output-routes.ts, chat-routes.ts)
  * and the dashboard WebSocket (ws-hub.ts), and owns their metrics (fanout-metrics.ts).
  *
  * Wiring (src/main.ts): list OUTPUT_ACTOR_MODULE in the ActorSystem's actorModules; start it after
@@ -26,8 +26,8 @@ import type { AgentChange } from '../agents/agent-registry.js';
 import type { Router } from '../http/router.js';
 import type { WsHandlers } from '../http/ws-server.js';
 import type { Metrics } from '../observability/metrics.js';
-import { registerAgentOutputRoutes } from '../api/agent-output.js';
-import { registerChatRoutes } from '../api/chat.js';
+import { registerAgentOutputRoutes } from './agent-output-routes.js';
+import { registerChatRoutes } from './chat-routes.js';
 import { CommandIndex } from './command-index.js';
 import { FanoutMetrics } from './fanout-metrics.js';
 import { OutputJoins, DEFAULT_JOIN_CALL_TIMEOUT_MS } from './output-join.js';

@@ -25,7 +25,7 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AgentCommandClient, type CommandCallPort } from '../agents/command-client.js';
 import type { AgentService } from '../agents/agent-service.js';
-import { registerTaskRoutes } from '../api/tasks.js';
+import { registerTaskRoutes } from './routes.js';
 import type { Router } from '../http/router.js';
 import type { HypervisorPort } from '../hypervisor/port.js';
 import type { Storage } from '../storage/storage.js';

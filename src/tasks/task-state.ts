@@ -70,10 +70,7 @@ export const TASK_TRANSITION_TRIGGERS: Partial<Record<TaskState, Partial<Record<
   },
 };
 
-/** Task ids: `task-<uuid>` (lower-case, RFC 4122 layout). */
-export const TASK_ID_RE = /^task-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/u;
-
-/** A new task id. */
+/** A new task id (matches TASK_ID_RE in src/core/ids.ts). */
 export function newTaskId(): string {
   return `task-${randomUUID()}`;
 }

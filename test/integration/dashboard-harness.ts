@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import type { Locator, Page } from 'playwright-core';
-import { DEFAULT_DASHBOARD_DIR, registerDashboardRoutes } from '../../src/api/dashboard.js';
+import { DEFAULT_DASHBOARD_DIR, registerDashboardRoutes } from '../../src/server/dashboard.js';
 import { ApiClient } from '../../src/client/api-client.js';
 import { loadConfig } from '../../src/config/load.js';
 import { buildDashboard } from '../../src/dashboard/build.js';

@@ -8,7 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { DEFAULT_DASHBOARD_DIR } from '../../src/api/dashboard.js';
+import { DEFAULT_DASHBOARD_DIR } from '../../src/server/dashboard.js';
 import { startDashboardServer, type DashboardServer } from './dashboard-harness.js';
 
 /** A GET with the path sent exactly as given (fetch would normalise `..`). */

@@ -8,7 +8,7 @@ import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Writable } from 'node:stream';
-import { registerHealthRoutes } from '../../src/api/health.js';
+import { registerHealthRoutes } from '../../src/server/health.js';
 import { parseEnumParam, parseIntParam } from '../../src/http/body.js';
 import { Router } from '../../src/http/router.js';
 import type { RequestInfo } from '../../src/http/types.js';

@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { pino } from 'pino';
-import { registerHealthRoutes } from '../../src/api/health.js';
-import { registerMetricsRoute } from '../../src/api/metrics.js';
+import { registerHealthRoutes } from '../../src/server/health.js';
+import { registerMetricsRoute } from '../../src/server/metrics.js';
 import { Router } from '../../src/http/router.js';
 import { startHttpListener, uwsRuntimeInfo, type HttpListener } from '../../src/http/uws-server.js';
 import { createMetrics } from '../../src/observability/metrics.js';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { Hypervisor } from '@unraid/libvirt';
-import { registerHypervisorHealthRoute } from '../../src/api/hypervisor-health.js';
+import { registerHypervisorHealthRoute } from '../../src/server/hypervisor-health.js';
 import { SvcError } from '../../src/core/errors.js';
 import { inject } from '../../src/http/inject.js';
 import { Router } from '../../src/http/router.js';

@@ -12,7 +12,7 @@ import { agentActorId } from '../../actors/protocol/agent-frames.js';
 import { ActorSystem } from '../../actors/runtime/actor-system.js';
 import type { ReplaySettings } from '../../actors/protocol/output-calls.js';
 import { AGENT_ACTOR_MODULE, AgentService } from '../../src/agents/agent-service.js';
-import { registerMetricsRoute } from '../../src/api/metrics.js';
+import { registerMetricsRoute } from '../../src/server/metrics.js';
 import { loadConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/schema.js';
 import { EventStore } from '../../src/events/event-store.js';

@@ -106,7 +106,7 @@ export class LogBuffer {
 }
 
 /**
- * One line for a structured `event` of the task log (src/api/tasks.ts lists the kinds): state
+ * One line for a structured `event` of the task log (src/tasks/routes.ts lists the kinds): state
  * changes, the workspace, the command's exit, gaps and truncation read as sentences; anything
  * else (including stream-json events) stays JSON, so nothing is hidden.
  */

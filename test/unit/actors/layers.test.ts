@@ -5,15 +5,8 @@
  * forbidden ones.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, posix } from 'node:path';
-import { after, describe, test } from 'node:test';
-import { promisify } from 'node:util';
-import { repoRoot } from '../../support/paths.js';
-
-const run = promisify(execFile);
+import { describe, test } from 'node:test';
+import { scratchViolations } from '../../support/layers-scratch.js';
 
 /** from → to, as repository paths; each must break exactly the named rule. */
 const forbidden: readonly { rule: string; from: string; to: string }[] = [
@@ -40,37 +33,12 @@ const allowed: readonly { from: string; to: string }[] = [
   { from: 'actors/vm/ok.ts', to: 'actors/runtime/ticker.ts' },
 ];
 
-interface Violation {
-  rule: { name: string };
-  from: string;
-  to: string;
-}
-
 void describe('actors layering rules', () => {
-  const root = mkdtempSync(join(tmpdir(), 'layers-'));
-  after(() => rmSync(root, { recursive: true, force: true }));
-
   void test('each rule names the import that breaks it, and only those', async () => {
-    copyFileSync(join(repoRoot, '.dependency-cruiser.cjs'), join(root, '.dependency-cruiser.cjs'));
-    writeFileSync(join(root, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', allowJs: true } }));
-    const write = (path: string, text: string): void => {
-      mkdirSync(dirname(join(root, path)), { recursive: true });
-      writeFileSync(join(root, path), text);
-    };
-    for (const { from, to } of [...forbidden, ...allowed]) {
-      const spec = posix.relative(posix.dirname(from), to).replace(/\.ts$/, '.js');
-      write(to, 'export {};\n');
-      write(from, `import '${spec.startsWith('.') ? spec : `./${spec}`}';\n`);
-    }
-    // depcruise exits non-zero when it finds violations; its JSON report is on stdout either way.
-    const out = await run(join(repoRoot, 'node_modules', '.bin', 'depcruise'), ['--config', '.dependency-cruiser.cjs', '--output-type', 'json', 'src', 'actors'], {
-      cwd: root,
-      maxBuffer: 1 << 26,
-    }).catch((err: { stdout?: string }) => ({ stdout: err.stdout ?? '' }));
-    const report = JSON.parse(out.stdout) as { summary: { violations: Violation[]; totalCruised: number } };
-    assert.equal(report.summary.totalCruised, new Set([...forbidden, ...allowed].flatMap((p) => [p.from, p.to])).size, 'every scratch module was cruised');
-    const seen = report.summary.violations.map((v) => `${v.rule.name}: ${v.from} -> ${v.to}`).sort();
-    const expected = forbidden.map((f) => `${f.rule}: ${f.from} -> ${f.to}`).sort();
-    assert.deepEqual(seen, expected);
+    const seen = await scratchViolations([...forbidden, ...allowed], ['src', 'actors']);
+    assert.deepEqual(
+      seen,
+      forbidden.map((f) => `${f.rule}: ${f.from} -> ${f.to}`).sort(),
+    );
   });
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { TmuxSessionBackend, type ArgvRunner } from '../../../src/agent/tmux-sessions.js';
 import { managedTmuxTarget } from '../../../src/agent/tmux-target.js';
-import { tmuxAttachArgv, tmuxCreateArgv } from '../../../src/sessions/tmux.js';
+import { tmuxAttachArgv, tmuxCreateArgv } from '../../../src/core/tmux-argv.js';
 
 void describe('managedTmuxTarget', () => {
   test('finds the session of a create or attach argv of the managed server, nothing else', () => {

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { AgentSnapshot } from '../../../actors/protocol/agent-frames.js';
 import { AgentRegistry } from '../../../src/agents/agent-registry.js';
-import { registerAgentRoutes } from '../../../src/api/agents.js';
+import { registerAgentRoutes } from '../../../src/agents/routes.js';
 import { inject } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { registerEventRoutes } from '../../../src/api/events.js';
+import { registerEventRoutes } from '../../../src/events/routes.js';
 import { EventStore } from '../../../src/events/event-store.js';
 import { inject, MemorySseSink } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { OperationProgress } from '../../../src/core/operation-state.js';
-import { registerOperationRoutes } from '../../../src/api/operations.js';
+import { registerOperationRoutes } from '../../../src/operations/routes.js';
 import { SvcError } from '../../../src/core/errors.js';
 import { inject } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { registerHitlRoutes } from '../../../src/api/hitl.js';
+import { registerHitlRoutes } from '../../../src/sessions/hitl-routes.js';
 import { SvcError } from '../../../src/core/errors.js';
 import { inject } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';

@@ -9,7 +9,7 @@ import { spawn as ptySpawn, type IPty } from 'node-pty';
 import { SvcError } from '../../../src/core/errors.js';
 import type { OneShotCommandRequest, OneShotResult, PtyCommandRequest, SessionAgentPort } from '../../../src/sessions/agent-port.js';
 import type { SessionReconcileFields } from '../../../src/sessions/reconcile.js';
-import { killOutcomeOf, tmuxKillArgv } from '../../../src/sessions/tmux.js';
+import { killOutcomeOf, tmuxKillArgv } from '../../../src/core/tmux-argv.js';
 import type { TmuxHarness } from './tmux-harness.js';
 
 export interface CommandSink {

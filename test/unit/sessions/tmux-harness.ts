@@ -1,13 +1,13 @@
 /**
  * A private tmux server per test (TMUX_TMPDIR in a temp dir, a unique `-L` name) and a real PTY
- * (node-pty, as the agent uses) to run the argvs of src/sessions/tmux.ts exactly as the agent
+ * (node-pty, as the agent uses) to run the argvs of src/core/tmux-argv.ts exactly as the agent
  * would. `close()` kills the server and removes the directory.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn as ptySpawn, type IPty } from 'node-pty';
-import { execArgv, socketArgs, tmuxHasSessionArgv, tmuxListPanesArgv, type ExecResult, type TmuxSocket } from '../../../src/sessions/tmux.js';
+import { execArgv, socketArgs, tmuxHasSessionArgv, tmuxListPanesArgv, type ExecResult, type TmuxSocket } from '../../../src/core/tmux-argv.js';
 import { DEADLINE_MS, tail, waitFor } from '../../support/wait.js';
 
 let counter = 0;

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { transitionTableMarkdown } from '../../../src/core/state-machine.js';
+import { TASK_ID_RE } from '../../../src/core/ids.js';
 import { TASK_STATE_LABELS } from '../../../src/observability/metrics.js';
 import {
   canTransition,
@@ -9,7 +10,6 @@ import {
   isTerminal,
   newTaskId,
   newTaskRecord,
-  TASK_ID_RE,
   TASK_STATES,
   TASK_TRANSITION_TRIGGERS,
   TASK_TRANSITIONS,

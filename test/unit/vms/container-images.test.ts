@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { registerContainerImageRoutes } from '../../../src/api/container-images.js';
+import { registerContainerImageRoutes } from '../../../src/vms/container-image-routes.js';
 import { inject } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';
 import { loadContainerImages, parseCatalog } from '../../../src/vms/container-images.js';

@@ -16,9 +16,9 @@
  * The WebSocket routes of a session are in src/sessions/pty-ws-routes.ts.
  */
 import type { Router } from '../http/router.js';
-import { parseIdempotencyKey } from '../sessions/idempotency.js';
-import { parseKillSignal } from '../sessions/session-request.js';
-import type { SessionService } from '../sessions/session-service.js';
+import { parseIdempotencyKey } from './idempotency.js';
+import { parseKillSignal } from './session-request.js';
+import type { SessionService } from './session-service.js';
 
 const str = { type: 'string' } as const;
 const bool = { type: 'boolean' } as const;

@@ -3,7 +3,7 @@
  * the curated catalog (src/vms/container-images.ts says where it comes from).
  */
 import type { Router } from '../http/router.js';
-import type { ContainerImage } from '../vms/container-images.js';
+import type { ContainerImage } from './container-images.js';
 
 const SCHEMA = {
   type: 'object',

@@ -9,7 +9,7 @@
  *   POST /api/v1/agents/{id}/rotate-secret   410 route.retired (agents use transport identity)
  */
 import { SvcError } from '../core/errors.js';
-import { AGENT_JSON_SCHEMA, type AgentRegistry } from '../agents/agent-registry.js';
+import { AGENT_JSON_SCHEMA, type AgentRegistry } from './agent-registry.js';
 import type { ReprovisionAcceptedJson } from '../core/operation-state.js';
 import type { Router } from '../http/router.js';
 

@@ -12,7 +12,7 @@
  */
 import type { Router } from '../http/router.js';
 import type { SseSink } from '../http/types.js';
-import { parseChatQuery, type ChatQuery } from '../streaming/query.js';
+import { parseChatQuery, type ChatQuery } from './query.js';
 
 export interface ChatRoutesDeps {
   /** Subscribes `sink` per the query (OutputJoins.joinChat). */

@@ -20,10 +20,10 @@ import { SvcError } from '../core/errors.js';
 import { parseBoolParam, parseEnumParam, parseStringParam } from '../http/body.js';
 import type { Router } from '../http/router.js';
 import type { RequestView } from '../http/types.js';
-import { parseCreateVm, parseRestart } from '../vms/create-request.js';
-import type { LifecycleAction, VmApi } from '../vms/vm-controller.js';
-import { VM_DETAIL_SCHEMA, VM_LIST_SCHEMA } from '../vms/vm-view.js';
-import { operationSchema } from './operations.js';
+import { parseCreateVm, parseRestart } from './create-request.js';
+import type { LifecycleAction, VmApi } from './vm-controller.js';
+import { VM_DETAIL_SCHEMA, VM_LIST_SCHEMA } from './vm-view.js';
+import { operationSchema } from '../operations/routes.js';
 
 const ANY_DOMAIN_NAME = /^[A-Za-z0-9_.+-]{1,64}$/;
 

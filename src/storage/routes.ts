@@ -13,8 +13,8 @@
 import { SvcError } from '../core/errors.js';
 import type { Router } from '../http/router.js';
 import type { HandlerResult, RequestView } from '../http/types.js';
-import { contentTypeFor, downloadHeaders } from '../storage/content-type.js';
-import type { Storage, StorageArea } from '../storage/storage.js';
+import { contentTypeFor, downloadHeaders } from './content-type.js';
+import type { Storage, StorageArea } from './storage.js';
 
 export function registerStorageRoutes(router: Router, deps: { storage: Storage }): void {
   const serve = async (area: StorageArea, id: string | undefined, req: RequestView): Promise<HandlerResult> => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { registerMetricsRoute } from '../../../src/api/metrics.js';
+import { registerMetricsRoute } from '../../../src/server/metrics.js';
 import { inject } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';
 import { AGENT_STATUS_LABELS, createMetrics, statusClass, TASK_STATE_LABELS } from '../../../src/observability/metrics.js';

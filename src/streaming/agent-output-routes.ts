@@ -14,7 +14,7 @@
  */
 import type { Router } from '../http/router.js';
 import type { SseSink } from '../http/types.js';
-import { parseAgentOutputQuery, type AgentOutputQuery } from '../streaming/query.js';
+import { parseAgentOutputQuery, type AgentOutputQuery } from './query.js';
 
 export interface AgentOutputRoutesDeps {
   /** Subscribes `sink` per the query (OutputJoins.joinOutput). */

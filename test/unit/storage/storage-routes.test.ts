@@ -6,11 +6,11 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
-import { registerStorageRoutes } from '../../../src/api/storage.js';
+import { registerStorageRoutes } from '../../../src/storage/routes.js';
 import { inject, type InjectResponse } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';
 import { Storage } from '../../../src/storage/storage.js';
-import { makeStorageFixture, type StorageFixture } from '../storage/storage-fixture.js';
+import { makeStorageFixture, type StorageFixture } from './storage-fixture.js';
 
 describe('storage download routes', () => {
   let fx: StorageFixture;

@@ -1,5 +1,5 @@
 /**
- * src/api/dashboard.ts through the router (inject): the page, immutable hashed assets with
+ * src/server/dashboard.ts through the router (inject): the page, immutable hashed assets with
  * compression and ETags, path safety, the not-built answer, and the WS address for the page.
  */
 import assert from 'node:assert/strict';
@@ -7,7 +7,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { dashboardWsUrl, pickEncoding, registerDashboardRoutes } from '../../../src/api/dashboard.js';
+import { dashboardWsUrl, pickEncoding, registerDashboardRoutes } from '../../../src/server/dashboard.js';
 import { inject } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';
 

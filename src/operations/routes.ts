@@ -5,7 +5,7 @@
  */
 import { SvcError } from '../core/errors.js';
 import type { Router } from '../http/router.js';
-import type { Operations } from '../operations/operation-tracker.js';
+import type { Operations } from './operation-tracker.js';
 
 const OPERATION_SCHEMA = {
   type: 'object',

@@ -7,7 +7,7 @@
  * matches, oldest first), follow (true: an SSE stream of `event` frames, starting after `since`).
  */
 import { SvcError } from '../core/errors.js';
-import type { EventRecord, EventStore, StoredEvent } from '../events/event-store.js';
+import type { EventRecord, EventStore, StoredEvent } from './event-store.js';
 import { parseBoolParam, parseIntParam, parseStringParam } from '../http/body.js';
 import type { Router } from '../http/router.js';
 import type { SseSink } from '../http/types.js';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { registerHealthRoutes, type HealthDeps } from '../../../src/api/health.js';
+import { registerHealthRoutes, type HealthDeps } from '../../../src/server/health.js';
 import { inject } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';
 

@@ -11,7 +11,7 @@
  *                                     503 server.unavailable when the agent is not connected
  */
 import type { Router } from '../http/router.js';
-import { parseHitlResponse, type HitlService } from '../sessions/hitl.js';
+import { parseHitlResponse, type HitlService } from './hitl.js';
 
 const str = { type: 'string' } as const;
 

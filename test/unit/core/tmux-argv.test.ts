@@ -17,9 +17,9 @@ import {
   tmuxKillArgv,
   tmuxListPanesArgv,
   tmuxPaneSizeArgv,
-} from '../../../src/sessions/tmux.js';
+} from '../../../src/core/tmux-argv.js';
 import { DEADLINE_MS, tail, waitFor } from '../../support/wait.js';
-import { shq, TmuxHarness } from './tmux-harness.js';
+import { shq, TmuxHarness } from '../sessions/tmux-harness.js';
 
 /**
  * The text of `file` once it holds at least as many bytes as `expected` (the command opens it

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { registerLegacyProxyRoutes } from '../../../src/api/legacy-proxy.js';
+import { registerLegacyProxyRoutes } from '../../../src/server/legacy-proxy.js';
 import { inject } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';
 

@@ -34,10 +34,10 @@
 import { SvcError } from '../core/errors.js';
 import type { Router } from '../http/router.js';
 import { contentTypeFor, downloadHeaders } from '../storage/content-type.js';
-import type { TaskOrchestrator } from '../tasks/orchestrator.js';
-import { parseLastEventId, streamTaskLog } from '../tasks/task-log-stream.js';
-import { TASK_ID_RE } from '../tasks/task-state.js';
-import { parseTaskListQuery } from '../tasks/task-store.js';
+import type { TaskOrchestrator } from './orchestrator.js';
+import { parseLastEventId, streamTaskLog } from './task-log-stream.js';
+import { TASK_ID_RE } from '../core/ids.js';
+import { parseTaskListQuery } from './task-store.js';
 
 /** Longest cancel reason accepted (characters). */
 export const MAX_CANCEL_REASON_CHARS = 1024;

@@ -1,0 +1,47 @@
+/**
+ * The layering rules of .dependency-cruiser.cjs about src/ folders fail when broken: a scratch
+ * tree holds one forbidden import per rule beside imports the rules allow, and dependency-cruiser
+ * must name exactly the forbidden ones (the actors rules: test/unit/actors/layers.test.ts).
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { scratchViolations } from '../support/layers-scratch.js';
+
+/** from → to, as repository paths; each must break exactly the named rule. */
+const forbidden: readonly { rule: string; from: string; to: string }[] = [
+  { rule: 'features-never-import-the-server-root', from: 'src/tasks/probe.ts', to: 'src/server/health.ts' },
+  { rule: 'features-never-import-the-server-root', from: 'src/sessions/probe.ts', to: 'src/server/dashboard.ts' },
+  { rule: 'http-never-imports-features', from: 'src/http/probe.ts', to: 'src/sessions/session-hub.ts' },
+  { rule: 'http-never-imports-features', from: 'src/http/probe-actors.ts', to: 'actors/runtime/actor-system.ts' },
+  { rule: 'the-guest-agent-never-imports-server-folders', from: 'src/agent/probe.ts', to: 'src/sessions/session-service.ts' },
+  { rule: 'the-guest-agent-never-imports-server-folders', from: 'src/agent/probe-http.ts', to: 'src/http/router.ts' },
+  { rule: 'client-cli-and-dashboard-never-import-server-folders', from: 'src/client/probe.ts', to: 'src/agents/agent-registry.ts' },
+  { rule: 'client-cli-and-dashboard-never-import-server-folders', from: 'src/cli/probe.ts', to: 'src/core/errors.ts' },
+  { rule: 'client-cli-and-dashboard-never-import-server-folders', from: 'src/dashboard/probe.ts', to: 'src/http/router.ts' },
+];
+
+/** Imports the same rules allow. */
+const allowed: readonly { from: string; to: string }[] = [
+  { from: 'src/tasks/ok.ts', to: 'src/http/router.ts' },
+  { from: 'src/server/ok.ts', to: 'src/tasks/routes.ts' },
+  { from: 'src/main.ts', to: 'src/server/health.ts' },
+  { from: 'src/bin/ok.ts', to: 'src/main.ts' },
+  { from: 'src/http/ok.ts', to: 'src/core/errors.ts' },
+  { from: 'src/agent/ok.ts', to: 'src/core/tmux-argv.ts' },
+  { from: 'src/agent/ok-config.ts', to: 'src/config/parsers.ts' },
+  { from: 'src/sessions/ok.ts', to: 'src/core/tmux-argv.ts' },
+  { from: 'src/storage/ok.ts', to: 'src/core/ids.ts' },
+  { from: 'src/cli/ok.ts', to: 'src/client/api-client.ts' },
+  { from: 'src/dashboard/ok.ts', to: 'src/client/types.ts' },
+  { from: 'src/client/ok.ts', to: 'src/util/deadline.ts' },
+];
+
+void describe('src layering rules', () => {
+  void test('each rule names the import that breaks it, and only those', async () => {
+    const seen = await scratchViolations([...forbidden, ...allowed], ['src', 'actors']);
+    assert.deepEqual(
+      seen,
+      forbidden.map((f) => `${f.rule}: ${f.from} -> ${f.to}`).sort(),
+    );
+  });
+});
