@@ -15,6 +15,7 @@ import { loadConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/schema.js';
 import { ensureCa, issueOperatorCert, writeAgentBundle, type CaMaterial, type IssuedCert } from '../../src/identity/ca.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
+import { DEADLINE_MS, waitFor as waitForCondition } from '../support/wait.js';
 
 /** The compiled agent binary next to this compiled test (dist/ or a private build folder). */
 export const AGENT_BIN = fileURLToPath(new URL('../../src/bin/sandbox-agent.js', import.meta.url));
@@ -93,20 +94,18 @@ export async function startTestServer(env: Record<string, string> = {}, reuseDir
   };
 }
 
-/** Polls `check` until it returns a value other than undefined/false, or rejects after timeoutMs. */
-export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 30_000, intervalMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v !== undefined && v !== false) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last instanceof Error ? ` (last error: ${last.message})` : ''}`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
+/**
+ * Polls `check` until it returns a value other than undefined/false: the shared helper
+ * (test/support/wait.ts) with this file's positional defaults; `lastState` is what a timeout shows.
+ */
+export function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs: number = DEADLINE_MS.process,
+  intervalMs = 100,
+  lastState?: () => string | Promise<string>,
+): Promise<T> {
+  return waitForCondition(what, check, { deadlineMs: timeoutMs, intervalMs, ...(lastState !== undefined && { lastState }) });
 }
 
 export interface ListedAgent {
@@ -123,12 +122,13 @@ export async function agentOf(ts: TestServer, id: string): Promise<ListedAgent |
   return body.agents.find((a) => a.id === id);
 }
 
-/** Waits until agent `id` is listed with `status`. */
-export function waitForStatus(ts: TestServer, id: string, status: string, timeoutMs = 30_000): Promise<ListedAgent> {
+/** Waits until agent `id` is listed with `status`; the timeout shows the agent as last listed. */
+export function waitForStatus(ts: TestServer, id: string, status: string, timeoutMs: number = DEADLINE_MS.process): Promise<ListedAgent> {
+  let seen: ListedAgent | undefined;
   return waitFor(`agent ${id} to be ${status}`, async () => {
-    const a = await agentOf(ts, id);
-    return a?.status === status ? a : undefined;
-  }, timeoutMs);
+    seen = await agentOf(ts, id);
+    return seen?.status === status ? seen : undefined;
+  }, timeoutMs, 100, () => `agent ${seen === undefined ? 'not listed' : JSON.stringify({ status: seen.status, connected_at: seen.connected_at, last_heartbeat: seen.last_heartbeat })}`);
 }
 
 export async function eventsOf(ts: TestServer, agentId: string): Promise<AgentEvent[]> {

@@ -22,6 +22,7 @@ import {
   type TestServer,
 } from './agents-harness.js';
 import { Relay } from '../support/tcp-relay.js';
+import { DEADLINE_MS } from '../support/wait.js';
 
 const LINES = 60;
 /** Prints line-1 … line-N, one every 100 ms. */
@@ -48,12 +49,16 @@ void describe('output while the network is cut', () => {
     procs.push(spawnAgent({ server: `127.0.0.1:${relay.port}`, certs, agentId: 'agent-cut-1', instanceId: 'i-cut-1', workDir: ts.dir }));
     await waitForStatus(ts, 'agent-cut-1', 'Ready');
     const client = await operatorClient(ts);
+    const seen: string[] = [];
+    const unsubscribe = ts.server.agents.subscribeCommands((e) => {
+      if (e.kind === 'output') seen.push(e.data.toString());
+    });
     try {
       const run = execCollect(client, { agentId: 'agent-cut-1', command: 'sh', args: COUNTER });
-      await waitFor('some output before the cut', async () => (await eventsOf(ts, 'agent-cut-1')).some((e) => e.event_type === 'agent.command.started'));
-      await new Promise((r) => setTimeout(r, 1200));
+      await waitFor('some output before the cut (line-10)', () => seen.join('').includes('line-10\n'), DEADLINE_MS.process, 100, () => `received ${JSON.stringify(seen.join('').slice(-200))}`);
       relay.cut();
-      await waitForStatus(ts, 'agent-cut-1', 'Disconnected', 20_000);
+      await waitForStatus(ts, 'agent-cut-1', 'Disconnected');
+      // The outage itself: for 2 s the command keeps writing (about 20 lines) into the agent's buffer.
       await new Promise((r) => setTimeout(r, 2000));
       relay.restore();
       await waitForStatus(ts, 'agent-cut-1', 'Ready', 30_000);
@@ -67,6 +72,7 @@ void describe('output while the network is cut', () => {
       assert.equal(registrations.length, 2, 'registered again after the cut');
       assert.equal(registrations[1]?.details['resume_cursors'], 1, 'the agent resumed the running command');
     } finally {
+      unsubscribe();
       client.close();
     }
   });
@@ -103,6 +109,7 @@ void describe('output while the server is down', () => {
     const interrupted = await run;
     client.close();
     assert.notEqual(interrupted.status.code, 0, 'the Exec call ends with the server');
+    // The outage itself: for 1.5 s no server runs while the command keeps writing.
     await new Promise((r) => setTimeout(r, 1500));
 
     second = await startTestServer({ SVC_AGENT_HEARTBEAT_SECONDS: '1', SVC_GRPC_ADDR: `127.0.0.1:${grpcPort}` }, first.dir);
