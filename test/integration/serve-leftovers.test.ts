@@ -292,10 +292,13 @@ describe('sandboxd serve on the embedded default leaves no process behind', { ti
     const second = await serve(root, mark);
     await assertAllGone(procs, 'after a restart on the same state dir was ready');
     const reaped = second.stdout().split('\n').filter((l) => l.includes('ended a process that an earlier sandboxd left running'));
-    // The long-lived ones (the agent's passing tmux queries may have ended on their own).
-    for (const p of procs.filter((q) => /sandbox-agent\.js|new-session|^sleep 360[0-2]$|^bash$/.test(q.cmdline))) {
+    // The ones that cannot end on their own. tmux clients can (a client whose terminal went with
+    // the killed agent exits by itself, and its cmdline is the server's), so for tmux only the
+    // server must be among those logged.
+    for (const p of procs.filter((q) => /sandbox-agent\.js|^sleep 360[0-2]$|^bash$/.test(q.cmdline))) {
       assert.ok(reaped.some((l) => l.includes(`"pid":${p.pid},`)), `the restart logs ending ${p.pid} (${p.cmdline}):\n${reaped.join('\n')}`);
     }
+    assert.ok(reaped.some((l) => l.includes('"cmdline":"tmux ')), `the restart logs ending the tmux server:\n${reaped.join('\n')}`);
     const own = processesOf(second);
     second.child.kill('SIGTERM');
     assert.equal((await second.exit).code, 0, second.stdout().slice(-4000));
