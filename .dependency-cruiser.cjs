@@ -1,9 +1,11 @@
 /**
  * Layering check (run by `npm test` through `npm run layers`). Layers point one way:
  *   src/util -> src/core, src/config, src/observability -> src/http and the drivers
- *   (src/hypervisor, src/identity, src/image) -> the features (src/agents, src/sessions,
- *   src/streaming, src/vms, src/operations, src/tasks, src/storage, src/events; each holds its
- *   own routes) -> src/server (server-level routes) -> src/main.ts and src/bin.
+ *   (src/hypervisor, src/identity, src/image) -> src/component (the contract every component
+ *   implements) -> the features (src/agents, src/sessions, src/streaming, src/vms,
+ *   src/operations, src/tasks, src/storage, src/events; each holds its own routes and exports
+ *   its component) -> src/server (server-level routes and runtime components) -> src/main.ts
+ *   (the list of components and the loop that starts them) and src/bin.
  * The features never import src/server or main.ts; src/http imports no feature. The guest agent
  * (src/agent, the program inside a VM) uses only util, core, config, observability and proto;
  * what it shares with the server (tmux argv) lives in src/core. The client, the CLI and the
@@ -124,6 +126,12 @@ module.exports = {
       severity: 'error',
       from: { path: '^src/', pathNot: '^src/(server/|bin/|main\\.ts$)' },
       to: { path: '^src/(server/|main\\.ts$)' },
+    },
+    {
+      name: 'the-component-contract-imports-no-feature',
+      severity: 'error',
+      from: { path: '^src/component/' },
+      to: { path: '^(src/(?!(component|http|util|core|config|observability)/)|actors/)' },
     },
     {
       name: 'http-never-imports-features',

@@ -1,86 +1,99 @@
 /**
- * The composition root: builds every component from the Config, starts them in order, and
- * stops them in reverse within a deadline. `runServe` is what `sandboxd serve` runs; tests use
- * `startServer` to run the whole server in-process on port 0.
+ * The composition root: a list of components and one loop that starts any subset of them in
+ * order, wires what each answers (routes, WebSocket routes, a handler per actor frame kind, shard
+ * restarts) and stops them in reverse within the shutdown deadline. The contract is
+ * src/component/component.ts. `runServe` is what `sandboxd serve` runs; tests and the bench call
+ * `startServer` with the whole list or the part they exercise, ports 0.
  */
-import { cpus } from 'node:os';
 import type { Logger } from 'pino';
-import { ActorSystem } from '../actors/runtime/actor-system.js';
-import { JobPool } from '../actors/jobs/job-pool.js';
-import { AGENT_ACTOR_MODULE, AgentService } from './agents/agent-service.js';
-import { registerAgentRoutes } from './agents/routes.js';
-import { registerDashboardRoutes } from './server/dashboard.js';
-import { registerEventRoutes } from './events/routes.js';
-import { registerHealthRoutes } from './server/health.js';
-import { registerHypervisorHealthRoute } from './server/hypervisor-health.js';
-import { registerLegacyProxyRoutes } from './server/legacy-proxy.js';
-import { registerMetricsRoute } from './server/metrics.js';
-import { registerStorageRoutes } from './storage/routes.js';
-import { OUTPUT_ACTOR_MODULE, startOutputFanout, type OutputFanout } from './streaming/output-fanout.js';
+import { agentListenerComponent, agentsComponent } from './agents/component.js';
+import type { Component, ComponentContext, FrameHandler, Services } from './component/component.js';
 import { ConfigError, loadConfig } from './config/load.js';
 import { formatAddress } from './config/parsers.js';
 import type { Config } from './config/schema.js';
-import { SvcError } from './core/errors.js';
 import { Readiness } from './core/readiness.js';
-import { EventStore } from './events/event-store.js';
-import { LibvirtHypervisor } from './hypervisor/libvirt/libvirt-hypervisor.js';
-import { ensureCa } from './identity/ca.js';
-import { IDENTITY_JOBS_MODULE } from './identity/identity-jobs.js';
-import { InboxQuota } from './storage/inbox-quota.js';
-import { Storage } from './storage/storage.js';
-import { AgentCommandClient } from './agents/command-client.js';
-import { wireSessions } from './sessions/wiring.js';
-import { TASK_JOBS_MODULE } from './tasks/task-jobs.js';
-import { startTaskService, type TaskService } from './tasks/task-service.js';
-import { registryAgentLookup } from './vms/agent-lookup.js';
-import { startVmService, VM_ACTOR_MODULE, type VmService } from './vms/vm-service.js';
+import { eventsComponent } from './events/component.js';
+import type { WsRouteOptions } from './http/ws-route.js';
 import { Router } from './http/router.js';
-import { startHttpListener, uwsRuntimeInfo } from './http/uws-server.js';
-import { startWsListener } from './http/ws-server.js';
+import { uwsRuntimeInfo } from './http/uws-server.js';
 import { countErrorLines, createLogger } from './observability/log.js';
 import { createMetrics, type Metrics } from './observability/metrics.js';
+import { actorsComponent, hypervisorComponent, httpComponent, jobsComponent } from './server/runtime-components.js';
+import { serverRoutesComponent } from './server/server-routes.js';
+import { sessionsComponent } from './sessions/component.js';
+import { storageComponent } from './storage/component.js';
+import { outputComponent } from './streaming/component.js';
+import { tasksComponent } from './tasks/component.js';
+import { vmsComponent } from './vms/component.js';
 import { withDeadline } from './util/deadline.js';
 import { errorMessage } from './util/error-message.js';
+
+/**
+ * The whole server, in start order. The events store comes first and the actors next (everything
+ * uses them); sessions come before the HTTP listener (it takes their WebSocket routes) and both
+ * before the gRPC listener (no agent connects before its listeners subscribed); VMs after it (their
+ * local agents dial it) and tasks last (they use VMs). Stopping runs the list backwards.
+ */
+export const DEFAULT_COMPONENTS: readonly Component[] = [
+  eventsComponent,
+  actorsComponent,
+  agentsComponent,
+  outputComponent(),
+  jobsComponent,
+  hypervisorComponent,
+  storageComponent,
+  serverRoutesComponent,
+  sessionsComponent(),
+  httpComponent,
+  agentListenerComponent,
+  vmsComponent(),
+  tasksComponent(),
+];
+
+export interface StartOptions {
+  /** The components to start, in order. Default {@link DEFAULT_COMPONENTS}. */
+  readonly components?: readonly Component[];
+}
 
 export interface ServerHandle {
   readonly config: Config;
   readonly logger: Logger;
   readonly metrics: Metrics;
   readonly readiness: Readiness;
-  readonly events: EventStore;
-  readonly agents: AgentService;
-  readonly vms: VmService;
-  readonly hypervisor: LibvirtHypervisor;
-  readonly tasks: TaskService;
-  /** Bound ports (useful when the config asked for port 0). */
+  /** Every route of the started components (inject() drives it without sockets). */
+  readonly router: Router;
+  /** A started component's service; throws naming it when no listed component provides it. */
+  service<K extends keyof Services>(name: K): Services[K];
+  /** The same, undefined when no listed component provides it. */
+  find<K extends keyof Services>(name: K): Services[K] | undefined;
+  readonly events: Services['events'];
+  readonly agents: Services['agents'];
+  readonly vms: Services['vms'];
+  readonly hypervisor: Services['hypervisor'];
+  readonly tasks: Services['tasks'];
+  /** Bound ports (useful when the config asked for port 0); 0 for a listener not started. */
   readonly ports: { readonly http: number; readonly ws: number; readonly grpc: number };
   /** Stops everything in reverse start order; idempotent; bounded by config.shutdownDeadlineMs. */
   stop(): Promise<void>;
 }
 
-/** Modules defining the actor types every shard hosts. */
-const ACTOR_MODULES: readonly URL[] = [AGENT_ACTOR_MODULE, VM_ACTOR_MODULE, OUTPUT_ACTOR_MODULE];
-
-interface Stoppable {
-  name: string;
-  stop: () => Promise<void>;
-}
-
 /**
- * Starts the server. On failure, whatever already started is stopped before the promise rejects.
+ * Starts the components in order. A component needing a service no earlier one provides, or two
+ * claiming one frame kind, is a start-up error. On failure, whatever already started is stopped
+ * before the promise rejects.
  */
-export async function startServer(config: Config, logger: Logger): Promise<ServerHandle> {
-  const startedAtMs = Date.now();
+export async function startServer(config: Config, logger: Logger, opts: StartOptions = {}): Promise<ServerHandle> {
+  const components = opts.components ?? DEFAULT_COMPONENTS;
   const readiness = new Readiness();
-  for (const c of ['actors', 'http', 'ws', 'grpc', 'vms', 'tasks']) readiness.expect(c);
+  for (const c of components) for (const name of c.readiness ?? []) readiness.expect(name);
   const metrics = createMetrics();
-  const events = new EventStore();
-  const agents = new AgentService({ config, logger, metrics, events });
-  // Frames emitted by actors go to the first subsystem that claims them; set as subsystems start.
-  let vms: VmService | undefined;
-  let fanout: OutputFanout | undefined;
-  let tasks: TaskService | undefined;
-  const started: Stoppable[] = [];
+  const router = new Router();
+  const wsRoutes: WsRouteOptions[] = [];
+  const services = new Map<string, { service: unknown; by: string }>();
+  const frames = new Map<number, { handler: FrameHandler; by: string }>();
+  const restartHooks: ((shardIndex: number, lost: readonly string[]) => void)[] = [];
+  const started: { name: string; stop: () => Promise<void> }[] = [];
+  let starting = '';
   // Every error- and fatal-level line counts into svc_errors_logged_total, until the last stop.
   const stopCountingErrors = countErrorLines(logger, metrics.errorsLoggedTotal);
   started.push({ name: 'error-count', stop: () => Promise.resolve(stopCountingErrors()) });
@@ -93,223 +106,96 @@ export async function startServer(config: Config, logger: Logger): Promise<Serve
       }
     }
   };
+  const find = <K extends keyof Services>(name: K): Services[K] | undefined => services.get(name)?.service as Services[K] | undefined;
+  const service = <K extends keyof Services>(name: K): Services[K] => {
+    const s = find(name);
+    if (s === undefined) throw new Error(`${starting === '' ? 'the server' : `component ${starting}`} needs ${name}, which no component listed before it provides`);
+    return s;
+  };
+  const ctx: ComponentContext = {
+    config,
+    logger,
+    metrics,
+    readiness,
+    startedAtMs: Date.now(),
+    actorModules: components.flatMap((c) => c.actorModules ?? []),
+    dispatchFrame: (kind, key, payload) => {
+      const f = frames.get(kind);
+      if (f !== undefined) f.handler(kind, key, payload);
+      else logger.warn({ kind, key }, 'frame from an actor that no component claims');
+    },
+    shardRestarted: (shardIndex, lost) => {
+      metrics.actorShardRestartsTotal.inc();
+      logger.error({ shardIndex, lostActors: lost.length }, 'actor shard crashed and was restarted');
+      for (const hook of restartHooks) hook(shardIndex, lost);
+    },
+    router,
+    wsRoutes,
+    need: service,
+    find,
+    provide: (name, s) => {
+      const earlier = services.get(name);
+      if (earlier !== undefined) throw new Error(`components ${earlier.by} and ${starting} both provide ${name}`);
+      services.set(name, { service: s, by: starting });
+    },
+  };
 
   try {
     const uws = uwsRuntimeInfo();
     logger.info({ uws }, uws.native ? 'uWebSockets.js native build loaded' : 'uWebSockets.js fell back to its JS implementation');
-
-    const actors = await ActorSystem.start({
-      mode: config.actorsMode,
-      shards: config.actorShards,
-      actorModules: ACTOR_MODULES,
-      ringBytes: config.actorRingBytes,
-      ring: config.actorRing,
-      logger: logger.child({ component: 'actors' }),
-      onEmit: (kind, key, payload) => {
-        if (fanout?.onEmit(kind, key, payload) === true) return;
-        if (agents.onEmit(kind, key, payload)) return;
-        if (vms?.handleFrame(kind, key, payload) === true) return;
-        logger.warn({ kind, key }, 'frame from an actor that no subsystem claims');
-      },
-      onShardRestart: (shardIndex, lost) => {
-        metrics.actorShardRestartsTotal.inc();
-        logger.error({ shardIndex, lostActors: lost.length }, 'actor shard crashed and was restarted');
-        agents.onShardRestart(shardIndex, lost);
-        vms?.handleShardRestart(shardIndex, lost);
-      },
-    });
-    started.push({ name: 'actors', stop: () => actors.stop({ deadlineMs: Math.max(500, config.shutdownDeadlineMs / 2) }) });
-    agents.bindActors(actors);
-    const output = await startOutputFanout({
-      actors,
-      agents,
-      logger: logger.child({ component: 'output' }),
-      metrics,
-      replay: { ringBytes: config.replayRingBytes, budgetBytes: config.replayBudgetBytes, retentionMs: config.replayRetentionSeconds * 1000 },
-      sseQueueBytes: config.sseSubscriberQueueBytes,
-    });
-    fanout = output;
-    started.push({ name: 'output', stop: () => output.stop() });
-    // CPU-bound work of the features (hashing, archive reading, certificates, manifests) runs here, off the main thread.
-    const jobs = await JobPool.start({
-      mode: config.actorsMode,
-      threads: Math.max(1, Math.min(2, cpus().length - 1)),
-      jobModules: [TASK_JOBS_MODULE, IDENTITY_JOBS_MODULE],
-      logger: logger.child({ component: 'jobs' }),
-    });
-    started.push({ name: 'jobs', stop: () => jobs.stop() });
-    readiness.ready('actors');
-
-    const hypervisor = new LibvirtHypervisor({
-      uris: config.hypervisorUris,
-      readBudgetMs: config.hypervisorReadBudgetMs,
-      writeBudgetMs: config.hypervisorWriteBudgetMs,
-      failureThreshold: config.hypervisorFailureThreshold,
-      coolDownMs: config.hypervisorCooldownMs,
-      pollIntervalMs: config.hypervisorPollIntervalMs,
-      virshEvents: config.hypervisorVirshEvents,
-      domainType: config.hypervisorDomainType,
-      logger: logger.child({ component: 'hypervisor' }),
-    });
-    await hypervisor.start();
-    started.push({ name: 'hypervisor', stop: () => hypervisor.stop() });
-
-    const storage = new Storage({ rootDir: config.storageDir, maxDownloadBytes: config.storageMaxDownloadBytes });
-    const inboxQuota = new InboxQuota({ inboxesDir: storage.inboxesDir(), quotaBytes: config.inboxQuotaBytes, gauge: metrics.agentshareInboxBytes });
-    inboxQuota.start();
-    started.push({ name: 'inbox-quota', stop: () => Promise.resolve(inboxQuota.stop()) });
-
-    const router = new Router();
-    registerHealthRoutes(router, {
-      readiness: () => readiness.state(),
-      startedAtMs,
-      agentCount: () => agents.connectedCount(),
-      activeTasks: () => tasks?.activeCount() ?? 0,
-      uws: uwsRuntimeInfo,
-      actors: () => {
-        const s = actors.stats();
-        return { mode: s.mode, shards: s.shards, restarts: s.restarts };
-      },
-    });
-    registerMetricsRoute(router, metrics);
-    registerEventRoutes(router, { events });
-    registerAgentRoutes(router, {
-      registry: agents.registry,
-      reprovision: (id) => vms?.reprovision(id) ?? Promise.reject(new SvcError('server.not_ready', 'VMs are still starting')),
-    });
-    registerLegacyProxyRoutes(router, { enabled: config.enableDirectSshOrchProxy });
-    registerHypervisorHealthRoute(router, { hypervisor });
-    registerStorageRoutes(router, { storage });
-    output.registerRoutes(router);
-
-    // Sessions publish their URLs, which need the HTTP listener's real port (port 0 in tests).
-    const commandClient = new AgentCommandClient(actors, agents);
-    started.push({ name: 'command-client', stop: () => Promise.resolve(commandClient.stop()) });
-    let httpPort = config.httpAddr.port;
-    const httpBase = (scheme: 'http' | 'ws'): string => `${scheme}://${formatAddress({ host: config.httpAddr.host, port: httpPort })}`;
-    const sessions = wireSessions({
-      agents,
-      actors,
-      commandClient,
-      stateDir: config.stateDir,
-      urls: {
-        get httpBaseUrl() {
-          return httpBase('http');
-        },
-        get wsBaseUrl() {
-          return httpBase('ws');
-        },
-      },
-      emit: (e) => events.append(e),
-      metrics,
-      logger: logger.child({ component: 'sessions' }),
-    });
-    started.push({ name: 'sessions', stop: () => sessions.stop() });
-    sessions.registerRoutes(router);
-
-    const http = await startHttpListener({
-      host: config.httpAddr.host,
-      port: config.httpAddr.port,
-      router,
-      logger: logger.child({ component: 'http' }),
-      maxBodyBytes: config.maxBodyBytes,
-      metrics,
-      wsRoutes: sessions.wsRoutes,
-    });
-    httpPort = http.port;
-    started.push({ name: 'http', stop: () => http.close() });
-    readiness.ready('http');
-
-    const ws = await startWsListener({
-      host: config.wsAddr.host,
-      port: config.wsAddr.port,
-      logger: logger.child({ component: 'ws' }),
-      handlers: output.wsHandlers,
-      maxBackpressureBytes: output.wsMaxBackpressureBytes,
-    });
-    output.attachWs(ws);
-    started.push({ name: 'ws', stop: () => ws.close() });
-    registerDashboardRoutes(router, { wsAddress: () => ({ host: config.wsAddr.host, port: ws.port }) });
-    readiness.ready('ws');
-
-    const grpc = await agents.start();
-    started.push({ name: 'grpc', stop: () => agents.stop() });
-    readiness.ready('grpc');
-
-    // VMs start after gRPC is bound: their local agents dial it. They stop before it (reverse order),
-    // so every local agent is down before the listener and the actors go.
-    const ca = await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain, jobs });
-    const vmService = await startVmService({
-      hypervisor,
-      actors,
-      events,
-      agents: registryAgentLookup(agents.registry),
-      grpcAddress: { host: config.grpcAddr.host, port: grpc.port },
-      caProvider: () => Promise.resolve(ca),
-      logger: logger.child({ component: 'vms' }),
-      stateDir: config.stateDir,
-      enableDirectRuntimeSsh: config.enableDirectRuntimeSsh,
-      writeBudgetMs: config.hypervisorWriteBudgetMs,
-      agentConnectTimeoutMs: config.vmAgentConnectTimeoutSeconds * 1000,
-      operationRetentionMs: config.operationRetentionSeconds * 1000,
-      containerImagesFile: config.containerImagesFile,
-      stopDeadlineMs: Math.max(1000, Math.floor(config.shutdownDeadlineMs / 2)),
-      qemu: {
-        ...(config.vmBaseImage !== null ? { baseImage: config.vmBaseImage } : {}),
-        network: config.vmNetwork,
-        ...(config.vmAgentServerAddr !== null ? { agentServer: config.vmAgentServerAddr } : {}),
-      },
-      metricsRegistry: metrics.registry,
-    });
-    vms = vmService;
-    started.push({ name: 'vms', stop: () => vmService.stop() });
-    vmService.registerRoutes(router);
-    readiness.ready('vms');
-
-    const taskService = await startTaskService({
-      logger: logger.child({ component: 'tasks' }),
-      metrics,
-      events,
-      stateDir: config.stateDir,
-      storage,
-      vms: vmService,
-      agents,
-      actors,
-      hypervisor,
-      agentCommand: config.taskAgentCommand,
-      jobs,
-      maxConcurrent: config.taskMaxConcurrent,
-      stopDeadlineMs: Math.max(1000, Math.floor(config.shutdownDeadlineMs / 2)),
-    });
-    tasks = taskService;
-    started.push({ name: 'tasks', stop: () => taskService.stop() });
-    taskService.registerRoutes(router);
-    readiness.ready('tasks');
-
-    let stopping: Promise<void> | undefined;
-    return {
-      config,
-      logger,
-      metrics,
-      readiness,
-      events,
-      agents,
-      vms: vmService,
-      hypervisor,
-      tasks: taskService,
-      ports: { http: http.port, ws: ws.port, grpc: grpc.port },
-      stop: () => {
-        stopping ??= (async () => {
-          readiness.beginShutdown();
-          await withDeadline(stopAll(), config.shutdownDeadlineMs, 'shutdown');
-        })();
-        return stopping;
-      },
-    };
+    for (const c of components) {
+      starting = c.name;
+      const s = await c.start(ctx);
+      started.push({ name: c.name, stop: () => s.stop() });
+      for (const [kind, handler] of s.frames ?? []) {
+        const earlier = frames.get(kind);
+        if (earlier !== undefined) throw new Error(`frame kind ${kind} is claimed by both ${earlier.by} and ${c.name}`);
+        frames.set(kind, { handler, by: c.name });
+      }
+      if (s.onShardRestart !== undefined) restartHooks.push(s.onShardRestart);
+      s.routes?.(router);
+      wsRoutes.push(...(s.wsRoutes ?? []));
+      for (const name of c.readiness ?? []) readiness.ready(name);
+    }
+    starting = '';
   } catch (err) {
     await stopAll();
     throw err;
   }
+
+  let stopping: Promise<void> | undefined;
+  return {
+    config,
+    logger,
+    metrics,
+    readiness,
+    router,
+    service,
+    find,
+    get events() {
+      return service('events');
+    },
+    get agents() {
+      return service('agents');
+    },
+    get vms() {
+      return service('vms');
+    },
+    get hypervisor() {
+      return service('hypervisor');
+    },
+    get tasks() {
+      return service('tasks');
+    },
+    ports: { http: find('http')?.port ?? 0, ws: find('output')?.ws.port ?? 0, grpc: find('agents')?.port ?? 0 },
+    stop: () => {
+      stopping ??= (async () => {
+        readiness.beginShutdown();
+        await withDeadline(stopAll(), config.shutdownDeadlineMs, 'shutdown');
+      })();
+      return stopping;
+    },
+  };
 }
 
 /**

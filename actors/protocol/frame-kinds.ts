@@ -157,3 +157,8 @@ export const AgentFrameKind = kindsOf('agent');
 export const PublishFrameKind = kindsOf('output');
 /** The kinds of VM operation-queue actors (vm-frames.ts). */
 export const VmFrameKind = kindsOf('vm');
+
+/** The kinds an owner's actors emit to the main thread (what that owner's component handles there). */
+export function emittedKindsOf(owner: FrameOwner): number[] {
+  return (Object.values(FRAME_KINDS) as FrameKindSpec[]).filter((s) => s.owner === owner && s.direction === 'from-actor').map((s) => s.kind);
+}

@@ -1,7 +1,6 @@
 /**
- * The sessions integration tests' server: the real agents server (ActorSystem with the agent
- * actor, AgentService, mTLS gRPC), the sessions component wired exactly as src/main.ts wires it
- * (wireSessions → routes + wsRoutes on the uWS HTTP listener), the events route; real
+ * The sessions integration tests' server: startServer with the events, actors, agents, sessions,
+ * HTTP and gRPC listener components (what src/main.ts starts, without VMs, tasks and output); real
  * sandbox-agent processes with a private tmux server each (TMUX_TMPDIR) and a HOME of their own
  * (an empty one: no dotfiles, so a shell starts the same on every machine), pty-ws.v1 clients
  * over the `ws` package whose waits name what they waited for and show the frames received.
@@ -13,18 +12,14 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { ActorSystem } from '../../actors/runtime/actor-system.js';
-import { AGENT_ACTOR_MODULE, AgentService } from '../../src/agents/agent-service.js';
-import { registerAgentRoutes } from '../../src/agents/routes.js';
-import { registerEventRoutes } from '../../src/events/routes.js';
+import { agentListenerComponent, agentsComponent } from '../../src/agents/component.js';
 import { loadConfig } from '../../src/config/load.js';
-import { SvcError } from '../../src/core/errors.js';
-import { EventStore } from '../../src/events/event-store.js';
-import { Router } from '../../src/http/router.js';
-import { startHttpListener } from '../../src/http/uws-server.js';
+import { eventsComponent } from '../../src/events/component.js';
 import { ensureCa, writeAgentBundle } from '../../src/identity/ca.js';
-import { createMetrics } from '../../src/observability/metrics.js';
-import { wireSessions, type WiredSessions } from '../../src/sessions/wiring.js';
+import type { EventStore } from '../../src/events/event-store.js';
+import { startServer } from '../../src/main.js';
+import { actorsComponent, httpComponent } from '../../src/server/runtime-components.js';
+import { sessionsComponent, type WiredSessions } from '../../src/sessions/component.js';
 import { DEADLINE_MS, tail, waitFor } from '../support/wait.js';
 import { AGENT_BIN } from './agents-harness.js';
 
@@ -56,47 +51,11 @@ export async function startSessionsServer(dir: string, grpcPort = 0, graceSecond
     SVC_ACTORS: process.env['TEST_SVC_ACTORS'] ?? 'workers',
   });
   const logger = pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' });
-  const metrics = createMetrics();
-  const events = new EventStore();
-  const agents = new AgentService({ config, logger, metrics, events });
-  const actors = await ActorSystem.start({
-    mode: config.actorsMode,
-    shards: config.actorShards,
-    actorModules: [AGENT_ACTOR_MODULE],
-    ringBytes: config.actorRingBytes,
-    logger,
-    onEmit: (kind, key, payload) => {
-      agents.onEmit(kind, key, payload);
-    },
-    onShardRestart: (shard, lost) => agents.onShardRestart(shard, lost),
+  const server = await startServer(config, logger, {
+    components: [eventsComponent, actorsComponent, agentsComponent, sessionsComponent({ graceSeconds }), httpComponent, agentListenerComponent],
   });
-  agents.bindActors(actors);
-  let httpPort = 0;
-  const sessions = wireSessions({
-    agents,
-    actors,
-    stateDir: config.stateDir,
-    // The HTTP port is known only once the listener is bound, after the component is made.
-    urls: {
-      get httpBaseUrl() {
-        return `http://127.0.0.1:${httpPort}`;
-      },
-      get wsBaseUrl() {
-        return `ws://127.0.0.1:${httpPort}`;
-      },
-    },
-    emit: (e) => events.append(e),
-    metrics,
-    logger,
-    graceSeconds,
-  });
-  const router = new Router();
-  registerAgentRoutes(router, { registry: agents.registry, reprovision: () => Promise.reject(new SvcError('server.unavailable', 'this harness runs no VMs')) });
-  registerEventRoutes(router, { events });
-  sessions.registerRoutes(router);
-  const http = await startHttpListener({ host: '127.0.0.1', port: 0, router, logger, maxBodyBytes: config.maxBodyBytes, metrics, wsRoutes: sessions.wsRoutes });
-  httpPort = http.port;
-  const grpc = await agents.start();
+  const http = { port: server.ports.http };
+  const grpc = { port: server.ports.grpc };
   const base = `http://127.0.0.1:${http.port}`;
   let stopped: Promise<void> | undefined;
   return {
@@ -107,8 +66,8 @@ export async function startSessionsServer(dir: string, grpcPort = 0, graceSecond
     grpc: grpc.port,
     base,
     wsBase: `ws://127.0.0.1:${http.port}`,
-    sessions,
-    events,
+    sessions: server.service('sessions'),
+    events: server.events,
     async json<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
       const init: RequestInit = { method, headers: { ...headers } };
       if (body !== undefined) {
@@ -120,12 +79,7 @@ export async function startSessionsServer(dir: string, grpcPort = 0, graceSecond
       return { status: res.status, body: (text === '' ? {} : JSON.parse(text)) as T };
     },
     stop() {
-      stopped ??= (async () => {
-        await http.close();
-        await agents.stop();
-        await sessions.stop();
-        await actors.stop({ deadlineMs: 3000 });
-      })();
+      stopped ??= server.stop();
       return stopped;
     },
   };

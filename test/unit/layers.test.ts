@@ -11,6 +11,9 @@ import { scratchViolations } from '../support/layers-scratch.js';
 const forbidden: readonly { rule: string; from: string; to: string }[] = [
   { rule: 'features-never-import-the-server-root', from: 'src/tasks/probe.ts', to: 'src/server/health.ts' },
   { rule: 'features-never-import-the-server-root', from: 'src/sessions/probe.ts', to: 'src/server/dashboard.ts' },
+  { rule: 'the-component-contract-imports-no-feature', from: 'src/component/probe.ts', to: 'src/vms/vm-service.ts' },
+  { rule: 'the-component-contract-imports-no-feature', from: 'src/component/probe-actors.ts', to: 'actors/runtime/actor-system.ts' },
+  { rule: 'http-never-imports-features', from: 'src/http/probe-component.ts', to: 'src/component/component.ts' },
   { rule: 'http-never-imports-features', from: 'src/http/probe.ts', to: 'src/sessions/session-hub.ts' },
   { rule: 'http-never-imports-features', from: 'src/http/probe-actors.ts', to: 'actors/runtime/actor-system.ts' },
   { rule: 'the-guest-agent-never-imports-server-folders', from: 'src/agent/probe.ts', to: 'src/sessions/session-service.ts' },
@@ -23,6 +26,8 @@ const forbidden: readonly { rule: string; from: string; to: string }[] = [
 /** Imports the same rules allow. */
 const allowed: readonly { from: string; to: string }[] = [
   { from: 'src/tasks/ok.ts', to: 'src/http/router.ts' },
+  { from: 'src/vms/ok.ts', to: 'src/component/component.ts' },
+  { from: 'src/component/ok.ts', to: 'src/http/router.ts' },
   { from: 'src/server/ok.ts', to: 'src/tasks/routes.ts' },
   { from: 'src/main.ts', to: 'src/server/health.ts' },
   { from: 'src/bin/ok.ts', to: 'src/main.ts' },

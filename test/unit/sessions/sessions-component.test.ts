@@ -7,7 +7,7 @@ import { inject } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';
 import type { SessionAgentPort } from '../../../src/sessions/agent-port.js';
 import type { SessionEvent } from '../../../src/sessions/reconcile.js';
-import { createSessions } from '../../../src/sessions/sessions-component.js';
+import { createSessions } from '../../../src/sessions/component.js';
 
 test('createSessions wires routes, WS routes and reconciliation on a durable store; stop is idempotent', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'sbx-comp-'));

@@ -11,6 +11,7 @@ import { TaskOrchestrator, type CapacityCheck, type OrchestratorOptions } from '
 import { readRecords } from '../../../src/tasks/task-log-stream.js';
 import type { TaskRecord } from '../../../src/tasks/task-state.js';
 import { TaskVms } from '../../../src/tasks/task-vm.js';
+import { DEADLINE_MS, waitFor } from '../../support/wait.js';
 import { FakeAgents, FakeCommands, FakeVms, makeRepo } from './orchestrator-fakes.js';
 
 let root: string;
@@ -62,14 +63,11 @@ const manifest = (command: string[], extra: Record<string, unknown> = {}): Recor
   manifest: { name: 'unit', repository: { url: repo }, agent: { prompt: 'do it', model: 'm-1', command }, ...extra },
 });
 
-async function waitState(o: TaskOrchestrator, id: string, states: readonly string[], timeoutMs = 20_000): Promise<TaskRecord> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
+function waitState(o: TaskOrchestrator, id: string, states: readonly string[]): Promise<TaskRecord> {
+  return waitFor(`task ${id} to be ${states.join(' or ')}`, () => {
     const t = o.get(id);
-    if (states.includes(t.state)) return t;
-    if (Date.now() > deadline) throw new Error(`task still ${t.state}: ${t.state_message}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
+    return states.includes(t.state) ? t : undefined;
+  }, { deadlineMs: DEADLINE_MS.process, intervalMs: 10, lastState: () => `${o.get(id).state}: ${o.get(id).state_message}` });
 }
 const TERMINAL = ['completed', 'failed', 'failed_preserved', 'cancelled'];
 const exists = (p: string): Promise<boolean> => access(p).then(() => true, () => false);
@@ -95,8 +93,8 @@ describe('TaskOrchestrator', () => {
     assert.deepEqual(started?.args.env, { SANDBOX_TASK_ID: id, SANDBOX_WORKSPACE: join(r.stateDir, 'tasks', id, 'workspace'), SANDBOX_OUTBOX: join(r.stateDir, 'storage', 'outbox', id) });
     assert.ok((started?.args.timeoutSeconds ?? 0) > 600 && (started?.args.timeoutSeconds ?? 0) <= 630);
     assert.deepEqual(r.vms.created.map((c) => [c.profile, c.vcpus, c.memoryMiB, c.diskGiB]), [['basic', 1, 1024, 10]]);
-    await waitFor(() => r.vms.removed.length === 1);
-    await waitFor(async () => !(await exists(join(r.stateDir, 'tasks', id, 'workspace'))));
+    await until('the task VM to be deleted', () => r.vms.removed.length === 1, () => `removed ${JSON.stringify(r.vms.removed)}`);
+    await until('the workspace to be removed', async () => !(await exists(join(r.stateDir, 'tasks', id, 'workspace'))));
     const recs = [];
     for await (const rec of readRecords(r.o.taskLog(id).path, 1 << 30)) recs.push(rec);
     assert.deepEqual(recs.at(-1), { seq: recs.length, event: 'completed', data: '0' });
@@ -113,7 +111,7 @@ describe('TaskOrchestrator', () => {
     const kept = await r.o.submit(manifest(['fail'], { lifecycle: { failure_action: 'preserve' } }));
     const k = await waitState(r.o, kept, TERMINAL);
     assert.equal(k.state, 'failed_preserved');
-    await waitFor(() => r.vms.removed.length === 1);
+    await until('the task VM to be deleted', () => r.vms.removed.length === 1, () => `removed ${JSON.stringify(r.vms.removed)}`);
     assert.deepEqual(r.vms.removed, [t.vm_name]);
     assert.equal(r.vms.existing.has(k.vm_name ?? ''), true);
     assert.equal(await exists(join(r.stateDir, 'tasks', kept, 'workspace', 'hello.txt')), true);
@@ -123,12 +121,12 @@ describe('TaskOrchestrator', () => {
     const r = rig();
     const id = await r.o.submit(manifest(['stubborn']));
     await waitState(r.o, id, ['running']);
-    await waitFor(() => r.commands.started.length === 1);
+    await until('the command to start', () => r.commands.started.length === 1);
     const t = await r.o.cancel(id, 'stop it');
     assert.equal(t.state, 'cancelled');
     assert.equal(t.state_message, 'cancelled: stop it');
     assert.deepEqual(r.commands.signals, [15, 9]);
-    await waitFor(() => r.vms.removed.length === 1);
+    await until('the task VM to be deleted', () => r.vms.removed.length === 1, () => `removed ${JSON.stringify(r.vms.removed)}`);
     await assert.rejects(r.o.cancel(id, 'again'), (e: unknown) => e instanceof SvcError && e.code === 'task.not_cancellable');
     await assert.rejects(r.o.cancel('task-00000000-0000-4000-8000-000000000000', ''), (e: unknown) => e instanceof SvcError && e.code === 'task.not_found');
   });
@@ -140,7 +138,7 @@ describe('TaskOrchestrator', () => {
     await waitState(r.o, id, ['provisioning']);
     await r.o.cancel(id, '');
     assert.equal(r.o.get(id).state_message, 'cancelled by request');
-    await waitFor(() => r.vms.removed.length === 1, 5000);
+    await until('the task VM to be deleted', () => r.vms.removed.length === 1, () => `removed ${JSON.stringify(r.vms.removed)}`);
     assert.equal(r.commands.started.length, 0, 'the command never started');
   });
 
@@ -184,6 +182,7 @@ describe('TaskOrchestrator', () => {
     const k = await waitState(r.o, taken, TERMINAL);
     assert.match(k.error ?? '', /^provisioning failed: VM 'agent-task-\w+' already exists$/);
     assert.equal(k.vm_name, null);
+    // A negative check: the clean-up runs after the terminal state; a pause in which no delete may come.
     await new Promise((res) => setTimeout(res, 50));
     assert.deepEqual(r.vms.removed, [], 'a VM that is not the task\'s is never deleted');
     const bad = await r.o.submit({ manifest: { name: 'x', repository: { url: join(root, 'nothing-here') }, prompt: 'p' } });
@@ -219,18 +218,15 @@ describe('TaskOrchestrator', () => {
       ids.push(await r.o.submit(manifest(['ok'])));
       await waitState(r.o, ids[i] ?? '', TERMINAL);
     }
-    await waitFor(() => r.vms.removed.length === 3);
+    await until('the three task VMs to be deleted', () => r.vms.removed.length === 3, () => `removed ${JSON.stringify(r.vms.removed)}`);
     assert.throws(() => r.o.get(ids[0] ?? ''), (e: unknown) => e instanceof SvcError && e.code === 'task.not_found');
-    await waitFor(() => !r.o.list({ limit: 10, offset: 0 }).tasks.some((t) => t.id === ids[0]));
-    await waitFor(async () => !(await exists(join(r.stateDir, 'tasks', ids[0] ?? ''))));
+    await until('the oldest task to be evicted from the list', () => !r.o.list({ limit: 10, offset: 0 }).tasks.some((t) => t.id === ids[0]));
+    await until('the oldest task\'s files to be removed', async () => !(await exists(join(r.stateDir, 'tasks', ids[0] ?? ''))));
     assert.equal(await exists(join(r.stateDir, 'tasks', ids[2] ?? '', 'log.ndjson')), true);
   });
 });
 
-async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
+/** Waits until `cond` holds (the shared helper, polling every 10 ms). */
+async function until(what: string, cond: () => boolean | Promise<boolean>, lastState?: () => string): Promise<void> {
+  await waitFor(what, cond, { deadlineMs: DEADLINE_MS.process, intervalMs: 10, ...(lastState !== undefined && { lastState }) });
 }

@@ -7,6 +7,7 @@ import fc from 'fast-check';
 import { MemorySseSink } from '../../../src/http/inject.js';
 import { parseLastEventId, readRecords, streamTaskLog } from '../../../src/tasks/task-log-stream.js';
 import { TaskLog } from '../../../src/tasks/task-log.js';
+import { DEADLINE_MS, waitFor } from '../../support/wait.js';
 
 let dir: string;
 let n = 0;
@@ -80,7 +81,8 @@ describe('streamTaskLog', () => {
     const sink = new MemorySseSink();
     sink.setBackpressure(true);
     const streaming = streamTaskLog(log, sink);
-    for (let i = 0; i < 500 && sink.frames.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    await waitFor('the first frame of the replay', () => sink.frames.length > 0, { deadlineMs: DEADLINE_MS.local, intervalMs: 5 });
+    // A negative check: a pause in which a replay that ignored the backpressure would write more.
     for (let i = 0; i < 5; i++) await new Promise((r) => setTimeout(r, 5));
     assert.equal(sink.frames.length, 1, 'one frame written, then the replay waits');
     sink.setBackpressure(false);

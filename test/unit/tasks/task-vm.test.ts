@@ -4,6 +4,7 @@ import { SvcError } from '../../../src/core/errors.js';
 import type { HypervisorHealth } from '../../../src/hypervisor/port.js';
 import { hypervisorCapacity } from '../../../src/tasks/task-service.js';
 import { TaskVms, taskVmName } from '../../../src/tasks/task-vm.js';
+import { DEADLINE_MS, waitFor } from '../../support/wait.js';
 import { FakeAgents, FakeVms } from './orchestrator-fakes.js';
 
 // The code under test unref's its timers (they must never keep a server alive); here nothing
@@ -36,7 +37,8 @@ describe('TaskVms', () => {
     const backend = new FakeVms(agents);
     const vms = new TaskVms(backend, agents);
     const op = await vms.create('agent-task-bbbb0000');
-    await new Promise((r) => setTimeout(r, 10));
+    // The fake makes the new VM's agent Ready once its operation completed: only then can the test override it.
+    await waitFor('the fake to report the agent Ready', () => agents.get('agent-task-bbbb0000')?.status === 'Ready', { deadlineMs: DEADLINE_MS.local });
     agents.set('agent-task-bbbb0000', 'Starting', 'uuid-agent-task-bbbb0000');
     await assert.rejects(
       vms.waitReady('agent-task-bbbb0000', op, { timeoutMs: 100, signal: new AbortController().signal }),
@@ -59,19 +61,23 @@ describe('TaskVms', () => {
     await assert.rejects(new TaskVms({ api: broken, operations: backend.operations }, agents).release('agent-task-d', null, 1000), /nope/);
   });
 
-  test('watchAgent: lost after the grace, not when it comes back in time; removal is lost at once', async () => {
+  test('watchAgent: lost after the grace, not when it comes back in time', (t) => {
+    // The grace is a timer: mocked, so "in time" and "after the grace" do not depend on how busy the machine is.
+    t.mock.timers.enable({ apis: ['setTimeout'] });
     const agents = new FakeAgents();
     const vms = new TaskVms(new FakeVms(agents), agents);
     const lost: string[] = [];
     const stop = vms.watchAgent('agent-task-e', 80, (why) => lost.push(why));
     agents.set('agent-task-e', 'Disconnected', 'u');
-    await new Promise((r) => setTimeout(r, 20));
+    t.mock.timers.tick(79);
     agents.set('agent-task-e', 'Ready', 'u');
-    await new Promise((r) => setTimeout(r, 120));
+    t.mock.timers.tick(200);
     assert.deepEqual(lost, []);
     agents.set('agent-task-e', 'Disconnected', 'u');
-    await new Promise((r) => setTimeout(r, 150));
-    assert.equal(lost.length, 1);
+    t.mock.timers.tick(79);
+    assert.deepEqual(lost, []);
+    t.mock.timers.tick(1);
+    assert.deepEqual(lost, ['the agent of VM agent-task-e stayed disconnected for 0 s']);
     stop();
     assert.equal(agents.listeners, 0);
   });

@@ -1,0 +1,67 @@
+/**
+ * The VM component: the VM service (operation queues on the vm-ops actors, provisioning, local
+ * agents) with its routes (VMs, operations, container images), the VM frame kinds and shard
+ * restarts. Listed after the gRPC listener: local agents dial it; stopped before it (reverse
+ * order), so every local agent is down before the listener and the actors go. Options override
+ * what the config decides (tests).
+ */
+import { emittedKindsOf } from '../../actors/protocol/frame-kinds.js';
+import { framesOf, type Component } from '../component/component.js';
+import { ensureCa } from '../identity/ca.js';
+import { registryAgentLookup } from './agent-lookup.js';
+import { startVmService, VM_ACTOR_MODULE, type VmService, type VmServiceOptions } from './vm-service.js';
+
+declare module '../component/component.js' {
+  interface Services {
+    vms: VmService;
+  }
+}
+
+/** VmServiceOptions over the ones made from the config and the earlier components. */
+export type VmsComponentOptions = Partial<VmServiceOptions>;
+
+export function vmsComponent(o: VmsComponentOptions = {}): Component {
+  return {
+    name: 'vms',
+    readiness: ['vms'],
+    actorModules: [VM_ACTOR_MODULE],
+    async start(ctx) {
+      const { config } = ctx;
+      const jobs = ctx.find('jobs');
+      const agents = o.agents === undefined ? ctx.need('agents') : undefined;
+      const ca = o.caProvider === undefined ? await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain, ...(jobs !== undefined && { jobs }) }) : undefined;
+      const vms = await startVmService({
+        hypervisor: ctx.need('hypervisor'),
+        actors: ctx.need('actors'),
+        events: ctx.need('events'),
+        agents: agents === undefined ? { byVm: () => null } : registryAgentLookup(agents.registry),
+        grpcAddress: { host: config.grpcAddr.host, port: agents?.port ?? config.grpcAddr.port },
+        caProvider: () => (ca === undefined ? Promise.reject(new Error('no CA')) : Promise.resolve(ca)),
+        logger: ctx.logger.child({ component: 'vms' }),
+        stateDir: config.stateDir,
+        enableDirectRuntimeSsh: config.enableDirectRuntimeSsh,
+        writeBudgetMs: config.hypervisorWriteBudgetMs,
+        agentConnectTimeoutMs: config.vmAgentConnectTimeoutSeconds * 1000,
+        operationRetentionMs: config.operationRetentionSeconds * 1000,
+        containerImagesFile: config.containerImagesFile,
+        stopDeadlineMs: Math.max(1000, Math.floor(config.shutdownDeadlineMs / 2)),
+        qemu: {
+          ...(config.vmBaseImage !== null ? { baseImage: config.vmBaseImage } : {}),
+          network: config.vmNetwork,
+          ...(config.vmAgentServerAddr !== null ? { agentServer: config.vmAgentServerAddr } : {}),
+        },
+        metricsRegistry: ctx.metrics.registry,
+        ...o,
+      });
+      ctx.provide('vms', vms);
+      return {
+        frames: framesOf(emittedKindsOf('vm'), (kind, key, payload) => {
+          vms.handleFrame(kind, key, payload);
+        }),
+        onShardRestart: (shardIndex, lost) => vms.handleShardRestart(shardIndex, lost),
+        routes: (router) => vms.registerRoutes(router),
+        stop: () => vms.stop(),
+      };
+    },
+  };
+}
