@@ -1,27 +1,29 @@
 /**
- * Set-up of the streaming integration tests: the real server parts assembled the way src/main.ts
- * wires them (ActorSystem with the agent and output-shard actors, AgentService with its mTLS gRPC
- * listener, the output fanout, the HTTP and WS listeners on uWS), ports 0, a temporary state dir,
- * and helpers to run commands on real sandbox-agent processes.
+ * Set-up of the streaming integration tests: startServer with the events, actors, agents, output
+ * (fanout and WS listener), server routes, HTTP and gRPC listener components, ports 0, a
+ * temporary state dir, and helpers to run commands on real sandbox-agent processes.
  */
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { agentActorId } from '../../actors/protocol/agent-frames.js';
-import { ActorSystem } from '../../actors/runtime/actor-system.js';
 import type { ReplaySettings } from '../../actors/protocol/output-calls.js';
-import { AGENT_ACTOR_MODULE, AgentService } from '../../src/agents/agent-service.js';
-import { registerMetricsRoute } from '../../src/server/metrics.js';
+import type { ActorSystem } from '../../actors/runtime/actor-system.js';
+import type { AgentService } from '../../src/agents/agent-service.js';
+import { agentListenerComponent, agentsComponent } from '../../src/agents/component.js';
 import { loadConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/schema.js';
-import { EventStore } from '../../src/events/event-store.js';
+import { eventsComponent } from '../../src/events/component.js';
+import type { HttpListener } from '../../src/http/uws-server.js';
+import type { WsListener } from '../../src/http/ws-server.js';
 import { ensureCa, writeAgentBundle, type CaMaterial } from '../../src/identity/ca.js';
-import { Router } from '../../src/http/router.js';
-import { startHttpListener, type HttpListener } from '../../src/http/uws-server.js';
-import { startWsListener, type WsListener } from '../../src/http/ws-server.js';
-import { createMetrics, type Metrics } from '../../src/observability/metrics.js';
-import { OUTPUT_ACTOR_MODULE, startOutputFanout, type OutputFanout } from '../../src/streaming/output-fanout.js';
+import { startServer } from '../../src/main.js';
+import type { Metrics } from '../../src/observability/metrics.js';
+import { actorsComponent, httpComponent } from '../../src/server/runtime-components.js';
+import { serverRoutesComponent } from '../../src/server/server-routes.js';
+import { outputComponent } from '../../src/streaming/component.js';
+import type { OutputFanout } from '../../src/streaming/output-fanout.js';
 import { spawnAgent, waitFor, type AgentProcess } from './agents-harness.js';
 
 export interface StreamingServer {
@@ -68,48 +70,26 @@ export async function startStreamingServer(opts: StreamingServerOptions = {}): P
     ...opts.env,
   });
   const logger = pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' });
-  const metrics = createMetrics({ defaultMetrics: false });
-  const events = new EventStore();
-  const agents = new AgentService({ config, logger, metrics, events });
-  const results = new Map<string, number>();
-  agents.subscribeCommands((e) => {
-    if (e.kind === 'result') results.set(e.command_id, e.exit_code);
-  });
-  const ref: { fanout?: OutputFanout } = {};
-  const actors = await ActorSystem.start({
-    mode: config.actorsMode,
-    shards: config.actorShards,
-    actorModules: [AGENT_ACTOR_MODULE, OUTPUT_ACTOR_MODULE],
-    ringBytes: config.actorRingBytes,
-    onEmit: (kind, key, payload) => {
-      if (ref.fanout?.onEmit(kind, key, payload) === true) return;
-      agents.onEmit(kind, key, payload);
-    },
-    onShardRestart: (shard, lost) => agents.onShardRestart(shard, lost),
-  });
-  agents.bindActors(actors);
-  const fanout = await startOutputFanout({
-    actors,
-    agents,
-    logger,
-    metrics,
+  const output = outputComponent({
     ...(opts.replay !== undefined && { replay: opts.replay }),
     ...(opts.sseQueueBytes !== undefined && { sseQueueBytes: opts.sseQueueBytes }),
     ...(opts.wsSlowCloseBytes !== undefined && { wsSlowCloseBytes: opts.wsSlowCloseBytes }),
   });
-  const router = new Router();
-  fanout.registerRoutes(router);
-  registerMetricsRoute(router, metrics);
-  const http = await startHttpListener({ host: '127.0.0.1', port: 0, router, logger, metrics });
-  const ws = await startWsListener({ host: '127.0.0.1', port: 0, logger, handlers: fanout.wsHandlers, maxBackpressureBytes: fanout.wsMaxBackpressureBytes });
-  fanout.attachWs(ws);
-  const grpc = await agents.start();
+  const server = await startServer(config, logger, {
+    components: [eventsComponent, actorsComponent, agentsComponent, output, serverRoutesComponent, httpComponent, agentListenerComponent],
+  });
+  const actors = server.service('actors');
+  const agents = server.agents;
+  const { fanout: f, ws } = server.service('output');
+  const http = server.service('http');
+  const results = new Map<string, number>();
+  agents.subscribeCommands((e) => {
+    if (e.kind === 'result') results.set(e.command_id, e.exit_code);
+  });
   const ca = await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain });
-  const grpcTarget = `127.0.0.1:${grpc.port}`;
+  const grpcTarget = `127.0.0.1:${server.ports.grpc}`;
   const procs: AgentProcess[] = [];
   const base = `http://127.0.0.1:${http.port}`;
-  ref.fanout = fanout;
-  const f = fanout;
   let stopped: Promise<void> | undefined;
   return {
     config,
@@ -118,7 +98,7 @@ export async function startStreamingServer(opts: StreamingServerOptions = {}): P
     actors,
     agents,
     fanout: f,
-    metrics,
+    metrics: server.metrics,
     http,
     ws,
     base,
@@ -150,11 +130,7 @@ export async function startStreamingServer(opts: StreamingServerOptions = {}): P
           p.kill('SIGKILL');
         }
         await Promise.all(procs.map((p) => p.exited));
-        await agents.stop();
-        await f.stop();
-        await ws.close();
-        await http.close();
-        await actors.stop();
+        await server.stop();
         await rm(dir, { recursive: true, force: true });
       })();
       return stopped;

@@ -3,9 +3,8 @@
  * shards hosting agent and VM actors, the mTLS gRPC agents listener with real local
  * sandbox-agent processes (one per task VM), real git, real files, a real HTTP listener on
  * loopback; the coding agent is test/fixtures/fake-claude/fake-claude.mjs.
- *
- * The same pieces src/main.ts composes, assembled here because the tests need the actor system
- * and the router, which the server handle does not expose.
+ * startServer with the events, actors, agents, gRPC listener, hypervisor, VM, storage, task,
+ * server-route and HTTP listener components (no output fanout, no sessions, no job pool).
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -14,22 +13,19 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { ActorSystem } from '../../actors/runtime/actor-system.js';
-import { AGENT_ACTOR_MODULE, AgentService } from '../../src/agents/agent-service.js';
-import { registerEventRoutes } from '../../src/events/routes.js';
-import { registerMetricsRoute } from '../../src/server/metrics.js';
-import { registerStorageRoutes } from '../../src/storage/routes.js';
+import type { AgentService } from '../../src/agents/agent-service.js';
+import { agentListenerComponent, agentsComponent } from '../../src/agents/component.js';
 import { loadConfig } from '../../src/config/load.js';
-import { EventStore } from '../../src/events/event-store.js';
-import { Router } from '../../src/http/router.js';
-import { startHttpListener, type HttpListener } from '../../src/http/uws-server.js';
-import { LibvirtHypervisor } from '../../src/hypervisor/libvirt/libvirt-hypervisor.js';
-import { ensureCa } from '../../src/identity/ca.js';
-import { createMetrics } from '../../src/observability/metrics.js';
-import { Storage } from '../../src/storage/storage.js';
-import { startTaskService, type TaskService, type TaskServiceOptions } from '../../src/tasks/task-service.js';
-import { registryAgentLookup } from '../../src/vms/agent-lookup.js';
-import { VM_ACTOR_MODULE, startVmService, type VmService } from '../../src/vms/vm-service.js';
+import { eventsComponent } from '../../src/events/component.js';
+import type { EventStore } from '../../src/events/event-store.js';
+import { startServer } from '../../src/main.js';
+import { actorsComponent, httpComponent, hypervisorComponent } from '../../src/server/runtime-components.js';
+import { serverRoutesComponent } from '../../src/server/server-routes.js';
+import { storageComponent } from '../../src/storage/component.js';
+import { tasksComponent } from '../../src/tasks/component.js';
+import { DEFAULT_TASK_STOP_DEADLINE_MS, type TaskService, type TaskServiceOptions } from '../../src/tasks/task-service.js';
+import { vmsComponent } from '../../src/vms/component.js';
+import type { VmService } from '../../src/vms/vm-service.js';
 import { repoRoot } from '../support/paths.js';
 import { DEADLINE_MS, tail, waitFor } from '../support/wait.js';
 
@@ -79,44 +75,35 @@ export async function startTaskHarness(
 ): Promise<TaskHarness> {
   const { hypervisorUris, ...taskOpts } = opts;
   const dir = await mkdtemp(join(tmpdir(), 'sandboxd-tasks-'));
-  const config = loadConfig({ SVC_STATE_DIR: dir, SVC_GRPC_ADDR: '127.0.0.1:0', SVC_SHUTDOWN_DEADLINE_MS: '5000', LOG_LEVEL: 'silent' });
+  const config = loadConfig({
+    SVC_STATE_DIR: dir,
+    SVC_HTTP_ADDR: '127.0.0.1:0',
+    SVC_GRPC_ADDR: '127.0.0.1:0',
+    SVC_ACTORS: 'workers',
+    SVC_ACTOR_SHARDS: '2',
+    // Bounds the whole stop; the VM and task components keep the bounds they had on their own.
+    SVC_SHUTDOWN_DEADLINE_MS: '20000',
+    SVC_HYPERVISOR_URI: (hypervisorUris ?? ['test:///default']).join(','),
+    SVC_HYPERVISOR_POLL_INTERVAL_MS: '60000',
+    LOG_LEVEL: 'silent',
+  });
   const logger = pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' });
-  const metrics = createMetrics({ defaultMetrics: false });
-  const events = new EventStore();
-  const agents = new AgentService({ config, logger, metrics, events });
-  const ref: { vms?: VmService } = {};
-  const actors = await ActorSystem.start({
-    mode: 'workers',
-    shards: 2,
-    actorModules: [AGENT_ACTOR_MODULE, VM_ACTOR_MODULE],
-    onEmit: (kind, key, payload) => {
-      if (!agents.onEmit(kind, key, payload)) ref.vms?.handleFrame(kind, key, payload);
-    },
+  const server = await startServer(config, logger, {
+    components: [
+      eventsComponent,
+      actorsComponent,
+      agentsComponent,
+      agentListenerComponent,
+      hypervisorComponent,
+      vmsComponent({ agentConnectTimeoutMs: 120_000, localAgentStopGraceMs: 3000, stopDeadlineMs: 6000 }),
+      storageComponent,
+      tasksComponent({ stopDeadlineMs: DEFAULT_TASK_STOP_DEADLINE_MS, vm: { vcpus: 1, memoryMiB: 256, diskGiB: 1 }, keepWorkspaces: true, killGraceMs: 2000, provisionTimeoutMs: 180_000, ...taskOpts }),
+      serverRoutesComponent,
+      httpComponent,
+    ],
   });
-  agents.bindActors(actors);
-  const { port } = await agents.start();
-  const ca = await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain });
-  const hv = new LibvirtHypervisor({ uris: hypervisorUris ?? ['test:///default'], pollIntervalMs: 60_000 });
-  await hv.start();
-  const vms = await startVmService({
-    hypervisor: hv, actors, events, agents: registryAgentLookup(agents.registry), grpcAddress: { host: '127.0.0.1', port },
-    caProvider: () => Promise.resolve(ca), logger, stateDir: dir, enableDirectRuntimeSsh: false, agentConnectTimeoutMs: 120_000,
-    localAgentStopGraceMs: 3000,
-  });
-  ref.vms = vms;
-  const storage = new Storage({ rootDir: join(dir, 'storage') });
-  const tasks = await startTaskService({
-    logger, metrics, events, stateDir: dir, storage, vms, agents, actors, hypervisor: hv,
-    vm: { vcpus: 1, memoryMiB: 256, diskGiB: 1 }, keepWorkspaces: true, killGraceMs: 2000, provisionTimeoutMs: 180_000,
-    ...taskOpts,
-  });
-  const router = new Router();
-  vms.registerRoutes(router);
-  tasks.registerRoutes(router);
-  registerStorageRoutes(router, { storage });
-  registerEventRoutes(router, { events });
-  registerMetricsRoute(router, metrics);
-  const http: HttpListener = await startHttpListener({ host: '127.0.0.1', port: 0, router, logger, metrics });
+  const { events, agents, vms, tasks } = server;
+  const http = server.service('http');
   const base = `http://127.0.0.1:${http.port}`;
 
   const request: TaskHarness['request'] = async (method, path, body) => {
@@ -191,12 +178,7 @@ export async function startTaskHarness(
     },
     stop() {
       stopped ??= (async () => {
-        await tasks.stop();
-        await http.close();
-        await vms.stop();
-        await agents.stop();
-        await actors.stop();
-        await hv.stop();
+        await server.stop();
         await rm(dir, { recursive: true, force: true });
       })();
       return stopped;

@@ -1,8 +1,8 @@
 /**
- * VMs with their real agents: the agents feature's mTLS gRPC listener and agent actors, the VM
- * feature's queue actors, in one worker-shard ActorSystem; every local sandbox-agent dials the
- * listener with the certificate provisioning issued, and "agent connected" comes from the agents
- * registry (registryAgentLookup), not from a stand-in.
+ * VMs with their real agents: startServer with the agents component and its mTLS gRPC
+ * listener, the hypervisor and the VM component, in one worker-shard ActorSystem; every local
+ * sandbox-agent dials the listener with the certificate provisioning issued, and "agent
+ * connected" comes from the agents registry (registryAgentLookup), not from a stand-in.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -10,27 +10,23 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pino from 'pino';
-import { ActorSystem } from '../../actors/runtime/actor-system.js';
-import { AGENT_ACTOR_MODULE, AgentService } from '../../src/agents/agent-service.js';
+import type { AgentService } from '../../src/agents/agent-service.js';
+import { agentListenerComponent, agentsComponent } from '../../src/agents/component.js';
 import { loadConfig } from '../../src/config/load.js';
-import { EventStore } from '../../src/events/event-store.js';
+import { eventsComponent } from '../../src/events/component.js';
 import { inject, type InjectResponse } from '../../src/http/inject.js';
-import { Router } from '../../src/http/router.js';
-import { LibvirtHypervisor } from '../../src/hypervisor/libvirt/libvirt-hypervisor.js';
-import { ensureCa } from '../../src/identity/ca.js';
-import { createMetrics } from '../../src/observability/metrics.js';
-import { registryAgentLookup } from '../../src/vms/agent-lookup.js';
-import { VM_ACTOR_MODULE, startVmService, type VmService } from '../../src/vms/vm-service.js';
+import type { Router } from '../../src/http/router.js';
+import { startServer, type ServerHandle } from '../../src/main.js';
+import { actorsComponent, hypervisorComponent } from '../../src/server/runtime-components.js';
+import { vmsComponent } from '../../src/vms/component.js';
 import { uniqueName } from './vms-harness.js';
 
 type Json = Record<string, unknown>;
 
 describe('VMs with real agents over mTLS gRPC', () => {
   let dir: string;
-  let hv: LibvirtHypervisor;
-  let actors: ActorSystem;
+  let server: ServerHandle;
   let agents: AgentService;
-  let vms: VmService;
   let router: Router;
   const req = (method: string, url: string, body?: unknown): Promise<InjectResponse> => inject(router, { method, url, ...(body !== undefined ? { body } : {}) });
   const waitOp = async (id: string, timeoutMs = 120_000): Promise<Json> => {
@@ -52,38 +48,23 @@ describe('VMs with real agents over mTLS gRPC', () => {
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'sandboxd-vms-agents-'));
-    const config = loadConfig({ SVC_STATE_DIR: dir, SVC_GRPC_ADDR: '127.0.0.1:0', SVC_SHUTDOWN_DEADLINE_MS: '5000', LOG_LEVEL: 'silent' });
-    const logger = pino({ level: 'silent' });
-    const events = new EventStore();
-    agents = new AgentService({ config, logger, metrics: createMetrics(), events });
-    const ref: { vms?: VmService } = {};
-    actors = await ActorSystem.start({
-      mode: 'workers',
-      shards: 2,
-      actorModules: [AGENT_ACTOR_MODULE, VM_ACTOR_MODULE],
-      onEmit: (kind, key, payload) => {
-        if (!agents.onEmit(kind, key, payload)) ref.vms?.handleFrame(kind, key, payload);
-      },
+    const config = loadConfig({
+      SVC_STATE_DIR: dir,
+      SVC_GRPC_ADDR: '127.0.0.1:0',
+      SVC_ACTORS: 'workers',
+      SVC_ACTOR_SHARDS: '2',
+      SVC_HYPERVISOR_POLL_INTERVAL_MS: '60000',
+      LOG_LEVEL: 'silent',
     });
-    agents.bindActors(actors);
-    const { port } = await agents.start();
-    const ca = await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain });
-    hv = new LibvirtHypervisor({ uris: ['test:///default'], pollIntervalMs: 60_000 });
-    await hv.start();
-    vms = await startVmService({
-      hypervisor: hv, actors, events, agents: registryAgentLookup(agents.registry), grpcAddress: { host: '127.0.0.1', port },
-      caProvider: () => Promise.resolve(ca), logger, stateDir: dir, enableDirectRuntimeSsh: false, agentConnectTimeoutMs: 90_000,
+    server = await startServer(config, pino({ level: 'silent' }), {
+      components: [eventsComponent, actorsComponent, agentsComponent, agentListenerComponent, hypervisorComponent, vmsComponent({ agentConnectTimeoutMs: 90_000 })],
     });
-    ref.vms = vms;
-    router = new Router();
-    vms.registerRoutes(router);
+    agents = server.agents;
+    router = server.router;
   });
 
   after(async () => {
-    await vms.stop();
-    await agents.stop();
-    await actors.stop();
-    await hv.stop();
+    await server.stop();
     await rm(dir, { recursive: true, force: true });
   });
 

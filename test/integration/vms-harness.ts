@@ -1,9 +1,9 @@
 /**
- * The VM feature on real parts, for the vms-*.test.ts files: a LibvirtHypervisor on
- * test:///default, an ActorSystem hosting the vm-ops actors, a real CA, real local sandbox-agent
- * processes, the routes on a Router driven with inject(). Only the agents registry is stood in
- * for (AgentLookup): an agent counts as connected while its local process runs, unless the test
- * put its VM in `unreachable`.
+ * The VM feature on real parts, for the vms-*.test.ts files: startServer with the events,
+ * actors, hypervisor (test:///default) and VM components, a real CA, real local sandbox-agent
+ * processes, the routes on the server's router driven with inject() (no listener). Only the
+ * agents registry is stood in for (AgentLookup): an agent counts as connected while its local
+ * process runs, unless the test put its VM in `unreachable`.
  *
  * test:///default is shared by every connection of the process: each test uses names of its own.
  */
@@ -13,14 +13,19 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { ActorSystem, type ActorMode } from '../../actors/runtime/actor-system.js';
-import { EventStore } from '../../src/events/event-store.js';
+import type { ActorMode, ActorSystem } from '../../actors/runtime/actor-system.js';
+import { loadConfig } from '../../src/config/load.js';
+import { eventsComponent } from '../../src/events/component.js';
+import type { EventStore } from '../../src/events/event-store.js';
 import { inject, type InjectResponse } from '../../src/http/inject.js';
-import { Router } from '../../src/http/router.js';
-import { LibvirtHypervisor } from '../../src/hypervisor/libvirt/libvirt-hypervisor.js';
+import type { Router } from '../../src/http/router.js';
+import type { LibvirtHypervisor } from '../../src/hypervisor/libvirt/libvirt-hypervisor.js';
 import { createStandaloneCa } from '../../src/identity/ca.js';
+import { startServer } from '../../src/main.js';
+import { actorsComponent, hypervisorComponent } from '../../src/server/runtime-components.js';
 import type { AgentLookup } from '../../src/vms/agent-lookup.js';
-import { VM_ACTOR_MODULE, startVmService, type VmService, type VmServiceOptions } from '../../src/vms/vm-service.js';
+import { vmsComponent, type VmsComponentOptions } from '../../src/vms/component.js';
+import type { VmService, VmServiceOptions } from '../../src/vms/vm-service.js';
 
 export interface VmHarness {
   readonly hv: LibvirtHypervisor;
@@ -62,17 +67,16 @@ export async function startVmHarness(
 ): Promise<VmHarness> {
   const { mode, agents: agentsFactory, grpcPort, uri, pollIntervalMs, ...rest } = opts;
   const stateDir = await mkdtemp(join(tmpdir(), 'sandboxd-vms-'));
-  const hv = new LibvirtHypervisor({ uris: [uri ?? 'test:///default'], pollIntervalMs: pollIntervalMs ?? 60_000 });
-  await hv.start();
-  const ref: { svc?: VmService } = {};
-  const actors = await ActorSystem.start({
-    mode: mode ?? 'workers',
-    shards: 2,
-    actorModules: [VM_ACTOR_MODULE],
-    onEmit: (kind, key, payload) => {
-      ref.svc?.handleFrame(kind, key, payload);
-    },
+  const config = loadConfig({
+    SVC_STATE_DIR: stateDir,
+    SVC_ACTORS: mode ?? 'workers',
+    SVC_ACTOR_SHARDS: '2',
+    SVC_HYPERVISOR_URI: uri ?? 'test:///default',
+    SVC_HYPERVISOR_POLL_INTERVAL_MS: String(pollIntervalMs ?? 60_000),
+    LOG_LEVEL: 'silent',
   });
+  // The stand-in agents registry asks the VM service, which exists once the server started.
+  const ref: { svc?: VmService } = {};
   const unreachable = new Set<string>();
   const connectDelayMs = new Map<string, number>();
   const svcOf = (): VmService => {
@@ -90,24 +94,24 @@ export async function startVmHarness(
       },
     };
   const ca = await createStandaloneCa('sandbox.local');
-  const events = new EventStore();
-  ref.svc = await startVmService({
-    hypervisor: hv,
-    actors,
-    events,
+  const vmsOptions: VmsComponentOptions = {
     agents,
     grpcAddress: { host: '127.0.0.1', port: grpcPort ?? (await closedPort()) },
     caProvider: () => Promise.resolve(ca),
-    logger: pino({ level: 'silent' }),
-    stateDir,
     enableDirectRuntimeSsh: false,
     agentConnectTimeoutMs: 4000,
     localAgentStopGraceMs: 3000,
+    // Local agents get their whole grace at stop (half of this).
+    stopDeadlineMs: 6000,
     ...rest,
+  };
+  const server = await startServer(config, pino({ level: 'silent' }), {
+    components: [eventsComponent, actorsComponent, hypervisorComponent, vmsComponent(vmsOptions)],
   });
-  const svc = ref.svc;
-  const router = new Router();
-  svc.registerRoutes(router);
+  const svc = server.vms;
+  ref.svc = svc;
+  const { router, events, hypervisor: hv } = server;
+  const actors = server.service('actors');
   const req = (method: string, url: string, body?: unknown): Promise<InjectResponse> =>
     inject(router, { method, url, ...(body !== undefined ? { body } : {}) });
   const waitOp = async (id: string, timeoutMs = 60_000): Promise<Record<string, unknown>> => {
@@ -131,9 +135,7 @@ export async function startVmHarness(
       return op;
     },
     async stop() {
-      await svc.stop();
-      await actors.stop();
-      await hv.stop();
+      await server.stop();
       await rm(stateDir, { recursive: true, force: true });
     },
   };
