@@ -35,7 +35,7 @@ import { errorMessage } from './util/error-message.js';
  * local agents dial it) and tasks last (they use VMs). Stopping runs the list backwards.
  */
 export const DEFAULT_COMPONENTS: readonly Component[] = [
-  eventsComponent,
+  eventsComponent(),
   actorsComponent,
   agentsComponent,
   outputComponent(),
@@ -53,6 +53,8 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
 export interface StartOptions {
   /** The components to start, in order. Default {@link DEFAULT_COMPONENTS}. */
   readonly components?: readonly Component[];
+  /** The registry every component counts into. Default createMetrics() (with the process metrics). */
+  readonly metrics?: Metrics;
 }
 
 export interface ServerHandle {
@@ -86,7 +88,7 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
   const components = opts.components ?? DEFAULT_COMPONENTS;
   const readiness = new Readiness();
   for (const c of components) for (const name of c.readiness ?? []) readiness.expect(name);
-  const metrics = createMetrics();
+  const metrics = opts.metrics ?? createMetrics();
   const router = new Router();
   const wsRoutes: WsRouteOptions[] = [];
   const services = new Map<string, { service: unknown; by: string }>();

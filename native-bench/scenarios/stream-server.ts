@@ -1,7 +1,7 @@
 /**
- * The streaming part of sandboxd, assembled in the bench process the way src/main.ts wires it:
- * ActorSystem (workers or inline) with the agent and output-shard actors, AgentService and its
- * mTLS gRPC listener, the output fanout, the HTTP listener (SSE routes) and the WS listener.
+ * The streaming part of sandboxd in the bench process: startServer with the events, actors,
+ * agents, output (fanout and WS listener), HTTP and gRPC listener components, the actors in
+ * workers or inline; `tap` wraps the agents' and output's frame handlers to count what they see.
  * Logs are silent; listeners are on 127.0.0.1, ports 0. Agent certificates are issued for the
  * bench client process.
  */
@@ -9,17 +9,21 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { ActorSystem, type ActorMode } from '../../actors/runtime/actor-system.js';
 import type { ReplaySettings } from '../../actors/protocol/output-calls.js';
-import { AGENT_ACTOR_MODULE, AgentService } from '../../src/agents/agent-service.js';
+import type { ActorMode, ActorSystem } from '../../actors/runtime/actor-system.js';
+import type { AgentService } from '../../src/agents/agent-service.js';
+import { agentListenerComponent, agentsComponent } from '../../src/agents/component.js';
+import type { Component, FrameHandler } from '../../src/component/component.js';
 import { loadConfig } from '../../src/config/load.js';
-import { EventStore } from '../../src/events/event-store.js';
-import { Router } from '../../src/http/router.js';
-import { startHttpListener, type HttpListener } from '../../src/http/uws-server.js';
-import { startWsListener, type WsListener } from '../../src/http/ws-server.js';
+import { eventsComponent } from '../../src/events/component.js';
+import type { HttpListener } from '../../src/http/uws-server.js';
+import type { WsListener } from '../../src/http/ws-server.js';
 import { ensureCa, issueAgentCert, type CaMaterial } from '../../src/identity/ca.js';
+import { startServer } from '../../src/main.js';
 import { createMetrics } from '../../src/observability/metrics.js';
-import { OUTPUT_ACTOR_MODULE, startOutputFanout, type OutputFanout } from '../../src/streaming/output-fanout.js';
+import { actorsComponent, httpComponent } from '../../src/server/runtime-components.js';
+import { outputComponent } from '../../src/streaming/component.js';
+import type { OutputFanout } from '../../src/streaming/output-fanout.js';
 import type { SimAgentTls } from './sim-agent.js';
 
 export interface BenchServer {
@@ -48,6 +52,22 @@ export interface BenchServerOptions {
   heartbeatSeconds?: number;
 }
 
+/** `c` with `tap` seeing each frame it claims before its handler does. */
+function tapped(c: Component, tap: FrameHandler): Component {
+  return {
+    ...c,
+    async start(ctx) {
+      const started = await c.start(ctx);
+      if (started.frames === undefined) return started;
+      const frames = new Map([...started.frames].map(([kind, handle]): [number, FrameHandler] => [kind, (k, key, payload) => {
+        tap(k, key, payload);
+        handle(k, key, payload);
+      }]));
+      return { ...started, frames };
+    },
+  };
+}
+
 export async function startBenchServer(opts: BenchServerOptions): Promise<BenchServer> {
   const dir = await mkdtemp(join(tmpdir(), 'sandboxd-bench-'));
   const config = loadConfig({
@@ -60,63 +80,36 @@ export async function startBenchServer(opts: BenchServerOptions): Promise<BenchS
     SVC_AGENT_HEARTBEAT_SECONDS: String(opts.heartbeatSeconds ?? 30),
     LOG_LEVEL: 'silent',
   });
-  const logger = pino({ level: 'silent' });
-  const metrics = createMetrics({ defaultMetrics: false });
-  const agents = new AgentService({ config, logger, metrics, events: new EventStore({ maxEvents: 1000 }) });
-  const ref: { fanout?: OutputFanout } = {};
   const tap = opts.tap;
-  const actors = await ActorSystem.start({
-    mode: config.actorsMode,
-    shards: config.actorShards,
-    actorModules: [AGENT_ACTOR_MODULE, OUTPUT_ACTOR_MODULE],
-    ringBytes: config.actorRingBytes,
-    onEmit: (kind, key, payload) => {
-      tap?.(kind, key, payload);
-      if (ref.fanout?.onEmit(kind, key, payload) === true) return;
-      agents.onEmit(kind, key, payload);
-    },
-    onShardRestart: (shard, lost) => agents.onShardRestart(shard, lost),
-  });
-  agents.bindActors(actors);
-  const fanout = await startOutputFanout({
-    actors,
-    agents,
-    logger,
-    metrics,
+  const withTap = (c: Component): Component => (tap === undefined ? c : tapped(c, tap));
+  const output = outputComponent({
     ...(opts.replay !== undefined && { replay: opts.replay }),
     ...(opts.sseQueueBytes !== undefined && { sseQueueBytes: opts.sseQueueBytes }),
   });
-  const router = new Router();
-  fanout.registerRoutes(router);
-  const http = await startHttpListener({ host: '127.0.0.1', port: 0, router, logger });
-  const ws = await startWsListener({ host: '127.0.0.1', port: 0, logger, handlers: fanout.wsHandlers, maxBackpressureBytes: fanout.wsMaxBackpressureBytes });
-  fanout.attachWs(ws);
-  const grpc = await agents.start();
+  const server = await startServer(config, pino({ level: 'silent' }), {
+    components: [eventsComponent({ maxEvents: 1000 }), actorsComponent, withTap(agentsComponent), withTap(output), httpComponent, agentListenerComponent],
+    metrics: createMetrics({ defaultMetrics: false }),
+  });
   const ca = await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain });
-  ref.fanout = fanout;
-  const f = fanout;
+  const { fanout, ws } = server.service('output');
   let stopped: Promise<void> | undefined;
   return {
     mode: opts.mode,
     dir,
     ca,
-    actors,
-    agents,
-    fanout: f,
-    http,
+    actors: server.service('actors'),
+    agents: server.agents,
+    fanout,
+    http: server.service('http'),
     ws,
-    grpcTarget: `127.0.0.1:${grpc.port}`,
+    grpcTarget: `127.0.0.1:${server.ports.grpc}`,
     async agentTls(instanceId) {
       const issued = await issueAgentCert(ca, { instanceId });
       return { ca: ca.caCertPem, cert: issued.certPem, key: issued.keyPem };
     },
     stop() {
       stopped ??= (async () => {
-        await agents.stop();
-        await f.stop();
-        await ws.close();
-        await http.close();
-        await actors.stop();
+        await server.stop();
         await rm(dir, { recursive: true, force: true });
       })();
       return stopped;

@@ -13,14 +13,21 @@ declare module '../component/component.js' {
   }
 }
 
-export const eventsComponent: Component = {
-  name: 'events',
-  start(ctx) {
-    const events = new EventStore();
-    ctx.provide('events', events);
-    return Promise.resolve({
-      routes: (router) => registerEventRoutes(router, { events }),
-      stop: () => Promise.resolve(),
-    });
-  },
-};
+export interface EventsComponentOptions {
+  /** Events kept in memory; default the store's (10,000). */
+  readonly maxEvents?: number;
+}
+
+export function eventsComponent(o: EventsComponentOptions = {}): Component {
+  return {
+    name: 'events',
+    start(ctx) {
+      const events = new EventStore(o.maxEvents === undefined ? {} : { maxEvents: o.maxEvents });
+      ctx.provide('events', events);
+      return Promise.resolve({
+        routes: (router) => registerEventRoutes(router, { events }),
+        stop: () => Promise.resolve(),
+      });
+    },
+  };
+}

@@ -52,7 +52,7 @@ export async function startSessionsServer(dir: string, grpcPort = 0, graceSecond
   });
   const logger = pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' });
   const server = await startServer(config, logger, {
-    components: [eventsComponent, actorsComponent, agentsComponent, sessionsComponent({ graceSeconds }), httpComponent, agentListenerComponent],
+    components: [eventsComponent(), actorsComponent, agentsComponent, sessionsComponent({ graceSeconds }), httpComponent, agentListenerComponent],
   });
   const http = { port: server.ports.http };
   const grpc = { port: server.ports.grpc };

@@ -76,7 +76,7 @@ export async function startStreamingServer(opts: StreamingServerOptions = {}): P
     ...(opts.wsSlowCloseBytes !== undefined && { wsSlowCloseBytes: opts.wsSlowCloseBytes }),
   });
   const server = await startServer(config, logger, {
-    components: [eventsComponent, actorsComponent, agentsComponent, output, serverRoutesComponent, httpComponent, agentListenerComponent],
+    components: [eventsComponent(), actorsComponent, agentsComponent, output, serverRoutesComponent, httpComponent, agentListenerComponent],
   });
   const actors = server.service('actors');
   const agents = server.agents;

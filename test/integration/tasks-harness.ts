@@ -90,7 +90,7 @@ export async function startTaskHarness(
   const logger = pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' });
   const server = await startServer(config, logger, {
     components: [
-      eventsComponent,
+      eventsComponent(),
       actorsComponent,
       agentsComponent,
       agentListenerComponent,

@@ -57,7 +57,7 @@ describe('VMs with real agents over mTLS gRPC', () => {
       LOG_LEVEL: 'silent',
     });
     server = await startServer(config, pino({ level: 'silent' }), {
-      components: [eventsComponent, actorsComponent, agentsComponent, agentListenerComponent, hypervisorComponent, vmsComponent({ agentConnectTimeoutMs: 90_000 })],
+      components: [eventsComponent(), actorsComponent, agentsComponent, agentListenerComponent, hypervisorComponent, vmsComponent({ agentConnectTimeoutMs: 90_000 })],
     });
     agents = server.agents;
     router = server.router;

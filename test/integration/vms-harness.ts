@@ -106,7 +106,7 @@ export async function startVmHarness(
     ...rest,
   };
   const server = await startServer(config, pino({ level: 'silent' }), {
-    components: [eventsComponent, actorsComponent, hypervisorComponent, vmsComponent(vmsOptions)],
+    components: [eventsComponent(), actorsComponent, hypervisorComponent, vmsComponent(vmsOptions)],
   });
   const svc = server.vms;
   ref.svc = svc;
