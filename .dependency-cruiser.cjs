@@ -9,7 +9,9 @@
  * The features never import src/server or main.ts; src/http imports no feature. The guest agent
  * (src/agent, the program inside a VM) uses only util, core, config, observability and proto;
  * what it shares with the server (tmux argv) lives in src/core. The client, the CLI and the
- * dashboard use only each other and src/util, never a server folder.
+ * dashboard use only each other and src/util, never a server folder. test/support is the test
+ * kit: helpers both the tests and the bench (native-bench) use; the bench imports nothing else
+ * of test/, and the kit imports no test and nothing of the bench.
  * actors/ may use src/util, src/core, src/observability and proto/, never a transport. Inside it:
  *   actors/protocol (the main⇄worker contract) and actors/ring import no other actors folder;
  *   actors/runtime uses only those two; the domain actors point one way,
@@ -150,6 +152,18 @@ module.exports = {
       severity: 'error',
       from: { path: '^src/(client|cli|dashboard)/' },
       to: { path: '^(src/(?!(client|cli|dashboard|util)/)|actors/|proto/)' },
+    },
+    {
+      name: 'the-bench-imports-no-test-but-the-support-kit',
+      severity: 'error',
+      from: { path: '^native-bench/' },
+      to: { path: '^test/(?!support/)' },
+    },
+    {
+      name: 'the-support-kit-imports-no-test',
+      severity: 'error',
+      from: { path: '^test/support/' },
+      to: { path: '^(test/(?!support/)|native-bench/)' },
     },
     {
       name: 'src-does-not-import-tests-or-bench',

@@ -5,7 +5,7 @@
  * operation completing (= the guest's agent connected over mTLS), then deletes it with its disk.
  * Value: p50 in ms; extra: p95, samples, accelerator (kvm or tcg, and why). Needs root and QEMU.
  */
-import { startRealVmEnv } from '../../test/integration/realvm-harness.js';
+import { startRealVmEnv } from '../../test/support/realvm.js';
 import type { BenchScenario } from '../types.js';
 
 function percentile(sorted: readonly number[], p: number): number {
@@ -21,7 +21,7 @@ export const vmReal: BenchScenario = {
     if (process.getuid?.() !== 0) throw new Error('vm-real needs root (libvirt qemu:///system)');
     // The same set-up as the real-VM tests (image, libvirtd, a network of its own, the server).
     const env = await startRealVmEnv('bn');
-    const base = `http://127.0.0.1:${env.ts.server.ports.http}`;
+    const base = `http://127.0.0.1:${env.server.ports.http}`;
     const samples: number[] = [];
     const problems: string[] = [];
     try {

@@ -184,12 +184,12 @@ export async function killAll(agents: readonly AgentProcess[]): Promise<void> {
 }
 
 /** A gRPC client with `cert` (or none) trusting the server's CA. */
-export function grpcClient(ts: TestServer, cert: IssuedCert | null, caPem: string = ts.ca.caCertPem): grpc.Client {
+export function grpcClient(ts: Pick<TestServer, 'ca' | 'grpcTarget'>, cert: IssuedCert | null, caPem: string = ts.ca.caCertPem): grpc.Client {
   const creds = cert === null ? grpc.credentials.createSsl(Buffer.from(caPem)) : grpc.credentials.createSsl(Buffer.from(caPem), Buffer.from(cert.keyPem), Buffer.from(cert.certPem));
   return new grpc.Client(ts.grpcTarget, creds, { 'grpc.ssl_target_name_override': 'localhost', 'grpc.default_authority': 'localhost' });
 }
 
-export async function operatorClient(ts: TestServer, name = 'alice'): Promise<grpc.Client> {
+export async function operatorClient(ts: Pick<TestServer, 'ca' | 'grpcTarget'>, name = 'alice'): Promise<grpc.Client> {
   return grpcClient(ts, await issueOperatorCert(ts.ca, { name }));
 }
 

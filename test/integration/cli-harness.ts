@@ -97,13 +97,6 @@ export async function sbxJson<T = Record<string, unknown>>(srv: CliServer, args:
   return JSON.parse(r.stdout) as T;
 }
 
-/** True when the server has a route at this path (anything but 404 route.not_found). */
-export async function routeWired(srv: CliServer, method: string, path: string): Promise<boolean> {
-  const res = await fetch(srv.baseUrl + path, { method });
-  const text = await res.text();
-  return !(res.status === 404 && text.includes('route.not_found'));
-}
-
 /**
  * Polls `probe` until it returns a value (not undefined): the shared helper with this file's
  * defaults; `lastState` (what the timeout shows) is worth giving.

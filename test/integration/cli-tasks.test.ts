@@ -11,16 +11,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DEADLINE_MS } from '../support/wait.js';
-import { routeWired, runSbx, sbxJson, startCliServer, waitFor, type CliServer } from './cli-harness.js';
+import { runSbx, sbxJson, startCliServer, waitFor, type CliServer } from './cli-harness.js';
 
 let srv: CliServer;
-let wired = false;
 let dir = '';
 let repo = '';
 
 before(async () => {
   srv = await startCliServer();
-  wired = await routeWired(srv, 'GET', '/api/v1/tasks');
   dir = await mkdtemp(join(tmpdir(), 'sbx-tasks-'));
   repo = join(dir, 'repo');
   execFileSync('git', ['init', '-q', repo]);
@@ -55,14 +53,8 @@ interface Task {
   error: string | null;
 }
 
-const SKIP = 'GET /api/v1/tasks is not wired in src/main.ts (src/api/tasks.ts)';
-
 describe('sbx task', () => {
-  test('submit --follow streams the output; list, get, logs and artifacts show the finished task', async (t) => {
-    if (!wired) {
-      t.skip(SKIP);
-      return;
-    }
+  test('submit --follow streams the output; list, get, logs and artifacts show the finished task', async () => {
     const file = join(dir, 'ok.yaml');
     await writeFile(file, manifest('cli-ok', 'echo "hello {prompt}"; mkdir -p "$SANDBOX_OUTBOX/reports"; echo done > "$SANDBOX_OUTBOX/reports/summary.txt"'));
     const run = await runSbx(srv, ['task', 'submit', '-f', file, '--follow']);
@@ -106,11 +98,7 @@ describe('sbx task', () => {
     assert.match(late.stderr, /^sbx: task\.not_cancellable: /);
   });
 
-  test('submit from stdin, then cancel while it runs; --wait on a failing task exits 6', async (t) => {
-    if (!wired) {
-      t.skip(SKIP);
-      return;
-    }
+  test('submit from stdin, then cancel while it runs; --wait on a failing task exits 6', async () => {
     const sub = await sbxJson<{ task_id: string; accepted: boolean }>(srv, ['task', 'submit', '-f', '-'], { stdin: manifest('cli-sleep', 'echo started; sleep 120') });
     assert.equal(sub.accepted, true);
     let last = '';
@@ -137,11 +125,7 @@ describe('sbx task', () => {
     assert.match(r.stderr, /^sbx: task\.failed: /m);
   });
 
-  test('an invalid manifest exits 2 with task.invalid_manifest; an unknown task exits 3', async (t) => {
-    if (!wired) {
-      t.skip(SKIP);
-      return;
-    }
+  test('an invalid manifest exits 2 with task.invalid_manifest; an unknown task exits 3', async () => {
     const r = await runSbx(srv, ['task', 'submit', '-f', '-'], { stdin: 'name: x\nprompt: y\n' });
     assert.equal(r.code, 2);
     assert.match(r.stderr, /^sbx: task\.invalid_manifest: repository/);

@@ -6,13 +6,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { DEADLINE_MS } from '../support/wait.js';
-import { routeWired, runSbx, runSbxInPty, sbxJson, startCliServer, vmName, waitFor, type CliServer } from './cli-harness.js';
+import { runSbx, runSbxInPty, sbxJson, startCliServer, vmName, waitFor, type CliServer } from './cli-harness.js';
 
 let srv: CliServer;
-let vmsWired = false;
 before(async () => {
   srv = await startCliServer();
-  vmsWired = await routeWired(srv, 'GET', '/api/v1/vms');
 });
 after(async () => {
   await srv?.stop();
@@ -28,11 +26,7 @@ interface Op {
 }
 
 describe('sbx vm', () => {
-  test('create, list, get, agent list, stop, start, destroy, restart, ops wait, delete', async (t) => {
-    if (!vmsWired) {
-      t.skip('GET /api/v1/vms is not wired in src/main.ts');
-      return;
-    }
+  test('create, list, get, agent list, stop, start, destroy, restart, ops wait, delete', async () => {
     const name = vmName('life');
 
     // create waits for the operation; progress goes to stderr, the final operation to stdout.
@@ -105,11 +99,7 @@ describe('sbx vm', () => {
     assert.match(gone.stderr, /^sbx: VM_NOT_FOUND: /);
   });
 
-  test('bad input exits 2 and a taken name exits 4, with the server codes', async (t) => {
-    if (!vmsWired) {
-      t.skip('GET /api/v1/vms is not wired in src/main.ts');
-      return;
-    }
+  test('bad input exits 2 and a taken name exits 4, with the server codes', async () => {
     const bad = await runSbx(srv, ['vm', 'create', 'Not_A_Valid_Name']);
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /^sbx: INVALID_VM_NAME: /);
@@ -125,11 +115,7 @@ describe('sbx vm', () => {
     assert.equal((await runSbx(srv, ['vm', 'delete', name, '--force', '--delete-disk'])).code, 0);
   });
 
-  test('on a terminal, create shows one progress line with a percentage and colours the result', async (t) => {
-    if (!vmsWired) {
-      t.skip('GET /api/v1/vms is not wired in src/main.ts');
-      return;
-    }
+  test('on a terminal, create shows one progress line with a percentage and colours the result', async () => {
     const name = vmName('tty');
     const term = runSbxInPty(srv, ['vm', 'create', name, '--no-start']);
     assert.equal(await term.waitExit(DEADLINE_MS.agent), 0, term.output());

@@ -20,7 +20,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { execCollect, operatorClient, waitFor } from './agents-harness.js';
-import { skipReason, startRealVmEnv, type RealVmEnv } from './realvm-harness.js';
+import { skipReason, startRealVmEnv, type RealVmEnv } from '../support/realvm.js';
 import { bytesOf, SseClient } from './streaming-clients.js';
 
 const skip = skipReason();
@@ -39,7 +39,7 @@ async function refusedTotal(env: RealVmEnv): Promise<number> {
   return text.split('\n').filter((l) => l.startsWith('svc_agent_calls_refused_total{')).reduce((s, l) => s + Number(l.split(' ').at(-1)), 0);
 }
 
-const base = (env: RealVmEnv): string => `http://127.0.0.1:${env.ts.server.ports.http}`;
+const base = (env: RealVmEnv): string => `http://127.0.0.1:${env.server.ports.http}`;
 
 async function api(env: RealVmEnv, method: string, path: string, body?: unknown): Promise<{ status: number; body: Json; text: string }> {
   const init: RequestInit = body === undefined ? { method } : { method, body: JSON.stringify(body), headers: { 'content-type': 'application/json' } };
@@ -56,7 +56,7 @@ async function createVm(env: RealVmEnv, name: string, memoryMb: number): Promise
 
 function assertGone(env: RealVmEnv, name: string): void {
   assert.ok(!env.virsh('list', '--all', '--name').split('\n').map((l) => l.trim()).includes(name), `domain ${name} left behind`);
-  assert.ok(!existsSync(join(env.ts.dir, 'vms', name)), `VM folder of ${name} (overlay, fw_cfg files) left behind`);
+  assert.ok(!existsSync(join(env.dir, 'vms', name)), `VM folder of ${name} (overlay, fw_cfg files) left behind`);
   assert.deepEqual(qemuPids(name), [], `QEMU of ${name} still running`);
 }
 
@@ -107,7 +107,7 @@ void describe('real VMs (qemu:///system)', { skip: skip ?? false, timeout: 1_500
     const killed = await api(env, 'DELETE', `/api/v1/agents/agent-rv1/sessions/${String(session.body['session_id'])}?signal=TERM`);
     assert.equal(killed.status, 200, killed.text);
 
-    const client = await operatorClient(env.ts);
+    const client = await operatorClient(env);
     try {
       const out = await execCollect(client, { agentId: 'agent-rv1', command: 'sh', args: ['-c', 'echo "hello from $(hostname)"; uname -s; node --version'] }, 120_000);
       assert.equal(out.status.code, 0, out.status.details);
@@ -118,7 +118,7 @@ void describe('real VMs (qemu:///system)', { skip: skip ?? false, timeout: 1_500
 
     // A task: its own VM, the host's shallow clone copied in, the command edits it and leaves an
     // artifact in the guest's outbox, which comes back with a checksum; the VM goes away.
-    const repo = join(env.ts.dir, 'repo');
+    const repo = join(env.dir, 'repo');
     await mkdir(repo);
     const git = (...args: string[]): string => execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=T', '-c', 'init.defaultBranch=main', ...args], { cwd: repo, encoding: 'utf8' });
     git('init', '-q');
@@ -142,7 +142,7 @@ void describe('real VMs (qemu:///system)', { skip: skip ?? false, timeout: 1_500
     assert.equal((await (await fetch(`${base(env)}/api/v1/tasks/${taskId}/artifacts/notes%2Fprompt.txt`)).text()).trim(), 'append a line');
     // The domain goes first (404), then the delete operation purges the VM's folder: wait for both.
     await waitFor('the task VM and its folder to be deleted', async () =>
-      (await api(env, 'GET', `/api/v1/vms/${String(task['vm_name'])}`)).status === 404 && !existsSync(join(env.ts.dir, 'vms', String(task['vm_name']))), 120_000, 500);
+      (await api(env, 'GET', `/api/v1/vms/${String(task['vm_name'])}`)).status === 404 && !existsSync(join(env.dir, 'vms', String(task['vm_name']))), 120_000, 500);
     assertGone(env, String(task['vm_name']));
 
     // Stop (power off: the busybox guest has no ACPI daemon for a graceful stop), then delete.
@@ -171,7 +171,7 @@ void describe('real VMs (qemu:///system)', { skip: skip ?? false, timeout: 1_500
 
     // Hostile guest: agent-rv5 boots again (behind sandboxd's back) told to be agent-rv2's instance.
     const victim = String((await api(env, 'GET', '/api/v1/vms/agent-rv2')).body['uuid']);
-    const envFile = join(env.ts.dir, 'vms', 'agent-rv5', 'fwcfg', 'agent.env');
+    const envFile = join(env.dir, 'vms', 'agent-rv5', 'fwcfg', 'agent.env');
     const original = await readFile(envFile, 'utf8');
     await writeFile(envFile, original.replace(/^SBX_INSTANCE_ID=.*$/m, `SBX_INSTANCE_ID=${victim}`).replace(/^SBX_AGENT_ID=.*$/m, 'SBX_AGENT_ID=agent-rv2'));
     const refusedBefore = await refusedTotal(env);
@@ -182,7 +182,7 @@ void describe('real VMs (qemu:///system)', { skip: skip ?? false, timeout: 1_500
     assert.equal(victimNow?.hostname, 'agent-rv2');
     // The victim's own connection was neither replaced nor dropped.
     assert.equal(victimNow?.connected_at, agents.find((a) => a.id === 'agent-rv2')?.connected_at);
-    const victimConsole = await readFile(join(env.ts.dir, 'vms', 'agent-rv2', 'console.log'), 'utf8').catch(() => '');
+    const victimConsole = await readFile(join(env.dir, 'vms', 'agent-rv2', 'console.log'), 'utf8').catch(() => '');
     assert.notEqual(victimNow?.status, 'Disconnected', `the victim's agent was dropped; its console ends:\n${victimConsole.slice(-3000)}`);
 
     for (const n of names) {

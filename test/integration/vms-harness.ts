@@ -9,7 +9,6 @@
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -26,6 +25,7 @@ import { actorsComponent, hypervisorComponent } from '../../src/server/runtime-c
 import type { AgentLookup } from '../../src/vms/agent-lookup.js';
 import { vmsComponent, type VmsComponentOptions } from '../../src/vms/component.js';
 import type { VmService, VmServiceOptions } from '../../src/vms/vm-service.js';
+import { closedPort } from '../support/ports.js';
 
 export interface VmHarness {
   readonly hv: LibvirtHypervisor;
@@ -44,15 +44,6 @@ export interface VmHarness {
   /** Creates a VM through the API and waits for its operation to complete. */
   createVm(name: string, body?: Record<string, unknown>): Promise<Record<string, unknown>>;
   stop(): Promise<void>;
-}
-
-/** A TCP port nothing listens on (the local agents dial it and retry: no agents server here). */
-export async function closedPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
-  return port;
 }
 
 export async function startVmHarness(

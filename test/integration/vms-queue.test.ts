@@ -6,13 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import pino from 'pino';
-import { ActorSystem } from '../../actors/runtime/actor-system.js';
 import { vmOpsActorId } from '../../actors/protocol/vm-frames.js';
-import { EventStore } from '../../src/events/event-store.js';
-import { createStandaloneCa } from '../../src/identity/ca.js';
-import { VM_ACTOR_MODULE, startVmService } from '../../src/vms/vm-service.js';
-import { closedPort, processAlive, startVmHarness, uniqueName, type VmHarness } from './vms-harness.js';
+import { processAlive, startVmHarness, uniqueName, type VmHarness } from './vms-harness.js';
 
 type Json = Record<string, unknown>;
 
@@ -132,27 +127,21 @@ describe('VM service start', () => {
   test('running managed VMs get their local agents started; stop() stops them all', async () => {
     const h = await startVmHarness({ mode: 'inline' });
     const n = uniqueName('resume');
-    let second: Awaited<ReturnType<typeof startVmService>> | undefined;
-    let actors: ActorSystem | undefined;
+    let second: VmHarness | undefined;
     try {
       await h.createVm(n);
       const first = h.svc.localAgents.info(n)!.pid;
       await h.svc.stop();
       assert.ok(!processAlive(first), 'stop() stopped the agent');
-      actors = await ActorSystem.start({ mode: 'inline', shards: 1, actorModules: [VM_ACTOR_MODULE], onEmit: (k, key, p) => void second?.handleFrame(k, key, p) });
-      const ca = await createStandaloneCa('sandbox.local');
-      second = await startVmService({
-        hypervisor: h.hv, actors, events: new EventStore(), agents: { byVm: () => null }, grpcAddress: { host: '127.0.0.1', port: await closedPort() },
-        caProvider: () => Promise.resolve(ca), logger: pino({ level: 'silent' }), stateDir: h.stateDir, enableDirectRuntimeSsh: false,
-      });
-      const resumed = second.localAgents.info(n);
+      // A second VM service on the same state dir (and the process's one test:///default).
+      second = await startVmHarness({ mode: 'inline', stateDir: h.stateDir });
+      const resumed = second.svc.localAgents.info(n);
       assert.ok(resumed?.running === true && resumed.pid !== first, 'the running VM has its agent again');
-      await second.stop();
+      await second.svc.stop();
       assert.ok(!processAlive(resumed.pid));
-      await second.stop(); // idempotent
+      await second.svc.stop(); // idempotent
     } finally {
       await second?.stop();
-      await actors?.stop();
       await h.hv.undefine(n, { force: true }).catch(() => undefined);
       await h.stop();
     }

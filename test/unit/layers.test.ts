@@ -1,7 +1,8 @@
 /**
- * The layering rules of .dependency-cruiser.cjs about src/ folders fail when broken: a scratch
- * tree holds one forbidden import per rule beside imports the rules allow, and dependency-cruiser
- * must name exactly the forbidden ones (the actors rules: test/unit/actors/layers.test.ts).
+ * The layering rules of .dependency-cruiser.cjs about src/ folders, the bench and the test kit
+ * fail when broken: a scratch tree holds one forbidden import per rule beside imports the rules
+ * allow, and dependency-cruiser must name exactly the forbidden ones (the actors rules:
+ * test/unit/actors/layers.test.ts).
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -21,6 +22,10 @@ const forbidden: readonly { rule: string; from: string; to: string }[] = [
   { rule: 'client-cli-and-dashboard-never-import-server-folders', from: 'src/client/probe.ts', to: 'src/agents/agent-registry.ts' },
   { rule: 'client-cli-and-dashboard-never-import-server-folders', from: 'src/cli/probe.ts', to: 'src/core/errors.ts' },
   { rule: 'client-cli-and-dashboard-never-import-server-folders', from: 'src/dashboard/probe.ts', to: 'src/http/router.ts' },
+  { rule: 'the-bench-imports-no-test-but-the-support-kit', from: 'native-bench/scenarios/probe.ts', to: 'test/integration/agents-harness.ts' },
+  { rule: 'the-bench-imports-no-test-but-the-support-kit', from: 'native-bench/probe.ts', to: 'test/unit/layers.test.ts' },
+  { rule: 'the-support-kit-imports-no-test', from: 'test/support/probe.ts', to: 'test/integration/vms-harness.ts' },
+  { rule: 'the-support-kit-imports-no-test', from: 'test/support/probe-bench.ts', to: 'native-bench/harness.ts' },
 ];
 
 /** Imports the same rules allow. */
@@ -39,11 +44,15 @@ const allowed: readonly { from: string; to: string }[] = [
   { from: 'src/cli/ok.ts', to: 'src/client/api-client.ts' },
   { from: 'src/dashboard/ok.ts', to: 'src/client/types.ts' },
   { from: 'src/client/ok.ts', to: 'src/util/deadline.ts' },
+  { from: 'native-bench/scenarios/ok.ts', to: 'test/support/realvm.ts' },
+  { from: 'test/support/ok.ts', to: 'src/main.ts' },
+  { from: 'test/integration/ok.ts', to: 'test/support/ports.ts' },
+  { from: 'test/unit/ok.ts', to: 'native-bench/harness.ts' },
 ];
 
 void describe('src layering rules', () => {
   void test('each rule names the import that breaks it, and only those', async () => {
-    const seen = await scratchViolations([...forbidden, ...allowed], ['src', 'actors']);
+    const seen = await scratchViolations([...forbidden, ...allowed], ['src', 'actors', 'native-bench', 'test']);
     assert.deepEqual(
       seen,
       forbidden.map((f) => `${f.rule}: ${f.from} -> ${f.to}`).sort(),

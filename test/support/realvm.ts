@@ -1,5 +1,5 @@
 /**
- * Shared set-up of the realvm-*.test.ts files: the minimal image (built once, cached by content
+ * Shared set-up of the realvm-*.test.ts files and the bench's vm-real scenario: the minimal image (built once, cached by content
  * under $TMPDIR/sandboxd-realvm-images), libvirtd + virtlogd and an isolated network of the test's
  * own (host prepare), and the whole server with SVC_HYPERVISOR_URI=qemu:///system, its gRPC
  * listener on every address so guests reach it at the bridge address. `skipReason` says LOUDLY why
@@ -14,11 +14,19 @@ import { fileURLToPath } from 'node:url';
 import { buildMinimalImage } from '../../src/image/build-minimal.js';
 import { findPackageRoot } from '../../src/image/command.js';
 import { prepareHost, removeNetwork, type NetworkSpec, type PrepareResult } from '../../src/host/prepare.js';
-import { closedPort } from './vms-harness.js';
-import { startTestServer, type TestServer } from './agents-harness.js';
+import pino from 'pino';
+import { loadConfig } from '../../src/config/load.js';
+import { ensureCa, type CaMaterial } from '../../src/identity/ca.js';
+import { startServer, type ServerHandle } from '../../src/main.js';
+import { closedPort } from './ports.js';
 
 export interface RealVmEnv {
-  ts: TestServer;
+  /** The whole server (its state dir is `dir`). */
+  server: ServerHandle;
+  dir: string;
+  /** The server's CA and gRPC address (for operator clients). */
+  ca: CaMaterial;
+  grpcTarget: string;
   net: NetworkSpec;
   prep: PrepareResult;
   imageDir: string;
@@ -49,13 +57,19 @@ export async function startRealVmEnv(tag: string): Promise<RealVmEnv> {
   const dir = await mkdtemp(join(tmpdir(), 'sandboxd-realvm-'));
   await chmod(dir, 0o711); // QEMU (libvirt-qemu) traverses to the VMs' overlays and fw_cfg files
   const port = await closedPort();
-  let ts: TestServer;
+  let server: ServerHandle;
   // The server's log (info and up) is kept in test-output/realvm-<tag>.log: the place to look
   // when a guest misbehaves on CI (secrets are redacted by the logger).
   const logLines: string[] = [];
   const logFile = join(findPackageRoot(tree), 'test-output', `realvm-${tag}.log`);
   try {
-    ts = await startTestServer({
+    const config = loadConfig({
+      SVC_STATE_DIR: dir,
+      SVC_HTTP_ADDR: '127.0.0.1:0',
+      SVC_WS_ADDR: '127.0.0.1:0',
+      SVC_ACTOR_SHARDS: '2',
+      LOG_LEVEL: 'silent',
+      SVC_ACTORS: process.env['TEST_SVC_ACTORS'] ?? 'workers',
       SVC_HYPERVISOR_URI: 'qemu:///system',
       SVC_GRPC_ADDR: `0.0.0.0:${port}`,
       SVC_VM_AGENT_SERVER_ADDR: `${net.hostAddress}:${port}`,
@@ -65,18 +79,21 @@ export async function startRealVmEnv(tag: string): Promise<RealVmEnv> {
       SVC_HYPERVISOR_WRITE_BUDGET_MS: '120000',
       SVC_SHUTDOWN_DEADLINE_MS: '60000',
       SVC_HYPERVISOR_READ_BUDGET_MS: '20000',
-    }, dir, logLines, 'info');
+    });
+    server = await startServer(config, pino({ level: 'info' }, { write: (line: string) => void logLines.push(line) }));
   } catch (err) {
     await removeNetwork(net.name, net.bridge);
     throw err;
   }
+  const base = `http://127.0.0.1:${server.ports.http}`;
+  const ca = await ensureCa({ secretsDir: server.config.secretsDir, trustDomain: server.config.trustDomain });
   const virsh = (...args: string[]): string => execFileSync('virsh', ['-c', 'qemu:///system', ...args], { encoding: 'utf8', timeout: 60_000 });
   return {
-    ts, net, prep, imageDir: image.dir, virsh,
+    server, dir, ca, grpcTarget: `127.0.0.1:${server.ports.grpc}`, net, prep, imageDir: image.dir, virsh,
     async waitOp(id, timeoutMs) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
-        const r = await ts.getJson<Record<string, unknown>>(`/api/v1/operations/${id}`);
+        const r = { body: (await (await fetch(`${base}/api/v1/operations/${id}`)).json()) as Record<string, unknown> };
         if (r.body['status'] === 'failed') throw new Error(`operation ${id} failed: ${JSON.stringify(r.body)}`);
         if (r.body['status'] === 'completed') return r.body;
         if (Date.now() > deadline) throw new Error(`operation ${id} still ${String(r.body['status'])} after ${timeoutMs} ms`);
@@ -86,7 +103,7 @@ export async function startRealVmEnv(tag: string): Promise<RealVmEnv> {
     async stop() {
       // Every step runs even when one before it failed: nothing may be left behind.
       const problems: unknown[] = [];
-      await ts.stop().catch((err: unknown) => problems.push(err));
+      await server.stop().catch((err: unknown) => problems.push(err));
       await mkdir(dirname(logFile), { recursive: true });
       await writeFile(logFile, logLines.join(''));
       // Domains a failed test left (the server is down: nothing recreates them).
