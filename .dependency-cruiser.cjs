@@ -2,12 +2,12 @@
  * Layering check (run by `npm test` through `npm run layers`). Layers point one way:
  *   src/util -> src/core, src/config, src/observability -> src/http and the drivers
  *   (src/hypervisor, src/identity, src/image) -> src/component (the contract every component
- *   implements) -> the features (src/agents, src/sessions, src/streaming, src/vms,
+ *   implements) -> the features (src/agent-link, src/sessions, src/streaming, src/vms,
  *   src/operations, src/tasks, src/storage, src/events; each holds its own routes and exports
  *   its component) -> src/server (server-level routes and runtime components) -> src/main.ts
  *   (the list of components and the loop that starts them) and src/bin.
  * The features never import src/server or main.ts; src/http imports no feature. The guest agent
- * (src/agent, the program inside a VM) uses only util, core, config, observability and proto;
+ * (src/guest-agent, the program inside a VM) uses only util, core, config, observability and proto;
  * what it shares with the server (tmux argv) lives in src/core. The client, the CLI and the
  * dashboard use only each other and src/util, never a server folder. test/support is the test
  * kit: helpers both the tests and the bench (native-bench) use; the bench imports nothing else
@@ -19,7 +19,7 @@
  *   the runtime's face (actors/runtime/actor-system.ts, actor-lane.ts), the job pool
  *   (actors/jobs/job-pool.ts) and actors/protocol/**; the other modules are worker-side.
  * Only src/http imports uWebSockets.js; only src/hypervisor/libvirt imports the libvirt binding;
- * only src/agents (server) and src/agent (the agent's client) import grpc-js.
+ * only src/agent-link (server) and src/guest-agent (the agent's client) import grpc-js.
  * Worker entry files (*.worker.ts) are loaded by URL and never imported.
  * test/unit/layers.test.ts and test/unit/actors/layers.test.ts show each rule failing when broken.
  */
@@ -40,9 +40,9 @@ module.exports = {
       to: { path: 'node_modules/@unraid/libvirt' },
     },
     {
-      name: 'grpc-only-in-agents',
+      name: 'grpc-only-in-the-agent-link-and-the-guest-agent',
       severity: 'error',
-      from: { pathNot: '^(src/agents/|src/agent/|test/|native-bench/)' },
+      from: { pathNot: '^(src/agent-link/|src/guest-agent/|test/|native-bench/)' },
       to: { path: 'node_modules/@grpc/grpc-js' },
     },
     {
@@ -144,8 +144,8 @@ module.exports = {
     {
       name: 'the-guest-agent-never-imports-server-folders',
       severity: 'error',
-      from: { path: '^src/agent/' },
-      to: { path: '^(src/(?!(agent|util|core|config|observability)/)|actors/)' },
+      from: { path: '^src/guest-agent/' },
+      to: { path: '^(src/(?!(guest-agent|util|core|config|observability)/)|actors/)' },
     },
     {
       name: 'client-cli-and-dashboard-never-import-server-folders',

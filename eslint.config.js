@@ -38,7 +38,7 @@ export default tseslint.config(
   {
     // The places allowed to read the environment: the config loader, the set-up script, the agent's and the
     // CLI's own config parsers (separate binaries), and tests/benchmarks (which build environments for children).
-    files: ['src/config/**', 'src/setup/**', 'src/agent/config.ts', 'src/cli/config.ts', 'src/bin/**', 'test/**', 'native-bench/**'],
+    files: ['src/config/**', 'src/setup/**', 'src/guest-agent/config.ts', 'src/cli/config.ts', 'src/bin/**', 'test/**', 'native-bench/**'],
     rules: { 'no-restricted-properties': 'off' },
   },
   {

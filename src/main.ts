@@ -6,7 +6,7 @@
  * `startServer` with the whole list or the part they exercise, ports 0.
  */
 import type { Logger } from 'pino';
-import { agentListenerComponent, agentsComponent } from './agents/component.js';
+import { agentListenerComponent, agentsComponent } from './agent-link/component.js';
 import type { Component, ComponentContext, FrameHandler, Services } from './component/component.js';
 import { ConfigError, loadConfig } from './config/load.js';
 import { formatAddress } from './config/parsers.js';

@@ -1,5 +1,5 @@
 /**
- * The contract between the main thread (src/agents) and the agent-connection actors: the actor's
+ * The contract between the main thread (src/agent-link) and the agent-connection actors: the actor's
  * id, spawn argument and call arguments, and the payloads of its frames (kinds 16–26 and 48–50;
  * direction, key and payload of each in frame-kinds.ts). The frame key is the actor id on frames
  * to an actor (`agent:<agent_id>`) and the agent id or command id on frames from one.

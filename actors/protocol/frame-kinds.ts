@@ -16,7 +16,7 @@ export type FrameDirection = 'to-actor' | 'from-actor';
 
 /**
  * The component that owns a kind: `runtime` (generic frames of the actor runtime), `agent`
- * (agent-connection actors and their commands, src/agents on the main thread), `output` (the
+ * (agent-connection actors and their commands, src/agent-link on the main thread), `output` (the
  * replay state in agent actors and the output fanout, src/streaming) and `vm` (VM operation-queue
  * actors, src/vms).
  */

@@ -1,7 +1,7 @@
 /**
  * Entry of the `dashboard` scenario's agent process (forked by dashboard-agents.ts, never
  * imported): `count` simulated agents, each on its own mTLS connection, that beat like the real
- * sandbox-agent (src/agent/heartbeat.ts) — a Heartbeat then a Metrics message every `intervalMs`,
+ * sandbox-agent (src/guest-agent/heartbeat.ts) — a Heartbeat then a Metrics message every `intervalMs`,
  * the agents' beats spread evenly over the interval.
  *
  * The metrics are plausible (CPU and memory random walks) and carry the update's per-agent

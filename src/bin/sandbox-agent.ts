@@ -8,10 +8,10 @@
  * 2 for a bad or missing setting, 1 when stopped by a second signal or a crash.
  */
 import { statSync } from 'node:fs';
-import { Agent } from '../agent/agent.js';
-import { AGENT_USAGE, AgentConfigError, AgentHelpRequested, parseAgentConfig, type AgentConfig } from '../agent/config.js';
-import { createAgentLogger } from '../agent/log.js';
-import { AGENT_VERSION } from '../agent/version.js';
+import { Agent } from '../guest-agent/agent.js';
+import { AGENT_USAGE, AgentConfigError, AgentHelpRequested, parseAgentConfig, type AgentConfig } from '../guest-agent/config.js';
+import { createAgentLogger } from '../guest-agent/log.js';
+import { AGENT_VERSION } from '../guest-agent/version.js';
 
 function main(): void {
   let cfg: AgentConfig;

@@ -12,7 +12,7 @@
  * (subscribeCommands) to SessionService.commandOutput, which covers adopted commands too.
  */
 import { agentActorId } from '../../actors/protocol/agent-frames.js';
-import type { AgentCommandClient, CommandCallPort } from '../agents/command-client.js';
+import type { AgentCommandClient, CommandCallPort } from '../agent-link/command-client.js';
 import { SvcError } from '../core/errors.js';
 import type { OneShotCommandRequest, OneShotResult, PtyCommandRequest, SessionAgentPort } from './agent-port.js';
 import type { SessionLogger } from './session-service.js';

@@ -29,8 +29,8 @@
  */
 import { join } from 'node:path';
 import { agentActorId } from '../../actors/protocol/agent-frames.js';
-import type { AgentService } from '../agents/agent-service.js';
-import { AgentCommandClient, type CommandCallPort } from '../agents/command-client.js';
+import type { AgentService } from '../agent-link/agent-service.js';
+import { AgentCommandClient, type CommandCallPort } from '../agent-link/command-client.js';
 import type { Component } from '../component/component.js';
 import { formatAddress } from '../config/parsers.js';
 import { CONNECTED_STATUSES } from '../core/agent-status.js';

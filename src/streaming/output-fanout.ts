@@ -22,7 +22,7 @@ import {
   PublishFrameKind,
 } from '../../actors/protocol/publish-frames.js';
 import { OUTPUT_SHARD_ACTOR_TYPE, type ReplaySettings, type ShardReplayStats } from '../../actors/protocol/output-calls.js';
-import type { AgentChange } from '../agents/agent-registry.js';
+import type { AgentChange } from '../agent-link/agent-registry.js';
 import type { Router } from '../http/router.js';
 import type { WsHandlers } from '../http/ws-server.js';
 import type { Metrics } from '../observability/metrics.js';

@@ -26,7 +26,7 @@
  * terminates, without a close frame, a connection that fills up faster than that.
  */
 import type { Logger } from 'pino';
-import type { AgentChange } from '../agents/agent-registry.js';
+import type { AgentChange } from '../agent-link/agent-registry.js';
 import type { WsConn, WsHandlers } from '../http/ws-server.js';
 import { StatusMessages } from './ws-status.js';
 import { errorMessage } from '../util/error-message.js';

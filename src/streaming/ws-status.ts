@@ -5,7 +5,7 @@
  * agent's status topic and the all-agents one; nothing is encoded while nobody listens.
  */
 import { encodeAgentStatusWs, encodeMetricsWs, type AgentStatusName } from '../../actors/protocol/output-events.js';
-import type { AgentChange } from '../agents/agent-registry.js';
+import type { AgentChange } from '../agent-link/agent-registry.js';
 
 export interface StatusSink {
   /** True when anyone listens to this agent's status (or every agent's). */

@@ -14,7 +14,7 @@
  * the group on its own even if no signal ever reaches it.
  */
 import type { CommandGapFrame, CommandResultFrame } from '../../actors/protocol/agent-frames.js';
-import type { CommandHandlers, RunningCommand, StartArgs } from '../agents/command-client.js';
+import type { CommandHandlers, RunningCommand, StartArgs } from '../agent-link/command-client.js';
 
 /** How the orchestrator starts commands (AgentCommandClient has it). */
 export interface CommandStarter {

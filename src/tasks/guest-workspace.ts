@@ -18,7 +18,7 @@ import { spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { CommandResultFrame } from '../../actors/protocol/agent-frames.js';
-import type { RunningCommand } from '../agents/command-client.js';
+import type { RunningCommand } from '../agent-link/command-client.js';
 import type { CommandStarter } from './agent-run.js';
 import type { JobRunner } from '../util/job-runner.js';
 import { ByteSlabs } from '../util/byte-slabs.js';

@@ -23,8 +23,8 @@
  */
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { AgentCommandClient, type CommandCallPort } from '../agents/command-client.js';
-import type { AgentService } from '../agents/agent-service.js';
+import { AgentCommandClient, type CommandCallPort } from '../agent-link/command-client.js';
+import type { AgentService } from '../agent-link/agent-service.js';
 import { registerTaskRoutes } from './routes.js';
 import type { Router } from '../http/router.js';
 import type { HypervisorPort } from '../hypervisor/port.js';

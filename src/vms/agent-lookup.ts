@@ -1,6 +1,6 @@
 /**
  * What the VM feature needs to know about agents: is the agent of a VM connected? The agents
- * registry (src/agents/) implements it; the VM feature never imports it, so either side can be
+ * registry (src/agent-link/) implements it; the VM feature never imports it, so either side can be
  * tested alone (tests inject their own lookup).
  */
 
@@ -27,7 +27,7 @@ export interface AgentLookup {
 /** A lookup that knows no agent (VM detail then shows agent.connected false). */
 export const NO_AGENTS: AgentLookup = { byVm: () => null };
 
-/** The fields of an agents-registry entry the lookup reads (src/agents AgentSnapshot has them). */
+/** The fields of an agents-registry entry the lookup reads (src/agent-link AgentSnapshot has them). */
 export interface RegistryAgentView {
   readonly status: string;
   readonly connected_at: number;

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { rm } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
-import type { CommandEvent } from '../../src/agents/agent-service.js';
+import type { CommandEvent } from '../../src/agent-link/agent-service.js';
 import {
   agentCerts,
   eventsOf,

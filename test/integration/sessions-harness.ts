@@ -12,7 +12,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import { agentListenerComponent, agentsComponent } from '../../src/agents/component.js';
+import { agentListenerComponent, agentsComponent } from '../../src/agent-link/component.js';
 import { loadConfig } from '../../src/config/load.js';
 import { eventsComponent } from '../../src/events/component.js';
 import { ensureCa, writeAgentBundle } from '../../src/identity/ca.js';

@@ -9,7 +9,7 @@ import { programsMarkdownTable } from '../../src/setup/programs.mjs';
 import { transitionTableMarkdown } from '../../src/core/state-machine.js';
 import { TASK_TRANSITIONS, TASK_TRANSITION_TRIGGERS } from '../../src/tasks/task-state.js';
 import { agentStatusTableMarkdown } from '../../src/core/agent-status.js';
-import { agentStateTableMarkdown } from '../../src/agent/agent-state.js';
+import { agentStateTableMarkdown } from '../../src/guest-agent/agent-state.js';
 import { sessionTransitionsMarkdown } from '../../src/sessions/session-state.js';
 import { leaseTransitionsMarkdown } from '../../src/sessions/lease.js';
 

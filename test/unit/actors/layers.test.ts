@@ -11,7 +11,7 @@ import { scratchViolations } from '../../support/layers-scratch.js';
 /** from → to, as repository paths; each must break exactly the named rule. */
 const forbidden: readonly { rule: string; from: string; to: string }[] = [
   { rule: 'src-reaches-actors-only-through-the-runtime-face-and-the-protocol', from: 'src/streaming/probe.ts', to: 'actors/replay/encode.ts' },
-  { rule: 'src-reaches-actors-only-through-the-runtime-face-and-the-protocol', from: 'src/agents/probe.ts', to: 'actors/runtime/worker-shard.ts' },
+  { rule: 'src-reaches-actors-only-through-the-runtime-face-and-the-protocol', from: 'src/agent-link/probe.ts', to: 'actors/runtime/worker-shard.ts' },
   { rule: 'the-protocol-imports-no-other-actors-folder', from: 'actors/protocol/probe.ts', to: 'actors/runtime/ticker.ts' },
   { rule: 'the-ring-imports-no-other-actors-folder', from: 'actors/ring/probe.ts', to: 'actors/protocol/frames.ts' },
   { rule: 'the-actor-runtime-never-imports-domain-actors', from: 'actors/runtime/probe.ts', to: 'actors/agent-connection/agent-view.ts' },
@@ -24,8 +24,8 @@ const forbidden: readonly { rule: string; from: string; to: string }[] = [
 /** Imports the same rules allow. */
 const allowed: readonly { from: string; to: string }[] = [
   { from: 'src/streaming/ok.ts', to: 'actors/protocol/frames.ts' },
-  { from: 'src/agents/ok.ts', to: 'actors/runtime/actor-system.ts' },
-  { from: 'src/agents/ok-lane.ts', to: 'actors/runtime/actor-lane.ts' },
+  { from: 'src/agent-link/ok.ts', to: 'actors/runtime/actor-system.ts' },
+  { from: 'src/agent-link/ok-lane.ts', to: 'actors/runtime/actor-lane.ts' },
   { from: 'actors/runtime/ok.ts', to: 'actors/ring/sab-ring.ts' },
   { from: 'actors/runtime/ok-protocol.ts', to: 'actors/protocol/frames.ts' },
   { from: 'actors/agent-connection/ok.ts', to: 'actors/replay/stream-text.ts' },

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type * as Client from '../../../src/client/types.js';
 import { TERMINAL_TASK_STATES as CLIENT_TERMINAL_TASK_STATES } from '../../../src/client/types.js';
-import type { Agent } from '../../../src/agents/agent-registry.js';
+import type { Agent } from '../../../src/agent-link/agent-registry.js';
 import type { AgentStatus } from '../../../src/core/agent-status.js';
 import { AGENT_STATUSES } from '../../../src/core/agent-status.js';
 import type { OperationJson, OperationStatus, OperationType, ReprovisionAcceptedJson } from '../../../src/core/operation-state.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { CommandResultFrame } from '../../../actors/protocol/agent-frames.js';
-import type { CommandHandlers, RunningCommand, StartArgs } from '../../../src/agents/command-client.js';
+import type { CommandHandlers, RunningCommand, StartArgs } from '../../../src/agent-link/command-client.js';
 import { runAgentCommand, type AgentRunOptions, type CommandStarter } from '../../../src/tasks/agent-run.js';
 
 // The code under test unref's its timers (they must never keep a server alive); here nothing

@@ -8,7 +8,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CommandResultFrame } from '../../../actors/protocol/agent-frames.js';
 import type { OperationJson } from '../../../src/core/operation-state.js';
-import type { CommandHandlers, RunningCommand, StartArgs } from '../../../src/agents/command-client.js';
+import type { CommandHandlers, RunningCommand, StartArgs } from '../../../src/agent-link/command-client.js';
 import { SvcError } from '../../../src/core/errors.js';
 import type { CommandStarter } from '../../../src/tasks/agent-run.js';
 import type { AgentReadiness, TaskVmBackend } from '../../../src/tasks/task-vm.js';

@@ -7,7 +7,7 @@ import { describe, test } from 'node:test';
 import { v1 } from '../../../../proto/index.js';
 import { AGENT_ACTOR_TYPE, AgentFrameKind, agentActorId, decodeConnPrefixed, decodeJson, encodeJson, type AgentSnapshot } from '../../../../actors/protocol/agent-frames.js';
 import { ActorSystem } from '../../../../actors/runtime/actor-system.js';
-import { AGENT_ACTOR_MODULE } from '../../../../src/agents/agent-service.js';
+import { AGENT_ACTOR_MODULE } from '../../../../src/agent-link/agent-service.js';
 
 for (const mode of ['inline', 'workers'] as const) {
   void describe(`agent actor in an ActorSystem (${mode})`, () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { Backoff } from '../../../src/agent/backoff.js';
+import { Backoff } from '../../../src/guest-agent/backoff.js';
 
 describe('Backoff', () => {
   test('ceilings double from 500 ms up to the maximum', () => {

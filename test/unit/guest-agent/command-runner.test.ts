@@ -3,10 +3,10 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { CommandOutput } from '../../../src/agent/command-output.js';
-import { startPipeCommand } from '../../../src/agent/command-runner.js';
-import type { ChunkEntry } from '../../../src/agent/output-buffer.js';
-import type { CommandSpec } from '../../../src/agent/running-command.js';
+import { CommandOutput } from '../../../src/guest-agent/command-output.js';
+import { startPipeCommand } from '../../../src/guest-agent/command-runner.js';
+import type { ChunkEntry } from '../../../src/guest-agent/output-buffer.js';
+import type { CommandSpec } from '../../../src/guest-agent/running-command.js';
 import { DEADLINE_MS, tail, waitFor } from '../../support/wait.js';
 import { running } from './agent-test-helpers.js';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { AGENT_USAGE, AgentConfigError, AgentHelpRequested, parseAgentConfig } from '../../../src/agent/config.js';
+import { AGENT_USAGE, AgentConfigError, AgentHelpRequested, parseAgentConfig } from '../../../src/guest-agent/config.js';
 
 const REQUIRED = ['--server', '127.0.0.1:8120', '--certs', '/etc/agent', '--agent-id', 'agent-01', '--instance-id', 'i-0001'];
 

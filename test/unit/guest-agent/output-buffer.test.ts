@@ -9,7 +9,7 @@ import {
   type ChunkEntry,
   type OutboundEntry,
   type ResultEntry,
-} from '../../../src/agent/output-buffer.js';
+} from '../../../src/guest-agent/output-buffer.js';
 
 function chunk(commandId: string, seq: number, bytes: number, stream: ChunkEntry['stream'] = 'stdout'): ChunkEntry {
   return { kind: 'chunk', stream, commandId, seq, offset: 0, data: Buffer.alloc(bytes, seq & 0xff), timestampMs: 1, eof: false };

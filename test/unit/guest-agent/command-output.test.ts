@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { CommandOutput, MAX_CHUNK_BYTES } from '../../../src/agent/command-output.js';
-import type { ChunkEntry, OutputStreamName } from '../../../src/agent/output-buffer.js';
+import { CommandOutput, MAX_CHUNK_BYTES } from '../../../src/guest-agent/command-output.js';
+import type { ChunkEntry, OutputStreamName } from '../../../src/guest-agent/output-buffer.js';
 
 function collector(max?: number): { out: CommandOutput; chunks: ChunkEntry[] } {
   const chunks: ChunkEntry[] = [];

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { AgentSnapshot } from '../../../actors/protocol/agent-frames.js';
-import { AgentRegistry, type AgentChange } from '../../../src/agents/agent-registry.js';
+import { AgentRegistry, type AgentChange } from '../../../src/agent-link/agent-registry.js';
 import { createMetrics } from '../../../src/observability/metrics.js';
 
 function snapshot(id: string, status: string, extra: Partial<AgentSnapshot> = {}): AgentSnapshot {

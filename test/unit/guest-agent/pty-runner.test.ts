@@ -5,10 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, describe, test } from 'node:test';
-import { CommandOutput } from '../../../src/agent/command-output.js';
-import type { ChunkEntry } from '../../../src/agent/output-buffer.js';
-import { PTY_DEFAULTS, startPtyCommand } from '../../../src/agent/pty-runner.js';
-import type { CommandSpec } from '../../../src/agent/running-command.js';
+import { CommandOutput } from '../../../src/guest-agent/command-output.js';
+import type { ChunkEntry } from '../../../src/guest-agent/output-buffer.js';
+import { PTY_DEFAULTS, startPtyCommand } from '../../../src/guest-agent/pty-runner.js';
+import type { CommandSpec } from '../../../src/guest-agent/running-command.js';
 import { DEADLINE_MS, tail, waitFor } from '../../support/wait.js';
 import { running } from './agent-test-helpers.js';
 

@@ -28,7 +28,7 @@
  * /proc; a zombie counts as gone).
  *
  * This touches node-pty's private fields `_socket` and `_fd`; they are checked at run time and
- * the test suite (test/unit/agent/pty-runner.test.ts, 20 × 10 MiB) fails if they change.
+ * the test suite (test/unit/guest-agent/pty-runner.test.ts, 20 × 10 MiB) fails if they change.
  */
 import { readFileSync, readSync } from 'node:fs';
 import { ReadStream } from 'node:tty';

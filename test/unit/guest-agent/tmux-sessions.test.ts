@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { TmuxSessionBackend, type ArgvRunner } from '../../../src/agent/tmux-sessions.js';
-import { managedTmuxTarget } from '../../../src/agent/tmux-target.js';
+import { TmuxSessionBackend, type ArgvRunner } from '../../../src/guest-agent/tmux-sessions.js';
+import { managedTmuxTarget } from '../../../src/guest-agent/tmux-target.js';
 import { tmuxAttachArgv, tmuxCreateArgv } from '../../../src/core/tmux-argv.js';
 
 void describe('managedTmuxTarget', () => {

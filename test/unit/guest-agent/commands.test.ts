@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { pino } from 'pino';
 import type { v1 } from '../../../proto/index.js';
-import { CommandManager, TIMED_OUT_BY_TIMEOUT } from '../../../src/agent/commands.js';
-import type { ChunkEntry, ResultEntry } from '../../../src/agent/output-buffer.js';
+import { CommandManager, TIMED_OUT_BY_TIMEOUT } from '../../../src/guest-agent/commands.js';
+import type { ChunkEntry, ResultEntry } from '../../../src/guest-agent/output-buffer.js';
 import { DEADLINE_MS, tail, waitFor } from '../../support/wait.js';
 import { groupMembers, running } from './agent-test-helpers.js';
 

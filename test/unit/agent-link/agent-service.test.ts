@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Writable } from 'node:stream';
 import { AgentFrameKind, encodeJson, encodeOutputFrame, type AgentSnapshot } from '../../../actors/protocol/agent-frames.js';
-import { AgentService, type CommandEvent } from '../../../src/agents/agent-service.js';
+import { AgentService, type CommandEvent } from '../../../src/agent-link/agent-service.js';
 import { parseListenAddress } from '../../../src/config/parsers.js';
 import { EventStore } from '../../../src/events/event-store.js';
 import { countErrorLines, createLogger } from '../../../src/observability/log.js';

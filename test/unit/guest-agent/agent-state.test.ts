@@ -1,10 +1,10 @@
 /**
- * The guest agent's own lifecycle (src/agent/agent-state.ts) on the core StateMachine: the table
+ * The guest agent's own lifecycle (src/guest-agent/agent-state.ts) on the core StateMachine: the table
  * the README shows, guarded moves that are logged and counted, and refusals that change nothing.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { AGENT_STATE_TABLE, AGENT_STATES, AgentStateCause, LIVE_AGENT_STATES, agentLifecycle, agentStateTableMarkdown } from '../../../src/agent/agent-state.js';
+import { AGENT_STATE_TABLE, AGENT_STATES, AgentStateCause, LIVE_AGENT_STATES, agentLifecycle, agentStateTableMarkdown } from '../../../src/guest-agent/agent-state.js';
 
 function recordingLogger(): { info: (o: object, m?: string) => void; warn: (o: object, m?: string) => void; lines: string[] } {
   const lines: string[] = [];

@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { describe, test } from 'node:test';
 import { pino } from 'pino';
 import { v1 } from '../../../proto/index.js';
-import { CommandManager } from '../../../src/agent/commands.js';
-import type { ChunkEntry, ResultEntry } from '../../../src/agent/output-buffer.js';
-import { CommandSessionBackend, SessionManager } from '../../../src/agent/sessions.js';
+import { CommandManager } from '../../../src/guest-agent/commands.js';
+import type { ChunkEntry, ResultEntry } from '../../../src/guest-agent/output-buffer.js';
+import { CommandSessionBackend, SessionManager } from '../../../src/guest-agent/sessions.js';
 import { DEADLINE_MS, waitFor } from '../../support/wait.js';
 
 function setup() {

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { cpus, release, totalmem } from 'node:os';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { MetricsSampler } from '../../../src/agent/metrics.js';
-import { readSystemInfo } from '../../../src/agent/system-info.js';
+import { MetricsSampler } from '../../../src/guest-agent/metrics.js';
+import { readSystemInfo } from '../../../src/guest-agent/system-info.js';
 
 describe('system info and metrics (this machine)', () => {
   test('SystemInfo describes the real machine', async () => {

@@ -1,5 +1,5 @@
 /**
- * One Connect stream to sandboxd over mTLS (grpc-js client; only src/agent and src/agents import
+ * One Connect stream to sandboxd over mTLS (grpc-js client; only src/guest-agent and src/agent-link import
  * grpc-js). Each attempt builds a fresh channel, so the agent's own backoff (backoff.ts) decides
  * when to retry rather than grpc-js's channel reconnect logic, and certificates are re-read on
  * every attempt (a renewed certificate is picked up without a restart).

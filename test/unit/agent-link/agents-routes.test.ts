@@ -7,8 +7,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { AgentSnapshot } from '../../../actors/protocol/agent-frames.js';
-import { AgentRegistry } from '../../../src/agents/agent-registry.js';
-import { registerAgentRoutes } from '../../../src/agents/routes.js';
+import { AgentRegistry } from '../../../src/agent-link/agent-registry.js';
+import { registerAgentRoutes } from '../../../src/agent-link/routes.js';
 import { inject } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';
 

@@ -4,8 +4,8 @@
 import { readFileSync } from 'node:fs';
 
 function read(): string {
-  // src/agent/version.ts → <build>/src/agent/version.js; package.json is three levels up in both
-  // the build folder layout (dist/src/agent) and an installed package.
+  // src/guest-agent/version.ts → <build>/src/guest-agent/version.js; package.json is three levels up in both
+  // the build folder layout (dist/src/guest-agent) and an installed package.
   for (const rel of ['../../../package.json', '../../package.json']) {
     try {
       const pkg = JSON.parse(readFileSync(new URL(rel, import.meta.url), 'utf8')) as { name?: string; version?: string };
