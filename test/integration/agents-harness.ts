@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import pino from 'pino';
 import { AgentServiceMethods, v1 } from '../../proto/index.js';
-import { loadConfig } from '../../src/config/load.js';
+import { loopbackConfig } from '../support/test-config.js';
 import type { Config } from '../../src/config/schema.js';
 import { ensureCa, issueOperatorCert, writeAgentBundle, type CaMaterial, type IssuedCert } from '../../src/identity/ca.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
@@ -45,14 +45,9 @@ export interface AgentEvent {
  */
 export async function startTestServer(env: Record<string, string> = {}, reuseDir?: string, logLines?: string[], logLevel = 'warn'): Promise<TestServer> {
   const dir = reuseDir ?? (await mkdtemp(join(tmpdir(), 'sandboxd-agents-')));
-  const config = loadConfig({
-    SVC_STATE_DIR: dir,
-    SVC_HTTP_ADDR: '127.0.0.1:0',
-    SVC_WS_ADDR: '127.0.0.1:0',
-    SVC_GRPC_ADDR: '127.0.0.1:0',
+  const config = loopbackConfig(dir, {
     SVC_ACTOR_SHARDS: '2',
     SVC_SHUTDOWN_DEADLINE_MS: '5000',
-    LOG_LEVEL: 'silent',
     // TEST_SVC_ACTORS=inline runs the same tests with the actors on the main thread.
     SVC_ACTORS: process.env['TEST_SVC_ACTORS'] ?? 'workers',
     ...env,

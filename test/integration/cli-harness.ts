@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawn as ptySpawn } from 'node-pty';
 import pino from 'pino';
-import { loadConfig } from '../../src/config/load.js';
+import { loopbackConfig } from '../support/test-config.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
 import { DEADLINE_MS, settled, tail, waitFor as waitForCondition } from '../support/wait.js';
 
@@ -37,14 +37,9 @@ export interface SbxResult {
 export async function startCliServer(env: Record<string, string> = {}): Promise<CliServer> {
   const stateDir = await mkdtemp(join(tmpdir(), 'sandboxd-cli-'));
   const home = await mkdtemp(join(tmpdir(), 'sbx-home-'));
-  const config = loadConfig({
-    SVC_STATE_DIR: stateDir,
-    SVC_HTTP_ADDR: '127.0.0.1:0',
-    SVC_WS_ADDR: '127.0.0.1:0',
-    SVC_GRPC_ADDR: '127.0.0.1:0',
+  const config = loopbackConfig(stateDir, {
     SVC_ACTOR_SHARDS: '1',
     SVC_SHUTDOWN_DEADLINE_MS: '8000',
-    LOG_LEVEL: 'silent',
     ...env,
   });
   let server: ServerHandle;

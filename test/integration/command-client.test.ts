@@ -1,6 +1,7 @@
 /**
  * AgentCommandClient against a real agent: a real sandbox-agent process over mTLS gRPC, its
- * connection actor in a worker shard. Output comes back in order on the handle that started the
+ * connection actor in a worker shard (startServer with the events, actors, agents and gRPC
+ * listener components). Output comes back in order on the handle that started the
  * command (and only there), the result carries the exit code, a signal reaches the command's whole
  * process group (a `sleep` grandchild dies with it, 128 + 15), stdin reaches the command, and an
  * unknown agent is agent.not_found.
@@ -11,14 +12,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pino from 'pino';
-import { ActorSystem } from '../../actors/runtime/actor-system.js';
-import { AGENT_ACTOR_MODULE, AgentService } from '../../src/agent-link/agent-service.js';
+import type { AgentService } from '../../src/agent-link/agent-service.js';
 import { AgentCommandClient, type OutputStreamName } from '../../src/agent-link/command-client.js';
-import { loadConfig } from '../../src/config/load.js';
+import { agentListenerComponent, agentsComponent } from '../../src/agent-link/component.js';
 import { SvcError } from '../../src/core/errors.js';
-import { EventStore } from '../../src/events/event-store.js';
+import { eventsComponent } from '../../src/events/component.js';
 import { ensureCa, writeAgentBundle } from '../../src/identity/ca.js';
+import { startServer, type ServerHandle } from '../../src/main.js';
 import { createMetrics } from '../../src/observability/metrics.js';
+import { actorsComponent } from '../../src/server/runtime-components.js';
+import { loopbackConfig } from '../support/test-config.js';
 import { killAll, spawnAgent, type AgentProcess } from './agents-harness.js';
 import { alive, until } from './tasks-harness.js';
 
@@ -39,31 +42,31 @@ function collector(): Collected & { output(stream: OutputStreamName, data: Buffe
 void describe('AgentCommandClient with a real agent', () => {
   const agentId = 'agent-cmdclient-1';
   let dir: string;
+  let server: ServerHandle;
   let agents: AgentService;
-  let actors: ActorSystem;
   let client: AgentCommandClient;
   const procs: AgentProcess[] = [];
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'sandboxd-cmdclient-'));
-    const config = loadConfig({ SVC_STATE_DIR: dir, SVC_GRPC_ADDR: '127.0.0.1:0', SVC_SHUTDOWN_DEADLINE_MS: '5000', LOG_LEVEL: 'silent' });
-    agents = new AgentService({ config, logger: pino({ level: 'silent' }), metrics: createMetrics({ defaultMetrics: false }), events: new EventStore() });
-    actors = await ActorSystem.start({ mode: 'workers', shards: 2, actorModules: [AGENT_ACTOR_MODULE], onEmit: (kind, key, payload) => void agents.onEmit(kind, key, payload) });
-    agents.bindActors(actors);
-    const { port } = await agents.start();
+    const config = loopbackConfig(dir, { SVC_ACTORS: 'workers', SVC_ACTOR_SHARDS: '2', SVC_SHUTDOWN_DEADLINE_MS: '5000' });
+    server = await startServer(config, pino({ level: 'silent' }), {
+      components: [eventsComponent(), actorsComponent, agentsComponent, agentListenerComponent],
+      metrics: createMetrics({ defaultMetrics: false }),
+    });
+    agents = server.agents;
     const ca = await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain });
     const certs = join(dir, 'agent-certs');
     await writeAgentBundle(certs, ca, { instanceId: 'i-cmdclient-1' });
-    procs.push(spawnAgent({ server: `127.0.0.1:${port}`, certs, agentId, instanceId: 'i-cmdclient-1', workDir: dir }));
+    procs.push(spawnAgent({ server: `127.0.0.1:${server.ports.grpc}`, certs, agentId, instanceId: 'i-cmdclient-1', workDir: dir }));
     await until('the agent Ready', () => agents.registry.get(agentId)?.status === 'Ready', 60_000);
-    client = new AgentCommandClient(actors, agents);
+    client = new AgentCommandClient(server.service('actors'), agents);
   });
 
   after(async () => {
     client.stop();
     await killAll(procs);
-    await agents.stop();
-    await actors.stop();
+    await server.stop();
     await rm(dir, { recursive: true, force: true });
   });
 

@@ -3,8 +3,6 @@
  * form runs (its command from the manifest, in a VM of its own), the detail page streams its log
  * live, lists its artifact with a working download link; the list filters by state; a bad
  * manifest shows the server's error; a running task is cancelled from its page.
- *
- * Skipped, naming the route, while the task routes are not wired into main.ts.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -15,15 +13,13 @@ import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import { chromiumMissing, openBrowser, screenshot, type BrowserSession } from '../support/browser.js';
 import { DEADLINE_MS, waitWithin } from '../support/wait.js';
-import { routeWired, shows, startDashboardServer, textOn, type DashboardServer } from './dashboard-harness.js';
+import { shows, startDashboardServer, textOn, type DashboardServer } from './dashboard-harness.js';
 
 const skip = chromiumMissing();
-const NOT_WIRED = 'GET/POST /api/v1/tasks are not wired into src/main.ts yet (src/api/tasks.ts)';
 
 describe('dashboard: tasks', { skip: skip ?? false, timeout: 300_000 }, () => {
   let srv: DashboardServer;
   let b: BrowserSession;
-  let wired = false;
   let dir = '';
   let repo = '';
 
@@ -50,8 +46,6 @@ describe('dashboard: tasks', { skip: skip ?? false, timeout: 300_000 }, () => {
 
   before(async () => {
     srv = await startDashboardServer();
-    wired = await routeWired(srv.baseUrl, 'GET', '/api/v1/tasks');
-    if (!wired) return;
     dir = await mkdtemp(join(tmpdir(), 'dash-tasks-'));
     repo = join(dir, 'repo');
     execFileSync('git', ['init', '-q', repo]);
@@ -66,11 +60,7 @@ describe('dashboard: tasks', { skip: skip ?? false, timeout: 300_000 }, () => {
     if (dir !== '') await rm(dir, { recursive: true, force: true });
   });
 
-  test('submit, live log, artifacts, list filter', async (t) => {
-    if (!wired) {
-      t.skip(NOT_WIRED);
-      return;
-    }
+  test('submit, live log, artifacts, list filter', async () => {
     const page = b.page;
     await page.goto(`${srv.baseUrl}/#/tasks`);
     await shows(page, 'the empty task list', page.getByText(/No tasks yet/));
@@ -100,11 +90,7 @@ describe('dashboard: tasks', { skip: skip ?? false, timeout: 300_000 }, () => {
     assert.deepEqual(b.pageErrors, []);
   });
 
-  test('a bad manifest shows the server\'s error; a running task is cancelled from its page', async (t) => {
-    if (!wired) {
-      t.skip(NOT_WIRED);
-      return;
-    }
+  test('a bad manifest shows the server\'s error; a running task is cancelled from its page', async () => {
     const page = b.page;
     await page.goto(`${srv.baseUrl}/#/tasks`);
     await page.getByLabel('Manifest (YAML)').fill('name: x\nprompt: 3\n');

@@ -12,7 +12,7 @@ import type { ReplaySettings } from '../../actors/protocol/output-calls.js';
 import type { ActorSystem } from '../../actors/runtime/actor-system.js';
 import type { AgentService } from '../../src/agent-link/agent-service.js';
 import { agentListenerComponent, agentsComponent } from '../../src/agent-link/component.js';
-import { loadConfig } from '../../src/config/load.js';
+import { loopbackConfig } from '../support/test-config.js';
 import type { Config } from '../../src/config/schema.js';
 import { eventsComponent } from '../../src/events/component.js';
 import type { HttpListener } from '../../src/http/uws-server.js';
@@ -58,14 +58,9 @@ export interface StreamingServerOptions {
 
 export async function startStreamingServer(opts: StreamingServerOptions = {}): Promise<StreamingServer> {
   const dir = await mkdtemp(join(tmpdir(), 'sandboxd-streaming-'));
-  const config = loadConfig({
-    SVC_STATE_DIR: dir,
-    SVC_HTTP_ADDR: '127.0.0.1:0',
-    SVC_WS_ADDR: '127.0.0.1:0',
-    SVC_GRPC_ADDR: '127.0.0.1:0',
+  const config = loopbackConfig(dir, {
     SVC_ACTOR_SHARDS: '2',
     SVC_AGENT_HEARTBEAT_SECONDS: '1',
-    LOG_LEVEL: 'silent',
     SVC_ACTORS: process.env['TEST_SVC_ACTORS'] ?? 'workers',
     ...opts.env,
   });

@@ -7,7 +7,14 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import pino from 'pino';
 import sshpk from 'sshpk';
+import { eventsComponent } from '../../src/events/component.js';
+import { inject } from '../../src/http/inject.js';
+import { startServer } from '../../src/main.js';
+import { actorsComponent, hypervisorComponent } from '../../src/server/runtime-components.js';
+import { vmsComponent } from '../../src/vms/component.js';
+import { loopbackConfig } from '../support/test-config.js';
 import { startVmHarness, uniqueName, type VmHarness } from './vms-harness.js';
 
 type Json = Record<string, unknown>;
@@ -163,23 +170,21 @@ describe('VM API error paths', () => {
   });
 
   test('an unreachable hypervisor: VM routes answer 503 HYPERVISOR_UNAVAILABLE with Retry-After', async () => {
-    const { LibvirtHypervisor } = await import('../../src/hypervisor/libvirt/libvirt-hypervisor.js');
-    const { ActorSystem } = await import('../../actors/runtime/actor-system.js');
-    const { VM_ACTOR_MODULE, startVmService } = await import('../../src/vms/vm-service.js');
-    const { Router } = await import('../../src/http/router.js');
-    const { inject } = await import('../../src/http/inject.js');
-    const { EventStore } = await import('../../src/events/event-store.js');
-    const { default: pino } = await import('pino');
-    const hv = new LibvirtHypervisor({ uris: [`test+unix:///default?socket=${h.stateDir}/nonexistent.sock`], readBudgetMs: 500, writeBudgetMs: 1000, failureThreshold: 1, coolDownMs: 60_000, virshEvents: 'off', pollIntervalMs: 60_000 });
-    await hv.start();
-    const actors = await ActorSystem.start({ mode: 'inline', shards: 1, actorModules: [VM_ACTOR_MODULE], onEmit: () => undefined });
-    const svc = await startVmService({
-      hypervisor: hv, actors, events: new EventStore(), agents: { byVm: () => null }, grpcAddress: { host: '127.0.0.1', port: 1 },
-      caProvider: () => Promise.reject(new Error('unused')), logger: pino({ level: 'silent' }), stateDir: h.stateDir, enableDirectRuntimeSsh: false,
+    const config = loopbackConfig(h.stateDir, {
+      SVC_ACTORS: 'inline',
+      SVC_ACTOR_SHARDS: '1',
+      SVC_HYPERVISOR_URI: `test+unix:///default?socket=${h.stateDir}/nonexistent.sock`,
+      SVC_HYPERVISOR_READ_BUDGET_MS: '500',
+      SVC_HYPERVISOR_WRITE_BUDGET_MS: '1000',
+      SVC_HYPERVISOR_FAILURE_THRESHOLD: '1',
+      SVC_HYPERVISOR_COOLDOWN_MS: '60000',
+      SVC_HYPERVISOR_VIRSH_EVENTS: 'off',
+      SVC_HYPERVISOR_POLL_INTERVAL_MS: '60000',
     });
+    const vms = vmsComponent({ agents: { byVm: () => null }, grpcAddress: { host: '127.0.0.1', port: 1 }, caProvider: () => Promise.reject(new Error('unused')) });
+    const server = await startServer(config, pino({ level: 'silent' }), { components: [eventsComponent(), actorsComponent, hypervisorComponent, vms] });
     try {
-      const router = new Router();
-      svc.registerRoutes(router);
+      const router = server.router;
       for (const [method, url, body] of [['GET', '/api/v1/vms', undefined], ['GET', '/api/v1/vms/agent-x', undefined], ['POST', '/api/v1/vms', { name: 'agent-x' }], ['POST', '/api/v1/vms/agent-x/start', undefined]] as const) {
         const r = await inject(router, { method, url, ...(body !== undefined ? { body } : {}) });
         assert.equal(r.status, 503, `${method} ${url} → ${r.text}`);
@@ -187,9 +192,7 @@ describe('VM API error paths', () => {
         assert.match(r.headers['retry-after'] ?? '', /^\d+$/);
       }
     } finally {
-      await svc.stop();
-      await actors.stop();
-      await hv.stop();
+      await server.stop();
     }
   });
 });
