@@ -14,7 +14,6 @@ import type { ActorMode, ActorSystem } from '../../actors/runtime/actor-system.j
 import type { AgentService } from '../../src/agent-link/agent-service.js';
 import { agentListenerComponent, agentsComponent } from '../../src/agent-link/component.js';
 import type { Component, FrameHandler } from '../../src/component/component.js';
-import { loadConfig } from '../../src/config/load.js';
 import { eventsComponent } from '../../src/events/component.js';
 import type { HttpListener } from '../../src/http/uws-server.js';
 import type { WsListener } from '../../src/http/ws-server.js';
@@ -24,6 +23,7 @@ import { createMetrics } from '../../src/observability/metrics.js';
 import { actorsComponent, httpComponent } from '../../src/server/runtime-components.js';
 import { outputComponent } from '../../src/streaming/component.js';
 import type { OutputFanout } from '../../src/streaming/output-fanout.js';
+import { loopbackConfig } from '../../test/support/test-config.js';
 import type { SimAgentTls } from './sim-agent.js';
 
 export interface BenchServer {
@@ -70,15 +70,10 @@ function tapped(c: Component, tap: FrameHandler): Component {
 
 export async function startBenchServer(opts: BenchServerOptions): Promise<BenchServer> {
   const dir = await mkdtemp(join(tmpdir(), 'sandboxd-bench-'));
-  const config = loadConfig({
-    SVC_STATE_DIR: dir,
-    SVC_HTTP_ADDR: '127.0.0.1:0',
-    SVC_WS_ADDR: '127.0.0.1:0',
-    SVC_GRPC_ADDR: '127.0.0.1:0',
+  const config = loopbackConfig(dir, {
     SVC_ACTORS: opts.mode,
     SVC_ACTOR_SHARDS: String(opts.shards ?? Math.max(1, cpus().length - 1)),
     SVC_AGENT_HEARTBEAT_SECONDS: String(opts.heartbeatSeconds ?? 30),
-    LOG_LEVEL: 'silent',
   });
   const tap = opts.tap;
   const withTap = (c: Component): Component => (tap === undefined ? c : tapped(c, tap));

@@ -15,7 +15,6 @@ import { join } from 'node:path';
 import pino from 'pino';
 import type { AgentService } from '../../src/agent-link/agent-service.js';
 import { agentListenerComponent, agentsComponent } from '../../src/agent-link/component.js';
-import { loadConfig } from '../../src/config/load.js';
 import { eventsComponent } from '../../src/events/component.js';
 import type { EventStore } from '../../src/events/event-store.js';
 import { startServer } from '../../src/main.js';
@@ -27,6 +26,7 @@ import { DEFAULT_TASK_STOP_DEADLINE_MS, type TaskService, type TaskServiceOption
 import { vmsComponent } from '../../src/vms/component.js';
 import type { VmService } from '../../src/vms/vm-service.js';
 import { repoRoot } from '../support/paths.js';
+import { loopbackConfig } from '../support/test-config.js';
 import { DEADLINE_MS, tail, waitFor } from '../support/wait.js';
 
 export const FAKE_CLAUDE = join(repoRoot, 'test', 'fixtures', 'fake-claude', 'fake-claude.mjs');
@@ -75,17 +75,13 @@ export async function startTaskHarness(
 ): Promise<TaskHarness> {
   const { hypervisorUris, ...taskOpts } = opts;
   const dir = await mkdtemp(join(tmpdir(), 'sandboxd-tasks-'));
-  const config = loadConfig({
-    SVC_STATE_DIR: dir,
-    SVC_HTTP_ADDR: '127.0.0.1:0',
-    SVC_GRPC_ADDR: '127.0.0.1:0',
+  const config = loopbackConfig(dir, {
     SVC_ACTORS: 'workers',
     SVC_ACTOR_SHARDS: '2',
     // Bounds the whole stop; the VM and task components keep the bounds they had on their own.
     SVC_SHUTDOWN_DEADLINE_MS: '20000',
     SVC_HYPERVISOR_URI: (hypervisorUris ?? ['test:///default']).join(','),
     SVC_HYPERVISOR_POLL_INTERVAL_MS: '60000',
-    LOG_LEVEL: 'silent',
   });
   const logger = pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' });
   const server = await startServer(config, logger, {
