@@ -78,9 +78,16 @@ export class CallLane {
         let late = false;
         const remainingMs = deadlineMs - Date.now();
         runTimer = setTimeout(() => {
-          late = true;
-          this.#stuck++;
-          finish(new TimeoutError(`${what} did not answer within its budget`));
+          // Timers run before I/O callbacks in each turn of the event loop: after the loop was
+          // busy past the deadline, an answer that arrived in time is still waiting in the poll
+          // phase. Decide after it (setImmediate runs after poll), so a busy loop is not
+          // mistaken for a slow hypervisor.
+          setImmediate(() => {
+            if (settled) return;
+            late = true;
+            this.#stuck++;
+            finish(new TimeoutError(`${what} did not answer within its budget`));
+          });
         }, Math.max(0, remainingMs));
         runTimer.unref();
         let p: Promise<T>;
