@@ -176,6 +176,19 @@ describe('hypervisor port contract (libvirt, test:///default)', () => {
     });
   });
 
+  test('a VM defined while a sweep runs keeps its metadata (its create then starts its agent)', async () => {
+    await withPort(async (hv) => {
+      // The poller and every list() sweep; a define overlapping one lost its metadata to it (299 of 300).
+      const names = Array.from({ length: 30 }, (_, i) => `agent-sweep-${i}`);
+      for (const n of names) {
+        const [, defined] = await Promise.all([hv.list(), hv.define(spec(n))]);
+        assert.deepEqual(defined.metadata, spec(n).metadata, `${n} as defined`);
+        assert.deepEqual((await hv.startDomain(n)).metadata, spec(n).metadata, `${n} as started`);
+      }
+      for (const n of names) await hv.undefine(n, { force: true });
+    });
+  });
+
   test('concurrent defines of one name: exactly one wins', async () => {
     await withPort(async (hv) => {
       const results = await Promise.allSettled(Array.from({ length: 5 }, () => hv.define(spec('agent-race'))));

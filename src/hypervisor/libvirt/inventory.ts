@@ -14,8 +14,13 @@ import type { HostLink } from './host-link.js';
 export class Inventory {
   readonly #links: readonly HostLink[];
   readonly #tracker: EventTracker;
-  /** Parsed metadata by `${host} ${uuid}`. */
-  readonly #metadata = new Map<string, DomainMetadata>();
+  /**
+   * Parsed metadata by `${host} ${uuid}`, with the {@link #clock} tick it was remembered at: a
+   * sweep forgets only entries older than its listing (see sweep()).
+   */
+  readonly #metadata = new Map<string, { readonly m: DomainMetadata; readonly at: number }>();
+  /** Counts rememberMetadata calls. */
+  #clock = 0;
   /** Domains per host at the last sweep (for placement). */
   readonly #counts = new Map<string, number>();
 
@@ -25,7 +30,7 @@ export class Inventory {
   }
 
   rememberMetadata(link: HostLink, uuid: string, m: DomainMetadata): void {
-    this.#metadata.set(`${link.label} ${uuid}`, m);
+    this.#metadata.set(`${link.label} ${uuid}`, { m, at: ++this.#clock });
   }
 
   forgetMetadata(link: HostLink, uuid: string): void {
@@ -68,10 +73,19 @@ export class Inventory {
     }
   }
 
+  /**
+   * Lists every domain of `links`, reading the metadata of those not cached yet, and forgets the
+   * metadata of domains that are gone. "Gone" means absent from this listing AND remembered before
+   * it began: a domain defined while the listing ran is missing from it, yet exists. (Forgetting
+   * it made the VM look unmanaged — no instance id — so its create skipped starting the agent and
+   * completed with no agent ever coming; the poller and every GET /api/v1/vms sweep, so under
+   * load a create overlapped one often.)
+   */
   async sweep(links: readonly HostLink[]): Promise<{ link: HostLink; domains: RawDomain[] | Error }[]> {
     return Promise.all(
       links.map(async (link) => {
         const seq = this.#tracker.beginLook();
+        const listedAt = this.#clock;
         try {
           const seen = new Set<string>();
           const domains = await this.call(link, 'read', 'list', undefined, {}, (conn) =>
@@ -81,12 +95,14 @@ export class Inventory {
                 seen.add(uuid);
                 return !this.#metadata.has(`${link.label} ${uuid}`);
               },
-              (uuid, m) => this.#metadata.set(`${link.label} ${uuid}`, m),
+              (uuid, m) => this.rememberMetadata(link, uuid, m),
             ),
           );
           this.#tracker.observeHost(link.label, seq, domains, 'poller');
           this.#counts.set(link.label, domains.length);
-          for (const k of this.#metadata.keys()) if (k.startsWith(`${link.label} `) && !seen.has(k.slice(link.label.length + 1))) this.#metadata.delete(k);
+          for (const [k, v] of this.#metadata) {
+            if (k.startsWith(`${link.label} `) && !seen.has(k.slice(link.label.length + 1)) && v.at <= listedAt) this.#metadata.delete(k);
+          }
           return { link, domains };
         } catch (err) {
           return { link, domains: err instanceof Error ? err : new Error(String(err)) };
@@ -114,7 +130,7 @@ export class Inventory {
   }
 
   info(link: HostLink, raw: RawDomain): DomainInfo {
-    const metadata = this.#metadata.get(`${link.label} ${raw.uuid}`) ?? {};
+    const metadata = this.#metadata.get(`${link.label} ${raw.uuid}`)?.m ?? {};
     return {
       name: raw.name,
       uuid: raw.uuid,
