@@ -106,7 +106,10 @@ async function runChecked(runId: string, files: string[], concurrency: number, t
 function startHog(): ChildProcess[] {
   const env = { ...process.env };
   delete env[kRunMarker];
-  return Array.from({ length: availableParallelism() }, () => spawn(process.execPath, ['-e', 'for(;;){}'], { stdio: 'ignore', env }));
+  // Each busy loop also ends when its parent is gone (its ppid changes), so a runner killed
+  // without running its exit handler leaves no hog behind.
+  const loop = 'const p = process.ppid; for (let i = 0; ; i++) if ((i & 0xfffff) === 0 && process.ppid !== p) process.exit(0);';
+  return Array.from({ length: availableParallelism() }, () => spawn(process.execPath, ['-e', loop], { stdio: 'ignore', env }));
 }
 
 const { stress, filters } = parseArgs(process.argv.slice(2));
