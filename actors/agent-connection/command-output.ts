@@ -18,7 +18,7 @@
  * synchronous call on the same thread, ordered with everything else the agent sends. Replays are
  * control calls to the agent actor (`output.*` methods, replay-output-sink.ts).
  */
-import { AgentFrameKind, encodeJson, kOutputHeaderBytes, type OutputFrame } from '../protocol/agent-frames.js';
+import { AgentFrameKind, encodeJson, kOutputHeaderBytes, writeOutputFrame, type OutputFrame } from '../protocol/agent-frames.js';
 import type { Outbox } from '../runtime/outbox.js';
 import type { CommandOutputSink } from './output-sink.js';
 import { ReplayOutputSink } from './replay-output-sink.js';
@@ -35,16 +35,7 @@ let rawScratch = new Uint8Array(64 * 1024 + kOutputHeaderBytes);
 export function outputFrameInScratch(o: Omit<OutputFrame, 'data'>, data: Uint8Array): Uint8Array {
   const bytes = kOutputHeaderBytes + data.byteLength;
   if (rawScratch.byteLength < bytes) rawScratch = new Uint8Array(bytes * 2);
-  const out = rawScratch.subarray(0, bytes);
-  const view = new DataView(out.buffer, 0, kOutputHeaderBytes);
-  out.fill(0, 0, 8);
-  out[0] = o.stream;
-  out[1] = o.eof ? 1 : 0;
-  view.setFloat64(8, o.seq, true);
-  view.setFloat64(16, o.offset, true);
-  view.setFloat64(24, o.timestampMs, true);
-  out.set(data, kOutputHeaderBytes);
-  return out;
+  return writeOutputFrame(rawScratch.subarray(0, bytes), o, data);
 }
 
 /** Only the raw frames (step 1 above): kFrameCommandOutput / Gap / Result keyed by command id. */

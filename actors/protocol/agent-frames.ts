@@ -224,8 +224,16 @@ export interface OutputFrame {
  * flags bit 0: eof. 64-bit counters are f64: exact below 2^53 (proto/README.md).
  */
 export function encodeOutputFrame(o: Omit<OutputFrame, 'data'>, data: Uint8Array): Uint8Array {
-  const out = new Uint8Array(kOutputHeaderBytes + data.byteLength);
-  const view = new DataView(out.buffer);
+  return writeOutputFrame(new Uint8Array(kOutputHeaderBytes + data.byteLength), o, data);
+}
+
+/**
+ * Writes the frame into `out`, which must be exactly kOutputHeaderBytes + data.byteLength long
+ * (a view of a reused buffer on the hot path); returns `out`.
+ */
+export function writeOutputFrame(out: Uint8Array, o: Omit<OutputFrame, 'data'>, data: Uint8Array): Uint8Array {
+  const view = new DataView(out.buffer, out.byteOffset, kOutputHeaderBytes);
+  out.fill(0, 0, 8);
   out[0] = o.stream;
   out[1] = o.eof ? 1 : 0;
   view.setFloat64(8, o.seq, true);
