@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { request, type IncomingMessage } from 'node:http';
 import { createRequire } from 'node:module';
 import net from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { DEADLINE_MS, waitFor } from '../support/wait.js';
 
 export interface SseEvent {
   id?: string;
@@ -82,13 +82,13 @@ export class SseClient {
     return this.events.filter((e) => names.includes(e.event));
   }
 
-  /** Resolves once `pred` holds for the events received so far. */
-  async until(what: string, pred: (events: SseEvent[]) => boolean, timeoutMs = 60_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!pred(this.events)) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; got ${this.events.length} events, last: ${JSON.stringify(this.events.at(-1))?.slice(0, 300)}`);
-      await sleep(20);
-    }
+  /** Resolves once `pred` holds for the events received so far; the timeout shows the last event. */
+  async until(what: string, pred: (events: SseEvent[]) => boolean, deadlineMs: number = DEADLINE_MS.agent): Promise<void> {
+    await waitFor(what, () => pred(this.events), {
+      deadlineMs,
+      intervalMs: 20,
+      lastState: () => `${this.events.length} events, the last ${JSON.stringify(this.events.at(-1))?.slice(0, 300)}`,
+    });
   }
 
   close(): void {
@@ -211,14 +211,13 @@ export class TestWs {
     this.ws.send(JSON.stringify(msg));
   }
 
-  async until<T>(what: string, pick: (messages: Array<Record<string, unknown>>) => T | undefined, timeoutMs = 30_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const v = pick(this.messages);
-      if (v !== undefined) return v;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; got ${this.messages.length} messages`);
-      await sleep(20);
-    }
+  /** Resolves with `pick`'s first answer other than undefined; the timeout shows the last message. */
+  async until<T>(what: string, pick: (messages: Array<Record<string, unknown>>) => T | undefined, deadlineMs: number = DEADLINE_MS.process): Promise<T> {
+    return await waitFor(what, () => pick(this.messages), {
+      deadlineMs,
+      intervalMs: 20,
+      lastState: () => `${this.messages.length} messages, the last ${JSON.stringify(this.messages.at(-1))?.slice(0, 300)}`,
+    });
   }
 
   close(): void {

@@ -5,8 +5,12 @@
  * finished and expired commands ending the stream, and the metrics.
  */
 import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parseOutputCursor } from '../../actors/protocol/output-cursor.js';
+import { DEADLINE_MS, waitFor } from '../support/wait.js';
 import { bytesOf, chunksOf, sha256, SseClient } from './streaming-clients.js';
 import { startStreamingServer, type StreamingServer } from './streaming-harness.js';
 
@@ -78,14 +82,27 @@ void describe('agent output SSE', () => {
   });
 
   void test('replay is limited to `limit` chunks (default 100, at most 1000), the newest ones', async () => {
-    // A pause after each line keeps the agent from merging them: one chunk per line.
-    await ts.run(AGENT, 'c-many', 'i=0; while [ $i -lt 1100 ]; do i=$((i+1)); echo "line $i"; sleep 0.002; done');
-    await ts.result('c-many', 120_000);
+    // More than 1000 chunks: a pause after each line keeps the agent from merging most of them,
+    // but a busy machine merges more, so the command writes until the live stream has seen 1100
+    // chunks (a fixed 1100 lines gave 970 chunks under load).
+    const dir = await mkdtemp(join(tmpdir(), 'sbx-many-'));
+    const stop = join(dir, 'stop');
+    const live = await SseClient.open(`${ts.base}/api/v1/agent-output/stream?agent_id=${AGENT}&command_id=c-many`);
+    try {
+      await ts.run(AGENT, 'c-many', `i=0; while [ ! -e '${stop}' ]; do i=$((i+1)); echo "line $i"; sleep 0.002; done`);
+      await live.until('1100 chunks of c-many', (evs) => chunksOf(evs).length >= 1100, DEADLINE_MS.endToEnd);
+      await writeFile(stop, '');
+      await ts.result('c-many', DEADLINE_MS.endToEnd);
+      await live.ended;
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    const liveChunks = chunksOf(live.events);
     const all = await SseClient.open(`${ts.base}/api/v1/agent-output/stream?agent_id=${AGENT}&command_id=c-many&replay=true&limit=1000`);
     await all.ended;
     const chunks = chunksOf(all.events);
-    assert.equal(chunks.length, 1000, 'exactly 1000 chunks of the 1100');
-    assert.ok(bytesOf(all.events).toString().endsWith('line 1100\n'), 'the newest ones');
+    assert.equal(chunks.length, 1000, `exactly 1000 chunks of the ${liveChunks.length}`);
+    assert.deepEqual(chunks.map((c) => c.id), liveChunks.slice(-1000).map((c) => c.id), 'the newest ones');
     const byDefault = await SseClient.open(`${ts.base}/api/v1/agent-output/stream?command_id=c-many&replay=true`);
     await byDefault.ended;
     assert.equal(chunksOf(byDefault.events).length, 100, 'default limit 100');
@@ -129,8 +146,10 @@ void describe('agent output SSE', () => {
   });
 
   void test('subscribing before the command starts, and to a command that never ran', async () => {
+    const open = ts.http.openStreams().sse;
     const early = await SseClient.open(`${ts.base}/api/v1/agent-output/stream?agent_id=${AGENT}&command_id=c-later`);
-    await new Promise((r) => setTimeout(r, 200));
+    // Subscribed before the command starts (the join subscribes before it answers the head).
+    await waitFor('the stream to be open on the server', () => ts.http.openStreams().sse > open, { deadlineMs: DEADLINE_MS.local });
     await ts.run(AGENT, 'c-later', 'echo hello later');
     await early.ended;
     assert.equal(bytesOf(early.events).toString(), 'hello later\n');

@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { DEADLINE_MS, waitFor } from '../support/wait.js';
 import { bytesOf, chunksOf, sha256, SseClient, StalledSseClient } from './streaming-clients.js';
 import { startStreamingServer, type StreamingServer } from './streaming-harness.js';
 
@@ -31,21 +32,37 @@ for (const mode of ['workers', 'inline'] as const) void describe(`slow SSE subsc
 
   void test('a stalled client is cut off with its cursor; ten others receive everything', async () => {
     const path = `/api/v1/agent-output/stream?agent_id=${AGENT}&command_id=c-flood`;
+    const open = ts.http.openStreams().sse;
     const stalled = new StalledSseClient(ts.http.port, path);
     const readers = await Promise.all(Array.from({ length: 10 }, () => SseClient.open(`${ts.base}${path}`)));
-    await new Promise((r) => setTimeout(r, 300));
+    // Every subscriber, the stalled one too, is subscribed before the command starts.
+    await waitFor('the eleven streams to be open on the server', () => ts.http.openStreams().sse >= open + 11, {
+      deadlineMs: DEADLINE_MS.local,
+      lastState: () => `${ts.http.openStreams().sse - open} open`,
+    });
+    const slowCuts = async (): Promise<number> => Number(/svc_output_slow_subscribers_total\{transport="sse"\} (\d+)/.exec(await ts.metricsText())?.[1] ?? 0);
+    const cutsBefore = await slowCuts();
     await ts.run(AGENT, 'c-flood', `seq 1 ${LINES}`);
+    // Read the stalled client as soon as the server cut it off: uWS drops a socket that takes
+    // nothing for 10 s with what it still buffers, the notice included (on a loaded machine the
+    // readers took longer than that, and the stalled client then saw only the connection end).
+    await waitFor('the stalled client to be cut off (svc_output_slow_subscribers_total)', async () => (await slowCuts()) > cutsBefore, {
+      deadlineMs: DEADLINE_MS.process,
+      lastState: async () => `${(await slowCuts()) - cutsBefore} cut off; the readers have ${readers.map((r) => bytesOf(r.events).length).join(', ')} bytes`,
+    });
+    const drained = stalled.drain();
     await Promise.all(readers.map((r) => r.ended));
     const expected = sha256(seqText(LINES));
     for (const [i, r] of readers.entries()) {
-      assert.equal(sha256(bytesOf(r.events)), expected, `reader ${i} received every byte`);
       const end = r.events.at(-1);
+      const got = `it got ${bytesOf(r.events).length} of ${seqText(LINES).length} bytes in ${r.events.length} events, the last ${end?.event ?? 'none'} ${end?.data.slice(0, 300) ?? ''}`;
+      assert.ok(!r.events.some((e) => e.data.includes('slow_subscriber')), `reader ${i} was not cut off; ${got}`);
+      assert.equal(sha256(bytesOf(r.events)), expected, `reader ${i} received every byte; ${got}`);
       assert.equal(end?.event, 'agent_output.error');
       assert.ok(end?.data.includes('"stream_end"'), `reader ${i} ends with stream_end`);
-      assert.ok(!r.events.some((e) => e.data.includes('slow_subscriber')), `reader ${i} was not cut off`);
     }
 
-    const { events, closed } = await stalled.drain();
+    const { events, closed } = await drained;
     stalled.destroy();
     assert.ok(closed, 'the server closed the stalled stream');
     const last = events.at(-1);
