@@ -10,7 +10,7 @@
  * DASHBOARD_TEST_LOG=1 every line also goes to stdout.
  */
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +22,8 @@ import { loadConfig } from '../../src/config/load.js';
 import { buildDashboard } from '../../src/dashboard/build.js';
 import { Router } from '../../src/http/router.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
-import { DEADLINE_MS, waitFor, waitWithin } from '../support/wait.js';
+import { vmPaths } from '../../src/vms/vm-paths.js';
+import { DEADLINE_MS, tail, waitFor, waitWithin } from '../support/wait.js';
 
 /** Log lines kept for timeout messages. */
 const LOG_TAIL_LINES = 200;
@@ -119,17 +120,27 @@ export async function routeWired(baseUrl: string, method: string, path: string):
   return !(res.status === 404 && text.includes('"route.not_found"'));
 }
 
-/** Creates a VM through the API and waits until its operation completed and its agent is Ready. */
-export async function createReadyVm(baseUrl: string, name: string, deadlineMs: number = DEADLINE_MS.agent): Promise<void> {
-  const api = new ApiClient({ baseUrl });
+/**
+ * Creates a VM through the API and waits until its operation completed and its agent is Ready;
+ * the timeout shows the agent as listed, the tail of the VM's agent.log and the server's log.
+ */
+export async function createReadyVm(srv: DashboardServer, name: string, deadlineMs: number = DEADLINE_MS.agent): Promise<void> {
+  const api = new ApiClient({ baseUrl: srv.baseUrl });
   const accepted = await api.createVm({ name, vcpus: 1, memory_mb: 512, disk_gb: 1 });
   const op = await api.waitForOperation(accepted.operation.id, { timeoutMs: deadlineMs });
   assert.equal(op.status, 'completed', `create ${name}: ${op.error ?? ''}`);
   const agentOf = async (): Promise<{ id: string; status: string } | undefined> => (await api.listAgents()).agents.find((a) => a.id === name);
+  const agentLog = (): string => {
+    try {
+      return tail(readFileSync(vmPaths(srv.stateDir, name).agentLog, 'utf8'), 1500);
+    } catch (err) {
+      return `(unreadable: ${err instanceof Error ? err.message : String(err)})`;
+    }
+  };
   await waitFor(`the agent of VM ${name} to be Ready`, async () => (await agentOf())?.status === 'Ready', {
     deadlineMs,
     intervalMs: 250,
-    lastState: async () => `agent ${JSON.stringify((await agentOf()) ?? 'not listed')}`,
+    lastState: async () => `agent ${JSON.stringify((await agentOf()) ?? 'not listed')}; its agent.log ${agentLog()}; ${srv.logTail()}`,
   });
 }
 

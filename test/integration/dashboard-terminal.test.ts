@@ -67,7 +67,7 @@ describe('dashboard: terminal', { skip: skip ?? false, timeout: 300_000 }, () =>
     srv = await startDashboardServer();
     wired = await routeWired(srv.baseUrl, 'GET', '/api/v1/agents/nobody/sessions');
     if (!wired) return;
-    await createReadyVm(srv.baseUrl, name);
+    await createReadyVm(srv, name);
     a = await openBrowser({ viewport: { width: 1280, height: 800 } });
     b = await openBrowser({ viewport: { width: 1280, height: 800 } });
   });
@@ -128,7 +128,9 @@ describe('dashboard: terminal', { skip: skip ?? false, timeout: 300_000 }, () =>
     await waitForScreen(pa, /from-b-5/);
 
     // The controller's window size reaches the PTY.
-    const termSize = async (): Promise<string> => `${await pb.locator('.term-screen').getAttribute('data-rows')} ${await pb.locator('.term-screen').getAttribute('data-cols')}`;
+    // Both attributes in one read: two reads can straddle the re-fit and pair the old rows with the new cols.
+    const termSize = (): Promise<string> =>
+      pb.locator('.term-screen').evaluate((el: { getAttribute(name: string): string | null }) => `${el.getAttribute('data-rows')} ${el.getAttribute('data-cols')}`);
     const before = await termSize();
     await pb.setViewportSize({ width: 900, height: 600 });
     const size = await waitFor('the terminal to fit the smaller window', async () => {
