@@ -107,6 +107,7 @@ void describe('AgentService frame routing', () => {
     const ev = events.query({ limit: 10, eventType: 'agent.disconnected' }).events;
     assert.equal(ev.length, 1);
     assert.match(String(ev[0]?.details['reason']), /shard 1 restarted/);
+    // Waits out the retention period (0 s): timers fire in expiry order, so the removal timer armed before this pause has run when it ends, however busy the machine.
     await new Promise((r) => setTimeout(r, 20));
     assert.equal(svc.registry.get('a'), undefined);
     assert.ok(svc.registry.get('b') !== undefined);

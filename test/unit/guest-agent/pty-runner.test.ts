@@ -3,13 +3,12 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { after, describe, test } from 'node:test';
 import { CommandOutput } from '../../../src/guest-agent/command-output.js';
 import type { ChunkEntry } from '../../../src/guest-agent/output-buffer.js';
 import { PTY_DEFAULTS, startPtyCommand } from '../../../src/guest-agent/pty-runner.js';
 import type { CommandSpec } from '../../../src/guest-agent/running-command.js';
-import { DEADLINE_MS, tail, waitFor } from '../../support/wait.js';
+import { DEADLINE_MS, settled, tail, waitFor } from '../../support/wait.js';
 import { running } from './agent-test-helpers.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'agent-pty-'));
@@ -108,9 +107,11 @@ describe('PTY runner', () => {
     for (let i = 0; i < 50; i++) {
       const r = run('sleep', ['1000']);
       assert.equal(r.command.signal(9), true);
-      const exit = await Promise.race([r.command.exited, sleep(5000).then(() => undefined)]);
-      if (!exit) process.kill(r.command.pid, 'SIGKILL');
-      assert.equal(exit?.exitCode, 137, `run ${i}`);
+      const exit = await settled(`run ${i}: sleep to die of the SIGKILL sent right after start`, r.command.exited, { deadlineMs: DEADLINE_MS.local }).catch((err: unknown) => {
+        process.kill(r.command.pid, 'SIGKILL');
+        throw err;
+      });
+      assert.equal(exit.exitCode, 137, `run ${i}`);
     }
   });
 

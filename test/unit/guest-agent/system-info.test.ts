@@ -24,6 +24,7 @@ describe('system info and metrics (this machine)', () => {
     while (Date.now() < end) {
       // busy loop: this process uses a CPU for 300 ms
     }
+    // A measured interval: the next sample compares CPU times over the busy loop and this pause.
     await sleep(10);
     const s = await m.sample();
     assert.ok(s.cpuPercent > 0 && s.cpuPercent <= 100, `cpu ${s.cpuPercent}`);

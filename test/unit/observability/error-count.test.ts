@@ -8,6 +8,7 @@ import { Writable } from 'node:stream';
 import { ActorSystem } from '../../../actors/runtime/actor-system.js';
 import { countErrorLines, createLogger, type LogConfig } from '../../../src/observability/log.js';
 import { createMetrics, type Metrics } from '../../../src/observability/metrics.js';
+import { DEADLINE_MS, waitFor } from '../../support/wait.js';
 
 const BASE: LogConfig = { format: 'json', level: 'info', file: null, rotation: 'none', retentionDays: 7 };
 
@@ -79,11 +80,10 @@ void describe('countErrorLines', () => {
       await system.call('l-1', 'log', { level: 'warn', msg: 'worker warns' });
       await system.call('l-1', 'log', { level: 'error', msg: 'worker fails' });
       // the worker's lines travel on their own port: wait until both have arrived
-      const deadline = Date.now() + 5000;
-      while (!lines.some((l) => l.includes('worker fails')) && Date.now() < deadline) {
+      await waitFor('the worker\'s error line', async () => {
         await log.flush();
-        await new Promise((r) => setTimeout(r, 10));
-      }
+        return lines.some((l) => l.includes('worker fails'));
+      }, { deadlineMs: DEADLINE_MS.local, intervalMs: 10, lastState: () => JSON.stringify(lines.slice(-5)) });
       assert.ok(lines.some((l) => l.includes('worker warns')));
       assert.ok(lines.some((l) => l.includes('worker fails')));
       assert.deepEqual(await errorCounts(metrics), { actors: 1 });

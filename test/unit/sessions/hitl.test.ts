@@ -107,6 +107,7 @@ describe('HitlService and routes', () => {
     return { svc, written, router, sessions };
   }
   const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
+  /** Waits out settleMs (10 ms): the detector's timer, armed by the output before this pause, has run when it ends. */
   const settle = (): Promise<void> => new Promise((r) => setTimeout(r, 60));
 
   test('a waiting prompt appears in GET /api/v1/hitl; respond writes the answer and Enter, then resolves', async () => {

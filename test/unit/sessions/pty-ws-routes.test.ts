@@ -14,6 +14,7 @@ import { encodeClientFrame } from '../../../src/sessions/pty-ws-frames.js';
 import type { JoinFrame } from '../../../src/sessions/pty-ws-protocol.js';
 import { parseOrchestrateQuery, sessionWsRoutes } from '../../../src/sessions/pty-ws-routes.js';
 import { SessionHub } from '../../../src/sessions/session-hub.js';
+import { DEADLINE_MS, waitFor } from '../../support/wait.js';
 
 interface WsClient {
   readonly protocol: string;
@@ -58,16 +59,14 @@ async function connect(url: string, protocols?: string[]): Promise<Conn> {
     closed,
     outputBytes: () => outBytes,
     send: (f) => ws.send(encodeClientFrame(f)),
-    async next(op) {
-      const deadline = Date.now() + 15_000;
-      for (;;) {
+    next(op) {
+      return waitFor(`a ${op} frame`, () => {
         while (read < frames.length) {
           const f = frames[read++];
           if (f?.['op'] === op) return f;
         }
-        if (Date.now() > deadline) assert.fail(`no ${op} frame; got ${frames.map((x) => String(x['op'])).join(',')}`);
-        await sleep(5);
-      }
+        return undefined;
+      }, { deadlineMs: DEADLINE_MS.local, intervalMs: 5, lastState: () => `frames ${frames.map((x) => String(x['op'])).join(',')}` });
     },
   };
 }
@@ -159,8 +158,11 @@ describe('session WebSocket routes over real sockets', { timeout: 120_000 }, () 
       while (i % 8 === 7 && fast.outputBytes() < (i + 1 - 8) * chunk.byteLength) await sleep(1);
     }
     const producerMs = Date.now() - started;
-    const deadline = Date.now() + 30_000;
-    while (fast.outputBytes() < total * chunk.byteLength && Date.now() < deadline) await sleep(20);
+    await waitFor('the fast client to get every byte', () => fast.outputBytes() >= total * chunk.byteLength, {
+      deadlineMs: DEADLINE_MS.process,
+      intervalMs: 20,
+      lastState: () => `${fast.outputBytes()} of ${total * chunk.byteLength} bytes`,
+    });
     assert.equal(fast.outputBytes(), total * chunk.byteLength, 'the fast client got every byte');
     assert.deepEqual(hub.membership().controllers, [], 'the slow controller was dropped and its lease freed');
     slow.ws._socket.resume();

@@ -157,6 +157,7 @@ describe('SessionReconciler timers and transport', () => {
   test('no report in time → reconcile_failed report_timeout; nothing is sent to kill', async () => {
     const { r, sent, events } = setup({ reportTimeoutMs: 30 });
     r.agentRegistered('agent-1');
+    // Waits out the 30 ms timeout: timers fire in expiry order, so the reconciler's timer armed before this pause has run when it ends, however busy the machine.
     await new Promise((res) => setTimeout(res, 150));
     assert.deepEqual(sent, ['query:agent-1:true']);
     assert.deepEqual(events, ['session.query_sent:', 'session.reconcile_failed:report_timeout']);
@@ -167,6 +168,7 @@ describe('SessionReconciler timers and transport', () => {
     const { r, events } = setup({ ackTimeoutMs: 30 });
     r.agentRegistered('agent-1');
     r.reportReceived('agent-1', REPORT);
+    // Waits out the 30 ms timeout: timers fire in expiry order, so the reconciler's timer armed before this pause has run when it ends, however busy the machine.
     await new Promise((res) => setTimeout(res, 150));
     assert.equal(events.at(-1), 'session.reconcile_failed:ack_timeout');
     r.agentRegistered('agent-1');

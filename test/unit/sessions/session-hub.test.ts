@@ -3,6 +3,7 @@ import { describe, test } from 'node:test';
 import { encodeBinaryInput, encodeClientFrame } from '../../../src/sessions/pty-ws-frames.js';
 import { decodeClientFrame, type ClientFrame, type JoinFrame } from '../../../src/sessions/pty-ws-protocol.js';
 import { SessionHub, type SessionHubOptions } from '../../../src/sessions/session-hub.js';
+import { DEADLINE_MS, waitFor } from '../../support/wait.js';
 import { FakeSink } from './fake-sink.js';
 
 function join(over: Partial<JoinFrame> = {}): JoinFrame {
@@ -234,21 +235,14 @@ describe('SessionHub', () => {
   });
 
   test('the hub\'s own timer pings and reaps (unref\'d interval)', async () => {
-    const waitFor = async (cond: () => boolean): Promise<void> => {
-      const deadline = Date.now() + 10_000;
-      while (!cond()) {
-        assert.ok(Date.now() < deadline, 'timed out');
-        await new Promise((r) => setTimeout(r, 10));
-      }
-    };
     const pinging = rig({ pingIntervalMs: 20, pongTimeoutMs: 60_000, now: Date.now });
     const c = pinging.connect(join());
-    await waitFor(() => c.all('ping').length >= 2);
+    await waitFor('two pings from the hub\'s own timer', () => c.all('ping').length >= 2, { deadlineMs: DEADLINE_MS.local, intervalMs: 10, lastState: () => c.describe() });
     assert.equal(c.closed, false);
     pinging.hub.close(null, 'test over');
     const reaping = rig({ pingIntervalMs: 20, pongTimeoutMs: 50, now: Date.now });
     const d = reaping.connect(join());
-    await waitFor(() => d.closed);
+    await waitFor('the silent client to be reaped after its pong timeout', () => d.closed, { deadlineMs: DEADLINE_MS.local, intervalMs: 10, lastState: () => d.describe() });
     assert.equal(d.closeCode, 4408);
     assert.equal(reaping.hub.clientCount, 0);
   });

@@ -130,6 +130,7 @@ describe('vm-ops actor', () => {
     r.submit('job-s', { kind: 'start' });
     await new Promise((resolve) => setImmediate(resolve));
     assert.equal(r.steps.length, 1);
+    // Waits out the step timeout (1000 ms + 20 ms grace): timers fire in expiry order, so the actor's timer armed before this pause has run when it ends, however busy the machine.
     await new Promise((resolve) => setTimeout(resolve, 1100));
     const s = r.last('job-s');
     assert.equal(s?.status, 'failed');
@@ -149,6 +150,7 @@ describe('vm-ops actor', () => {
     assert.equal(del.stopped(), true);
 
     const idle = rig({ idleStopMs: 30 });
+    // Waits out idleStopMs (30 ms): timers fire in expiry order, so the idle timer armed before this pause has run when it ends, however busy the machine.
     await new Promise((resolve) => setTimeout(resolve, 80));
     assert.equal(idle.stopped(), true);
 
