@@ -307,6 +307,7 @@ describe('sandbox-agent on the wire', () => {
     // flight), then dies; B restarts on the same port and holds what A received.
     await waitFor(() => chunksOf(connA.messages, 'cut-1').length >= 1, 'output streaming to A', 30_000);
     serverA.deaf = true;
+    // The behaviour under test: 150 ms in which what the agent sends is lost in flight.
     await sleep(150);
     serverA.stop();
     const heldByA = Math.max(0, ...chunksOf(connA.messages, 'cut-1').map(([, c]) => c.seq ?? 0));

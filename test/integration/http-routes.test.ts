@@ -10,6 +10,7 @@ import { registerMetricsRoute } from '../../src/server/metrics.js';
 import { Router } from '../../src/http/router.js';
 import { startHttpListener, uwsRuntimeInfo, type HttpListener } from '../../src/http/uws-server.js';
 import { createMetrics } from '../../src/observability/metrics.js';
+import { DEADLINE_MS, waitFor } from '../support/wait.js';
 import { RawConnection, rawGet } from './http-raw-client.js';
 
 const logger = pino({ level: 'silent' });
@@ -98,7 +99,16 @@ void describe('listener stop', () => {
     let release: () => void = () => undefined;
     const held = new Promise<void>((r) => (release = r));
     router.add({ method: 'GET', path: '/ok', handler: () => ({ status: 200, json: { ok: true } }) });
-    router.add({ method: 'GET', path: '/hold', handler: async () => (await held, { status: 200, json: { held: true } }) });
+    let holding = false;
+    router.add({
+      method: 'GET',
+      path: '/hold',
+      handler: async () => {
+        holding = true;
+        await held;
+        return { status: 200, json: { held: true } };
+      },
+    });
     const listener = await startHttpListener({ host: '127.0.0.1', port: 0, router, logger, closeGraceMs: 5_000 });
 
     const keepAlive = await RawConnection.open(listener.port);
@@ -106,7 +116,7 @@ void describe('listener stop', () => {
     assert.equal((await keepAlive.response())?.status, 200);
     const inFlight = await RawConnection.open(listener.port);
     inFlight.write(rawGet('/hold'));
-    await new Promise((r) => setTimeout(r, 100));
+    await waitFor('the /hold request to reach its handler', () => holding, { deadlineMs: DEADLINE_MS.local });
 
     const closing = listener.close();
     keepAlive.write(rawGet('/ok'));
@@ -126,11 +136,19 @@ void describe('listener stop', () => {
 
   void test('close() is bounded when a handler never finishes, and is idempotent', async () => {
     const router = new Router();
-    router.add({ method: 'GET', path: '/stuck', handler: () => new Promise(() => undefined) });
+    let stuck = false;
+    router.add({
+      method: 'GET',
+      path: '/stuck',
+      handler: () => {
+        stuck = true;
+        return new Promise(() => undefined);
+      },
+    });
     const listener = await startHttpListener({ host: '127.0.0.1', port: 0, router, logger, closeGraceMs: 300 });
     const conn = await RawConnection.open(listener.port);
     conn.write(rawGet('/stuck'));
-    await new Promise((r) => setTimeout(r, 100));
+    await waitFor('the /stuck request to reach its handler', () => stuck, { deadlineMs: DEADLINE_MS.local });
     const started = Date.now();
     await Promise.all([listener.close(), listener.close()]);
     assert.ok(Date.now() - started < 5_000);

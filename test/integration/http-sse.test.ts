@@ -112,6 +112,7 @@ void describe('SSE streams', () => {
     const res = await open(listener.port, '/flood');
     res.pause();
     await waitFor(() => bp.backpressured > 0);
+    // The behaviour under test: for 200 ms the client reads nothing and the producer must stay stopped.
     await sleep(200);
     const writtenWhilePaused = bp.written;
     assert.ok(writtenWhilePaused < bp.total, 'the producer stopped while the client did not read');

@@ -85,6 +85,7 @@ describe('hypervisor circuit breaker', () => {
 
       // libvirt is back: after the cool-down one probe goes through and closes the circuit.
       reachable.now = true;
+      // Waits out the 400 ms cool-down, the behaviour under test (wall-clock time: load cannot shorten it).
       await new Promise((r) => setTimeout(r, 500));
       const healed = await inject(router, { method: 'GET', url: '/healthz/hypervisor' });
       assert.equal(healed.status, 200, healed.text);

@@ -223,6 +223,7 @@ describe('hypervisor port through a libvirt daemon', { skip: skipReason }, () =>
         await assertAgree(hv, uri, 'virsh start + destroy');
         // Our own calls are still reported once, by us.
         await hv.startDomain('agent-e1');
+        // A negative check: a pause in which a second report of our own start would arrive.
         await new Promise((r) => setTimeout(r, 500));
         assert.deepEqual(events.filter((e) => e.vmName === 'agent-e1' && e.type === 'vm.started').map((e) => e.source), ['virsh-event', 'sandboxd']);
       });

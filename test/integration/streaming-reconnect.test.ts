@@ -38,6 +38,7 @@ void describe('agent output across agent reconnects', () => {
       await commandScoped.until(line, (evs) => bytesOf(evs).toString().includes(line));
       relay.cut();
       await waitFor('the agent to be seen disconnected', () => ts.agents.registry.get(AGENT)?.status === 'Disconnected', 30_000);
+      // The outage itself: 600 ms in which the agent keeps the command's output.
       await sleep(600);
       relay.restore();
       await waitFor('the agent back', () => ts.agents.registry.get(AGENT)?.status === 'Ready', 30_000);

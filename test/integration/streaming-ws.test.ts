@@ -59,12 +59,14 @@ void describe('dashboard WebSocket', () => {
     await ws.until('subscribed *', (ms) => ms.find((m) => m['type'] === 'subscribed' && m['agent_id'] === '*'));
     await ts.run(AGENT, 'c-ws-star', 'echo once');
     await ws.until('star output', (ms) => (outputBytes(ms, 'c-ws-star') !== '' ? true : undefined));
+    // A negative check: a pause in which a second copy of the output would arrive.
     await sleep(200);
     assert.equal(outputBytes(ws.messages, 'c-ws-star'), 'once\n');
     ws.send({ type: 'unsubscribe', agent_id: '*', channels: ['output'] });
     await ws.until('unsubscribed', (ms) => ms.find((m) => m['type'] === 'unsubscribed'));
     await ts.run(AGENT, 'c-ws-after', 'echo gone');
     await ts.result('c-ws-after');
+    // A negative check: a pause in which output after the unsubscribe would arrive.
     await sleep(200);
     assert.equal(outputBytes(ws.messages, 'c-ws-after'), '', 'nothing after unsubscribe');
     ws.close();
