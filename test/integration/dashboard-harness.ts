@@ -3,9 +3,6 @@
  * temporary state dir (libvirt's test:///default, local agents), the dashboard built if it is
  * not yet, and a headless Chromium pointed at it.
  *
- * Until main.ts registers the dashboard routes itself, they are added here to the server's own
- * router (captured while startServer builds it), so the tests exercise the real listener either way.
- *
  * The server logs at info into a bounded buffer (`logTail()`), which timeouts quote; with
  * DASHBOARD_TEST_LOG=1 every line also goes to stdout.
  */
@@ -16,11 +13,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import type { Locator, Page } from 'playwright-core';
-import { DEFAULT_DASHBOARD_DIR, registerDashboardRoutes } from '../../src/server/dashboard.js';
+import { DEFAULT_DASHBOARD_DIR } from '../../src/server/dashboard.js';
 import { ApiClient } from '../../src/client/api-client.js';
 import { loadConfig } from '../../src/config/load.js';
 import { buildDashboard } from '../../src/dashboard/build.js';
-import { Router } from '../../src/http/router.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
 import { vmPaths } from '../../src/vms/vm-paths.js';
 import { DEADLINE_MS, tail, waitFor, waitWithin } from '../support/wait.js';
@@ -33,8 +29,6 @@ export interface DashboardServer {
   /** `http://127.0.0.1:<port>` */
   readonly baseUrl: string;
   readonly stateDir: string;
-  /** True when the routes came from main.ts (false: added by this harness). */
-  readonly wiredByMain: boolean;
   /** The server's last `lines` log lines (info and above), for a timeout message. */
   logTail(lines?: number): string;
   stop(): Promise<void>;
@@ -64,14 +58,6 @@ export async function startDashboardServer(env: Record<string, string> = {}): Pr
     SVC_ACTOR_SHARDS: '1',
     ...env,
   });
-  // Capture the router startServer builds (the first one to get a route during start-up).
-  const captured: { router?: Router } = {};
-  const proto = Router.prototype as { add: Router['add'] };
-  const originalAdd = Object.getOwnPropertyDescriptor(Router.prototype, 'add')?.value as (this: Router, spec: Parameters<Router['add']>[0]) => ReturnType<Router['add']>;
-  proto.add = function (this: Router, spec) {
-    captured.router ??= this;
-    return originalAdd.call(this, spec);
-  };
   const logLines: string[] = [];
   const echo = process.env['DASHBOARD_TEST_LOG'] === '1';
   const keep = (line: string): void => {
@@ -85,39 +71,18 @@ export async function startDashboardServer(env: Record<string, string> = {}): Pr
   } catch (err) {
     await rm(stateDir, { recursive: true, force: true });
     throw err;
-  } finally {
-    proto.add = originalAdd;
   }
   const baseUrl = `http://127.0.0.1:${server.ports.http}`;
-  const probe = await fetch(`${baseUrl}/api/v1/dashboard/config`);
-  const wiredByMain = probe.status !== 404;
-  await probe.body?.cancel();
-  if (!wiredByMain) {
-    assert.ok(captured.router !== undefined, 'could not capture the server router');
-    const ports = server.ports;
-    registerDashboardRoutes(captured.router, { wsAddress: () => ({ host: '127.0.0.1', port: ports.ws }) });
-  }
   return {
     server,
     baseUrl,
     stateDir,
-    wiredByMain,
     logTail: (lines = 30) => `server log (last ${lines} lines):\n${logLines.slice(-lines).join('\n')}`,
     stop: async () => {
       await server.stop();
       await rm(stateDir, { recursive: true, force: true });
     },
   };
-}
-
-/**
- * True when the server answers `method path` with anything but 404 route.not_found (the feature
- * is wired into main.ts). Used to skip, naming the missing route, until it is.
- */
-export async function routeWired(baseUrl: string, method: string, path: string): Promise<boolean> {
-  const res = await fetch(`${baseUrl}${path}`, { method, headers: method === 'GET' ? {} : { 'content-type': 'application/json' }, ...(method === 'GET' ? {} : { body: '{}' }) });
-  const text = await res.text();
-  return !(res.status === 404 && text.includes('"route.not_found"'));
 }
 
 /**

@@ -4,15 +4,13 @@
  * shell; a second viewer sees the same output, and its own "Take control" is refused while the
  * first holds the lease (downgraded, said on screen), then granted once the first releases it;
  * the controller's window size reaches the PTY (stty size).
- *
- * Skipped, naming the route, while the session routes are not wired into main.ts.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Locator, Page } from 'playwright-core';
 import { chromiumMissing, openBrowser, screenshot, type BrowserSession } from '../support/browser.js';
 import { DEADLINE_MS, waitFor, waitWithin } from '../support/wait.js';
-import { createReadyVm, routeWired, shows, startDashboardServer, textOn, vmName, type DashboardServer } from './dashboard-harness.js';
+import { createReadyVm, shows, startDashboardServer, textOn, vmName, type DashboardServer } from './dashboard-harness.js';
 
 const skip = chromiumMissing();
 
@@ -60,13 +58,10 @@ describe('dashboard: terminal', { skip: skip ?? false, timeout: 300_000 }, () =>
   let srv: DashboardServer;
   let a: BrowserSession;
   let b: BrowserSession;
-  let wired = false;
   const name = vmName('term');
 
   before(async () => {
     srv = await startDashboardServer();
-    wired = await routeWired(srv.baseUrl, 'GET', '/api/v1/agents/nobody/sessions');
-    if (!wired) return;
     await createReadyVm(srv, name);
     a = await openBrowser({ viewport: { width: 1280, height: 800 } });
     b = await openBrowser({ viewport: { width: 1280, height: 800 } });
@@ -77,11 +72,7 @@ describe('dashboard: terminal', { skip: skip ?? false, timeout: 300_000 }, () =>
     await srv?.stop();
   });
 
-  test('observer first, take control, a second viewer is refused, then gets the lease', async (t) => {
-    if (!wired) {
-      t.skip('GET/POST /api/v1/agents/{id}/sessions and the pty-ws.v1 route are not wired into src/main.ts yet (src/api/sessions.ts, src/sessions/pty-ws-routes.ts)');
-      return;
-    }
+  test('observer first, take control, a second viewer is refused, then gets the lease', async () => {
     const pa = a.page;
     await pa.goto(`${srv.baseUrl}/#/agents/${encodeURIComponent(name)}`);
     await pa.getByRole('button', { name: 'New terminal' }).click();
