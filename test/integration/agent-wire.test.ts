@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { AgentServiceMethods, v1 } from '../../proto/index.js';
 import { createStandaloneCa, writeAgentBundle, type CaMaterial } from '../../src/identity/ca.js';
+import { DEADLINE_MS, waitFor as waitForCondition } from '../support/wait.js';
 
 const AGENT_BIN = fileURLToPath(new URL('../../src/bin/sandbox-agent.js', import.meta.url));
 const INSTANCE = 'i-wire-1';
@@ -85,14 +86,9 @@ function accept(conn: Conn, extra: v1.IRegistrationAck = {}): void {
   conn.send({ sessionQuery: { reportAll: true } });
 }
 
-async function waitFor<T>(get: () => T | undefined | false, what: string, timeoutMs = 30_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = get();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
+/** Waits for `get` to answer (the shared helper, with this file's argument order). */
+function waitFor<T>(get: () => T | undefined | false, what: string, deadlineMs: number = DEADLINE_MS.process): Promise<T> {
+  return waitForCondition(what, get, { deadlineMs, intervalMs: 20 });
 }
 
 interface AgentProc {

@@ -15,6 +15,7 @@ import type { RequestInfo } from '../../src/http/types.js';
 import { startHttpListener, uwsRuntimeInfo, type HttpListener } from '../../src/http/uws-server.js';
 import { countErrorLines, createLogger } from '../../src/observability/log.js';
 import { createMetrics } from '../../src/observability/metrics.js';
+import { DEADLINE_MS, waitFor } from '../support/wait.js';
 import { parseResponse, rawGet, type RawResponse } from './http-raw-client.js';
 
 /**
@@ -58,6 +59,7 @@ async function sendAndDrop(port: number, parts: string[], pauseMs: number): Prom
   await new Promise((r) => sock.once('connect', r));
   for (const p of parts) {
     sock.write(p);
+    // The behaviour under test: a client that sends its request in slow pieces.
     await sleep(pauseMs);
   }
   sock.destroy();
@@ -208,7 +210,7 @@ void describe('bad requests get the v1 envelope; the server survives', () => {
   void test('a client that disconnects mid-body is noticed and the handler never runs', async () => {
     const before = handled.length;
     await sendAndDrop(port, ['POST /echo HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"a":"'], 50);
-    await waitFor(() => infos.some((i) => i.route === '/echo' && i.aborted));
+    await waitFor('the dropped /echo request to be counted as aborted', () => infos.some((i) => i.route === '/echo' && i.aborted), { deadlineMs: DEADLINE_MS.local, intervalMs: 20, lastState: () => JSON.stringify(infos.slice(-5)) });
     const info = infos.find((i) => i.route === '/echo' && i.aborted);
     assert.equal(info?.status, 0);
     assert.equal(handled.length, before);
@@ -218,7 +220,7 @@ void describe('bad requests get the v1 envelope; the server survives', () => {
     const count = infos.filter((i) => i.route === '/slow' && i.aborted).length;
     const trickle = ['POST /slow HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\n', 'content-length: 50\r\n\r\n', '{', '"', 'a', '"'];
     await sendAndDrop(port, trickle, 40);
-    await waitFor(() => infos.filter((i) => i.route === '/slow' && i.aborted).length > count);
+    await waitFor('the dropped /slow request to be counted as aborted', () => infos.filter((i) => i.route === '/slow' && i.aborted).length > count, { deadlineMs: DEADLINE_MS.local, intervalMs: 20, lastState: () => JSON.stringify(infos.slice(-5)) });
     assert.ok(!handled.includes('slow'));
   });
 
@@ -233,11 +235,3 @@ void describe('bad requests get the v1 envelope; the server survives', () => {
     assert.deepEqual(JSON.parse(res?.body ?? ''), { status: 'ok' });
   });
 });
-
-async function waitFor(pred: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!pred()) {
-    if (Date.now() > deadline) assert.fail('condition not met in time');
-    await sleep(20);
-  }
-}

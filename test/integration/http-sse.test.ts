@@ -11,6 +11,7 @@ import { Router } from '../../src/http/router.js';
 import { sseFrame } from '../../src/http/sse.js';
 import type { SseSink } from '../../src/http/types.js';
 import { startHttpListener, type HttpListener } from '../../src/http/uws-server.js';
+import { DEADLINE_MS, waitFor } from '../support/wait.js';
 
 const logger = pino({ level: 'silent' });
 
@@ -18,12 +19,9 @@ function open(port: number, path: string): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => get({ host: '127.0.0.1', port, path }, resolve).on('error', reject));
 }
 
-async function waitFor(pred: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!pred()) {
-    if (Date.now() > deadline) assert.fail('condition not met in time');
-    await sleep(20);
-  }
+/** Waits until `pred` holds (the shared helper; in-process, so the local deadline). */
+async function until(what: string, pred: () => boolean, lastState?: () => string): Promise<void> {
+  await waitFor(what, pred, { deadlineMs: DEADLINE_MS.local, intervalMs: 20, ...(lastState !== undefined && { lastState }) });
 }
 
 void describe('SSE streams', () => {
@@ -90,7 +88,7 @@ void describe('SSE streams', () => {
     let text = '';
     res.setEncoding('utf8');
     res.on('data', (d: string) => (text += d));
-    await waitFor(() => (text.match(/: ping\n\n/g) ?? []).length >= 2);
+    await until('two heartbeat comments', () => (text.match(/: ping\n\n/g) ?? []).length >= 2, () => `received ${JSON.stringify(text.slice(-200))}`);
     const events = text.split('\n\n').filter((b) => b.startsWith('event:'));
     assert.deepEqual(events, [1, 2, 3].map((i) => `event: output\nid: ${i}\ndata: alpha line ${i}\ndata: second`));
     res.destroy();
@@ -98,20 +96,20 @@ void describe('SSE streams', () => {
 
   void test('a client disconnect is noticed by the producer and the stream is released', async () => {
     const res = await open(listener.port, '/events/beta');
-    await waitFor(() => sinks.has('beta'));
+    await until('the beta stream to start', () => sinks.has('beta'));
     const sink = sinks.get('beta');
     assert.ok(sink && !sink.closed);
     res.destroy();
-    await waitFor(() => closedSinks.has(sink));
+    await until('the sink to see the client go away', () => closedSinks.has(sink));
     assert.equal(sink.closed, true);
     assert.equal(sink.write('data: late\n\n'), false, 'writes after close are refused');
-    await waitFor(() => listener.openStreams().sse === 0);
+    await until('no stream left open', () => listener.openStreams().sse === 0, () => `${listener.openStreams().sse} open`);
   });
 
   void test('a slow reader gets every frame, in order, with writes paced by backpressure', async () => {
     const res = await open(listener.port, '/flood');
     res.pause();
-    await waitFor(() => bp.backpressured > 0);
+    await until('the producer to meet backpressure', () => bp.backpressured > 0, () => `written ${bp.written} of ${bp.total}`);
     // The behaviour under test: for 200 ms the client reads nothing and the producer must stay stopped.
     await sleep(200);
     const writtenWhilePaused = bp.written;
@@ -155,7 +153,7 @@ void describe('SSE streams', () => {
     });
     const res = await open(own.port, '/s');
     const ended = new Promise((r) => res.on('end', r).on('error', r).on('close', r).resume());
-    await waitFor(() => own.openStreams().sse === 1);
+    await until('one open stream', () => own.openStreams().sse === 1, () => `${own.openStreams().sse} open`);
     await own.close();
     await ended;
     assert.equal(own.openStreams().sse, 0);

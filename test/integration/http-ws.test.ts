@@ -12,6 +12,7 @@ import { SvcError } from '../../src/core/errors.js';
 import { Router } from '../../src/http/router.js';
 import { startHttpListener } from '../../src/http/uws-server.js';
 import { startWsListener, type WsConn } from '../../src/http/ws-server.js';
+import { DEADLINE_MS, waitFor } from '../support/wait.js';
 
 /** The part of the `ws` client API these tests use (the package ships no types here). */
 interface WsClient {
@@ -40,11 +41,7 @@ async function connect(url: string, protocols?: string[]): Promise<{ ws: WsClien
     ws,
     closed,
     async next() {
-      const deadline = Date.now() + 10_000;
-      while (queue.length === 0) {
-        if (Date.now() > deadline) assert.fail('no message in time');
-        await sleep(10);
-      }
+      await waitFor('the next message', () => queue.length > 0, { deadlineMs: DEADLINE_MS.local, intervalMs: 10 });
       return JSON.parse(queue.shift() ?? '') as Record<string, unknown>;
     },
   };
@@ -126,6 +123,7 @@ void describe('WS route on the HTTP listener', () => {
           path: '/api/v1/pty/:id',
           protocols: ['pty-ws.v1'],
           authorize: async (req) => {
+            // An authorizer that answers later, as a real one (a lookup) does.
             await sleep(5);
             if (req.params.id === 'forbidden') throw new SvcError('route.forbidden', 'not yours');
           },

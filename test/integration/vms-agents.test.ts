@@ -19,6 +19,7 @@ import type { Router } from '../../src/http/router.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
 import { actorsComponent, hypervisorComponent } from '../../src/server/runtime-components.js';
 import { vmsComponent } from '../../src/vms/component.js';
+import { DEADLINE_MS, waitFor } from '../support/wait.js';
 import { uniqueName } from './vms-harness.js';
 
 type Json = Record<string, unknown>;
@@ -29,22 +30,13 @@ describe('VMs with real agents over mTLS gRPC', () => {
   let agents: AgentService;
   let router: Router;
   const req = (method: string, url: string, body?: unknown): Promise<InjectResponse> => inject(router, { method, url, ...(body !== undefined ? { body } : {}) });
-  const waitOp = async (id: string, timeoutMs = 120_000): Promise<Json> => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const op = (await req('GET', `/api/v1/operations/${id}`)).json() as Json;
-      if (op['status'] === 'completed' || op['status'] === 'failed') return op;
-      assert.ok(Date.now() < deadline, `operation ${id} did not finish`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  };
-  const waitUntil = async (what: string, cond: () => boolean, timeoutMs = 30_000): Promise<void> => {
-    const deadline = Date.now() + timeoutMs;
-    while (!cond()) {
-      assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
+  const operation = async (id: string): Promise<Json> => (await req('GET', `/api/v1/operations/${id}`)).json() as Json;
+  const waitOp = (id: string, deadlineMs: number = DEADLINE_MS.endToEnd): Promise<Json> =>
+    waitFor(`operation ${id} to finish`, async () => {
+      const op = await operation(id);
+      return op['status'] === 'completed' || op['status'] === 'failed' ? op : undefined;
+    }, { deadlineMs, intervalMs: 100, lastState: async () => JSON.stringify(await operation(id)) });
+  const waitUntil = (what: string, cond: () => boolean): Promise<true> => waitFor(what, cond, { deadlineMs: DEADLINE_MS.process, intervalMs: 50 });
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'sandboxd-vms-agents-'));

@@ -26,6 +26,7 @@ import type { AgentLookup } from '../../src/vms/agent-lookup.js';
 import { vmsComponent, type VmsComponentOptions } from '../../src/vms/component.js';
 import type { VmService, VmServiceOptions } from '../../src/vms/vm-service.js';
 import { closedPort } from '../support/ports.js';
+import { DEADLINE_MS, waitFor } from '../support/wait.js';
 
 export interface VmHarness {
   readonly hv: LibvirtHypervisor;
@@ -105,16 +106,15 @@ export async function startVmHarness(
   const actors = server.service('actors');
   const req = (method: string, url: string, body?: unknown): Promise<InjectResponse> =>
     inject(router, { method, url, ...(body !== undefined ? { body } : {}) });
-  const waitOp = async (id: string, timeoutMs = 60_000): Promise<Record<string, unknown>> => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
+  const waitOp = (id: string, deadlineMs: number = DEADLINE_MS.agent): Promise<Record<string, unknown>> => {
+    let last = '';
+    return waitFor(`operation ${id} to finish`, async () => {
       const r = await req('GET', `/api/v1/operations/${id}`);
       assert.equal(r.status, 200, r.text);
+      last = r.text;
       const op = r.json() as Record<string, unknown>;
-      if (op['status'] === 'completed' || op['status'] === 'failed') return op;
-      if (Date.now() > deadline) throw new Error(`operation ${id} still ${String(op['status'])} after ${timeoutMs} ms`);
-      await new Promise((r2) => setTimeout(r2, 50));
-    }
+      return op['status'] === 'completed' || op['status'] === 'failed' ? op : undefined;
+    }, { deadlineMs, intervalMs: 50, lastState: () => last });
   };
   return {
     hv, actors, svc, router, events, stateDir, unreachable, connectDelayMs, req, waitOp,

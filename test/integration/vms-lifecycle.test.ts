@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { readFile, readlink, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { DEADLINE_MS, waitFor } from '../support/wait.js';
 import { processAlive, startVmHarness, uniqueName, type VmHarness } from './vms-harness.js';
 
 type Json = Record<string, unknown>;
@@ -21,12 +22,8 @@ function flag(args: string[], name: string): string | undefined {
   return i < 0 ? undefined : args[i + 1];
 }
 
-async function waitGone(pid: number, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (processAlive(pid)) {
-    if (Date.now() > deadline) throw new Error(`process ${pid} still alive`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+async function waitGone(pid: number): Promise<void> {
+  await waitFor(`process ${pid} to be gone`, () => !processAlive(pid), { deadlineMs: DEADLINE_MS.process, intervalMs: 50 });
 }
 
 describe('VM lifecycle through the API (test:///default, worker shards)', () => {
@@ -224,11 +221,11 @@ describe('VM lifecycle through the API (test:///default, worker shards)', () => 
       assert.equal(stoppedEvent?.details['source'], 'poller');
       await dom.create();
       await h.hv.pollNow();
-      const deadline = Date.now() + 15_000;
-      while (h.svc.localAgents.info(name)?.running !== true) {
-        assert.ok(Date.now() < deadline, 'agent restarted after an outside start');
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await waitFor('the agent to be restarted after an outside start', () => h.svc.localAgents.info(name)?.running === true, {
+        deadlineMs: DEADLINE_MS.process,
+        intervalMs: 50,
+        lastState: () => JSON.stringify(h.svc.localAgents.info(name)),
+      });
     } finally {
       await raw.connectClose();
     }

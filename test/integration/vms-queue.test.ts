@@ -7,16 +7,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { vmOpsActorId } from '../../actors/protocol/vm-frames.js';
+import { DEADLINE_MS, waitFor as waitForCondition } from '../support/wait.js';
 import { processAlive, startVmHarness, uniqueName, type VmHarness } from './vms-harness.js';
 
 type Json = Record<string, unknown>;
 
-async function waitFor(what: string, cond: () => Promise<boolean> | boolean, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+/** Waits until `cond` holds (the shared helper, polling every 20 ms). */
+async function waitFor(what: string, cond: () => Promise<boolean> | boolean, deadlineMs: number = DEADLINE_MS.process): Promise<void> {
+  await waitForCondition(what, cond, { deadlineMs, intervalMs: 20 });
 }
 
 for (const mode of ['workers', 'inline'] as const) {
