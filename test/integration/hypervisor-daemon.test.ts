@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { LibvirtHypervisor, type LibvirtHypervisorOptions } from '../../src/hypervisor/libvirt/libvirt-hypervisor.js';
 import type { HypervisorEvent, VmState } from '../../src/hypervisor/port.js';
+import { DEADLINE_MS, waitFor as waitForCondition } from '../support/wait.js';
 
 // /usr/sbin is not on every PATH (CI environments of non-login shells).
 const LIBVIRTD = ['libvirtd', '/usr/sbin/libvirtd'].find((bin) => spawnSync(bin, ['--version'], { encoding: 'utf8' }).error === undefined);
@@ -124,14 +125,13 @@ async function assertAgree(hv: LibvirtHypervisor, uri: string, step: string): Pr
   assert.deepEqual(ours, virshStates(uri), `port and virsh disagree after: ${step}`);
 }
 
-async function waitFor(events: HypervisorEvent[], pred: (e: HypervisorEvent) => boolean, what: string, timeoutMs = 15_000): Promise<HypervisorEvent> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const hit = events.find(pred);
-    if (hit !== undefined) return hit;
-    if (Date.now() > deadline) throw new Error(`no ${what} within ${timeoutMs} ms; saw ${events.map((e) => `${e.type}:${e.vmName}:${e.source}`).join(', ')}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+/** Waits for the first event `pred` accepts; the timeout lists the events seen. */
+function waitFor(events: HypervisorEvent[], pred: (e: HypervisorEvent) => boolean, what: string, deadlineMs: number = DEADLINE_MS.process): Promise<HypervisorEvent> {
+  return waitForCondition(what, () => events.find(pred), {
+    deadlineMs,
+    intervalMs: 50,
+    lastState: () => `saw ${events.map((e) => `${e.type}:${e.vmName}:${e.source}`).join(', ')}`,
+  });
 }
 
 async function withPort(opts: Omit<LibvirtHypervisorOptions, 'uris'> & { uri: string }, fn: (hv: LibvirtHypervisor, events: HypervisorEvent[]) => Promise<void>): Promise<void> {

@@ -12,6 +12,7 @@ import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { DEADLINE_MS, waitFor } from '../support/wait.js';
 import { startVmHarness, uniqueName, type VmHarness } from './vms-harness.js';
 
 const LIBVIRTD = ['libvirtd', '/usr/sbin/libvirtd'].find((bin) => spawnSync(bin, ['--version'], { encoding: 'utf8' }).error === undefined);
@@ -83,12 +84,9 @@ async function assertAgree(h: VmHarness, uri: string, step: string): Promise<voi
   assert.deepEqual(Object.fromEntries(api.vms.map((v) => [v.name, v.state])), virshStates(uri), `API and virsh disagree after: ${step}`);
 }
 
-async function until(what: string, cond: () => Promise<boolean> | boolean, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+/** Waits until `cond` holds (the shared helper, polling every 50 ms). */
+async function until(what: string, cond: () => Promise<boolean> | boolean, deadlineMs: number = DEADLINE_MS.process): Promise<void> {
+  await waitFor(what, cond, { deadlineMs, intervalMs: 50 });
 }
 
 describe('VM API through a libvirt daemon (virsh as witness)', { skip }, () => {
