@@ -129,9 +129,11 @@ describe('local agent processes', () => {
   test('the VM\'s other processes survive an agent restart and end with the VM', async () => {
     const s = sup(300);
     const sp = { ...spec('agent-f', 'daemon'), endsWithServer: false };
+    // The pid file exists (empty) before the daemon's write lands in it: wait for a pid, not for the file.
+    const pidIn = (): number => (existsSync(join(sp.workDir, 'daemon.pid')) ? Number(readFileSync(join(sp.workDir, 'daemon.pid'), 'utf8')) : 0);
     const daemon = async (): Promise<number> => {
-      await until('the daemon is up', () => existsSync(join(sp.workDir, 'daemon.pid')));
-      return Number(await readFile(join(sp.workDir, 'daemon.pid'), 'utf8'));
+      await until('the daemon is up', () => pidIn() > 0);
+      return pidIn();
     };
     const agent = await s.start(sp);
     const first = await daemon();
