@@ -224,7 +224,38 @@ export async function runServe(env: Readonly<Record<string, string | undefined>>
   });
   const logger = log.logger;
 
-  let server: ServerHandle;
+  // Signal handlers go in before start-up: /healthz answers before startServer resolves, and a
+  // SIGTERM in that window must stop the server cleanly, not kill the process with 143.
+  let server: ServerHandle | undefined;
+  let signalled: NodeJS.Signals | undefined;
+  let stopped: Promise<number> | undefined;
+  const shutDown = (running: ServerHandle): Promise<number> =>
+    (stopped ??= running.stop().then(
+      async () => {
+        logger.info('stopped');
+        await log.flush().catch(() => undefined);
+        return 0;
+      },
+      async (err: unknown) => {
+        logger.error({ err }, 'shutdown did not complete within its deadline');
+        await log.flush(1000).catch(() => undefined);
+        return 1;
+      },
+    ));
+  let onStopped: (code: number) => void = () => undefined;
+  const exited = new Promise<number>((resolve) => (onStopped = resolve));
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (signalled !== undefined) {
+      process.stderr.write(`sandboxd: second ${signal}, exiting now\n`);
+      process.exit(130);
+    }
+    signalled = signal;
+    logger.info({ signal, deadlineMs: config.shutdownDeadlineMs, starting: server === undefined }, 'shutting down');
+    if (server !== undefined) void shutDown(server).then(onStopped);
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+
   try {
     server = await startServer(config, logger);
   } catch (err) {
@@ -233,36 +264,12 @@ export async function runServe(env: Readonly<Record<string, string | undefined>>
     process.stderr.write(`sandboxd: failed to start: ${errorMessage(err)}\n`);
     return 1;
   }
+  if (signalled !== undefined) return shutDown(server);
 
   const httpUrl = `http://${formatAddress({ host: config.httpAddr.host, port: server.ports.http })}/`;
   const wsUrl = `ws://${formatAddress({ host: config.wsAddr.host, port: server.ports.ws })}/`;
   const grpcAddress = formatAddress({ host: config.grpcAddr.host, port: server.ports.grpc });
   logger.info({ http: httpUrl, ws: wsUrl, grpc: grpcAddress, stateDir: config.stateDir }, 'sandboxd ready');
   process.stdout.write(`sandboxd ready: API and dashboard ${httpUrl}  WebSocket ${wsUrl}  agents (gRPC, mTLS) ${grpcAddress}\n`);
-
-  return new Promise<number>((resolve) => {
-    let signalled = false;
-    const onSignal = (signal: NodeJS.Signals): void => {
-      if (signalled) {
-        process.stderr.write(`sandboxd: second ${signal}, exiting now\n`);
-        process.exit(130);
-      }
-      signalled = true;
-      logger.info({ signal, deadlineMs: config.shutdownDeadlineMs }, 'shutting down');
-      server.stop().then(
-        async () => {
-          logger.info('stopped');
-          await log.flush().catch(() => undefined);
-          resolve(0);
-        },
-        async (err: unknown) => {
-          logger.error({ err }, 'shutdown did not complete within its deadline');
-          await log.flush(1000).catch(() => undefined);
-          resolve(1);
-        },
-      );
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-  });
+  return exited;
 }

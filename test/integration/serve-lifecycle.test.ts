@@ -1,7 +1,7 @@
 /**
  * `sandboxd serve` as a user runs it: a child process with its own state dir and ports.
  * Start-up prints the address and serves /healthz; bad configuration stops start-up naming the
- * variable; SIGTERM drains and exits 0; a second signal exits at once.
+ * variable; SIGTERM drains and exits 0, also when it comes during start-up; a second signal exits at once.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -90,6 +90,16 @@ describe('sandboxd serve', () => {
     const { code } = await r.exit;
     assert.equal(code, 0, r.stderr());
     assert.ok(Date.now() - started < 15_000, 'shutdown is bounded');
+    assert.match(r.stdout(), /"msg":"stopped"/);
+  });
+
+  test('SIGTERM during start-up stops the server cleanly once it is up, not with the signal', async () => {
+    const r = serve({});
+    // The first log line is written while the components start; the handlers are in by then.
+    await waitFor('a start-up log line', () => (r.stdout().includes('"msg"') ? true : undefined));
+    r.child.kill('SIGTERM');
+    const { code, signal } = await r.exit;
+    assert.deepEqual({ code, signal }, { code: 0, signal: null }, r.stderr());
     assert.match(r.stdout(), /"msg":"stopped"/);
   });
 
