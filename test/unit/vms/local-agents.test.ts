@@ -28,8 +28,10 @@ if (profile === 'daemon') {
   const daemon = "process.on('SIGTERM', () => {}); require('node:fs').writeFileSync('daemon.pid', String(process.pid)); setInterval(() => {}, 1000)";
   spawn(process.execPath, ['-e', daemon], { detached: true, stdio: 'ignore' }).unref();
 }
-if (profile === 'stubborn') process.on('SIGTERM', () => console.log('ignoring SIGTERM'));
-else process.on('SIGTERM', () => process.exit(0));
+if (profile === 'stubborn') {
+  process.on('SIGTERM', () => console.log('ignoring SIGTERM'));
+  console.log('stubborn', process.pid);
+} else process.on('SIGTERM', () => process.exit(0));
 setInterval(() => {}, 1000);
 `;
 
@@ -101,10 +103,13 @@ describe('local agent processes', () => {
 
   test('restart replaces the process; an agent that ignores SIGTERM is killed after the grace', async () => {
     const s = sup(300);
+    // The stand-in logs "stubborn <pid>" once its SIGTERM handler is in.
+    const stubborn = (pid: number): Promise<void> =>
+      until(`agent ${pid} ignores SIGTERM`, () => existsSync(join(dir, 'agent-b.log')) && readFileSync(join(dir, 'agent-b.log'), 'utf8').includes(`stubborn ${pid}`));
     const first = await s.start(spec('agent-b', 'stubborn'));
-    await new Promise((r) => setTimeout(r, 500)); // let it install its SIGTERM handler
+    await stubborn(first.pid);
     const second = await s.start(spec('agent-b', 'stubborn'), { restart: true });
-    await new Promise((r) => setTimeout(r, 500));
+    await stubborn(second.pid);
     assert.notEqual(second.pid, first.pid);
     assert.equal(alive(first.pid), false);
     const t0 = Date.now();
