@@ -8,7 +8,7 @@
  * Every answer carries `clock`: the agent's cursor clock when the call was handled. Every event
  * the actor emitted before it has a clock ≤ `clock` and is covered by the answer (or precedes the
  * requested position); every later one has a larger clock. A subscriber that held live frames
- * while it waited keeps exactly those with a clock above it (sse-subscriber.ts, "joining").
+ * while it waited keeps exactly those with a clock above it (src/http/live-subscriber.ts, "join").
  */
 
 export const OutputCall = {

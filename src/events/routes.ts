@@ -11,6 +11,7 @@ import type { EventRecord, EventStore, StoredEvent } from './event-store.js';
 import { parseBoolParam, parseIntParam, parseStringParam } from '../http/body.js';
 import type { Router } from '../http/router.js';
 import type { SseSink } from '../http/types.js';
+import { LiveSubscriber } from '../http/live-subscriber.js';
 
 const EVENT_TYPE_RE = /^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$/;
 const FIELDS = new Set(['event_type', 'vm_name', 'timestamp', 'details', 'agent_id', 'trace_id']);
@@ -51,6 +52,16 @@ export function registerEventRoutes(router: Router, deps: { events: EventStore }
   });
 }
 
+/** The events follow's slow-consumer frame: resume with since = the last id it got. */
+function slowFollowFrame(cursor: string | undefined): string {
+  return `event: error\ndata: ${JSON.stringify({ code: 'slow_subscriber', message: 'subscriber fell behind; resume with since', since: Number(cursor ?? 0) })}\n\n`;
+}
+
+/**
+ * follow=true, per the live-subscriber rules (src/http/live-subscriber.ts): the stored events
+ * after `since` (read synchronously, so subscribing right after loses nothing), then live ones; a
+ * follower more than FOLLOW_MAX_BUFFERED_BYTES behind gets the slow frame and is closed.
+ */
 function followEvents(
   store: EventStore,
   sink: SseSink,
@@ -62,19 +73,20 @@ function followEvents(
     (filter.vmName === undefined || e.vm_name === filter.vmName) &&
     (filter.eventType === undefined || (filter.eventType.endsWith('*') ? e.event_type.startsWith(filter.eventType.slice(0, -1)) : e.event_type === filter.eventType));
   let lastId = filter.since ?? 0;
-  const send = (e: StoredEvent): void => {
-    lastId = e.id;
-    sink.write(`id: ${e.id}\nevent: event\ndata: ${JSON.stringify(e)}\n\n`);
-    if (sink.bufferedBytes() > FOLLOW_MAX_BUFFERED_BYTES) {
-      sink.write(`event: error\ndata: ${JSON.stringify({ code: 'slow_subscriber', message: 'subscriber fell behind; resume with since', since: lastId })}\n\n`);
-      sink.close();
-    }
-  };
-  if (filter.since !== undefined) for (const e of store.query({ ...filter, limit }).events) send(e);
+  const frame = (e: StoredEvent): { frame: string; cursor: string } => ({ frame: `id: ${e.id}\nevent: event\ndata: ${JSON.stringify(e)}\n\n`, cursor: String(e.id) });
+  const sub = new LiveSubscriber(sink, { maxQueuedBytes: FOLLOW_MAX_BUFFERED_BYTES, slowFrame: slowFollowFrame, cursor: String(lastId) });
+  if (filter.since !== undefined) {
+    const stored = store.query({ ...filter, limit }).events;
+    sub.sendReplay(stored.map(frame));
+    lastId = stored.at(-1)?.id ?? lastId;
+  }
   const unsubscribe = store.subscribe((e) => {
-    if (!sink.closed && e.id > lastId && matches(e)) send(e);
+    if (e.id <= lastId || !matches(e)) return;
+    lastId = e.id;
+    const f = frame(e);
+    sub.send(f.frame, f.cursor);
   });
-  sink.onClose(unsubscribe);
+  sub.onClose(unsubscribe);
 }
 
 /** Validates a POSTed event record; unknown fields and wrong types are 400 with the field named. */

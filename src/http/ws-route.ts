@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import { SvcError } from '../core/errors.js';
 import { renderError } from './dispatch.js';
 import { copyRequest, writeRendered } from './uws-io.js';
+import type { LiveSink } from './live-subscriber.js';
 import type { RequestView } from './types.js';
 
 /** Result of `send`: queued fully, queued under backpressure, dropped (over the limit), or closed. */
@@ -33,6 +34,10 @@ export interface WsConn {
   close(code?: number, reason?: string): void;
   /** Bytes queued in uWS for this connection. */
   bufferedAmount(): number;
+  /** Called each time uWS drained this connection's backpressure. */
+  onDrain(cb: () => void): void;
+  /** Called once when the connection closes (either side). */
+  onClose(cb: () => void): void;
 }
 
 export interface WsHandlers {
@@ -80,6 +85,8 @@ class WsConnImpl implements WsConn {
   readonly protocol: string;
   #ws: WebSocket<UserData> | null = null;
   #closed = false;
+  readonly #drainCbs: Array<() => void> = [];
+  #closeCbs: Array<() => void> = [];
 
   constructor(request: RequestView, protocol: string) {
     this.request = request;
@@ -91,6 +98,17 @@ class WsConnImpl implements WsConn {
   detach(): void {
     this.#closed = true;
     this.#ws = null;
+    for (const cb of this.#closeCbs.splice(0)) cb();
+  }
+  drained(): void {
+    for (const cb of this.#drainCbs) cb();
+  }
+  onDrain(cb: () => void): void {
+    this.#drainCbs.push(cb);
+  }
+  onClose(cb: () => void): void {
+    if (this.#closed) cb();
+    else this.#closeCbs.push(cb);
   }
   get closed(): boolean {
     return this.#closed;
@@ -115,6 +133,25 @@ class WsConnImpl implements WsConn {
   bufferedAmount(): number {
     return this.#ws?.getBufferedAmount() ?? 0;
   }
+}
+
+/**
+ * A connection as a LiveSink (./live-subscriber.ts): strings go as text frames, bytes as binary;
+ * a slow consumer is closed with `slowClose`. uWS's own buffer is the sink's buffer; its drain
+ * event is the sink's onWritable.
+ */
+export function wsLiveSink(conn: Pick<WsConn, 'send' | 'close' | 'closed' | 'bufferedAmount' | 'onDrain' | 'onClose'>, slowClose: { code: number; reason: string }): LiveSink {
+  return {
+    write: (frame) => conn.send(frame, typeof frame !== 'string') === 'sent',
+    onWritable: (cb) => conn.onDrain(cb),
+    onClose: (cb) => conn.onClose(cb),
+    close: () => conn.close(),
+    closeSlow: () => conn.close(slowClose.code, slowClose.reason),
+    get closed() {
+      return conn.closed;
+    },
+    bufferedBytes: () => conn.bufferedAmount(),
+  };
 }
 
 /** Attach a WS route to an App. Connections are tracked in `ctx.conns` for shutdown. */
@@ -147,6 +184,7 @@ export function attachWsRoute(app: TemplatedApp, opts: WsRouteOptions, ctx: WsRo
     },
     drain: (ws) => {
       const conn = ws.getUserData().conn;
+      safe('drain', () => conn.drained());
       if (opts.handlers.drain) safe('drain', () => opts.handlers.drain?.(conn));
     },
     close: (ws, code) => {

@@ -1,7 +1,7 @@
 /**
  * One interactive session's fan-out point on the main thread: the WebSocket clients attached to
- * it (pty-ws.v1, pty-ws-protocol.ts), their roles (lease.ts), their bounded queues
- * (client-sender.ts), its hot replay (replay-buffer.ts) and the way to its PTY ({@link
+ * it (pty-ws.v1, pty-ws-protocol.ts), their roles (lease.ts), their bounded queues (the one
+ * live-subscriber mechanism, src/http/live-subscriber.ts), its hot replay (replay-buffer.ts) and the way to its PTY ({@link
  * SessionPtyPort}). Everything is synchronous: a join reads the replay and joins the live fan-out
  * in one step, so no frame is lost or repeated between them.
  *
@@ -11,7 +11,8 @@
  * a client counts as life. A dead, dropped or departed controller frees the lease at once.
  */
 import type { TransitionLogger } from '../core/state-machine.js';
-import { ClientSender, DEFAULT_CLIENT_QUEUE_BYTES, type FrameSink } from './client-sender.js';
+import { DEFAULT_LIVE_QUEUE_BYTES, LiveSubscriber } from '../http/live-subscriber.js';
+import { wsLiveSink, type WsConn } from '../http/ws-route.js';
 import { Membership, type MembershipSnapshot, type RoleGrant } from './lease.js';
 import { encodeError, encodeHello, encodeOutputBinary, encodeOutputJson, encodeServerFrame } from './pty-ws-frames.js';
 import { CloseCode, type ClientFrame, type FrameErrorCode, type JoinFrame, type TerminalSize } from './pty-ws-protocol.js';
@@ -27,13 +28,21 @@ export interface SessionPtyPort {
   resize(cols: number, rows: number): void;
 }
 
+/** What a session client writes to: a WsConn (src/http/ws-route.ts), or a test's stand-in. */
+export type FrameSink = Pick<WsConn, 'id' | 'closed' | 'send' | 'close' | 'bufferedAmount' | 'onDrain' | 'onClose'>;
+
+/** A client cut off for falling behind: this fatal error frame, then close 4413; it rejoins with replay_from. */
+function slowConsumerFrame(_cursor: string | undefined, maxQueuedBytes: number): string {
+  return encodeError('slow_consumer', `more than ${maxQueuedBytes} bytes were queued for this client; rejoin with replay_from`, true);
+}
+
 export interface SessionHubOptions {
   readonly sessionId: string;
   readonly pty: SessionPtyPort;
   readonly state: SessionState;
   readonly agentConnected: boolean;
   readonly terminalSize: TerminalSize;
-  /** Per-client queue bound. Default {@link DEFAULT_CLIENT_QUEUE_BYTES}. */
+  /** Per-client queue bound. Default {@link DEFAULT_LIVE_QUEUE_BYTES}. */
   readonly maxQueuedBytes?: number;
   /** Replay window. Default {@link DEFAULT_SESSION_REPLAY_BYTES}. Keep it under maxQueuedBytes / 1.4 (base64). */
   readonly replayBytes?: number;
@@ -53,7 +62,7 @@ export interface SessionHubOptions {
 
 interface Client {
   readonly conn: FrameSink;
-  readonly sender: ClientSender;
+  readonly sender: LiveSubscriber;
   readonly clientId: string;
   joined: boolean;
   binaryOutput: boolean;
@@ -125,8 +134,9 @@ export class SessionHub {
       joined: false,
       binaryOutput: false,
       lastSeenMs: this.#now(),
-      sender: new ClientSender(conn, {
-        maxQueuedBytes: this.#opts.maxQueuedBytes ?? DEFAULT_CLIENT_QUEUE_BYTES,
+      sender: new LiveSubscriber(wsLiveSink(conn, { code: CloseCode.slowConsumer, reason: 'slow consumer' }), {
+        maxQueuedBytes: this.#opts.maxQueuedBytes ?? DEFAULT_LIVE_QUEUE_BYTES,
+        slowFrame: slowConsumerFrame,
         onSlow: () => {
           this.#opts.onSlowClient?.();
           this.#drop(client);
@@ -170,9 +180,8 @@ export class SessionHub {
         this.#assigned(c, this.#membership.requestRole(c.clientId, frame.role));
         return this.#broadcastMembership();
       case 'pty.leave_session':
-        c.sender.sendControl(encodeServerFrame('pty.left', { session_id: this.sessionId }));
         this.#remove(c);
-        c.conn.close(CloseCode.normal, 'left');
+        c.sender.close(encodeServerFrame('pty.left', { session_id: this.sessionId }), () => c.conn.close(CloseCode.normal, 'left'));
         return;
     }
   }
@@ -201,7 +210,7 @@ export class SessionHub {
     let binary: Uint8Array | undefined;
     for (const c of this.#clients.values()) {
       if (!c.joined) continue;
-      if (c.binaryOutput) c.sender.send((binary ??= encodeOutputBinary(seq, data)), true);
+      if (c.binaryOutput) c.sender.send((binary ??= encodeOutputBinary(seq, data)));
       else c.sender.send((json ??= encodeOutputJson(seq, data)));
     }
   }
@@ -220,9 +229,8 @@ export class SessionHub {
     this.#closed = true;
     const frame = encodeServerFrame('pty.closed', { session_id: this.sessionId, exit_code: exitCode, reason });
     for (const c of [...this.#clients.values()]) {
-      c.sender.sendControl(frame);
       this.#clients.delete(c.conn.id);
-      c.conn.close(CloseCode.normal, 'session closed');
+      c.sender.close(frame, () => c.conn.close(CloseCode.normal, 'session closed'));
     }
     this.#stopTimer();
   }
@@ -254,7 +262,7 @@ export class SessionHub {
     const slice = this.#replay.since(f.replayFrom);
     c.sender.send(encodeServerFrame('pty.replay', { from_seq: slice.fromSeq, to_seq: slice.toSeq, reset: slice.reset }));
     for (const fr of slice.frames) {
-      if (!(c.binaryOutput ? c.sender.send(encodeOutputBinary(fr.seq, fr.data), true) : c.sender.send(encodeOutputJson(fr.seq, fr.data)))) return;
+      if (!c.sender.send(c.binaryOutput ? encodeOutputBinary(fr.seq, fr.data) : encodeOutputJson(fr.seq, fr.data))) return;
     }
     if (this.#state !== 'running' || !this.#agentConnected) {
       c.sender.send(encodeServerFrame('pty.session_status', { session_id: this.sessionId, state: this.#state, agent_connected: this.#agentConnected }));
@@ -289,9 +297,8 @@ export class SessionHub {
   }
 
   #fatal(c: Client, code: FrameErrorCode, message: string, closeCode: number): void {
-    c.sender.sendControl(encodeError(code, message, true));
     this.#remove(c);
-    c.conn.close(closeCode, code);
+    c.sender.close(encodeError(code, message, true), () => c.conn.close(closeCode, code));
   }
 
   /** Cut off by its sender (already closing): forget it now so the lease frees at once. */

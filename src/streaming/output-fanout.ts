@@ -32,7 +32,7 @@ import { CommandIndex } from './command-index.js';
 import { FanoutMetrics } from './fanout-metrics.js';
 import { OutputJoins, DEFAULT_JOIN_CALL_TIMEOUT_MS } from './output-join.js';
 import { commandScopedTopics, outputPublishTopics, outputPublishTopicsAllStreams } from './output-topics.js';
-import { DEFAULT_SUBSCRIBER_QUEUE_BYTES } from './sse-subscriber.js';
+import { DEFAULT_LIVE_QUEUE_BYTES } from '../http/live-subscriber.js';
 import { SseTopics } from './sse-topics.js';
 import { WsHub, type JoinSessionHandler, type WsPublisher } from './ws-hub.js';
 import { errorMessage } from '../util/error-message.js';
@@ -137,7 +137,7 @@ export async function startOutputFanout(opts: OutputFanoutOptions): Promise<Outp
     chatTopics,
     metrics,
     logger: log,
-    subscriberQueueBytes: opts.sseQueueBytes ?? DEFAULT_SUBSCRIBER_QUEUE_BYTES,
+    subscriberQueueBytes: opts.sseQueueBytes ?? DEFAULT_LIVE_QUEUE_BYTES,
     callTimeoutMs: opts.callTimeoutMs ?? DEFAULT_JOIN_CALL_TIMEOUT_MS,
     ...(opts.sessionOf !== undefined && { sessionOf: opts.sessionOf }),
   });

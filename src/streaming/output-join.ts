@@ -1,6 +1,6 @@
 /**
  * Joining an agent-output or chat stream (spec 4.7) without losing or repeating an event, per the
- * protocol of sse-subscriber.ts: subscribe to the live topic first, holding live frames; ask the
+ * live-subscriber protocol (src/http/live-subscriber.ts): subscribe to the live topic first, holding live frames; ask the
  * agent actor that owns the command (actors/protocol/output-calls.ts) for its state and the buffered events; write
  * them (page by page for a long catch-up, waiting for the client to take each page); then release
  * the held live frames the answer did not cover (their clock is above the answer's).
@@ -19,18 +19,18 @@
  */
 import type { Logger } from 'pino';
 import { ChatErrorCode, chatErrorEvent, encodeChatSse, parseChatCursor } from '../../actors/protocol/chat-events.js';
-import { encodeStreamEndSse, AGENT_OUTPUT_SCHEMA } from '../../actors/protocol/output-events.js';
+import { encodeSlowSubscriberSse, encodeStreamEndSse, AGENT_OUTPUT_SCHEMA } from '../../actors/protocol/output-events.js';
 import { formatOutputCursor, parseOutputCursor } from '../../actors/protocol/output-cursor.js';
 import { OutputCall, type ChatAnswer, type ReplayAnswer, type ReplayArgs } from '../../actors/protocol/output-calls.js';
 import { chatTopic } from '../../actors/protocol/publish-frames.js';
 import { agentActorId } from '../../actors/protocol/agent-frames.js';
 import { toWire } from '../core/errors.js';
+import { LiveSubscriber } from '../http/live-subscriber.js';
 import type { SseSink } from '../http/types.js';
 import type { CommandIndex } from './command-index.js';
 import type { FanoutMetrics } from './fanout-metrics.js';
 import { outputSubscriptionTopic } from './output-topics.js';
 import type { AgentOutputQuery, ChatQuery } from './query.js';
-import { afterOutputClock, SseSubscriber } from './sse-subscriber.js';
 import type { SseTopics } from './sse-topics.js';
 
 /** Default bound of one call to an agent actor during a join (ms). */
@@ -51,6 +51,19 @@ export interface OutputJoinDeps {
 }
 
 const utf8 = new TextEncoder();
+
+/**
+ * `isNew` for resumeLive on agent-output streams: a held live frame is new when its clock is
+ * above the last replayed event's (clocks order every event of one agent, across its commands).
+ * Frames without a cursor pass.
+ */
+export function afterOutputClock(lastReplayedClock: number): (cursor: string | undefined) => boolean {
+  return (cursor) => {
+    if (cursor === undefined) return true;
+    const c = parseOutputCursor(cursor);
+    return c === null || c.clock > lastReplayedClock;
+  };
+}
 
 /** An `agent_output.error` event without id (stream-level notices). */
 function outputNotice(code: string, message: string, extra: Record<string, unknown> = {}): Uint8Array {
@@ -77,8 +90,9 @@ export class OutputJoins {
     const agentId = q.agentId ?? (q.commandId === undefined ? undefined : d.index.agentOf(q.commandId));
     const ask = agentId !== undefined && (q.commandId !== undefined || q.resume !== undefined);
     const cursor = q.resume === undefined ? undefined : formatOutputCursor(q.resume.clock, q.resume.seq);
-    const sub = new SseSubscriber(sink, {
+    const sub = new LiveSubscriber(sink, {
       maxQueuedBytes: d.subscriberQueueBytes,
+      slowFrame: encodeSlowSubscriberSse,
       onSlow: () => d.metrics.slowSubscribers.inc({ transport: 'sse' }),
       holdLive: ask,
       ...(cursor !== undefined && { cursor }),
@@ -104,7 +118,7 @@ export class OutputJoins {
     }
   }
 
-  async #catchUpCommand(sub: SseSubscriber, agentId: string, commandId: string, q: AgentOutputQuery): Promise<void> {
+  async #catchUpCommand(sub: LiveSubscriber, agentId: string, commandId: string, q: AgentOutputQuery): Promise<void> {
     const d = this.#d;
     const args: ReplayArgs = { commandId, mode: q.resume !== undefined ? 'after' : q.replay ? 'tail' : 'none', limit: q.limit };
     if (q.resume !== undefined) args.afterSeq = q.resume.seq;
@@ -135,7 +149,7 @@ export class OutputJoins {
     }
   }
 
-  async #catchUpAgent(sub: SseSubscriber, agentId: string, q: AgentOutputQuery): Promise<void> {
+  async #catchUpAgent(sub: LiveSubscriber, agentId: string, q: AgentOutputQuery): Promise<void> {
     const d = this.#d;
     let after = q.resume ?? { clock: 0, seq: 0 };
     d.metrics.replays.inc({ kind: 'agent' });
@@ -156,7 +170,7 @@ export class OutputJoins {
     }
   }
 
-  #writePage(sub: SseSubscriber, a: ReplayAnswer): void {
+  #writePage(sub: LiveSubscriber, a: ReplayAnswer): void {
     if (a.events > a.chunks) this.#d.metrics.gapsReported.inc({ where: 'replay' }, a.events - a.chunks);
     if (a.bytes.byteLength > 0) sub.sendReplay([{ frame: a.bytes, cursor: a.last ?? undefined }]);
   }
@@ -169,10 +183,10 @@ export class OutputJoins {
     const interrupted = (message: string): Uint8Array =>
       encodeChatSse(chatErrorEvent(sessionId, commandId, (q.resume?.seq ?? 0) + 1, ChatErrorCode.kStreamInterrupted, message));
     const agentId = d.index.agentOf(commandId);
-    const sub = new SseSubscriber(sink, {
+    const sub = new LiveSubscriber(sink, {
       maxQueuedBytes: d.subscriberQueueBytes,
       onSlow: () => d.metrics.slowSubscribers.inc({ transport: 'sse' }),
-      overflowFrame: () => chatNotice(sessionId, commandId, 'the subscriber fell behind and was disconnected; reconnect with Last-Event-ID to resume'),
+      slowFrame: () => chatNotice(sessionId, commandId, 'the subscriber fell behind and was disconnected; reconnect with Last-Event-ID to resume'),
       holdLive: true,
     });
     if (agentId === undefined) {

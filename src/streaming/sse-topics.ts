@@ -1,18 +1,18 @@
 /**
  * SSE fanout on the main thread: topic → subscribers. `publish` writes the SAME frame bytes to
  * every subscriber of the topic (no per-subscriber encoding); each subscriber applies its own
- * bounded-queue policy (sse-subscriber.ts), so one slow client never delays the others.
+ * bounded-queue policy (src/http/live-subscriber.ts), so one slow client never delays the others.
  * Closed subscribers leave their topic by themselves; an empty topic is forgotten.
  */
-import type { SseSubscriber } from './sse-subscriber.js';
+import type { LiveSubscriber } from '../http/live-subscriber.js';
 
 export class SseTopics {
-  readonly #topics = new Map<string, Set<SseSubscriber>>();
+  readonly #topics = new Map<string, Set<LiveSubscriber>>();
   #subscribers = 0;
   #published = 0;
 
   /** Add `sub` to `topic` until it closes or the returned function is called. */
-  subscribe(topic: string, sub: SseSubscriber): () => void {
+  subscribe(topic: string, sub: LiveSubscriber): () => void {
     if (sub.closed) return () => undefined;
     let set = this.#topics.get(topic);
     if (set === undefined) {
@@ -84,7 +84,7 @@ export class SseTopics {
     }
   }
 
-  #remove(topic: string, sub: SseSubscriber): void {
+  #remove(topic: string, sub: LiveSubscriber): void {
     const set = this.#topics.get(topic);
     if (set === undefined || !set.delete(sub)) return;
     this.#subscribers--;

@@ -7,13 +7,14 @@
  * file (paced by the socket's backpressure: a replay never piles up in memory), then writes the
  * held records it did not replay (by seq), and from then on live records as they come.
  *
- * A client that cannot keep up: live frames wait in a per-stream queue bounded by
- * `maxQueuedBytes` (held frames during a replay count too). Past it the stream gets one
- * `event` frame `{"kind":"slow_subscriber","resume_after":<seq>}` and is closed WITHOUT a
- * terminal record, so an EventSource (or the sbx client) reconnects with Last-Event-ID and
+ * A client that cannot keep up (the live-subscriber rules, src/http/live-subscriber.ts): live
+ * frames wait in a per-stream queue bounded by `maxQueuedBytes` (held frames during a replay count
+ * too). Past it the stream gets one `event` frame `{"kind":"slow_subscriber","resume_after":<seq>}`
+ * and is closed WITHOUT a terminal record, so an EventSource (or the sbx client) reconnects with Last-Event-ID and
  * resumes from the file. The task itself never waits for a subscriber.
  */
 import { open } from 'node:fs/promises';
+import { LiveSubscriber } from '../http/live-subscriber.js';
 import { sseFrame } from '../http/sse.js';
 import type { SseSink } from '../http/types.js';
 import { encodeLogRecord, type TaskLog, type TaskLogRecord } from './task-log.js';
@@ -35,53 +36,49 @@ export function parseLastEventId(header: string | undefined): number {
   return Number(header.trim());
 }
 
+/** The task log's slow-consumer frame: resume with Last-Event-ID = resume_after. */
+function slowLogFrame(cursor: string | undefined): string {
+  const hint = { kind: 'slow_subscriber', resume_after: cursor === undefined ? null : Number(cursor), message: 'the client fell behind; reconnect with Last-Event-ID to resume' };
+  return sseFrame({ event: 'event', data: JSON.stringify(hint) });
+}
+
 /**
  * Streams `log` to `sink` until the terminal record has been written (then closes it) or the
  * client goes away. Resolves when the replay part is done; never rejects (a file that cannot be
  * read ends the stream with an `error` frame, without an id, naming the failure).
  */
 export async function streamTaskLog(log: TaskLog, sink: SseSink, opts: LogStreamOptions = {}): Promise<void> {
-  const writer = new FrameWriter(sink, opts.maxQueuedBytes ?? DEFAULT_LOG_SUBSCRIBER_QUEUE_BYTES);
-  let holding = true;
-  let ended = false;
-  const held: Array<{ frame: Uint8Array; seq: number }> = [];
-  let heldBytes = 0;
-  const unsubscribe = log.subscribe({
-    record(frame, seq) {
-      if (!holding) {
-        writer.send(frame, seq);
-        return;
-      }
-      held.push({ frame, seq });
-      heldBytes += frame.byteLength;
-      if (heldBytes > writer.maxQueuedBytes) writer.slow();
-    },
-    end() {
-      if (holding) ended = true;
-      else writer.end();
-    },
-  });
-  sink.onClose(unsubscribe);
-
   let lastSeq = opts.afterSeq ?? 0;
+  const sub = new LiveSubscriber(sink, {
+    maxQueuedBytes: opts.maxQueuedBytes ?? DEFAULT_LOG_SUBSCRIBER_QUEUE_BYTES,
+    slowFrame: slowLogFrame,
+    holdLive: true,
+    ...(lastSeq > 0 && { cursor: String(lastSeq) }),
+  });
+  const unsubscribe = log.subscribe({
+    record: (frame, seq) => void sub.send(frame, String(seq)),
+    end: () => sub.endWith(),
+  });
+  sub.onClose(unsubscribe);
+
   try {
     await log.flushed();
     for await (const rec of readRecords(log.path, log.writtenBytes)) {
-      if (sink.closed) return;
+      if (sub.closed) return;
       if (rec.seq <= lastSeq) continue;
-      await writer.sendPaced(encodeLogRecord(rec), rec.seq);
+      // Paced by the socket: a replay never piles up in memory.
+      sub.sendReplay([{ frame: encodeLogRecord(rec), cursor: String(rec.seq) }]);
       lastSeq = rec.seq;
+      await sub.whenDrained();
     }
   } catch (err) {
     unsubscribe();
-    writer.send(Buffer.from(sseFrame({ event: 'error', data: `the task log could not be read: ${(err as Error).message}` })), undefined);
-    writer.end();
+    sub.resumeLive([], () => false);
+    sub.endWith(Buffer.from(sseFrame({ event: 'error', data: `the task log could not be read: ${(err as Error).message}` })));
     return;
   }
-  holding = false;
-  for (const h of held) if (h.seq > lastSeq) writer.send(h.frame, h.seq);
-  held.length = 0;
-  if (ended) writer.end();
+  // The held records the file did not have (a held end passes: it has no cursor).
+  sub.resumeLive([], (cursor) => cursor === undefined || Number(cursor) > lastSeq);
 }
 
 /** The records of a log file, up to `limitBytes` (only whole lines; unparsable lines skipped). */
@@ -131,84 +128,4 @@ function parseRecord(line: string): TaskLogRecord | null {
     // A torn or foreign line: skipped.
   }
   return null;
-}
-
-/** Writes frames to one sink: straight through while it keeps up, queued (bounded) when it does not. */
-class FrameWriter {
-  readonly maxQueuedBytes: number;
-  readonly #sink: SseSink;
-  #queue: Array<{ frame: Uint8Array; seq: number | undefined }> = [];
-  #queuedBytes = 0;
-  #blocked = false;
-  #ending = false;
-  #lastSeq: number | undefined;
-  #paced: (() => void) | null = null;
-
-  constructor(sink: SseSink, maxQueuedBytes: number) {
-    this.#sink = sink;
-    this.maxQueuedBytes = maxQueuedBytes;
-    sink.onWritable(() => this.#drain());
-    sink.onClose(() => {
-      this.#queue = [];
-      this.#paced?.();
-    });
-  }
-
-  send(frame: Uint8Array, seq: number | undefined): void {
-    if (this.#sink.closed) return;
-    if (this.#blocked || this.#queue.length > 0) {
-      this.#queue.push({ frame, seq });
-      this.#queuedBytes += frame.byteLength;
-      if (this.#queuedBytes + this.#sink.bufferedBytes() > this.maxQueuedBytes) this.slow();
-      return;
-    }
-    this.#write(frame, seq);
-  }
-
-  /** Replay: waits until the sink has room, then writes (not counted against the queue bound). */
-  async sendPaced(frame: Uint8Array, seq: number): Promise<void> {
-    while ((this.#blocked || this.#queue.length > 0) && !this.#sink.closed) {
-      await new Promise<void>((resolve) => (this.#paced = resolve));
-    }
-    this.#paced = null;
-    this.send(frame, seq);
-  }
-
-  /** Close once everything queued is written. */
-  end(): void {
-    this.#ending = true;
-    if (this.#queue.length === 0) this.#sink.close();
-  }
-
-  /** Cut a subscriber that fell behind: one hint frame, then close without a terminal record. */
-  slow(): void {
-    if (this.#sink.closed) return;
-    this.#queue = [];
-    this.#queuedBytes = 0;
-    const hint = { kind: 'slow_subscriber', resume_after: this.#lastSeq ?? null, message: 'the client fell behind; reconnect with Last-Event-ID to resume' };
-    this.#sink.write(sseFrame({ event: 'event', data: JSON.stringify(hint) }));
-    this.#sink.close();
-  }
-
-  #write(frame: Uint8Array, seq: number | undefined): void {
-    if (seq !== undefined) this.#lastSeq = seq;
-    if (!this.#sink.write(frame)) this.#blocked = true;
-  }
-
-  #drain(): void {
-    this.#blocked = false;
-    let i = 0;
-    while (i < this.#queue.length && !this.#blocked && !this.#sink.closed) {
-      const q = this.#queue[i++] as { frame: Uint8Array; seq: number | undefined };
-      this.#queuedBytes -= q.frame.byteLength;
-      this.#write(q.frame, q.seq);
-    }
-    this.#queue = this.#queue.slice(i);
-    if (this.#queue.length === 0 && this.#ending) this.#sink.close();
-    if (!this.#blocked && this.#queue.length === 0) {
-      const p = this.#paced;
-      this.#paced = null;
-      p?.();
-    }
-  }
 }

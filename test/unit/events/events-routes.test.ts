@@ -75,4 +75,31 @@ describe('POST/GET /api/v1/events', () => {
     assert.match(text, /id: 3\nevent: event\ndata: .*agent\.disconnected/);
     assert.doesNotMatch(text, /vm\.started/);
   });
+
+  test('a follower that stops reading is cut off with slow_subscriber and its since; resuming from it misses nothing', async () => {
+    const { router, events } = setup();
+    const big = { blob: 'x'.repeat(15_000) };
+    const ids = (sink: MemorySseSink): number[] => [...sink.frames.join('').matchAll(/^id: (\d+)$/gmu)].map((m) => Number(m[1]));
+    const r = await inject(router, { method: 'GET', url: '/api/v1/events?follow=true' });
+    assert.ok(r.sse);
+    const slow = new MemorySseSink();
+    await r.sse.start(slow, r.sse.view);
+    for (let i = 0; i < 3; i++) events.append({ event_type: 'vm.started', details: big });
+    slow.setBackpressure(true);
+    for (let i = 0; i < 100 && !slow.closed; i++) events.append({ event_type: 'vm.started', details: big });
+    assert.ok(slow.closed, 'cut off once more than 1 MiB waited');
+    const notice = /event: error\ndata: (.*)\n\n$/u.exec(slow.frames.join(''));
+    const hint = JSON.parse(notice?.[1] ?? '{}') as { code?: string; since?: number };
+    assert.equal(hint.code, 'slow_subscriber');
+    assert.equal(hint.since, ids(slow).at(-1), 'since is the last event handed to the stream');
+    for (let i = 0; i < 5; i++) events.append({ event_type: 'vm.started' });
+
+    const again = await inject(router, { method: 'GET', url: `/api/v1/events?follow=true&since=${hint.since}&limit=5000` });
+    assert.ok(again.sse);
+    const resumed = new MemorySseSink();
+    await again.sse.start(resumed, again.sse.view);
+    const all = events.query({ limit: 5000 }).events.map((e) => e.id);
+    assert.deepEqual([...ids(slow), ...ids(resumed)], all, 'every event once, in order');
+    resumed.close();
+  });
 });

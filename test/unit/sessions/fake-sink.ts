@@ -1,8 +1,9 @@
 /**
  * An in-memory FrameSink (what a WsConn offers the session hub) with a controllable socket
- * buffer: `stopReading()` makes every sent byte count as queued, `drain()` empties it.
+ * buffer: `stopReading()` makes every sent byte count as queued, `drain()` empties it (and fires
+ * the drain callbacks, as uWS's drain event does).
  */
-import type { FrameSink } from '../../../src/sessions/client-sender.js';
+import type { FrameSink } from '../../../src/sessions/session-hub.js';
 import { decodeOutputBinary } from '../../../src/sessions/pty-ws-frames.js';
 import { tail } from '../../support/wait.js';
 
@@ -17,6 +18,8 @@ export class FakeSink implements FrameSink {
   #buffered = 0;
   #reading = true;
   readonly #listeners = new Set<() => void>();
+  readonly #drainCbs: Array<() => void> = [];
+  readonly #closeCbs: Array<() => void> = [];
 
   get closed(): boolean {
     return this.closeCode !== undefined;
@@ -34,7 +37,16 @@ export class FakeSink implements FrameSink {
     return 'backpressure';
   }
   close(code = 1000): void {
-    this.closeCode ??= code;
+    if (this.closed) return;
+    this.closeCode = code;
+    for (const cb of this.#closeCbs.splice(0)) cb();
+  }
+  onDrain(cb: () => void): void {
+    this.#drainCbs.push(cb);
+  }
+  onClose(cb: () => void): void {
+    if (this.closed) cb();
+    else this.#closeCbs.push(cb);
   }
   bufferedAmount(): number {
     return this.#buffered;
@@ -45,6 +57,7 @@ export class FakeSink implements FrameSink {
   drain(): void {
     this.#reading = true;
     this.#buffered = 0;
+    for (const cb of this.#drainCbs) cb();
   }
   /** Calls `listener` after every frame received; returns the unsubscribe function (waitFor's `wake`). */
   onFrame(listener: () => void): () => void {

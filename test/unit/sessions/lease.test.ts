@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { ClientSender } from '../../../src/sessions/client-sender.js';
+import { LiveSubscriber } from '../../../src/http/live-subscriber.js';
+import { wsLiveSink } from '../../../src/http/ws-route.js';
 import { Membership } from '../../../src/sessions/lease.js';
 import { ReplayBuffer, kReplayEntryOverheadBytes } from '../../../src/sessions/replay-buffer.js';
 import { FakeSink } from './fake-sink.js';
@@ -66,13 +67,15 @@ describe('controller lease and membership', () => {
   });
 });
 
-describe('ClientSender (bounded per-client queue)', () => {
+describe('a session client\'s bounded queue (LiveSubscriber over a WebSocket)', () => {
   test('a client that stops reading is cut off at the bound with slow_consumer and 4413; the other keeps getting frames', () => {
     const slow = new FakeSink();
     const fast = new FakeSink();
     let slowEvents = 0;
-    const s1 = new ClientSender(slow, { maxQueuedBytes: 1000, onSlow: () => slowEvents++ });
-    const s2 = new ClientSender(fast, { maxQueuedBytes: 1000 });
+    const slowFrame = (): string => JSON.stringify({ op: 'error', code: 'slow_consumer', message: 'fell behind', fatal: true });
+    const slowClose = { code: 4413, reason: 'slow consumer' };
+    const s1 = new LiveSubscriber(wsLiveSink(slow, slowClose), { maxQueuedBytes: 1000, slowFrame, onSlow: () => slowEvents++ });
+    const s2 = new LiveSubscriber(wsLiveSink(fast, slowClose), { maxQueuedBytes: 1000, slowFrame });
     slow.stopReading();
     const frame = 'x'.repeat(300);
     let sentToSlow = 0;

@@ -39,6 +39,8 @@ class FakeConn implements WsConn {
   bufferedAmount(): number {
     return this.buffered;
   }
+  onDrain(): void {}
+  onClose(): void {}
 }
 
 class FakePublisher implements WsPublisher {

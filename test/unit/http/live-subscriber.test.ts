@@ -5,9 +5,15 @@ import { encodeOutputSse } from '../../../actors/replay/encode.js';
 import { LiveOutputEncoder } from '../../../actors/replay/output-event.js';
 import type { ReplayChunk } from '../../../actors/replay/replay-ring.js';
 import { MemorySseSink } from '../../../src/http/inject.js';
-import { afterOutputClock, SseSubscriber } from '../../../src/streaming/sse-subscriber.js';
+import { encodeSlowSubscriberSse } from '../../../actors/protocol/output-events.js';
+import { LiveSubscriber, type LiveSink, type LiveSubscriberOptions } from '../../../src/http/live-subscriber.js';
+import { afterOutputClock } from '../../../src/streaming/output-join.js';
 import { SseTopics } from '../../../src/streaming/sse-topics.js';
 import { parseSse } from '../actors/replay/sse-parse.js';
+
+/** A subscriber with agent output's slow frame (the SSE streams' default). */
+const live = (sink: LiveSink, opts: Partial<LiveSubscriberOptions> = {}): LiveSubscriber =>
+  new LiveSubscriber(sink, { slowFrame: encodeSlowSubscriberSse, ...opts });
 
 /** A realistic stream: 4 KiB PTY chunks encoded once as agent_output frames. */
 function frames(count: number, chunkBytes = 4096): Array<{ frame: Uint8Array; cursor: string }> {
@@ -24,10 +30,10 @@ function frames(count: number, chunkBytes = 4096): Array<{ frame: Uint8Array; cu
 
 const ids = (sink: MemorySseSink) => parseSse(sink.frames.join('')).map((e) => e.id);
 
-void describe('SseSubscriber', () => {
+void describe('LiveSubscriber', () => {
   void test('writes straight through while the sink keeps up', () => {
     const sink = new MemorySseSink();
-    const sub = new SseSubscriber(sink);
+    const sub = live(sink);
     for (const f of frames(5)) assert.equal(sub.send(f.frame, f.cursor), true);
     assert.equal(sink.frames.length, 5);
     assert.equal(sub.cursor, '1005-5');
@@ -36,7 +42,7 @@ void describe('SseSubscriber', () => {
 
   void test('under backpressure frames wait, in order, and go out when the sink drains', () => {
     const sink = new MemorySseSink();
-    const sub = new SseSubscriber(sink);
+    const sub = live(sink);
     const fs = frames(6);
     sub.send(fs[0]!.frame, fs[0]!.cursor);
     sink.setBackpressure(true);
@@ -52,8 +58,8 @@ void describe('SseSubscriber', () => {
 
   void test('over its bound: one slow_subscriber error with the resume cursor, then closed', () => {
     const sink = new MemorySseSink();
-    const slowSeen: SseSubscriber[] = [];
-    const sub = new SseSubscriber(sink, { maxQueuedBytes: 64 * 1024, onSlow: (s) => slowSeen.push(s) });
+    const slowSeen: LiveSubscriber[] = [];
+    const sub = live(sink, { maxQueuedBytes: 64 * 1024, onSlow: (s) => slowSeen.push(s) });
     sink.setBackpressure(true);
     const fs = frames(40);
     let accepted = 0;
@@ -74,7 +80,7 @@ void describe('SseSubscriber', () => {
 
   void test('a client that goes away drops its queue', () => {
     const sink = new MemorySseSink();
-    const sub = new SseSubscriber(sink);
+    const sub = live(sink);
     let closed = 0;
     sub.onClose(() => closed++);
     sink.setBackpressure(true);
@@ -91,7 +97,7 @@ void describe('SseSubscriber', () => {
     const fs = frames(10);
     const sink = new MemorySseSink();
     // the client resumes after event 2; it subscribes (holding) before the replay is fetched
-    const sub = new SseSubscriber(sink, { holdLive: true, cursor: fs[1]!.cursor });
+    const sub = live(sink, { holdLive: true, cursor: fs[1]!.cursor });
     assert.equal(sub.holding, true);
     // live events 5..8 arrive while the actor prepares the replay of 3..6
     for (const f of fs.slice(4, 8)) sub.send(f.frame, f.cursor);
@@ -106,7 +112,7 @@ void describe('SseSubscriber', () => {
   void test('a replay larger than the bound is not mistaken for falling behind; live frames behind it still count', () => {
     const fs = frames(400); // ≈ 2.2 MB of replay frames against a 256 KiB bound
     const sink = new MemorySseSink();
-    const sub = new SseSubscriber(sink, { holdLive: true, maxQueuedBytes: 256 * 1024 });
+    const sub = live(sink, { holdLive: true, maxQueuedBytes: 256 * 1024 });
     sink.setBackpressure(true);
     sub.resumeLive(fs.slice(0, 300));
     assert.equal(sub.closed, false);
@@ -116,7 +122,7 @@ void describe('SseSubscriber', () => {
     for (const f of fs.slice(320)) sub.send(f.frame, f.cursor);
     assert.deepEqual(ids(sink), fs.map((f) => f.cursor));
     const stalled = new MemorySseSink();
-    const sub2 = new SseSubscriber(stalled, { holdLive: true, maxQueuedBytes: 256 * 1024, cursor: 'before' });
+    const sub2 = live(stalled, { holdLive: true, maxQueuedBytes: 256 * 1024, cursor: 'before' });
     stalled.setBackpressure(true);
     sub2.resumeLive(fs.slice(0, 300));
     for (const f of fs.slice(300)) sub2.send(f.frame, f.cursor);
@@ -125,7 +131,7 @@ void describe('SseSubscriber', () => {
 
   void test('cut off while holding: the error carries the client\'s own cursor', () => {
     const sink = new MemorySseSink();
-    const sub = new SseSubscriber(sink, { holdLive: true, maxQueuedBytes: 10_000, cursor: '77-3' });
+    const sub = live(sink, { holdLive: true, maxQueuedBytes: 10_000, cursor: '77-3' });
     for (const f of frames(5)) sub.send(f.frame, f.cursor);
     assert.equal(sub.cutOff, true);
     const events = parseSse(sink.frames.join(''));
@@ -138,7 +144,7 @@ void describe('SseSubscriber', () => {
     fc.assert(
       fc.property(fc.array(fc.boolean(), { minLength: 60, maxLength: 60 }), fc.integer({ min: 0, max: 20_000 }), (pressure, maxQueuedBytes) => {
         const sink = new MemorySseSink();
-        const sub = new SseSubscriber(sink, { maxQueuedBytes });
+        const sub = live(sink, { maxQueuedBytes });
         fs.forEach((f, i) => {
           if (pressure[i] !== undefined) sink.setBackpressure(pressure[i]);
           sub.send(f.frame, f.cursor);
@@ -164,8 +170,8 @@ void describe('SseTopics', () => {
     const topics = new SseTopics();
     const fast = Array.from({ length: 10 }, () => new MemorySseSink());
     const stalled = new MemorySseSink();
-    for (const sink of fast) topics.subscribe('t', new SseSubscriber(sink));
-    topics.subscribe('t', new SseSubscriber(stalled));
+    for (const sink of fast) topics.subscribe('t', live(sink));
+    topics.subscribe('t', live(stalled));
     stalled.setBackpressure(true);
     const fs = frames(1000); // ≈ 5.5 MB of frames, far beyond the stalled client's 1 MiB
     const started = process.hrtime.bigint();
@@ -191,8 +197,8 @@ void describe('SseTopics', () => {
       }
     }
     const spy = new RecordingSink();
-    topics.subscribe('t', new SseSubscriber(spy));
-    topics.subscribe('t', new SseSubscriber(spy));
+    topics.subscribe('t', live(spy));
+    topics.subscribe('t', live(spy));
     const [f] = frames(1);
     assert.equal(topics.publish('t', f!.frame, f!.cursor), 2);
     assert.equal(written.length, 2);
@@ -202,7 +208,7 @@ void describe('SseTopics', () => {
 
   void test('subscribe/unsubscribe bookkeeping; empty topics are forgotten', () => {
     const topics = new SseTopics();
-    const sub = new SseSubscriber(new MemorySseSink());
+    const sub = live(new MemorySseSink());
     const off = topics.subscribe('a', sub);
     topics.subscribe('b', sub);
     assert.equal(topics.subscriberCount(), 2);
@@ -214,7 +220,7 @@ void describe('SseTopics', () => {
     sub.close();
     assert.equal(topics.subscriberCount(), 0);
     assert.equal(topics.topicCount, 0);
-    const closed = new SseSubscriber(new MemorySseSink());
+    const closed = live(new MemorySseSink());
     closed.close();
     topics.subscribe('c', closed);
     assert.equal(topics.topicCount, 0);
@@ -223,7 +229,7 @@ void describe('SseTopics', () => {
   void test('closeAll writes a final frame and closes everyone', () => {
     const topics = new SseTopics();
     const sinks = [new MemorySseSink(), new MemorySseSink()];
-    sinks.forEach((s, i) => topics.subscribe(`t${i}`, new SseSubscriber(s)));
+    sinks.forEach((s, i) => topics.subscribe(`t${i}`, live(s)));
     topics.closeAll(new TextEncoder().encode('event: agent_output.error\ndata: {}\n\n'));
     for (const s of sinks) {
       assert.equal(s.closed, true);

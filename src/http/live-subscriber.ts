@@ -1,70 +1,83 @@
 /**
- * One SSE subscriber with a bounded send queue (DESIGN: "a slow subscriber gets an error event
- * and is dropped or resumed from its cursor").
+ * The one live-subscriber mechanism: every stream that follows something live goes through a
+ * LiveSubscriber — agent output and chat over SSE (src/streaming), task logs (src/tasks), the
+ * events follow (src/events) and PTY session clients over WebSocket (src/sessions). The same
+ * rules hold for all of them:
  *
- * Frames are the SAME pre-encoded bytes every subscriber gets: the queue holds references, never
- * copies. While the sink accepts writes, a frame goes straight to it; once `write()` returns
- * false (backpressure) later frames wait in this queue until the sink's `onWritable` fires. When
- * the bytes waiting here plus those buffered in the sink exceed `maxQueuedBytes` (default 1 MiB)
- * the subscriber is cut off: the queue is dropped, ONE overflow frame (default: agent_output.error
- * slow_subscriber carrying the cursor of the last frame handed to the sink) is written, and the
- * stream is closed. The client reconnects with that cursor as Last-Event-ID and resumes from the
- * replay ring. `send` is O(1) and never blocks, so the producer and the other subscribers never
- * wait for a slow one.
+ * - **Join = subscribe and hold.** A join subscribes to the live source first with `holdLive`,
+ *   so live frames are held (bounded like the queue) while the replay is read; `resumeLive(frames,
+ *   isNew)` then writes the replay and, after it, only the held frames the replay did not cover
+ *   (`isNew(cursor)`). A long replay can come in pages with `sendReplay` + `whenDrained`.
+ * - **One byte bound.** Frames are the SAME pre-encoded bytes every subscriber gets: the queue
+ *   holds references, never copies. While the sink accepts writes, a frame goes straight to it;
+ *   once `write()` returns false (backpressure) later frames wait here until the sink's
+ *   `onWritable` fires. When the bytes waiting here plus those buffered in the sink exceed
+ *   `maxQueuedBytes` (default 1 MiB) the subscriber is cut off. Replay and control frames
+ *   (`sendReplay`) are exempt: a large replay to a client that reads at its own
+ *   pace is not mistaken for falling behind; live frames queued behind it do count.
+ * - **One cut-off carrying a resume cursor.** At the cut-off the queue is dropped, ONE slow
+ *   frame built by the stream's own `slowFrame(cursor)` is written — the cursor is that of the
+ *   last frame handed to the sink, so the client resumes exactly there — and the stream closes
+ *   (`sink.closeSlow()` when the transport has a close code for it). Each protocol has one
+ *   slow-consumer wire shape; README "Slow consumers" tables them.
  *
- * Joining with a replay (replay=true or Last-Event-ID) without losing or repeating events: the
- * handler subscribes to the live topic first with `holdLive: true`, so live frames are held
- * (bounded like the queue) while it fetches the replay from the actor; then `resumeLive(frames,
- * isNew)` writes the replay and, after it, only the held live frames the replay did not already
- * cover (`isNew(cursor)`, e.g. {@link afterOutputClock} of the replay's last event). Replay
- * frames are bounded by the replay limit (≤ 1000 chunks) rather than by `maxQueuedBytes`: they
- * may wait in the queue without counting, so a large replay to a client that reads at its own
- * pace is not mistaken for falling behind; live frames queued behind it do count.
+ * `send` is O(1) and never blocks, so the producer and the other subscribers never wait for a
+ * slow one.
  */
-import { parseOutputCursor } from '../../actors/protocol/output-cursor.js';
-import { encodeSlowSubscriberSse } from '../../actors/protocol/output-events.js';
-import type { SseSink } from '../http/types.js';
+
+/**
+ * Where a live subscriber writes. SseSink (./types.ts) is one; wsLiveSink (./ws-route.ts) adapts a
+ * WebSocket connection (strings go as text frames, bytes as binary).
+ */
+export interface LiveSink {
+  /** Queue a frame; false under backpressure (the frame IS queued). No-op returning false once closed. */
+  write(frame: Uint8Array | string): boolean;
+  /** Called each time a backpressured sink has drained enough to write again. */
+  onWritable(cb: () => void): void;
+  /** Called once when the sink closes for any reason. */
+  onClose(cb: () => void): void;
+  /** End the stream normally; idempotent. */
+  close(): void;
+  /** End the stream as a slow consumer (a transport close code); default {@link close}. */
+  closeSlow?(): void;
+  readonly closed: boolean;
+  /** Bytes written and not yet taken by the kernel. */
+  bufferedBytes(): number;
+}
+
+type Frame = Uint8Array | string;
+
+function sizeOf(frame: Frame): number {
+  return typeof frame === 'string' ? Buffer.byteLength(frame) : frame.byteLength;
+}
 
 /** Default bound of bytes waiting for one subscriber: 1 MiB. */
-export const DEFAULT_SUBSCRIBER_QUEUE_BYTES = 1024 * 1024;
+export const DEFAULT_LIVE_QUEUE_BYTES = 1024 * 1024;
 
-export interface SseSubscriberOptions {
-  /** Bytes allowed to wait (queue + sink buffer) before the cut-off. Default {@link DEFAULT_SUBSCRIBER_QUEUE_BYTES}. */
+export interface LiveSubscriberOptions {
+  /** Bytes allowed to wait (queue + sink buffer) before the cut-off. Default {@link DEFAULT_LIVE_QUEUE_BYTES}. */
   maxQueuedBytes?: number;
   /**
-   * The frame written once at the cut-off, given the cursor of the last frame handed to the sink
-   * (undefined when none had a cursor). Default: agent_output.error slow_subscriber.
+   * The stream's slow-consumer frame, written once at the cut-off, given the cursor of the last
+   * frame handed to the sink (the client's resume point; undefined when none had a cursor).
    */
-  overflowFrame?: (cursor: string | undefined, maxQueuedBytes: number) => Uint8Array | string;
+  slowFrame: (cursor: string | undefined, maxQueuedBytes: number) => Frame;
   /** Called once when the subscriber is cut off for being slow (count it). */
-  onSlow?: (sub: SseSubscriber) => void;
+  onSlow?: (sub: LiveSubscriber) => void;
   /** The cursor the client already has (its Last-Event-ID), reported if it is cut off before any write. */
   cursor?: string;
-  /** Start by holding live frames until {@link SseSubscriber.resumeLive} (see the module comment). */
+  /** Start by holding live frames until {@link LiveSubscriber.resumeLive} (see the module comment). */
   holdLive?: boolean;
 }
 
 /** A replay or live frame with its event id. */
 export interface CursorFrame {
-  frame: Uint8Array;
+  frame: Frame;
   cursor?: string | undefined;
 }
 
-/**
- * `isNew` for resumeLive on agent-output streams: a held live frame is new when its clock is
- * above the last replayed event's (clocks order every event of one agent, across its commands).
- * Frames without a cursor pass.
- */
-export function afterOutputClock(lastReplayedClock: number): (cursor: string | undefined) => boolean {
-  return (cursor) => {
-    if (cursor === undefined) return true;
-    const c = parseOutputCursor(cursor);
-    return c === null || c.clock > lastReplayedClock;
-  };
-}
-
 interface Queued {
-  frame: Uint8Array;
+  frame: Frame;
   cursor: string | undefined;
   /** A replay frame: not counted against maxQueuedBytes. */
   exempt: boolean;
@@ -74,11 +87,11 @@ interface Queued {
 
 const EMPTY = new Uint8Array(0);
 
-export class SseSubscriber {
-  readonly sink: SseSink;
+export class LiveSubscriber {
+  readonly sink: LiveSink;
   readonly maxQueuedBytes: number;
-  readonly #overflowFrame: NonNullable<SseSubscriberOptions['overflowFrame']>;
-  readonly #onSlow: SseSubscriberOptions['onSlow'];
+  readonly #slowFrame: LiveSubscriberOptions['slowFrame'];
+  readonly #onSlow: LiveSubscriberOptions['onSlow'];
   #queue: Queued[] = [];
   #head = 0;
   #queuedBytes = 0;
@@ -93,12 +106,12 @@ export class SseSubscriber {
   readonly #closeCbs: Array<() => void> = [];
   #drainWaiters: Array<() => void> = [];
 
-  constructor(sink: SseSink, opts: SseSubscriberOptions = {}) {
-    const max = opts.maxQueuedBytes ?? DEFAULT_SUBSCRIBER_QUEUE_BYTES;
+  constructor(sink: LiveSink, opts: LiveSubscriberOptions) {
+    const max = opts.maxQueuedBytes ?? DEFAULT_LIVE_QUEUE_BYTES;
     if (!Number.isSafeInteger(max) || max < 0) throw new RangeError(`maxQueuedBytes must be a non-negative integer, got ${max}`);
     this.sink = sink;
     this.maxQueuedBytes = max;
-    this.#overflowFrame = opts.overflowFrame ?? encodeSlowSubscriberSse;
+    this.#slowFrame = opts.slowFrame;
     this.#onSlow = opts.onSlow;
     this.#cursor = opts.cursor;
     if (opts.holdLive === true) this.#held = [];
@@ -133,7 +146,7 @@ export class SseSubscriber {
    * once the frame reaches the sink. Returns false when the subscriber is closed (also when this
    * frame made it overflow).
    */
-  send(frame: Uint8Array, cursor?: string): boolean {
+  send(frame: Frame, cursor?: string): boolean {
     return this.#send(frame, cursor, false, false);
   }
 
@@ -151,7 +164,7 @@ export class SseSubscriber {
    * End the stream in order: `frame` (when given) is the last one written, after everything sent
    * before it, then the stream closes. While live frames are held it is held like them.
    */
-  endWith(frame?: Uint8Array): void {
+  endWith(frame?: Frame): void {
     if (this.#closed || this.#ending) return;
     this.#send(frame ?? EMPTY, undefined, false, true);
   }
@@ -162,11 +175,11 @@ export class SseSubscriber {
     return new Promise((resolve) => this.#drainWaiters.push(resolve));
   }
 
-  #send(frame: Uint8Array, cursor: string | undefined, exempt: boolean, end: boolean): boolean {
+  #send(frame: Frame, cursor: string | undefined, exempt: boolean, end: boolean): boolean {
     if (this.#closed || this.#ending) return false;
     if (this.#held !== null && !exempt) {
       this.#held.push({ frame, cursor, exempt: false, end });
-      this.#queuedBytes += frame.byteLength;
+      this.#queuedBytes += sizeOf(frame);
       if (this.#lagBytes() > this.maxQueuedBytes) this.#overflow();
       return !this.#closed;
     }
@@ -177,12 +190,16 @@ export class SseSubscriber {
     }
     this.#queue.push({ frame, cursor, exempt, end });
     if (exempt) return true;
-    this.#queuedBytes += frame.byteLength;
+    this.#queuedBytes += sizeOf(frame);
     if (this.#lagBytes() > this.maxQueuedBytes) this.#overflow();
     return !this.#closed;
   }
 
   /** Live bytes this subscriber is behind: queued here plus buffered in the sink, replay bytes excluded. */
+  lagBytes(): number {
+    return this.#closed ? 0 : this.#lagBytes();
+  }
+
   #lagBytes(): number {
     return this.#queuedBytes + Math.max(0, this.sink.bufferedBytes() - this.#exemptBuffered);
   }
@@ -199,22 +216,28 @@ export class SseSubscriber {
   resumeLive(replay: readonly CursorFrame[], isNew: (cursor: string | undefined) => boolean = () => true): void {
     const held = this.#held ?? [];
     this.#held = null;
-    for (const q of held) this.#queuedBytes -= q.frame.byteLength;
+    for (const q of held) this.#queuedBytes -= sizeOf(q.frame);
     for (const r of replay) if (!this.#send(r.frame, r.cursor, true, false)) return;
     for (const q of held) if (isNew(q.cursor) && !this.#send(q.frame, q.cursor, false, q.end)) return;
   }
 
-  /** Close the stream (idempotent); queued frames are dropped. */
-  close(): void {
+  /**
+   * Close the stream now (idempotent); queued frames are dropped. `lastFrame` (an error, a
+   * goodbye) is written straight to the sink first, after what the sink already holds; `closeSink`
+   * closes the transport (default `sink.close()`, e.g. a WebSocket close code instead).
+   */
+  close(lastFrame?: Frame, closeSink: () => void = () => this.sink.close()): void {
     if (this.#closed) return;
-    this.sink.close();
+    if (lastFrame !== undefined && !this.sink.closed) this.sink.write(lastFrame);
+    closeSink();
     this.#finish();
   }
 
-  #write(frame: Uint8Array, cursor: string | undefined, end = false, exempt = false): void {
-    const ok = frame.byteLength === 0 || this.sink.write(frame);
+  #write(frame: Frame, cursor: string | undefined, end = false, exempt = false): void {
+    const size = sizeOf(frame);
+    const ok = size === 0 || this.sink.write(frame);
     if (ok) this.#exemptBuffered = 0;
-    else if (exempt) this.#exemptBuffered += frame.byteLength;
+    else if (exempt) this.#exemptBuffered += size;
     if (cursor !== undefined) this.#cursor = cursor;
     if (end) {
       this.close();
@@ -233,7 +256,7 @@ export class SseSubscriber {
       const q = queue[this.#head] as Queued;
       queue[this.#head] = undefined as unknown as Queued;
       this.#head++;
-      if (!q.exempt) this.#queuedBytes -= q.frame.byteLength;
+      if (!q.exempt) this.#queuedBytes -= sizeOf(q.frame);
       this.#write(q.frame, q.cursor, q.end, q.exempt);
     }
     if (this.#head === queue.length) {
@@ -253,8 +276,10 @@ export class SseSubscriber {
     this.#queue = [];
     this.#head = 0;
     this.#queuedBytes = 0;
-    this.sink.write(this.#overflowFrame(this.#cursor, this.maxQueuedBytes));
-    this.close();
+    this.sink.write(this.#slowFrame(this.#cursor, this.maxQueuedBytes));
+    if (this.sink.closeSlow !== undefined) this.sink.closeSlow();
+    else this.sink.close();
+    this.#finish();
     this.#onSlow?.(this);
   }
 

@@ -1,5 +1,5 @@
 /**
- * The SseSubscriber features the joins use: replay pages written while live frames are held,
+ * The LiveSubscriber features the joins use: replay pages written while live frames are held,
  * an in-order last frame (endWith) that closes the stream after everything before it, waiting for
  * the queue to drain between pages, and replay bytes not counted as falling behind.
  */
@@ -7,17 +7,23 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { MemorySseSink } from '../../../src/http/inject.js';
-import { afterOutputClock, SseSubscriber } from '../../../src/streaming/sse-subscriber.js';
+import { encodeSlowSubscriberSse } from '../../../actors/protocol/output-events.js';
+import { LiveSubscriber, type LiveSink, type LiveSubscriberOptions } from '../../../src/http/live-subscriber.js';
+import { afterOutputClock } from '../../../src/streaming/output-join.js';
 import { SseTopics } from '../../../src/streaming/sse-topics.js';
+
+/** A subscriber with agent output's slow frame (the SSE streams' default). */
+const live = (sink: LiveSink, opts: Partial<LiveSubscriberOptions> = {}): LiveSubscriber =>
+  new LiveSubscriber(sink, { slowFrame: encodeSlowSubscriberSse, ...opts });
 
 const enc = new TextEncoder();
 const ev = (id: string, size = 10): { frame: Uint8Array; cursor: string } => ({ frame: enc.encode(`id: ${id}\ndata: ${'x'.repeat(size)}\n\n`), cursor: id });
 const ids = (sink: MemorySseSink): string[] => sink.frames.join('').split('\n').filter((l) => l.startsWith('id: ')).map((l) => l.slice(4));
 
-void describe('SseSubscriber joins', () => {
+void describe('LiveSubscriber joins', () => {
   void test('replay pages go out while live frames are held; resumeLive keeps only the new ones', () => {
     const sink = new MemorySseSink();
-    const sub = new SseSubscriber(sink, { holdLive: true });
+    const sub = live(sink, { holdLive: true });
     sub.send(ev('5-5').frame, '5-5'); // live, emitted before the replay call: covered by it
     sub.sendReplay([ev('1-1'), ev('2-2')]);
     sub.send(ev('7-7').frame, '7-7'); // live, after
@@ -31,7 +37,7 @@ void describe('SseSubscriber joins', () => {
 
   void test('endWith: the last frame after everything queued, then closed; nothing after it', () => {
     const sink = new MemorySseSink();
-    const sub = new SseSubscriber(sink);
+    const sub = live(sink);
     sink.setBackpressure(true);
     sub.send(ev('1-1').frame, '1-1');
     sub.send(ev('2-2').frame, '2-2');
@@ -47,7 +53,7 @@ void describe('SseSubscriber joins', () => {
 
   void test('endWith while holding: held like live frames, and closes after the replay', () => {
     const sink = new MemorySseSink();
-    const sub = new SseSubscriber(sink, { holdLive: true });
+    const sub = live(sink, { holdLive: true });
     sub.send(ev('9-9').frame, '9-9');
     sub.endWith(enc.encode('event: end\ndata: {}\n\n'));
     assert.equal(sub.closed, false);
@@ -58,7 +64,7 @@ void describe('SseSubscriber joins', () => {
 
   void test('whenDrained resolves once the sink took everything, or on close', async () => {
     const sink = new MemorySseSink();
-    const sub = new SseSubscriber(sink);
+    const sub = live(sink);
     await sub.whenDrained();
     sink.setBackpressure(true);
     sub.send(ev('1-1').frame, '1-1');
@@ -79,7 +85,7 @@ void describe('SseSubscriber joins', () => {
 
   void test('a big replay under backpressure is not mistaken for falling behind; live bytes still count', () => {
     const sink = new MemorySseSink();
-    const sub = new SseSubscriber(sink, { maxQueuedBytes: 1000, holdLive: true });
+    const sub = live(sink, { maxQueuedBytes: 1000, holdLive: true });
     sink.setBackpressure(true);
     sub.sendReplay([ev('1-1', 5000), ev('2-2', 5000)]);
     sub.resumeLive([], () => true);
@@ -93,7 +99,7 @@ void describe('SseSubscriber joins', () => {
   void test('SseTopics.publishEnd ends every subscriber of the topic in order', () => {
     const topics = new SseTopics();
     const sinks = [new MemorySseSink(), new MemorySseSink()];
-    const subs = sinks.map((s) => new SseSubscriber(s));
+    const subs = sinks.map((s) => live(s));
     for (const s of subs) topics.subscribe('t', s);
     sinks[1]!.setBackpressure(true);
     topics.publish('t', ev('1-1').frame, '1-1');
@@ -116,7 +122,7 @@ void describe('SseSubscriber joins', () => {
         const k = Math.max(cursor, k0 % (n + 1));
         const subAt = Math.min(k, subAt0 % (n + 1)); // live frames published after subscribing: subAt+1..n
         const sink = new MemorySseSink();
-        const sub = new SseSubscriber(sink, { holdLive: true });
+        const sub = live(sink, { holdLive: true });
         for (let s = subAt + 1; s <= k; s++) sub.send(ev(`${s}-${s}`).frame, `${s}-${s}`);
         const replay = Array.from({ length: k - cursor }, (_, i) => ev(`${cursor + i + 1}-${cursor + i + 1}`));
         for (let i = 0; i < replay.length; i += page) sub.sendReplay(replay.slice(i, i + page));
