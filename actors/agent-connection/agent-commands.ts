@@ -2,7 +2,7 @@
  * The command half of an agent actor: dispatch (control calls from the main thread) and what
  * comes back (chunks, gaps, results), de-duplicated by seq through the CommandTracker and handed
  * to the CommandOutputSink in order. Also the command events (agent.command.*, agent.pty.*) and
- * the command metrics (svc_commands_total, svc_commands_by_result_total, latency).
+ * the command metrics (svc_commands_total, svc_commands_by_result, latency).
  */
 import type { v1 } from '../../proto/index.js';
 import { SvcError } from '../../src/core/errors.js';

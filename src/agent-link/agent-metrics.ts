@@ -1,5 +1,5 @@
 /**
- * Agent and command metrics. The spec's (svc_commands_total, svc_commands_by_result_total,
+ * Agent and command metrics. The spec's (svc_commands_total, svc_commands_by_result,
  * svc_command_latency_seconds) live on the shared Metrics object; this adds our two agent-input
  * counters to the same registry and an HDR histogram of command latency, whose percentiles the
  * bench suite and stats() read (prom-client's buckets are too coarse for p99s).

@@ -62,7 +62,7 @@ void describe('Exec', () => {
       return metric(t, 'svc_command_latency_seconds_count') > metric(before, 'svc_command_latency_seconds_count') ? t : undefined;
     });
     assert.equal(metric(afterText, 'svc_commands_total') - metric(before, 'svc_commands_total'), 1);
-    assert.equal(metric(afterText, 'svc_commands_by_result_total{result="success"}') - metric(before, 'svc_commands_by_result_total{result="success"}'), 1);
+    assert.equal(metric(afterText, 'svc_commands_by_result{result="success"}') - metric(before, 'svc_commands_by_result{result="success"}'), 1);
     const events = await eventsOf(ts, 'agent-exec-1');
     const started = events.find((e) => e.event_type === 'agent.command.started');
     const completed = events.find((e) => e.event_type === 'agent.command.completed' && e.details['command_id'] === started?.details['command_id']);
@@ -74,7 +74,7 @@ void describe('Exec', () => {
     const before = await metricsText(ts);
     const out = await execCollect(client, { agentId: 'agent-exec-1', command: 'sh', args: ['-c', 'exit 7'] });
     assert.equal(out.final?.exitCode, 7);
-    await waitFor('failure counted', async () => metric(await metricsText(ts), 'svc_commands_by_result_total{result="failure"}') === metric(before, 'svc_commands_by_result_total{result="failure"}') + 1);
+    await waitFor('failure counted', async () => metric(await metricsText(ts), 'svc_commands_by_result{result="failure"}') === metric(before, 'svc_commands_by_result{result="failure"}') + 1);
   });
 
   void test('a command that cannot start ends with exit code -1 and an error', async () => {
@@ -98,7 +98,7 @@ void describe('Exec', () => {
     assert.equal(out.final?.complete, true);
     assert.ok((out.final?.exitCode ?? 0) > 128, `killed by a signal (exit ${out.final?.exitCode})`);
     assert.match(out.final?.error ?? '', /timed out/);
-    await waitFor('timeout counted', async () => metric(await metricsText(ts), 'svc_commands_by_result_total{result="timeout"}') >= 1);
+    await waitFor('timeout counted', async () => metric(await metricsText(ts), 'svc_commands_by_result{result="timeout"}') >= 1);
   });
 
   void test('cancelling the call kills the command', async () => {

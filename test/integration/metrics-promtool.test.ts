@@ -1,7 +1,10 @@
 /**
- * /metrics passes `promtool check metrics` (Debian's prometheus package, /usr/bin/promtool):
- * exit 0 and no finding at all. (The spec's counter svc_commands_by_result is exposed as
- * svc_commands_by_result_total for this reason; README "Decisions".)
+ * /metrics passes `promtool check metrics` (Debian's prometheus package, /usr/bin/promtool) with
+ * one documented exception and no other finding: spec 4.1 names the counter
+ * `svc_commands_by_result` (no `_total`), and sandboxd exports the spec's names exactly, because
+ * dashboards and alerts written against the spec scrape that name. promtool's lint wants every
+ * counter to end in `_total`, so it reports exactly that one finding (and exits 3, its "lint
+ * problems" status); anything else it reports fails. README "Decisions where the spec is silent".
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -27,6 +30,11 @@ function promtoolCheck(text: string): Promise<{ code: number | null; output: str
     child.stdin.end(text);
   });
 }
+
+/** The one lint finding allowed: the spec's own name for a counter (see the header). */
+const SPEC_NAME_EXCEPTION = 'svc_commands_by_result counter metrics should have "_total" suffix';
+/** promtool's exit status when the only problems are lint findings (1 would be a parse error). */
+const PROMTOOL_LINT_PROBLEMS = 3;
 
 const skip = existsSync(PROMTOOL) ? false : `SKIPPED LOUDLY: ${PROMTOOL} is missing (apt-get install prometheus); /metrics was not linted`;
 
@@ -57,9 +65,9 @@ void test('GET /metrics passes promtool check metrics', { skip }, async () => {
     const text = await (await fetch(`${base}/metrics`)).text();
     const { code, output } = await promtoolCheck(text);
     const findings = output.split('\n').map((l) => l.trim()).filter((l) => l !== '');
-    assert.deepEqual(findings, [], `promtool findings:\n${output}`);
-    assert.equal(code, 0, `promtool exit ${String(code)}:\n${output}`);
-    for (const name of ['svc_agents_connected', 'svc_agents_by_status', 'svc_tasks_by_state', 'svc_commands_total', 'svc_commands_by_result_total',
+    assert.deepEqual(findings, [SPEC_NAME_EXCEPTION], `promtool findings:\n${output}`);
+    assert.equal(code, PROMTOOL_LINT_PROBLEMS, `promtool exit ${String(code)}:\n${output}`);
+    for (const name of ['svc_agents_connected', 'svc_agents_by_status', 'svc_tasks_by_state', 'svc_commands_total', 'svc_commands_by_result',
       'svc_command_latency_seconds', 'svc_task_outcomes_total', 'svc_agentshare_inbox_bytes', 'svc_session_reconciliations_total', 'svc_sessions_killed_total']) {
       assert.match(text, new RegExp(`^# TYPE ${name} `, 'm'), `${name} is exposed`);
     }

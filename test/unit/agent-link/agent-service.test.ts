@@ -69,7 +69,7 @@ void describe('AgentService frame routing', () => {
     svc.onEmit(AgentFrameKind.kFrameAgentMetric, 'a', encodeJson({ type: 'command_finished', result: 'killed', latency_seconds: 0.25 }));
     svc.onEmit(AgentFrameKind.kFrameAgentMetric, 'a', encodeJson({ type: 'message_rejected', reason: 'undecodable' }));
     assert.equal(await value(metrics, 'svc_commands_total'), 1);
-    assert.equal(await value(metrics, 'svc_commands_by_result_total', { result: 'killed' }), 1);
+    assert.equal(await value(metrics, 'svc_commands_by_result', { result: 'killed' }), 1);
     assert.equal(await value(metrics, 'svc_agent_messages_rejected_total', { reason: 'undecodable' }), 1);
     assert.equal(svc.stats().latency.count, 1);
     assert.ok(Math.abs(svc.stats().latency.p50Ms - 250) < 1);
