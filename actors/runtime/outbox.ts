@@ -17,7 +17,14 @@ export class Outbox {
   readonly #ctx: ActorContext;
   readonly #queue: Pending[] = [];
   #queuedBytes = 0;
-  #flushing: Promise<void> | undefined;
+  /**
+   * True while a #flush runs. Set before #flush is called and cleared by #flush itself: #flush
+   * can finish synchronously (the other thread freed room between emit's failed try and the
+   * flush's first retry), and a `#flushing ??= #flush()` would then store the already-settled
+   * promise after #flush had cleared it, so later frames queued with no flush to write them.
+   */
+  #flushRunning = false;
+  #flushing: Promise<void> = Promise.resolve();
   #closed = false;
   #dropped = 0;
 
@@ -44,12 +51,15 @@ export class Outbox {
     if (this.#queue.length === 0 && this.#tryEmit(kind, key, payload)) return;
     this.#queue.push({ kind, key, payload: owned ? payload : payload.slice() });
     this.#queuedBytes += payload.byteLength;
-    this.#flushing ??= this.#flush();
+    if (!this.#flushRunning) {
+      this.#flushRunning = true;
+      this.#flushing = this.#flush();
+    }
   }
 
   /** Resolves once the queue is empty (at once when it is). */
   idle(): Promise<void> {
-    return this.#flushing ?? Promise.resolve();
+    return this.#flushRunning ? this.#flushing : Promise.resolve();
   }
 
   /** Drops what is queued; later emits are ignored (the actor is stopping). */
@@ -72,15 +82,18 @@ export class Outbox {
   }
 
   async #flush(): Promise<void> {
-    while (this.#queue.length > 0 && !this.#closed) {
-      const next = this.#queue[0]!;
-      if (this.#tryEmit(next.kind, next.key, next.payload)) {
-        this.#queue.shift();
-        this.#queuedBytes -= next.payload.byteLength;
-      } else {
-        await this.#ctx.whenWritable(next.key, next.payload.byteLength);
+    try {
+      while (this.#queue.length > 0 && !this.#closed) {
+        const next = this.#queue[0]!;
+        if (this.#tryEmit(next.kind, next.key, next.payload)) {
+          this.#queue.shift();
+          this.#queuedBytes -= next.payload.byteLength;
+        } else {
+          await this.#ctx.whenWritable(next.key, next.payload.byteLength);
+        }
       }
+    } finally {
+      this.#flushRunning = false;
     }
-    this.#flushing = undefined;
   }
 }
