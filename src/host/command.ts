@@ -10,12 +10,21 @@ export const HOST_USAGE = `usage: sandboxd host prepare [--network NAME] [--brid
   Then: SVC_HYPERVISOR_URI=qemu:///system SVC_VM_NETWORK=<network> SVC_GRPC_ADDR=<address>:8120
 `;
 
+function isHelpFlag(a: string): boolean {
+  return a === '--help' || a === '-h';
+}
+
 /** Runs the host subcommand; resolves to the exit code (0 ok, 1 failed, 2 usage). */
 export async function runHostCommand(argv: readonly string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = argv;
   if (sub !== 'prepare') {
-    (sub === '--help' || sub === '-h' || sub === 'help' ? io.stdout : io.stderr)(HOST_USAGE);
-    return sub === '--help' || sub === '-h' || sub === 'help' ? 0 : 2;
+    const help = sub !== undefined && (isHelpFlag(sub) || sub === 'help');
+    (help ? io.stdout : io.stderr)(HOST_USAGE);
+    return help ? 0 : 2;
+  }
+  if (rest.some(isHelpFlag)) {
+    io.stdout(HOST_USAGE);
+    return 0;
   }
   const net = { ...DEFAULT_NETWORK };
   let install = true;

@@ -76,6 +76,10 @@ export async function runImageCommand(argv: readonly string[], io: CommandIo): P
     io.stderr(`sandboxd image: unknown subcommand '${sub}'\n${IMAGE_USAGE}`);
     return 2;
   }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.stdout(IMAGE_USAGE);
+    return 0;
+  }
   const args = parseBuildArgs(rest);
   if ('error' in args) {
     io.stderr(`sandboxd image build: ${args.error}\n${IMAGE_USAGE}`);
