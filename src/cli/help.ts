@@ -3,12 +3,18 @@
  * --help` and `sbx <noun> <verb> --help`.
  */
 import { GLOBAL_FLAGS, type FlagSpec } from './args.js';
-import type { CommandDef } from './commands/command.js';
+import { aliasesOf, type CommandDef } from './commands/command.js';
 import { DEFAULT_SERVER } from './config.js';
 import { EXIT_CODE_TABLE } from './exit-codes.js';
 
 function commandName(c: CommandDef): string {
   return c.verb === '' ? c.noun : `${c.noun} ${c.verb}`;
+}
+
+/** `vm list (ls)`: the name with its aliases, for the command lists. */
+function listedName(c: CommandDef): string {
+  const aliases = aliasesOf(c.verb);
+  return aliases.length === 0 ? commandName(c) : `${commandName(c)} (${aliases.join(', ')})`;
 }
 
 function usageLine(c: CommandDef): string {
@@ -28,7 +34,7 @@ export function exitCodeHelp(): string {
 
 /** `sbx --help`. */
 export function mainHelp(commands: readonly CommandDef[], version: string): string {
-  const names = commands.map(commandName);
+  const names = commands.map(listedName);
   const w = Math.max(...names.map((n) => n.length));
   return `sbx ${version} — command-line client of a sandboxd server (its public HTTP/WS API)
 
@@ -36,6 +42,9 @@ usage: sbx <noun> <verb> [arguments] [flags]     sbx <noun> <verb> --help for de
 
 commands:
 ${commands.map((c, i) => `  ${(names[i] ?? '').padEnd(w)}  ${c.summary}`).join('\n')}
+
+aliases (kubectl habits): ls = list, rm = delete (sbx vm ls, sbx vm rm NAME, sbx context rm NAME);
+  -f = --follow (sbx task logs ID -f).
 
 flags of every command:
 ${flagLines([...GLOBAL_FLAGS, { name: 'version', type: 'boolean', description: 'print the version (sbx --version)' }]).join('\n')}
@@ -63,12 +72,17 @@ export function nounHelp(noun: string, commands: readonly CommandDef[]): string 
   const mine = commands.filter((c) => c.noun === noun);
   const lines = mine.map((c) => usageLine(c));
   const w = Math.max(...lines.map((l) => l.length));
-  return `usage:\n${mine.map((c, i) => `  ${(lines[i] ?? '').padEnd(w)}  ${c.summary}`).join('\n')}\n\nsbx ${noun} <verb> --help for the flags of one command.\n`;
+  const aliases = mine.flatMap((c) => aliasesOf(c.verb).map((a) => `sbx ${noun} ${a} = sbx ${noun} ${c.verb}`));
+  const aliasText = aliases.length === 0 ? '' : `\naliases: ${aliases.join(', ')}\n`;
+  return `usage:\n${mine.map((c, i) => `  ${(lines[i] ?? '').padEnd(w)}  ${c.summary}`).join('\n')}\n${aliasText}\nsbx ${noun} <verb> --help for the flags of one command.\n`;
 }
 
 /** `sbx <noun> <verb> --help`. */
 export function commandHelp(c: CommandDef): string {
-  const parts = [`usage: ${usageLine(c)}`, '', c.summary.charAt(0).toUpperCase() + c.summary.slice(1) + '.'];
+  const parts = [`usage: ${usageLine(c)}`];
+  const aliases = aliasesOf(c.verb);
+  if (aliases.length > 0) parts.push(`alias: ${aliases.map((a) => `sbx ${c.noun} ${a}`).join(', ')}`);
+  parts.push('', c.summary.charAt(0).toUpperCase() + c.summary.slice(1) + '.');
   if (c.details !== undefined) parts.push('', c.details);
   if (c.args.length > 0) {
     const w = Math.max(...c.args.map((a) => a.name.length));

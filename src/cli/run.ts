@@ -6,7 +6,7 @@ import { ApiClient } from '../client/api-client.js';
 import { isAbortError } from '../client/api-error.js';
 import { parseArgs, UsageError } from './args.js';
 import { AGENT_COMMANDS } from './commands/agent.js';
-import type { CommandDef } from './commands/command.js';
+import { VERB_ALIASES, type CommandDef } from './commands/command.js';
 import { CONTEXT_COMMANDS } from './commands/context.js';
 import { EVENTS_COMMANDS } from './commands/events.js';
 import { HEALTH_COMMANDS } from './commands/health.js';
@@ -36,7 +36,10 @@ export const COMMANDS: readonly CommandDef[] = [
 
 const NOUNS = [...new Set(COMMANDS.map((c) => c.noun))];
 
-/** Finds the command of argv; returns it and the remaining tokens. Throws UsageError. */
+/**
+ * Finds the command of argv (a verb may be an alias: `ls` for list, `rm` for delete); returns it
+ * and the remaining tokens. Throws UsageError.
+ */
 export function findCommand(argv: readonly string[]): { command: CommandDef; rest: string[] } | { help: string } {
   const noun = argv[0];
   if (noun === undefined || noun === '--help' || noun === '-h' || noun === 'help') return { help: mainHelp(COMMANDS, SBX_VERSION) };
@@ -45,7 +48,7 @@ export function findCommand(argv: readonly string[]): { command: CommandDef; res
   if (bare !== undefined) return { command: bare, rest: argv.slice(1) };
   const verb = argv[1];
   if (verb === undefined || verb === '--help' || verb === '-h' || verb === 'help') return { help: nounHelp(noun, COMMANDS) };
-  const command = COMMANDS.find((c) => c.noun === noun && c.verb === verb);
+  const command = COMMANDS.find((c) => c.noun === noun && (c.verb === verb || c.verb === VERB_ALIASES[verb]));
   if (command === undefined) {
     const verbs = COMMANDS.filter((c) => c.noun === noun).map((c) => c.verb);
     throw new UsageError(`unknown command "${noun} ${verb}"`, `sbx ${noun} ${verbs.join('|')} (sbx ${noun} --help)`);

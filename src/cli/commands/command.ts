@@ -17,4 +17,17 @@ export interface CommandDef {
   run(ctx: CommandContext, parsed: ParsedArgs): Promise<number | undefined>;
 }
 
+/**
+ * Verb aliases people type from kubectl habits: `sbx vm ls`, `sbx context rm`. Each applies to
+ * every noun that has the verb it stands for; help shows them.
+ */
+export const VERB_ALIASES: Readonly<Record<string, string>> = { ls: 'list', rm: 'delete' };
+
+/** The aliases of `verb` (`['ls']` for list). */
+export function aliasesOf(verb: string): string[] {
+  return Object.entries(VERB_ALIASES)
+    .filter(([, v]) => v === verb)
+    .map(([alias]) => alias);
+}
+
 export const NO_WAIT: FlagSpec = { name: 'no-wait', type: 'boolean', description: 'return the operation at once instead of waiting for it' };

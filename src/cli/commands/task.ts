@@ -227,9 +227,9 @@ const get: CommandDef = {
 const logs: CommandDef = {
   noun: 'task',
   verb: 'logs',
-  summary: "print a task's log so far (--follow: until it finishes)",
+  summary: "print a task's log so far (--follow or -f: until it finishes)",
   args: [ID],
-  flags: [{ name: 'follow', type: 'boolean', description: 'keep streaming until the task finishes (reconnects after drops)' }],
+  flags: [{ name: 'follow', short: 'f', type: 'boolean', description: 'keep streaming until the task finishes (reconnects after drops)' }],
   async run(ctx, { args, flags }) {
     await streamLogs(ctx, args[0] as string, bool(flags, 'follow'));
     return undefined;
