@@ -8,11 +8,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { AgentServiceMethods, v1 } from '../../proto/index.js';
+import { DEADLINE_MS } from '../support/wait.js';
 import {
   agentCerts,
+  agentCommands,
   eventsOf,
   execCollect,
   killAll,
+  killProcessGroups,
   operatorClient,
   spawnAgent,
   startTestServer,
@@ -139,12 +142,17 @@ void describe('Exec on an agent that goes silent', () => {
     procs.push(agent);
     await waitForStatus(ts, 'agent-silent', 'Ready');
     const run = execCollect(client, { agentId: 'agent-silent', command: 'sleep', args: ['60'], timeoutSeconds: 1 });
-    await waitFor('the command to start', async () => (await eventsOf(ts, 'agent-silent')).some((e) => e.event_type === 'agent.command.started'));
+    // Wait for the sleep itself, not for agent.command.started: the server records that event
+    // when it SENDS the command, so the agent could be stopped before or after it spawned the
+    // sleep, and in the second case the SIGKILL below left `sleep 60` running after the test.
+    const sleep = await waitFor('the agent to run sleep 60', () => agentCommands(agent).find((c) => c.cmdline === 'sleep 60'), DEADLINE_MS.process, 10);
     agent.kill('SIGSTOP');
     const out = await run;
     assert.equal(out.status.code, grpc.status.DEADLINE_EXCEEDED, out.status.details);
     assert.equal(out.final, undefined);
     agent.kill('SIGKILL');
+    // The sleep leads its own process group and a SIGKILLed agent cannot end it: end it here.
+    await killProcessGroups([sleep.pid]);
     await waitForStatus(ts, 'agent-silent', 'Disconnected');
     const gone = await execCollect(client, { agentId: 'agent-silent', command: 'true' });
     assert.equal(gone.status.code, grpc.status.UNAVAILABLE);

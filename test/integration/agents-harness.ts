@@ -4,6 +4,7 @@
  * gRPC client for Exec, and polling helpers with generous deadlines (2-core CI machines).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -169,13 +170,83 @@ export function spawnAgent(opts: { server: string; certs: string; agentId: strin
   };
 }
 
-/** Ends agent processes, waiting for them to exit (SIGCONT first so a stopped one can die). */
+/** A live process as /proc lists it. */
+interface ProcEntry {
+  pid: number;
+  ppid: number;
+  pgrp: number;
+  state: string;
+}
+
+/** Every process in /proc (Linux; empty elsewhere). */
+function processTable(): ProcEntry[] {
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  } catch {
+    return [];
+  }
+  const out: ProcEntry[] = [];
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+      // "pid (comm) state ppid pgrp …"; comm may hold spaces and parentheses.
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      out.push({ pid: Number(pid), state: f[0] ?? '', ppid: Number(f[1]), pgrp: Number(f[2]) });
+    } catch {
+      // it exited meanwhile
+    }
+  }
+  return out;
+}
+
+/**
+ * The commands `agent` runs now: its child processes, with their command lines. Each leads its
+ * own process group (command-runner.ts spawns them detached, so the agent can end a command with
+ * all its descendants), which also means they outlive an agent killed with SIGKILL: a test that
+ * kills an agent under a running command must end that command's group itself.
+ */
+export function agentCommands(agent: AgentProcess): { pid: number; cmdline: string }[] {
+  const agentPid = agent.child.pid;
+  if (agentPid === undefined || agent.child.exitCode !== null || agent.child.signalCode !== null) return [];
+  return processTable()
+    .filter((p) => p.ppid === agentPid && p.state !== 'Z')
+    .flatMap((p) => {
+      try {
+        return [{ pid: p.pid, cmdline: readFileSync(`/proc/${p.pid}/cmdline`, 'latin1').split('\0').join(' ').trim() }];
+      } catch {
+        return [];
+      }
+    });
+}
+
+/** SIGKILLs the process groups `pgids` and resolves once none has a live (non-zombie) member. */
+export async function killProcessGroups(pgids: readonly number[]): Promise<void> {
+  const groups = new Set(pgids.filter((g) => g > 1));
+  if (groups.size === 0) return;
+  for (const g of groups) {
+    try {
+      process.kill(-g, 'SIGKILL');
+    } catch {
+      // the group is gone already
+    }
+  }
+  await waitFor(`process groups ${[...groups].join(', ')} to be gone`, () => !processTable().some((p) => groups.has(p.pgrp) && p.state !== 'Z'), DEADLINE_MS.process, 20);
+}
+
+/**
+ * Ends agent processes, waiting for them to exit (SIGCONT first so a stopped one can die), and
+ * the commands they were running (their process groups, found while the agents still live: a
+ * SIGKILLed agent cannot end them, and once it is gone they are no longer its children).
+ */
 export async function killAll(agents: readonly AgentProcess[]): Promise<void> {
+  const commands = agents.flatMap((a) => agentCommands(a).map((c) => c.pid));
   for (const a of agents) {
     a.kill('SIGCONT');
     a.kill('SIGKILL');
   }
   await Promise.all(agents.map((a) => a.exited));
+  await killProcessGroups(commands);
 }
 
 /** A gRPC client with `cert` (or none) trusting the server's CA. */
