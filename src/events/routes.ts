@@ -2,12 +2,13 @@
  * Events v1 (spec 4.5): POST /api/v1/events (the VM event bridge's ingest) and
  * GET /api/v1/events (recent events, filters, and a live tail with follow=true).
  *
- * GET query (all optional): since (event id; only newer events), event_type (exact, or a prefix
+ * GET query (all optional): since (an event id: only newer events; or, where it is not an integer,
+ * an RFC 3339 date-time: only events whose timestamp is after it), event_type (exact, or a prefix
  * ending in `*` such as `agent.*`), agent_id, vm_name, limit (1-5000, default 100; the newest
  * matches, oldest first), follow (true: an SSE stream of `event` frames, starting after `since`).
  */
 import { SvcError } from '../core/errors.js';
-import type { EventRecord, EventStore, StoredEvent } from './event-store.js';
+import type { EventPage, EventQuery, EventRecord, EventStore, StoredEvent } from './event-store.js';
 import { parseBoolParam, parseIntParam, parseStringParam } from '../http/body.js';
 import type { Router } from '../http/router.js';
 import type { SseSink } from '../http/types.js';
@@ -18,6 +19,52 @@ const FIELDS = new Set(['event_type', 'vm_name', 'timestamp', 'details', 'agent_
 const MAX_DETAILS_BYTES = 16 * 1024;
 /** A follower more than this many bytes behind is dropped (it can resume with since=<last id>). */
 const FOLLOW_MAX_BUFFERED_BYTES = 1024 * 1024;
+
+/**
+ * RFC 3339 `date-time` (section 5.6: full-date "T" full-time, the T and Z in either case, a
+ * fraction of any length, `Z` or a numeric offset; a leap second :60 counts as :59.999), as epoch
+ * milliseconds rounded down, or undefined when `raw` is not one. Each field is range-checked
+ * (2026-02-30 is not a date), unlike Date.parse.
+ */
+export function parseRfc3339(raw: string): number | undefined {
+  const m = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/.exec(raw);
+  if (m === null) return undefined;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const fractionMs = m[7] === undefined ? 0 : Math.floor(Number(`0${m[7]}`) * 1000);
+  const zone = m[8] as string;
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 60) return undefined;
+  let offsetMinutes = 0;
+  if (zone !== 'Z' && zone !== 'z') {
+    const oh = Number(zone.slice(1, 3));
+    const om = Number(zone.slice(4, 6));
+    if (oh > 23 || om > 59) return undefined;
+    offsetMinutes = (zone.startsWith('-') ? -1 : 1) * (oh * 60 + om);
+  }
+  const leap = second === 60;
+  const utc = Date.UTC(year, month - 1, day, hour, minute, leap ? 59 : second, leap ? 999 : fractionMs);
+  return utc - offsetMinutes * 60_000;
+}
+
+/**
+ * The `since` cursor: an event id where the value is an integer (spec 4.5's cursor; negative is
+ * 400 as before), else an RFC 3339 date-time; anything else is 400 `request.invalid` naming since.
+ */
+function parseSince(query: URLSearchParams): { since?: number; sinceMs?: number } {
+  const raw = parseStringParam(query, 'since', { maxLength: 64 });
+  if (raw === undefined) return {};
+  if (/^-?\d+$/.test(raw)) return { since: parseIntParam(query, 'since', { min: 0, default: 0 }) };
+  const sinceMs = parseRfc3339(raw);
+  if (sinceMs === undefined) {
+    throw new SvcError('request.invalid', 'query parameter since must be an event id (an integer, at least 0) or an RFC 3339 date-time such as 2026-01-01T00:00:00Z');
+  }
+  return { sinceMs };
+}
+
+/** Whether an event's timestamp is after `sinceMs` (the RFC 3339 form of since). */
+function after(e: StoredEvent, sinceMs: number): boolean {
+  return Date.parse(e.timestamp) > sinceMs;
+}
 
 export function registerEventRoutes(router: Router, deps: { events: EventStore }): void {
   router.add({
@@ -34,7 +81,7 @@ export function registerEventRoutes(router: Router, deps: { events: EventStore }
     method: 'GET',
     path: '/api/v1/events',
     handler: (req) => {
-      const since = parseIntParam(req.query, 'since', { min: 0 });
+      const { since, sinceMs } = parseSince(req.query);
       const eventType = parseStringParam(req.query, 'event_type', { maxLength: 128, pattern: /^[a-z0-9_.]+\*?$/ });
       const agentId = parseStringParam(req.query, 'agent_id', { maxLength: 256 });
       const vmName = parseStringParam(req.query, 'vm_name', { maxLength: 256 });
@@ -46,10 +93,24 @@ export function registerEventRoutes(router: Router, deps: { events: EventStore }
         ...(agentId !== undefined ? { agentId } : {}),
         ...(vmName !== undefined ? { vmName } : {}),
       };
+      if (sinceMs !== undefined) {
+        if (!follow) return { status: 200, json: queryAfterTime(deps.events, filter, sinceMs, limit) };
+        return { sse: (sink) => followEvents(deps.events, sink, { ...filter, sinceMs }, limit) };
+      }
       if (!follow) return { status: 200, json: deps.events.query({ ...filter, limit }) };
       return { sse: (sink) => followEvents(deps.events, sink, filter, limit) };
     },
   });
+}
+
+/**
+ * The list for an RFC 3339 since: the retained matches whose timestamp is after it (the newest
+ * `limit`, oldest first); total_count counts them all, last_event_id is the store's as usual.
+ */
+function queryAfterTime(store: EventStore, filter: Omit<EventQuery, 'limit' | 'since'>, sinceMs: number, limit: number): EventPage {
+  const page = store.query({ ...filter, limit: Number.MAX_SAFE_INTEGER });
+  const matches = page.events.filter((e) => after(e, sinceMs));
+  return { events: matches.slice(Math.max(0, matches.length - limit)), total_count: matches.length, last_event_id: page.last_event_id };
 }
 
 /** The events follow's slow-consumer frame: resume with since = the last id it got. */
@@ -59,27 +120,39 @@ function slowFollowFrame(cursor: string | undefined): string {
 
 /**
  * follow=true, per the live-subscriber rules (src/http/live-subscriber.ts): the stored events
- * after `since` (read synchronously, so subscribing right after loses nothing), then live ones; a
+ * after `since` (an id; or an RFC 3339 time, then the events whose timestamp is after it, stored
+ * and live) read synchronously, so subscribing right after loses nothing, then live ones; a
  * follower more than FOLLOW_MAX_BUFFERED_BYTES behind gets the slow frame and is closed.
  */
 function followEvents(
   store: EventStore,
   sink: SseSink,
-  filter: { since?: number; eventType?: string; agentId?: string; vmName?: string },
+  filter: { since?: number; sinceMs?: number; eventType?: string; agentId?: string; vmName?: string },
   limit: number,
 ): void {
+  const { sinceMs, ...idFilter } = filter;
   const matches = (e: StoredEvent): boolean =>
+    (sinceMs === undefined || after(e, sinceMs)) &&
     (filter.agentId === undefined || e.agent_id === filter.agentId) &&
     (filter.vmName === undefined || e.vm_name === filter.vmName) &&
     (filter.eventType === undefined || (filter.eventType.endsWith('*') ? e.event_type.startsWith(filter.eventType.slice(0, -1)) : e.event_type === filter.eventType));
-  let lastId = filter.since ?? 0;
   const frame = (e: StoredEvent): { frame: string; cursor: string } => ({ frame: `id: ${e.id}\nevent: event\ndata: ${JSON.stringify(e)}\n\n`, cursor: String(e.id) });
-  const sub = new LiveSubscriber(sink, { maxQueuedBytes: FOLLOW_MAX_BUFFERED_BYTES, slowFrame: slowFollowFrame, cursor: String(lastId) });
+  let lastId = filter.since ?? 0;
+  let replay: StoredEvent[] = [];
+  // The cursor reported if it is cut off before any write: where an integer since resumes.
+  let cursor = lastId;
   if (filter.since !== undefined) {
-    const stored = store.query({ ...filter, limit }).events;
-    sub.sendReplay(stored.map(frame));
-    lastId = stored.at(-1)?.id ?? lastId;
+    replay = store.query({ ...idFilter, limit }).events;
+    lastId = replay.at(-1)?.id ?? lastId;
+  } else if (sinceMs !== undefined) {
+    // Every retained event was looked at: live ones start after the newest id, sent or not.
+    const page = queryAfterTime(store, idFilter, sinceMs, limit);
+    replay = page.events;
+    lastId = page.last_event_id;
+    cursor = replay.length > 0 ? (replay[0] as StoredEvent).id - 1 : lastId;
   }
+  const sub = new LiveSubscriber(sink, { maxQueuedBytes: FOLLOW_MAX_BUFFERED_BYTES, slowFrame: slowFollowFrame, cursor: String(cursor) });
+  if (replay.length > 0) sub.sendReplay(replay.map(frame));
   const unsubscribe = store.subscribe((e) => {
     if (e.id <= lastId || !matches(e)) return;
     lastId = e.id;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { registerEventRoutes } from '../../../src/events/routes.js';
+import { parseRfc3339, registerEventRoutes } from '../../../src/events/routes.js';
 import { EventStore } from '../../../src/events/event-store.js';
 import { inject, MemorySseSink } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';
@@ -101,5 +101,98 @@ describe('POST/GET /api/v1/events', () => {
     const all = events.query({ limit: 5000 }).events.map((e) => e.id);
     assert.deepEqual([...ids(slow), ...ids(resumed)], all, 'every event once, in order');
     resumed.close();
+  });
+
+  test('since as an RFC 3339 date-time lists the events whose timestamp is after it', async () => {
+    const { router, events } = setup();
+    events.append({ event_type: 'vm.started', vm_name: 'agent-a', timestamp: '2026-03-01T10:00:00.000Z' });
+    events.append({ event_type: 'vm.stopped', vm_name: 'agent-a', timestamp: '2026-03-01T10:00:01.000Z' });
+    events.append({ event_type: 'vm.started', vm_name: 'agent-b', timestamp: '2026-03-01T10:00:02.500Z' });
+    events.append({ event_type: 'vm.stopped', vm_name: 'agent-b', timestamp: '2026-03-01T10:00:03.000Z' });
+    type Page = { events: { id: number; timestamp: string }[]; total_count: number; last_event_id: number };
+    const list = async (q: string): Promise<Page> => {
+      const r = await inject(router, { method: 'GET', url: `/api/v1/events?${q}` });
+      assert.equal(r.status, 200, `${q}: ${r.text}`);
+      return r.json() as Page;
+    };
+    const ids = async (q: string): Promise<number[]> => (await list(q)).events.map((e) => e.id);
+    // Strictly after: an event at exactly the given time is not included.
+    assert.deepEqual(await ids(`since=${encodeURIComponent('2026-03-01T10:00:01Z')}`), [3, 4]);
+    assert.deepEqual(await ids(`since=${encodeURIComponent('2026-03-01T10:00:00.999Z')}`), [2, 3, 4]);
+    // Offsets, lower-case t/z and fractions of any length are RFC 3339 too.
+    assert.deepEqual(await ids(`since=${encodeURIComponent('2026-03-01T12:00:02+02:00')}`), [3, 4]);
+    assert.deepEqual(await ids(`since=${encodeURIComponent('2026-03-01T05:00:02.4999999-05:00')}`), [3, 4]);
+    assert.deepEqual(await ids(`since=${encodeURIComponent('2026-03-01t10:00:02.5z')}`), [4]);
+    assert.deepEqual(await ids(`since=${encodeURIComponent('2026-03-01T10:00:03Z')}`), []);
+    // Combined with the other filters and limit; total_count counts the matches before limit.
+    assert.deepEqual(await ids(`since=${encodeURIComponent('2026-01-01T00:00:00Z')}&vm_name=agent-b`), [3, 4]);
+    const limited = await list(`since=${encodeURIComponent('2026-01-01T00:00:00Z')}&limit=2`);
+    assert.deepEqual(limited.events.map((e) => e.id), [3, 4]);
+    assert.equal(limited.total_count, 4);
+    assert.equal(limited.last_event_id, 4);
+    // The integer cursor keeps its meaning.
+    assert.deepEqual(await ids('since=2'), [3, 4]);
+    assert.deepEqual(await ids('since=0'), [1, 2, 3, 4]);
+  });
+
+  test('follow=true with an RFC 3339 since replays the stored events after it, then live ones after it', async () => {
+    const { router, events } = setup();
+    events.append({ event_type: 'vm.started', timestamp: '2026-03-01T10:00:00Z' });
+    events.append({ event_type: 'vm.stopped', timestamp: '2026-03-01T10:00:05Z' });
+    const r = await inject(router, { method: 'GET', url: `/api/v1/events?follow=true&since=${encodeURIComponent('2026-03-01T10:00:01Z')}` });
+    assert.ok(r.sse, 'an SSE stream');
+    const sink = new MemorySseSink();
+    await r.sse.start(sink, r.sse.view);
+    events.append({ event_type: 'vm.defined' }); // now: after the since time
+    events.append({ event_type: 'vm.undefined', timestamp: '2026-03-01T09:00:00Z' }); // a late report from before it
+    events.append({ event_type: 'vm.started', timestamp: '2026-03-01T10:00:02Z' });
+    const got = [...sink.frames.join('').matchAll(/^id: (\d+)\nevent: event\n/gmu)].map((m) => Number(m[1]));
+    assert.deepEqual(got, [2, 3, 5]);
+    sink.close();
+  });
+
+  test('a since that is neither an event id nor an RFC 3339 date-time is 400 naming since', async () => {
+    const { router } = setup();
+    const bad = [
+      'yesterday',
+      '',
+      '1.5',
+      '1e3',
+      '2026-03-01',
+      '2026-03-01T10:00:00', // no offset
+      '2026-03-01 10:00:00Z', // RFC 3339 allows the space only by note; we take the T
+      '2026-02-30T00:00:00Z', // no such day
+      '2026-13-01T00:00:00Z',
+      '2026-03-01T24:00:00Z',
+      '2026-03-01T10:60:00Z',
+      '2026-03-01T10:00:00+24:00',
+      'Sun, 01 Mar 2026 10:00:00 GMT',
+    ];
+    for (const v of bad) {
+      const r = await inject(router, { method: 'GET', url: `/api/v1/events?since=${encodeURIComponent(v)}` });
+      assert.equal(r.status, 400, JSON.stringify(v));
+      const env = r.json() as { error: { code: string; message: string } };
+      assert.equal(env.error.code, 'request.invalid');
+      assert.match(env.error.message, /since must be an event id .* or an RFC 3339 date-time/, JSON.stringify(v));
+      const follow = await inject(router, { method: 'GET', url: `/api/v1/events?follow=true&since=${encodeURIComponent(v)}` });
+      assert.equal(follow.status, 400, `follow ${JSON.stringify(v)}`);
+    }
+    for (const q of ['since=-1', 'since=2026-03-01T10:00:00Z&since=1']) {
+      const r = await inject(router, { method: 'GET', url: `/api/v1/events?${q}` });
+      assert.equal(r.status, 400, q);
+      assert.match((r.json() as { error: { message: string } }).error.message, /since/);
+    }
+  });
+
+  test('parseRfc3339: offsets, fractions, leap seconds and range checks', () => {
+    assert.equal(parseRfc3339('2026-03-01T10:00:00Z'), Date.UTC(2026, 2, 1, 10));
+    assert.equal(parseRfc3339('2026-03-01T12:30:00+02:30'), Date.UTC(2026, 2, 1, 10));
+    assert.equal(parseRfc3339('2026-03-01T00:00:00-00:00'), Date.UTC(2026, 2, 1));
+    assert.equal(parseRfc3339('2026-03-01T10:00:00.1239Z'), Date.UTC(2026, 2, 1, 10, 0, 0, 123));
+    assert.equal(parseRfc3339('2016-12-31T23:59:60Z'), Date.UTC(2016, 11, 31, 23, 59, 59, 999));
+    assert.equal(parseRfc3339('2024-02-29T00:00:00Z'), Date.UTC(2024, 1, 29));
+    for (const bad of ['2025-02-29T00:00:00Z', '2026-03-01T10:00:00', '2026-03-01T10:00Z', '12', '2026-03-01T10:00:00+0200']) {
+      assert.equal(parseRfc3339(bad), undefined, bad);
+    }
   });
 });
