@@ -9,10 +9,14 @@
  * The features never import src/server or main.ts; src/http imports no feature. The guest agent
  * (src/guest-agent, the program inside a VM) uses only util, core, config, observability and proto;
  * what it shares with the server (tmux argv) lives in src/core. The client, the CLI and the
- * dashboard use only each other and src/util, never a server folder. test/support is the test
+ * dashboard use only each other, src/util and src/wire, never a server folder. src/wire holds the
+ * HTTP API's wire shapes, declared once (pure types and the few value lists both sides need): the
+ * server's features build them, the client reads them. It is a leaf: it imports nothing (no other
+ * src/ folder, no actors/, no package, no Node built-in), and every folder may import it (src/util,
+ * the bottom, has no need to). test/support is the test
  * kit: helpers both the tests and the bench (native-bench) use; the bench imports nothing else
  * of test/, and the kit imports no test and nothing of the bench.
- * actors/ may use src/util, src/core, src/observability and proto/, never a transport. Inside it:
+ * actors/ may use src/util, src/core, src/observability, src/wire and proto/, never a transport. Inside it:
  *   actors/protocol (the main⇄worker contract) and actors/ring import no other actors folder;
  *   actors/runtime uses only those two; the domain actors point one way,
  *   agent-connection -> replay -> chat, with vm on its own. src/ reaches actors/ only through
@@ -58,16 +62,22 @@ module.exports = {
       to: { path: '^(src/(?!util/)|actors/)' },
     },
     {
+      name: 'the-wire-types-are-a-leaf',
+      severity: 'error',
+      from: { path: '^src/wire/' },
+      to: { pathNot: '^src/wire/' },
+    },
+    {
       name: 'core-does-not-reach-up',
       severity: 'error',
       from: { path: '^src/(core|config|observability)/' },
-      to: { path: '^(src/(?!(util|core|config|observability)/)|actors/)' },
+      to: { path: '^(src/(?!(util|core|config|observability|wire)/)|actors/)' },
     },
     {
       name: 'actors-do-not-use-transports',
       severity: 'error',
       from: { path: '^actors/' },
-      to: { path: '^src/(?!(util|core|observability)/)' },
+      to: { path: '^src/(?!(util|core|observability|wire)/)' },
     },
     {
       name: 'src-reaches-actors-only-through-the-runtime-face-and-the-protocol',
@@ -133,25 +143,25 @@ module.exports = {
       name: 'the-component-contract-imports-no-feature',
       severity: 'error',
       from: { path: '^src/component/' },
-      to: { path: '^(src/(?!(component|http|util|core|config|observability)/)|actors/)' },
+      to: { path: '^(src/(?!(component|http|util|core|config|observability|wire)/)|actors/)' },
     },
     {
       name: 'http-never-imports-features',
       severity: 'error',
       from: { path: '^src/http/' },
-      to: { path: '^(src/(?!(http|util|core|config|observability)/)|actors/)' },
+      to: { path: '^(src/(?!(http|util|core|config|observability|wire)/)|actors/)' },
     },
     {
       name: 'the-guest-agent-never-imports-server-folders',
       severity: 'error',
       from: { path: '^src/guest-agent/' },
-      to: { path: '^(src/(?!(guest-agent|util|core|config|observability)/)|actors/)' },
+      to: { path: '^(src/(?!(guest-agent|util|core|config|observability|wire)/)|actors/)' },
     },
     {
       name: 'client-cli-and-dashboard-never-import-server-folders',
       severity: 'error',
       from: { path: '^src/(client|cli|dashboard)/' },
-      to: { path: '^(src/(?!(client|cli|dashboard|util)/)|actors/|proto/)' },
+      to: { path: '^(src/(?!(client|cli|dashboard|util|wire)/)|actors/|proto/)' },
     },
     {
       name: 'the-bench-imports-no-test-but-the-support-kit',
