@@ -9,6 +9,8 @@
  * stream never reaches a new one. Inbound frames carry no connId: Attach/Detach delimit them,
  * and frames for one actor arrive in send order.
  */
+import type { AgentMetrics as AgentMetricsView, AgentSystemInfo as AgentSystemInfoView } from '../../src/wire/agents.js';
+
 export { AgentFrameKind } from './frame-kinds.js';
 export { decodeJson, encodeJson } from './frames.js';
 
@@ -79,25 +81,8 @@ export interface DetachInfo {
   readonly reason: string;
 }
 
-/** The spec's Agent.metrics. */
-export interface AgentMetricsView {
-  cpu_percent: number;
-  memory_used_bytes: number;
-  memory_total_bytes: number;
-  disk_used_bytes: number;
-  disk_total_bytes: number;
-  load_avg: [number, number, number];
-  uptime_seconds: number;
-}
-
-/** The spec's Agent.system_info. */
-export interface AgentSystemInfoView {
-  os: string;
-  kernel: string;
-  cpu_cores: number;
-  memory_bytes: number;
-  disk_bytes: number;
-}
+/** The spec's Agent.metrics and Agent.system_info: declared with the API's wire shapes (src/wire/agents.ts). */
+export type { AgentMetricsView, AgentSystemInfoView };
 
 /** kFrameAgentSnapshot payload: the spec's Agent fields plus ours (not listed by GET /api/v1/agents). */
 export interface AgentSnapshot {

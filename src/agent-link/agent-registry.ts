@@ -6,23 +6,13 @@
  * An agent is listed from its first accepted registration until it is removed (retention after
  * the stream ended, see SVC_AGENT_RETENTION_SECONDS).
  */
-import type { AgentMetricsView, AgentSnapshot, AgentSystemInfoView } from '../../actors/protocol/agent-frames.js';
+import type { AgentSnapshot } from '../../actors/protocol/agent-frames.js';
 import { AGENT_STATUSES, isAgentStatus, type AgentStatus } from '../core/agent-status.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { Agent } from '../wire/agents.js';
 
-/** The spec's Agent (part 2), exactly: GET /api/v1/agents lists these. */
-export interface Agent {
-  id: string;
-  hostname: string;
-  ip_address: string;
-  status: AgentStatus;
-  /** Unix ms. */
-  connected_at: number;
-  /** Unix ms. */
-  last_heartbeat: number;
-  metrics?: AgentMetricsView;
-  system_info?: AgentSystemInfoView;
-}
+/** The spec's Agent (part 2), exactly (src/wire/agents.ts): GET /api/v1/agents lists these. */
+export type { Agent };
 
 /** JSON schema of Agent (the route's fast-json-stringify serializer drops anything else). */
 export const AGENT_JSON_SCHEMA = {

@@ -12,6 +12,7 @@ import { SvcError } from '../core/errors.js';
 import { AGENT_JSON_SCHEMA, type AgentRegistry } from './agent-registry.js';
 import type { ReprovisionAcceptedJson } from '../core/operation-state.js';
 import type { Router } from '../http/router.js';
+import type { AgentList } from '../wire/agents.js';
 
 const listSchema = {
   type: 'object',
@@ -36,7 +37,7 @@ export function registerAgentRoutes(router: Router, deps: AgentRoutesDeps): void
     method: 'GET',
     path: '/api/v1/agents',
     responseSchema: listSchema,
-    handler: () => ({ status: 200, json: { agents: deps.registry.list() } }),
+    handler: () => ({ status: 200, json: { agents: deps.registry.list() } satisfies AgentList }),
   });
 
   router.add({

@@ -14,11 +14,11 @@
  *        └──── stream ended ────────┴────────────────────────────┤        │
  *                                                                 └─► Stale (heartbeat missed)
  */
+import { AGENT_STATUSES, type AgentStatus } from '../wire/agents.js';
 import { StateMachine, transitionTableMarkdown, type StateMachineOptions, type TransitionTable } from './state-machine.js';
 
-/** The spec's values, in its order. */
-export const AGENT_STATUSES = ['Starting', 'Ready', 'Busy', 'Error', 'ShuttingDown', 'Stale', 'Disconnected'] as const;
-export type AgentStatus = (typeof AGENT_STATUSES)[number];
+/** The spec's values, in its order: declared with the API's wire shapes (src/wire/agents.ts). */
+export { AGENT_STATUSES, type AgentStatus };
 
 /** Statuses an agent reports in its Heartbeat. */
 export const REPORTED_STATUSES = ['Starting', 'Ready', 'Busy', 'Error', 'ShuttingDown'] as const satisfies readonly AgentStatus[];

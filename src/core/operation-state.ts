@@ -17,15 +17,18 @@
  *   deploy-agent: the POST still answers 202, and the operation says why).
  * - completed and failed are final.
  */
+import type { ReprovisionAccepted } from '../wire/agents.js';
+import type { Operation, OperationStatus, OperationType } from '../wire/vms.js';
 import { StateMachine, transitionTableMarkdown, type TransitionLogger, type TransitionTable } from './state-machine.js';
 import type { WireError } from './errors.js';
 
-/** The spec's operation types. deploy-agent reports vm_create. */
-export const OPERATION_TYPES = ['vm_create', 'vm_delete', 'vm_restart'] as const;
-export type OperationType = (typeof OPERATION_TYPES)[number];
-
-export const OPERATION_STATUSES = ['pending', 'running', 'completed', 'failed'] as const;
-export type OperationStatus = (typeof OPERATION_STATUSES)[number];
+/**
+ * The spec's operation types and statuses, its Operation object (as OperationJson) and the 202 of
+ * a reprovision (as ReprovisionAcceptedJson): declared with the API's wire shapes (src/wire/vms.ts,
+ * src/wire/agents.ts).
+ */
+export { OPERATION_STATUSES, OPERATION_TYPES } from '../wire/vms.js';
+export type { Operation as OperationJson, OperationStatus, OperationType, ReprovisionAccepted as ReprovisionAcceptedJson };
 
 /** Allowed moves; see the file comment. */
 export const OPERATION_STATUS_TABLE: TransitionTable<OperationStatus> = {
@@ -56,32 +59,6 @@ export function isTerminal(status: OperationStatus): boolean {
   return status === 'completed' || status === 'failed';
 }
 
-/**
- * The spec's Operation object (spec part 2). `error_code` is ours: the error-table code of
- * `error`, so clients can branch without parsing the message.
- */
-export interface OperationJson {
-  id: string;
-  type: OperationType;
-  status: OperationStatus;
-  target: string;
-  created_at: string;
-  completed_at?: string;
-  progress_percent: number;
-  result?: Record<string, unknown>;
-  error?: string;
-  error_code?: string;
-}
-
-/**
- * The 202 answer of POST /api/v1/agents/{id}/reprovision (spec 4.2): the id of an ordinary
- * vm_create operation (a deploy-agent of the agent's VM), readable at GET /api/v1/operations/{id}.
- */
-export interface ReprovisionAcceptedJson {
-  operation_id: string;
-  status: 'queued';
-}
-
 /** An operation as the runtime keeps it; `seq` grows with every change, so stale copies lose. */
 export interface OperationSnapshot<T extends string = OperationType> {
   readonly id: string;
@@ -97,8 +74,8 @@ export interface OperationSnapshot<T extends string = OperationType> {
 }
 
 /** The spec's JSON for a snapshot: completed_at only when finished, result only on completion, error only on failure. */
-export function operationJson(s: OperationSnapshot): OperationJson {
-  const out: OperationJson = {
+export function operationJson(s: OperationSnapshot): Operation {
+  const out: Operation = {
     id: s.id,
     type: s.type,
     status: s.status,

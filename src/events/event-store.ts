@@ -3,21 +3,13 @@
  * agents and sessions. Bounded by count and by bytes; the oldest events go first. Every event
  * gets a monotonic integer id, which is the cursor for polling (`since`) and for live tails.
  */
+import type { EventPage, EventRecord as WireEventRecord } from '../wire/events.js';
 
-/** The spec's v1 event record. */
-export interface EventRecord {
-  event_type: string;
-  vm_name: string;
-  timestamp: string;
-  details: Record<string, unknown>;
-  agent_id: string;
-  trace_id: string | null;
-}
+/** An event as stored and served: the spec's v1 record plus our cursor `id` (src/wire/events.ts). */
+export type StoredEvent = WireEventRecord;
 
-export interface StoredEvent extends EventRecord {
-  /** Ours: the cursor. Monotonic, starting at 1; never reused while the server runs. */
-  id: number;
-}
+/** The spec's v1 event record, before the store gives it its cursor. */
+export type EventRecord = Omit<StoredEvent, 'id'>;
 
 export interface EventQuery {
   /** Only events with id > since. */
@@ -30,13 +22,8 @@ export interface EventQuery {
   limit: number;
 }
 
-export interface EventPage {
-  events: StoredEvent[];
-  /** Matching events retained in the store (before limit). */
-  total_count: number;
-  /** Id of the newest event in the store (0 when empty): poll with since=last_event_id. */
-  last_event_id: number;
-}
+/** GET /api/v1/events (src/wire/events.ts). */
+export type { EventPage };
 
 export interface EventStoreOptions {
   /** Default 10 000 events. */

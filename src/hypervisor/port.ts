@@ -16,10 +16,11 @@
  * - Every state change the port makes is reported to `onEvent` listeners once, with its reason;
  *   changes made behind sandboxd's back are reported by the implementation's event source.
  */
+import type { VmState } from '../wire/vms.js';
 
-/** The spec's VM states (part 2). */
-export const VM_STATES = ['running', 'stopped', 'paused', 'shutdown', 'crashed', 'suspended', 'unknown'] as const;
-export type VmState = (typeof VM_STATES)[number];
+/** The spec's VM states (part 2): declared with the API's wire shapes (src/wire/vms.ts). */
+export { VM_STATES } from '../wire/vms.js';
+export type { VmState };
 
 /** The spec's VM lifecycle event types (part 6). */
 export const VM_EVENT_TYPES = [

@@ -7,6 +7,7 @@
  * fallback is loaded or the server is not ready.
  */
 import type { Router } from '../http/router.js';
+import type { DeepHealth, HealthStatus, Readiness } from '../wire/health.js';
 
 /** What the health routes read; every number is read per request, so keep these cheap. */
 export interface HealthDeps {
@@ -64,7 +65,7 @@ const deepSchema = {
 /** Register GET /healthz, /api/v1/health, /readyz and /healthz/deep. */
 export function registerHealthRoutes(router: Router, deps: HealthDeps): void {
   const now = deps.nowMs ?? Date.now;
-  const ok = () => ({ status: 200, json: { status: 'ok' } });
+  const ok = () => ({ status: 200, json: { status: 'ok' } satisfies HealthStatus });
   router.add({ method: 'GET', path: '/healthz', handler: ok, responseSchema: statusSchema });
   router.add({ method: 'GET', path: '/api/v1/health', handler: ok, responseSchema: statusSchema });
 
@@ -74,7 +75,7 @@ export function registerHealthRoutes(router: Router, deps: HealthDeps): void {
     responseSchema: readySchema,
     handler: () => {
       const { ready, reason } = deps.readiness();
-      return { status: ready ? 200 : 503, json: { ready, reason } };
+      return { status: ready ? 200 : 503, json: { ready, reason } satisfies Readiness };
     },
   });
 
@@ -100,7 +101,7 @@ export function registerHealthRoutes(router: Router, deps: HealthDeps): void {
           uws,
           actors,
           degraded_reasons: reasons,
-        },
+        } satisfies DeepHealth,
       };
     },
   });

@@ -23,8 +23,7 @@
  * A rule list rather than a score: each rule is a pattern a user can predict, and shell prompts
  * (`$ `, `# `, `> `) match none of them.
  */
-
-export type HitlKind = 'sudo' | 'password' | 'confirm' | 'press_enter';
+import type { HitlKind } from '../wire/sessions.js';
 
 export interface HitlMatch {
   readonly kind: HitlKind;

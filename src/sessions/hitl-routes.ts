@@ -11,6 +11,7 @@
  *                                     503 server.unavailable when the agent is not connected
  */
 import type { Router } from '../http/router.js';
+import type { HitlList, HitlRespondResult } from '../wire/sessions.js';
 import { parseHitlResponse, type HitlService } from './hitl.js';
 
 const str = { type: 'string' } as const;
@@ -30,7 +31,7 @@ export function registerHitlRoutes(router: Router, deps: HitlRoutesDeps): void {
     method: 'GET',
     path: '/api/v1/hitl',
     responseSchema: { type: 'object', properties: { requests: { type: 'array', items: HITL_REQUEST_SCHEMA } }, required: ['requests'] },
-    handler: () => ({ status: 200, json: { requests: deps.hitl.list() } }),
+    handler: () => ({ status: 200, json: { requests: deps.hitl.list() } satisfies HitlList }),
   });
 
   router.add({
@@ -41,7 +42,7 @@ export function registerHitlRoutes(router: Router, deps: HitlRoutesDeps): void {
     handler: async (req) => {
       const response = parseHitlResponse(req.body);
       await deps.hitl.respond(req.params['id'] ?? '', response);
-      return { status: 200, json: { resolved: true } };
+      return { status: 200, json: { resolved: true } satisfies HitlRespondResult };
     },
   });
 }

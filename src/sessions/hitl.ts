@@ -19,21 +19,15 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { SvcError } from '../core/errors.js';
-import { detectPrompt, OutputTail, type HitlKind } from './hitl-detector.js';
+import type { HitlRequest } from '../wire/sessions.js';
+import { detectPrompt, OutputTail } from './hitl-detector.js';
 
 export const DEFAULT_HITL_SETTLE_MS = 500;
 /** Largest response (characters). */
 export const kMaxHitlResponseChars = 4096;
 
-export interface HitlRequest {
-  id: string;
-  session_id: string;
-  agent_id: string;
-  command_id: string;
-  kind: HitlKind;
-  prompt: string;
-  created_at: string;
-}
+/** A pending request, as GET /api/v1/hitl lists it (src/wire/sessions.ts). */
+export type { HitlRequest };
 
 export interface HitlSessionInfo {
   readonly agentId: string;

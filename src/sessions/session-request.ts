@@ -16,6 +16,7 @@
  * optional SIG prefix is accepted); anything else, or the parameter twice → 400.
  */
 import { SvcError } from '../core/errors.js';
+import type { SessionSignal } from '../wire/sessions.js';
 import { DEFAULT_SESSION_COMMAND } from './session-types.js';
 
 export const kMaxCommandChars = 8192;
@@ -85,7 +86,8 @@ export function parseCreateSessionBody(body: unknown): CreateSessionRequest {
   return { command, sessionName, sessionBackend: 'tmux', sessionClass: 'managed' };
 }
 
-export const KILL_SIGNALS = { TERM: 15, KILL: 9, INT: 2, HUP: 1 } as const;
+/** The signals of the `signal` query parameter (src/wire/sessions.ts: SessionSignal) and their numbers. */
+export const KILL_SIGNALS = { TERM: 15, KILL: 9, INT: 2, HUP: 1 } as const satisfies Record<SessionSignal, number>;
 export type KillSignalName = keyof typeof KILL_SIGNALS;
 
 /** The `signal` query parameter of DELETE. Throws 400 request.invalid. */

@@ -22,7 +22,8 @@ import { SessionHub, type SessionHubOptions } from './session-hub.js';
 import type { SessionRegistry } from './session-registry.js';
 import { parseCreateSessionBody, type KillSignalName } from './session-request.js';
 import { SessionCause, type SessionCauseName } from './session-state.js';
-import { createResponseOf, listEntryOf, sessionSeq, type SessionListEntry, type SessionRecord, type SessionUrlBases } from './session-types.js';
+import { createResponseOf, listEntryOf, sessionSeq, type SessionRecord, type SessionUrlBases } from './session-types.js';
+import type { SessionKillResult, SessionList } from '../wire/sessions.js';
 import { killOutcomeOf, tmuxAttachArgv, tmuxCreateArgv, tmuxHasSessionArgv, tmuxKillArgv, type TmuxSocket } from '../core/tmux-argv.js';
 
 export const DEFAULT_KILL_GRACE_SECONDS = 5;
@@ -104,7 +105,7 @@ export class SessionService {
   }
 
   /** GET /api/v1/agents/{id}/sessions. */
-  list(agentId: string): { agent_id: string; sessions: SessionListEntry[] } {
+  list(agentId: string): SessionList {
     const records = this.#o.registry.listByAgent(agentId);
     const agent = this.#o.agents.get(agentId);
     if (agent === undefined && records.length === 0) throw new SvcError('agent.not_found', `no agent ${JSON.stringify(agentId.slice(0, 128))}`);
@@ -118,7 +119,7 @@ export class SessionService {
   }
 
   /** DELETE /api/v1/agents/{id}/sessions/{session}. Resolves only once the kill is verified. */
-  async kill(agentId: string, sessionId: string, signal: KillSignalName): Promise<{ killed: true }> {
+  async kill(agentId: string, sessionId: string, signal: KillSignalName): Promise<SessionKillResult> {
     const rec = this.#o.registry.getForAgent(agentId, sessionId);
     if (rec === undefined) {
       if (this.#o.agents.get(agentId) === undefined && this.#o.registry.listByAgent(agentId).length === 0) throw new SvcError('agent.not_found', `no agent ${JSON.stringify(agentId.slice(0, 128))}`);

@@ -11,6 +11,23 @@
  * - chat_stream_url: `<http>/api/v1/agent-output/chat?command_id=…&session_id=…` when the
  *   session's command emits stream-json (chat_source `stream-json`), else null (`none`).
  */
+import type {
+  SessionAccessFields,
+  SessionCreated as SessionCreateResponse,
+  SessionEntry as SessionListEntry,
+  SessionLiveness,
+  SessionMembership,
+  SessionRole,
+  SessionState,
+} from '../wire/sessions.js';
+
+/**
+ * The wire shapes (src/wire/sessions.ts): the role, the lifecycle states, the create response
+ * (SessionCreated, named SessionCreateResponse here), the list entry (SessionEntry, named
+ * SessionListEntry here) and their parts.
+ */
+export { SESSION_STATES } from '../wire/sessions.js';
+export type { SessionAccessFields, SessionCreateResponse, SessionListEntry, SessionLiveness, SessionMembership, SessionRole, SessionState };
 
 /** The only backend we run; spec 4.2 names these four. */
 export const SESSION_BACKENDS = ['tmux', 'screen', 'zellij', 'native'] as const;
@@ -22,7 +39,6 @@ export type SessionClassName = (typeof SESSION_CLASSES)[number];
 export const SUPPORTED_SESSION_CLASSES = ['managed'] as const;
 
 export const PTY_WS_SUBPROTOCOL = 'pty-ws.v1';
-export type SessionRole = 'controller' | 'observer';
 export const DEFAULT_ROLE: SessionRole = 'observer';
 export const DEFAULT_SESSION_COMMAND = 'bash';
 export const SESSION_NAME_PREFIX = 'terminal-';
@@ -36,10 +52,6 @@ export const CONTROLLER_POLICY =
 /** Router patterns of the WebSocket routes (uWS `:param` syntax). */
 export const PTY_WS_PATH = '/api/v1/sessions/:session_id/pty';
 export const ORCHESTRATE_WS_PATH = '/ws/sessions/:session_id/orchestrate';
-
-/** Lifecycle states; transitions in session-state.ts. */
-export const SESSION_STATES = ['starting', 'running', 'detached', 'closed'] as const;
-export type SessionState = (typeof SESSION_STATES)[number];
 
 /** What the registry keeps per session (persisted; see session-store.ts). */
 export interface SessionRecord {
@@ -103,66 +115,6 @@ export function ptyWsUrl(bases: SessionUrlBases, sessionId: string): string {
 
 export function orchestrateUrl(bases: SessionUrlBases, sessionId: string, role: SessionRole): string {
   return `${wsSchemeOf(bases.httpBaseUrl)}/ws/sessions/${encodeURIComponent(sessionId)}/orchestrate?role=${role}`;
-}
-
-/** The URL and role fields shared by the create response and the list entry. */
-export interface SessionAccessFields {
-  ws_endpoint: string;
-  join_message: { type: 'join_session'; session_id: string; role: 'controller' };
-  pty_ws_url: string;
-  pty_ws_subprotocol: string;
-  orchestrator_observer_url: string;
-  orchestrator_controller_url: string;
-  default_role: SessionRole;
-  controller_policy: string;
-  session_backend: string;
-  session_class: string;
-  chat_source: 'stream-json' | 'none';
-  chat_stream_url: string | null;
-}
-
-export interface SessionCreateResponse extends SessionAccessFields {
-  session_id: string;
-  instance_id: string;
-  command_id: string;
-  session_name: string;
-  supported_session_backends: string[];
-  supported_session_classes: string[];
-  observe_supported: boolean;
-  drive_supported: boolean;
-  reattach_supported: boolean;
-}
-
-export interface SessionMembership {
-  /** Client ids; empty when the lease is free, never more than one. */
-  controllers: string[];
-  observers: string[];
-  attachment_count: number;
-}
-
-export interface SessionLiveness {
-  agent_connected: boolean;
-  /** True when a joining client gets retained output to draw (the hub's replay is not empty). */
-  has_screen: boolean;
-  /** Seq of the newest output frame (0 before any). */
-  replay_newest_seq: number;
-  /** Largest number of bytes queued for one attached client and not yet taken by its socket. */
-  max_client_lag: number;
-}
-
-export interface SessionListEntry extends SessionAccessFields {
-  session_id: string;
-  instance_id: string;
-  command_id: string;
-  session_name: string;
-  session_type: 'interactive';
-  command: string;
-  created_at_secs: number;
-  has_screen: boolean;
-  /** Ours: the lifecycle state (starting, running, detached). */
-  state: SessionState;
-  membership: SessionMembership;
-  liveness: SessionLiveness;
 }
 
 function accessFields(r: SessionRecord, bases: SessionUrlBases): SessionAccessFields {

@@ -17,15 +17,11 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { JobRunner } from '../util/job-runner.js';
 import { contentTypeFor } from '../storage/content-type.js';
+import type { TaskArtifact as ArtifactEntry } from '../wire/tasks.js';
 import { hashFileJob } from './task-jobs.js';
 
-export interface ArtifactEntry {
-  name: string;
-  path: string;
-  size_bytes: number;
-  content_type: string;
-  checksum: string;
-}
+/** One listed artifact: the API's TaskArtifact (src/wire/tasks.ts). */
+export type { ArtifactEntry };
 
 /** Default cap on listed artifacts. */
 export const DEFAULT_MAX_ARTIFACTS = 1000;

@@ -38,6 +38,7 @@ import type { TaskOrchestrator } from './orchestrator.js';
 import { parseLastEventId, streamTaskLog } from './task-log-stream.js';
 import { TASK_ID_RE } from '../core/ids.js';
 import { parseTaskListQuery } from './task-store.js';
+import type { TaskArtifactList, TaskCancelResult, TaskList, TaskSubmitResult, Task } from '../wire/tasks.js';
 
 /** Longest cancel reason accepted (characters). */
 export const MAX_CANCEL_REASON_CHARS = 1024;
@@ -115,19 +116,19 @@ export function registerTaskRoutes(router: Router, deps: { tasks: TaskOrchestrat
     method: 'POST',
     path: '/api/v1/tasks',
     responseSchema: SUBMIT_SCHEMA,
-    handler: async (req) => ({ status: 202, json: { task_id: await tasks.submit(req.body), accepted: true, error: null } }),
+    handler: async (req) => ({ status: 202, json: { task_id: await tasks.submit(req.body), accepted: true, error: null } satisfies TaskSubmitResult }),
   });
   router.add({
     method: 'GET',
     path: '/api/v1/tasks',
     responseSchema: LIST_SCHEMA,
-    handler: (req) => ({ status: 200, json: tasks.list(parseTaskListQuery(req.query)) }),
+    handler: (req) => ({ status: 200, json: tasks.list(parseTaskListQuery(req.query)) satisfies TaskList }),
   });
   router.add({
     method: 'GET',
     path: '/api/v1/tasks/:id',
     responseSchema: TASK_SCHEMA,
-    handler: (req) => ({ status: 200, json: tasks.get(taskId(req.params)) }),
+    handler: (req) => ({ status: 200, json: tasks.get(taskId(req.params)) satisfies Task }),
   });
   router.add({
     method: 'DELETE',
@@ -137,7 +138,7 @@ export function registerTaskRoutes(router: Router, deps: { tasks: TaskOrchestrat
     handler: async (req) => {
       const id = taskId(req.params);
       await tasks.cancel(id, cancelReason(req.body));
-      return { status: 200, json: { success: true, error: null } };
+      return { status: 200, json: { success: true, error: null } satisfies TaskCancelResult };
     },
   });
   router.add({
@@ -153,7 +154,7 @@ export function registerTaskRoutes(router: Router, deps: { tasks: TaskOrchestrat
     method: 'GET',
     path: '/api/v1/tasks/:id/artifacts',
     responseSchema: ARTIFACTS_SCHEMA,
-    handler: async (req) => ({ status: 200, json: { artifacts: await tasks.artifacts(taskId(req.params)) } }),
+    handler: async (req) => ({ status: 200, json: { artifacts: await tasks.artifacts(taskId(req.params)) } satisfies TaskArtifactList }),
   });
   router.add({
     method: 'GET',

@@ -17,24 +17,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { StateMachine, type TransitionCounts, type TransitionLogger, type TransitionTable } from '../core/state-machine.js';
+import { TASK_STATES, TERMINAL_TASK_STATES, type Task as TaskRecord, type TaskProgress, type TaskState } from '../wire/tasks.js';
 import type { FailureAction } from './manifest-rules.js';
 
-/** The spec's states, in lifecycle order. */
-export const TASK_STATES = [
-  'pending',
-  'staging',
-  'provisioning',
-  'ready',
-  'running',
-  'completing',
-  'completed',
-  'failed',
-  'failed_preserved',
-  'cancelled',
-] as const;
-export type TaskState = (typeof TASK_STATES)[number];
-
-export const TERMINAL_TASK_STATES: ReadonlySet<TaskState> = new Set(['completed', 'failed', 'failed_preserved', 'cancelled']);
+/**
+ * The spec's states (in lifecycle order, and the terminal ones), the Task record of spec part 2
+ * (Task, named TaskRecord here) and its progress: declared with the API's wire shapes (src/wire/tasks.ts).
+ */
+export { TASK_STATES, TERMINAL_TASK_STATES };
+export type { TaskRecord, TaskProgress, TaskState };
 
 /** Allowed moves: state → states it may move to. */
 export const TASK_TRANSITIONS: TransitionTable<TaskState> = {
@@ -76,7 +67,7 @@ export function newTaskId(): string {
 }
 
 export function isTerminal(state: TaskState): boolean {
-  return TERMINAL_TASK_STATES.has(state);
+  return TERMINAL_TASK_STATES.includes(state);
 }
 
 export function isTaskState(value: string): value is TaskState {
@@ -86,33 +77,6 @@ export function isTaskState(value: string): value is TaskState {
 /** True when the table allows `from → to`. */
 export function canTransition(from: TaskState, to: TaskState): boolean {
   return TASK_TRANSITIONS[from].includes(to);
-}
-
-/** Live progress read from the coding agent's stream-json output (spec 2). */
-export interface TaskProgress {
-  output_bytes: number;
-  tool_calls: number;
-  current_tool: string | null;
-  /** ISO 8601; the submission time until the agent produces output. */
-  last_activity_at: string;
-}
-
-/** The Task record of spec part 2, as the API returns it. */
-export interface TaskRecord {
-  id: string;
-  name: string;
-  state: TaskState;
-  state_message: string;
-  /** ISO 8601 (all three). */
-  created_at: string;
-  /** When the coding agent started (the move to running); null before. */
-  started_at: string | null;
-  state_changed_at: string;
-  vm_name: string | null;
-  vm_ip: string | null;
-  exit_code: number | null;
-  error: string | null;
-  progress: TaskProgress;
 }
 
 /** A fresh pending record. */

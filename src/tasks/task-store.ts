@@ -14,6 +14,7 @@ import { SvcError } from '../core/errors.js';
 import { parseIntParam } from '../http/body.js';
 import type { TransitionLogger } from '../core/state-machine.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { TaskList } from '../wire/tasks.js';
 import type { TaskManifest } from './manifest.js';
 import {
   failureStateFor,
@@ -43,10 +44,8 @@ export interface TaskListQuery {
   readonly offset: number;
 }
 
-export interface TaskList {
-  tasks: TaskRecord[];
-  total_count: number;
-}
+/** GET /api/v1/tasks (src/wire/tasks.ts). */
+export type { TaskList };
 
 /**
  * `state` as the spec sends it: comma-separated states (`running,completed`). Every element must

@@ -10,14 +10,11 @@
  * 1000 entries, refs unique.
  */
 import { readFile } from 'node:fs/promises';
+import type { ContainerImage } from '../wire/vms.js';
 import builtIn from './container-images.json' with { type: 'json' };
 
-export interface ContainerImage {
-  ref: string;
-  label: string;
-  description: string;
-  default?: boolean;
-}
+/** One catalog entry (src/wire/vms.ts). */
+export type { ContainerImage };
 
 const MAX_IMAGES = 1000;
 

@@ -15,44 +15,26 @@
 import { randomUUID } from 'node:crypto';
 import { SvcError, fromWire } from '../core/errors.js';
 import type { HypervisorPort, VmState } from '../hypervisor/port.js';
-import { operationJson, type OperationJson } from '../core/operation-state.js';
+import { operationJson } from '../core/operation-state.js';
 import { publicTypeOf, type JobParams } from '../../actors/protocol/vm-frames.js';
 import type { AgentLookup } from './agent-lookup.js';
 import type { CreateVmRequest, RestartRequest } from './create-request.js';
 import type { JobSnapshot, VmOpsBridge } from './vm-ops-bridge.js';
-import { vmDetailJson, vmJson, type VmDetailJson, type VmJson } from './vm-view.js';
+import type { OperationAccepted, VmDeleteResult, VmDetail, VmLifecycleResult, VmList } from '../wire/vms.js';
+import { vmDetailJson, vmJson } from './vm-view.js';
 
 export type ListStateFilter = 'running' | 'stopped' | 'all';
 export type LifecycleAction = 'start' | 'stop' | 'destroy';
 
-/** The 202 envelope of an accepted asynchronous request (spec part 2). */
-export interface AcceptedEnvelope {
-  operation: OperationJson;
-  vm: null;
-  /** Ours: what the request asked for but did not get (an omitted ssh_key). */
-  warnings?: string[];
-}
-
-export interface LifecycleResult {
-  vm: { name: string; state: string };
-  message: string;
-}
-
-export interface DeleteResult {
-  deleted: boolean;
-  name: string;
-  disk_deleted: boolean;
-}
-
 /** The VM operations the routes call. */
 export interface VmApi {
-  list(q: { state: ListStateFilter; prefix: string }): Promise<{ vms: VmJson[]; total: number }>;
-  detail(name: string): Promise<VmDetailJson>;
-  create(req: CreateVmRequest): Promise<AcceptedEnvelope>;
-  lifecycle(name: string, action: LifecycleAction): Promise<LifecycleResult>;
-  restart(name: string, req: RestartRequest): Promise<AcceptedEnvelope>;
-  remove(name: string, opts: { force: boolean; deleteDisk: boolean }): Promise<DeleteResult>;
-  deployAgent(name: string): Promise<AcceptedEnvelope>;
+  list(q: { state: ListStateFilter; prefix: string }): Promise<VmList>;
+  detail(name: string): Promise<VmDetail>;
+  create(req: CreateVmRequest): Promise<OperationAccepted>;
+  lifecycle(name: string, action: LifecycleAction): Promise<VmLifecycleResult>;
+  restart(name: string, req: RestartRequest): Promise<OperationAccepted>;
+  remove(name: string, opts: { force: boolean; deleteDisk: boolean }): Promise<VmDeleteResult>;
+  deployAgent(name: string): Promise<OperationAccepted>;
 }
 
 const STATES_OF: Record<ListStateFilter, readonly VmState[] | undefined> = { running: ['running'], stopped: ['stopped', 'crashed'], all: undefined };
@@ -71,20 +53,20 @@ export class VmController implements VmApi {
     this.#syncTimeoutMs = opts.syncTimeoutMs;
   }
 
-  async list(q: { state: ListStateFilter; prefix: string }): Promise<{ vms: VmJson[]; total: number }> {
+  async list(q: { state: ListStateFilter; prefix: string }): Promise<VmList> {
     const states = STATES_OF[q.state];
     const domains = await this.#hv.list({ prefix: q.prefix, ...(states !== undefined ? { states } : {}) });
     const vms = domains.map((d) => vmJson(d, this.#agents.byVm(d.name, d.metadata.instanceId ?? null)));
     return { vms, total: vms.length };
   }
 
-  async detail(name: string): Promise<VmDetailJson> {
+  async detail(name: string): Promise<VmDetail> {
     const d = await this.#hv.get(name);
     if (d === null) throw notFound(name);
     return vmDetailJson(d, this.#agents.byVm(d.name, d.metadata.instanceId ?? null));
   }
 
-  async create(req: CreateVmRequest): Promise<AcceptedEnvelope> {
+  async create(req: CreateVmRequest): Promise<OperationAccepted> {
     const params: JobParams = {
       kind: 'create',
       create: {
@@ -96,7 +78,7 @@ export class VmController implements VmApi {
     return req.warnings.length > 0 ? { ...env, warnings: req.warnings } : env;
   }
 
-  async lifecycle(name: string, action: LifecycleAction): Promise<LifecycleResult> {
+  async lifecycle(name: string, action: LifecycleAction): Promise<VmLifecycleResult> {
     const final = await this.#runToEnd(name, { kind: action });
     const r = final.result ?? {};
     const vm = (r['vm'] ?? { name, state: 'unknown' }) as { name: string; state: string };
@@ -110,17 +92,17 @@ export class VmController implements VmApi {
     return { vm, message: already ? `VM '${name}' is already stopped` : `VM '${name}' was forcibly stopped (destroyed)` };
   }
 
-  restart(name: string, req: RestartRequest): Promise<AcceptedEnvelope> {
+  restart(name: string, req: RestartRequest): Promise<OperationAccepted> {
     return this.#accept(name, { kind: 'restart', mode: req.mode, gracefulTimeoutMs: req.timeoutSeconds * 1000 });
   }
 
-  async remove(name: string, opts: { force: boolean; deleteDisk: boolean }): Promise<DeleteResult> {
+  async remove(name: string, opts: { force: boolean; deleteDisk: boolean }): Promise<VmDeleteResult> {
     const final = await this.#runToEnd(name, { kind: 'delete', force: opts.force, deleteDisk: opts.deleteDisk });
     const r = final.result ?? {};
     return { deleted: r['deleted'] === true, name, disk_deleted: r['disk_deleted'] === true };
   }
 
-  deployAgent(name: string): Promise<AcceptedEnvelope> {
+  deployAgent(name: string): Promise<OperationAccepted> {
     return this.#accept(name, { kind: 'deploy_agent' });
   }
 
@@ -139,7 +121,7 @@ export class VmController implements VmApi {
     return { exists: d !== null, state: d?.state ?? null };
   }
 
-  async #accept(name: string, params: JobParams): Promise<AcceptedEnvelope> {
+  async #accept(name: string, params: JobParams): Promise<OperationAccepted> {
     const { job } = await this.#bridge.submit(name, params, await this.#observe(name));
     const type = publicTypeOf(job.type);
     if (type === null) throw new SvcError('server.internal', `job ${job.type} is not an operation`);

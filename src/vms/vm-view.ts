@@ -1,5 +1,6 @@
 /**
- * The spec's VM JSON (part 2) from what the hypervisor and the agents registry know.
+ * The spec's VM JSON (part 2; the shapes Vm and VmDetail are in src/wire/vms.ts) from what the
+ * hypervisor and the agents registry know.
  *
  * - ip_address: the static address in the VM's metadata, else the one its agent reported, else
  *   "" (the spec types it as a string, so unknown is the empty string, never null).
@@ -8,28 +9,11 @@
  *   other field when no agent of this VM is known; plus our host, profile, disk_gb and accelerator
  *   (kvm | tcg as the VM was defined on a qemu host; null on the test driver).
  */
-import type { DomainInfo, VmState } from '../hypervisor/port.js';
+import type { DomainInfo } from '../hypervisor/port.js';
+import type { Vm, VmDetail } from '../wire/vms.js';
 import type { AgentPresence } from './agent-lookup.js';
 
-export interface VmJson {
-  name: string;
-  state: VmState;
-  uuid: string;
-  vcpus: number;
-  memory_mb: number;
-  ip_address: string;
-  uptime_seconds: number | null;
-}
-
-export interface VmDetailJson extends VmJson {
-  agent: { connected: boolean; connected_at?: number; hostname?: string };
-  host: string;
-  profile: string | null;
-  disk_gb: number | null;
-  accelerator: 'kvm' | 'tcg' | null;
-}
-
-export function vmJson(d: DomainInfo, agent: AgentPresence | null): VmJson {
+export function vmJson(d: DomainInfo, agent: AgentPresence | null): Vm {
   return {
     name: d.name,
     state: d.state,
@@ -41,8 +25,8 @@ export function vmJson(d: DomainInfo, agent: AgentPresence | null): VmJson {
   };
 }
 
-export function vmDetailJson(d: DomainInfo, agent: AgentPresence | null): VmDetailJson {
-  const a: VmDetailJson['agent'] = { connected: agent?.connected === true };
+export function vmDetailJson(d: DomainInfo, agent: AgentPresence | null): VmDetail {
+  const a: VmDetail['agent'] = { connected: agent?.connected === true };
   if (agent !== null && agent.connected_at !== null) a.connected_at = agent.connected_at;
   if (agent !== null && agent.hostname !== null) a.hostname = agent.hostname;
   return { ...vmJson(d, agent), agent: a, host: d.host, profile: d.metadata.profile ?? null, disk_gb: d.metadata.diskGiB ?? null, accelerator: d.metadata.accelerator ?? null };

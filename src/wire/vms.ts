@@ -1,0 +1,134 @@
+/**
+ * The HTTP API's wire shapes, declared once: VMs and operations (spec 4.3, 4.4, part 2) and the
+ * container image catalog (4.16). Times: `*_at` strings are ISO 8601 UTC.
+ * A leaf: imports nothing outside src/wire.
+ */
+
+// ---------------------------------------------------------------- VMs and operations (4.3, 4.4)
+
+/** The spec's VM states (part 2). */
+export const VM_STATES = ['running', 'stopped', 'paused', 'shutdown', 'crashed', 'suspended', 'unknown'] as const;
+export type VmState = (typeof VM_STATES)[number];
+
+/**
+ * The spec's VM JSON (part 2); how the server fills it: src/vms/vm-view.ts.
+ */
+export interface Vm {
+  name: string;
+  state: VmState;
+  uuid: string;
+  vcpus: number;
+  memory_mb: number;
+  /** '' when unknown. */
+  ip_address: string;
+  /** Null when not running or started before sandboxd saw it. */
+  uptime_seconds: number | null;
+}
+
+/** GET /api/v1/vms/{name}: the VM plus its agent (and our host, profile, disk_gb, accelerator). */
+export interface VmDetail extends Vm {
+  /** connected false and no other field when no agent of this VM is known; connected_at is Unix ms. */
+  agent: { connected: boolean; connected_at?: number; hostname?: string };
+  host: string;
+  profile: string | null;
+  disk_gb: number | null;
+  /** kvm | tcg on qemu hosts; null on the test driver. */
+  accelerator: 'kvm' | 'tcg' | null;
+}
+
+export interface VmList {
+  vms: Vm[];
+  total: number;
+}
+
+/** POST /api/v1/vms body (spec 4.3). Only `name` is required. */
+export interface VmCreateRequest {
+  /** ^agent-[a-z0-9-]+$ */
+  name: string;
+  /** svc-dev (default) or basic. */
+  profile?: string;
+  /** Default 4. */
+  vcpus?: number;
+  /** Default 8192. */
+  memory_mb?: number;
+  /** Default 50. */
+  disk_gb?: number;
+  /** Default true. */
+  agentshare?: boolean;
+  /** Default true: start after provisioning. */
+  start?: boolean;
+  ssh_key?: string;
+}
+
+/** POST /api/v1/vms/{name}/restart body. */
+export interface VmRestartRequest {
+  /** graceful (default, ACPI shutdown) or hard. */
+  mode?: 'graceful' | 'hard';
+  /** Seconds to wait for a graceful shutdown before forcing; default 60. */
+  timeout_seconds?: number;
+}
+
+/** The spec's operation types. deploy-agent reports vm_create. */
+export const OPERATION_TYPES = ['vm_create', 'vm_delete', 'vm_restart'] as const;
+export type OperationType = (typeof OPERATION_TYPES)[number];
+
+/** The operation statuses (machine: src/core/operation-state.ts). */
+export const OPERATION_STATUSES = ['pending', 'running', 'completed', 'failed'] as const;
+export type OperationStatus = (typeof OPERATION_STATUSES)[number];
+
+/**
+ * The spec's Operation object (part 2). `error_code` is ours: the error-table code of `error`,
+ * so clients can branch without parsing the message.
+ */
+export interface Operation {
+  /** op-<uuid> */
+  id: string;
+  type: OperationType;
+  status: OperationStatus;
+  /** The VM name. */
+  target: string;
+  created_at: string;
+  completed_at?: string;
+  /** 0-100 */
+  progress_percent: number;
+  /** Only when completed; vm_create holds {vm: {name, state}}. */
+  result?: Record<string, unknown>;
+  /** Only when failed. */
+  error?: string;
+  /** Ours: the error code of a failed operation (PROVISIONING_ERROR, ...). */
+  error_code?: string;
+}
+
+/** 202 envelope of create, restart and deploy-agent (spec part 2). */
+export interface OperationAccepted {
+  operation: Operation;
+  vm: null;
+  /** Ours: what the request asked for but did not get (an omitted ssh_key). */
+  warnings?: string[];
+}
+
+/** 200 of start, stop and destroy. */
+export interface VmLifecycleResult {
+  vm: { name: string; state: string };
+  message: string;
+}
+
+/** 200 of DELETE /api/v1/vms/{name} (spec 4.3: the delete is applied before the answer). */
+export interface VmDeleteResult {
+  deleted: boolean;
+  name: string;
+  disk_deleted: boolean;
+}
+
+// ---------------------------------------------------------------- container images (4.16)
+
+export interface ContainerImage {
+  ref: string;
+  label: string;
+  description: string;
+  default?: boolean;
+}
+
+export interface ContainerImageList {
+  images: ContainerImage[];
+}
