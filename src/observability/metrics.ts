@@ -7,23 +7,14 @@
  * raw path), `code` an error-table code, `component` a module name.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AGENT_STATUSES } from '../wire/agents.js';
+import { TASK_STATES } from '../wire/tasks.js';
 
-/** Agent status label values (spec part 3), pre-set to 0 so dashboards see every series. */
-export const AGENT_STATUS_LABELS = ['Starting', 'Ready', 'Busy', 'Error', 'ShuttingDown', 'Stale', 'Disconnected'] as const;
+/** Agent status label values (spec part 3: src/wire/agents.ts), pre-set to 0 so dashboards see every series. */
+export const AGENT_STATUS_LABELS = AGENT_STATUSES;
 
-/** Task state label values (spec part 3), pre-set to 0. */
-export const TASK_STATE_LABELS = [
-  'pending',
-  'staging',
-  'provisioning',
-  'ready',
-  'running',
-  'completing',
-  'completed',
-  'failed',
-  'failed_preserved',
-  'cancelled',
-] as const;
+/** Task state label values (spec part 3: src/wire/tasks.ts), pre-set to 0. */
+export const TASK_STATE_LABELS = TASK_STATES;
 
 /** Task outcome label values (spec 4.1), pre-initialised. */
 export const TASK_OUTCOME_LABELS = ['success', 'failure'] as const;
