@@ -7,7 +7,6 @@
 import assert from 'node:assert/strict';
 import { rm } from 'node:fs/promises';
 import { after, before, describe, test } from 'node:test';
-import type { CommandEvent } from '../../src/agent-link/agent-service.js';
 import {
   agentCerts,
   eventsOf,
@@ -22,7 +21,8 @@ import {
   type TestServer,
 } from './agents-harness.js';
 import { Relay } from '../support/tcp-relay.js';
-import { DEADLINE_MS } from '../support/wait.js';
+import { DEADLINE_MS, settled } from '../support/wait.js';
+import { chunksOf, SseClient } from './streaming-clients.js';
 
 const LINES = 60;
 /** Prints line-1 … line-N, one every 100 ms. */
@@ -100,8 +100,10 @@ void describe('output while the server is down', () => {
     const seen: string[] = [];
     /** stdout chunks the first server received, by seq. */
     const beforeStop = new Map<number, Buffer>();
+    let commandId = '';
     const unsubscribeFirst = first.server.agents.subscribeCommands((e) => {
       if (e.kind !== 'output') return;
+      commandId = e.commandId;
       seen.push(e.data.toString());
       if (e.stream === 'stdout') beforeStop.set(e.seq, e.data);
     });
@@ -117,19 +119,22 @@ void describe('output while the server is down', () => {
     await new Promise((r) => setTimeout(r, 1500));
 
     second = await startTestServer({ SVC_AGENT_HEARTBEAT_SECONDS: '1', SVC_GRPC_ADDR: `127.0.0.1:${grpcPort}` }, first.dir);
-    const events: CommandEvent[] = [];
-    second.server.agents.subscribeCommands((e) => events.push(e));
     await waitForStatus(second, 'agent-restart-1', 'Ready', 30_000);
-    const result = await waitFor('the command result on the new server', () => events.find((e) => e.kind === 'result'), 30_000);
-    assert.equal(result.kind === 'result' && result.exit_code, 0);
-    const outputs = events.flatMap((e) => (e.kind === 'output' && e.stream === 'stdout' ? [e] : []));
+    // What the new server holds, read as a user reads it: the command's replay, which ends with
+    // stream_end once the result is in. (A listener attached after start-up could miss the resent
+    // chunks: the agent reconnects as soon as the gRPC port listens.)
+    const replay = await SseClient.open(`http://127.0.0.1:${second.server.ports.http}/api/v1/agent-output/stream?agent_id=agent-restart-1&command_id=${commandId}&replay=true&limit=1000`);
+    await settled('the command to finish on the new server', replay.ended, { deadlineMs: DEADLINE_MS.process, lastState: () => JSON.stringify(replay.events.at(-1) ?? null) });
+    const end = JSON.parse(replay.named('agent_output.error').at(-1)?.data ?? '{}') as { code?: string; exit_code?: number };
+    assert.deepEqual([end.code, end.exit_code], ['stream_end', 0]);
+    // Event ids are <clock>-<seq> (the command's seq).
+    const outputs = chunksOf(replay.events)
+      .filter((c) => c['stream'] === 'stdout')
+      .map((c) => ({ seq: Number(c.id.split('-')[1]), data: Buffer.from(String(c['data_base64']), 'base64') }));
     const seqs = outputs.map((o) => o.seq);
     assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), 'in seq order');
     assert.equal(new Set(seqs).size, seqs.length, 'each seq once');
-    assert.ok(!events.some((e) => e.kind === 'gap'), 'nothing lost');
-    // The agent resends every chunk it cannot prove delivered; chunks the first server held long
-    // enough for a keepalive round trip are released (proto/README.md, output resume). So the new
-    // server gets a contiguous tail, and with what the first server had, the whole output.
+    assert.ok(!replay.named('agent_output.error').some((e) => e.data.includes('output_gap')), 'nothing lost');
     const firstResent = seqs[0] ?? Infinity;
     assert.ok(firstResent <= Math.max(0, ...beforeStop.keys()) + 1, `the resent tail starts where the first server's output ended (first resent seq ${firstResent})`);
     const whole = new Map(beforeStop);
