@@ -49,7 +49,9 @@ export class Outbox {
   emit(kind: number, key: string, payload: Uint8Array, owned = false): void {
     if (this.#closed) return;
     if (this.#queue.length === 0 && this.#tryEmit(kind, key, payload)) return;
-    this.#queue.push({ kind, key, payload: owned ? payload : payload.slice() });
+    // A copy, not payload.slice(): on a Buffer (an actor's scratch, command-replay.ts) slice is a
+    // view, and every queued frame then showed whatever the scratch held when it was flushed.
+    this.#queue.push({ kind, key, payload: owned ? payload : new Uint8Array(payload) });
     this.#queuedBytes += payload.byteLength;
     if (!this.#flushRunning) {
       this.#flushRunning = true;

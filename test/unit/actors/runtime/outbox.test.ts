@@ -61,4 +61,28 @@ void describe('Outbox', () => {
     );
     assert.equal(out.queuedBytes, 0);
   });
+
+  // An actor assembles frames in a reused Buffer (command-replay.ts Scratch): a frame queued
+  // behind a full ring must keep its bytes when the actor writes the next frame there.
+  void test('a queued frame is a copy, also when the payload is a view of a reused Buffer', async () => {
+    const ctx = new FakeActorContext('o-3');
+    const out = new Outbox(ctx);
+    const scratch = Buffer.alloc(8);
+    ctx.full = true;
+    for (let i = 1; i <= 3; i++) {
+      scratch.fill(i);
+      out.emit(1, 'k', scratch.subarray(0, 4));
+    }
+    scratch.fill(9);
+    ctx.drain();
+    await out.idle();
+    assert.deepEqual(
+      ctx.frames.map((f) => [...f.payload]),
+      [
+        [1, 1, 1, 1],
+        [2, 2, 2, 2],
+        [3, 3, 3, 3],
+      ],
+    );
+  });
 });
