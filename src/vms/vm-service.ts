@@ -27,6 +27,7 @@ import { registerVmRoutes } from './routes.js';
 import { formatAddress, isLoopbackHost, type ListenAddress } from '../config/parsers.js';
 import type { Router } from '../http/router.js';
 import type { HypervisorPort } from '../hypervisor/port.js';
+import { withRetriedReads } from '../hypervisor/retried-reads.js';
 import type { CaMaterial } from '../identity/ca.js';
 import { OperationStore } from '../operations/operation-store.js';
 import { OperationTracker, type Operations } from '../operations/operation-tracker.js';
@@ -126,8 +127,10 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
     agentServer: o.qemu?.agentServer ?? (isLoopbackHost(o.grpcAddress.host) ? `192.168.122.1:${o.grpcAddress.port}` : formatAddress(o.grpcAddress)),
     ...(o.qemu?.qemuImgPath !== undefined ? { qemuImgPath: o.qemu.qemuImgPath } : {}),
   };
+  // Background work rides out a late read (src/hypervisor/retried-reads.ts); API reads do not.
+  const stepHypervisor = withRetriedReads(o.hypervisor);
   const provisioner = new Provisioner({
-    hypervisor: o.hypervisor, stateDir: o.stateDir, caProvider: o.caProvider, localAgents, agents: o.agents, qemu, writeBudgetMs, logger,
+    hypervisor: stepHypervisor, stateDir: o.stateDir, caProvider: o.caProvider, localAgents, agents: o.agents, qemu, writeBudgetMs, logger,
   });
   const eventBridge = new VmEventBridge({ hypervisor: o.hypervisor, events: o.events, localAgents, provisioner, logger });
   const opsTotal = o.metricsRegistry === undefined ? null : new Counter({
@@ -143,7 +146,7 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
   }
   const bridge = new VmOpsBridge({
     actors: o.actors,
-    executor: new StepExecutor(o.hypervisor, provisioner),
+    executor: new StepExecutor(stepHypervisor, provisioner),
     store,
     budgets: { stepTimeoutMs: writeBudgetMs, agentConnectTimeoutMs: o.agentConnectTimeoutMs ?? 60_000 },
     logger,
