@@ -6,28 +6,17 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { after, describe, test } from 'node:test';
 import { parseArgs, UsageError } from '../../../src/cli/args.js';
 import type { CliEnv } from '../../../src/cli/config.js';
 import { VERB_ALIASES } from '../../../src/cli/commands/command.js';
-import { COMMANDS, findCommand, runCli } from '../../../src/cli/run.js';
+import { COMMANDS, findCommand } from '../../../src/cli/run.js';
+import { sbx } from './run-sbx.js';
 
 const dirs: string[] = [];
 after(async () => {
   for (const d of dirs) await rm(d, { recursive: true, force: true });
 });
-
-async function sbx(argv: string[], env: CliEnv): Promise<{ code: number; stdout: string; stderr: string }> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = '';
-  let err = '';
-  stdout.on('data', (c: Buffer) => (out += c.toString()));
-  stderr.on('data', (c: Buffer) => (err += c.toString()));
-  const code = await runCli(argv, { stdout, stderr, stdin: new PassThrough(), env });
-  return { code, stdout: out, stderr: err };
-}
 
 function resolved(argv: string[]): { noun: string; verb: string; rest: string[] } {
   const found = findCommand(argv);

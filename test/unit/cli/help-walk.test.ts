@@ -3,20 +3,9 @@
  * and its usage text on stdout.
  */
 import assert from 'node:assert/strict';
-import { PassThrough } from 'node:stream';
 import { describe, test } from 'node:test';
-import { COMMANDS, runCli } from '../../../src/cli/run.js';
-
-async function sbx(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = '';
-  let err = '';
-  stdout.on('data', (c: Buffer) => (out += c.toString()));
-  stderr.on('data', (c: Buffer) => (err += c.toString()));
-  const code = await runCli(argv, { stdout, stderr, stdin: new PassThrough(), env: {} });
-  return { code, stdout: out, stderr: err };
-}
+import { COMMANDS } from '../../../src/cli/run.js';
+import { sbx } from './run-sbx.js';
 
 void describe('sbx --help on every command', () => {
   for (const c of COMMANDS) {

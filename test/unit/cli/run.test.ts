@@ -6,26 +6,14 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { after, describe, test } from 'node:test';
 import type { CliEnv } from '../../../src/cli/config.js';
-import { runCli } from '../../../src/cli/run.js';
+import { sbx } from './run-sbx.js';
 
 const dirs: string[] = [];
 after(async () => {
   for (const d of dirs) await rm(d, { recursive: true, force: true });
 });
-
-async function sbx(argv: string[], env: CliEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = '';
-  let err = '';
-  stdout.on('data', (c: Buffer) => (out += c.toString()));
-  stderr.on('data', (c: Buffer) => (err += c.toString()));
-  const code = await runCli(argv, { stdout, stderr, stdin: new PassThrough(), env });
-  return { code, stdout: out, stderr: err };
-}
 
 async function configHome(): Promise<CliEnv> {
   const d = await mkdtemp(join(tmpdir(), 'sbx-run-'));
