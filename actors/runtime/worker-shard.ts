@@ -20,8 +20,15 @@ import type { ShardApi, ShardEvent, ShardWorkerData, ShardWorkerStats } from './
 import { errorMessage } from '../../src/util/error-message.js';
 
 const kShardWorkerUrl = new URL('./shard.worker.js', import.meta.url);
-/** Emitted frames handled per drain before yielding to socket I/O. */
+/**
+ * Bound of one pump turn: the pump hands at most this many emitted frames, and stops after the
+ * frame that reaches kDrainTurnBytes of payload, to onEmit before it yields to the event loop
+ * (socket I/O). Whatever onEmit writes to a socket in one turn goes out with no chance for the
+ * socket to drain, so a subscriber's byte bound (live-subscriber.ts) must be larger than a turn
+ * plus one frame, or a reader that keeps up is counted as slow.
+ */
 const kDrainBatch = 1024;
+const kDrainTurnBytes = 64 * 1024;
 /** Restart backoff after a worker that died before becoming ready: base and cap (ms). */
 const kRestartBackoffBaseMs = 100;
 const kRestartBackoffMaxMs = 30_000;
@@ -299,9 +306,20 @@ export class WorkerShard implements ShardBackend {
 
   async #pump(gen: Generation): Promise<void> {
     const { outbound, pumpAbort } = gen;
+    let turnBytes = 0;
+    const onRecord = (record: Uint8Array): void => {
+      turnBytes += record.byteLength;
+      this.#onRecord(record);
+    };
     try {
       while (await outbound.waitReadable(pumpAbort.signal)) {
-        if (outbound.drain(this.#onRecord, kDrainBatch) === kDrainBatch) await yieldToLoop();
+        turnBytes = 0;
+        for (let n = 0; n < kDrainBatch && turnBytes < kDrainTurnBytes; n++) if (outbound.drain(onRecord, 1) === 0) break;
+        // Back to the event loop after every turn, also when the ring is empty now: waitReadable
+        // resolves at once (a microtask) when the worker wrote meanwhile, so a pump that only
+        // yielded after a full batch kept draining, megabytes on a busy machine, while no socket
+        // was serviced, and every SSE subscriber, fast readers too, was cut off as slow.
+        await yieldToLoop();
       }
     } catch (err) {
       if (!pumpAbort.signal.aborted) this.#logger.error({ shard: this.index, err: String(err) }, 'outbound pump failed');

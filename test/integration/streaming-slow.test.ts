@@ -34,6 +34,12 @@ for (const mode of ['workers', 'inline'] as const) void describe(`slow SSE subsc
     const path = `/api/v1/agent-output/stream?agent_id=${AGENT}&command_id=c-flood`;
     const open = ts.http.openStreams().sse;
     const stalled = new StalledSseClient(ts.http.port, path);
+    // The ten readers run in this process, on the server's own event loop, so they read only when
+    // the server yields to I/O. That is what makes them fast readers in the product's sense (a
+    // subscriber is slow when more than the bound waits although it was given the chance to read):
+    // the actor pump yields to the loop after at most 64 KiB of emitted frames (worker-shard.ts,
+    // kDrainTurnBytes), far below the 256 KiB bound. In workers mode on a loaded machine it used
+    // to drain megabytes per turn without yielding, and cut these readers off as slow as well.
     const readers = await Promise.all(Array.from({ length: 10 }, () => SseClient.open(`${ts.base}${path}`)));
     // Every subscriber, the stalled one too, is subscribed before the command starts.
     await waitFor('the eleven streams to be open on the server', () => ts.http.openStreams().sse >= open + 11, {
