@@ -15,7 +15,15 @@ export default tseslint.config(
       // node:test's describe()/test() return promises on Node 20 that the runner itself awaits.
       '@typescript-eslint/no-floating-promises': [
         'error',
-        { allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['describe', 'test', 'it', 'suite', 'before', 'after', 'beforeEach', 'afterEach'] }] },
+        {
+          allowForKnownSafeCalls: [
+            {
+              from: 'package',
+              package: 'node:test',
+              name: ['describe', 'test', 'it', 'suite', 'before', 'after', 'beforeEach', 'afterEach'],
+            },
+          ],
+        },
       ],
       '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: { arguments: false } }],
       '@typescript-eslint/await-thenable': 'error',
@@ -31,7 +39,11 @@ export default tseslint.config(
       eqeqeq: ['error', 'always'],
       'no-restricted-properties': [
         'error',
-        { object: 'process', property: 'env', message: 'Configuration is parsed once in src/config and passed down; do not read process.env here.' },
+        {
+          object: 'process',
+          property: 'env',
+          message: 'Configuration is parsed once in src/config and passed down; do not read process.env here.',
+        },
       ],
     },
   },

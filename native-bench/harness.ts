@@ -62,7 +62,8 @@ function meetsTarget(t: BenchTarget, value: number, ratio: number | null): boole
 
 function resultLine(s: BenchScenario, r: BenchResult, elapsedMs: number): ResultLine {
   if (!Number.isFinite(r.value)) throw new TypeError(`value ${r.value} is not a finite number`);
-  if (r.ceiling !== null && !(Number.isFinite(r.ceiling) && r.ceiling > 0)) throw new TypeError(`ceiling ${r.ceiling} is not a positive number`);
+  if (r.ceiling !== null && !(Number.isFinite(r.ceiling) && r.ceiling > 0))
+    throw new TypeError(`ceiling ${r.ceiling} is not a positive number`);
   const ratio = r.ceiling === null ? null : r.value / r.ceiling;
   const problems = r.problems ?? [];
   const line: ResultLine = {
@@ -84,8 +85,15 @@ function resultLine(s: BenchScenario, r: BenchResult, elapsedMs: number): Result
 /** The line of a scenario that did not produce a result. */
 export function failureLine(s: Pick<BenchScenario, 'name' | 'unit' | 'target'>, error: string, elapsedMs: number): ResultLine {
   return {
-    scenario: s.name, value: null, unit: s.unit, ceiling: null, ratio: null,
-    target: s.target ? describeTarget(s.target) : null, pass: false, error, seconds: round(elapsedMs / 1000),
+    scenario: s.name,
+    value: null,
+    unit: s.unit,
+    ceiling: null,
+    ratio: null,
+    target: s.target ? describeTarget(s.target) : null,
+    pass: false,
+    error,
+    seconds: round(elapsedMs / 1000),
   };
 }
 
@@ -108,7 +116,9 @@ export async function runScenario(
   // keeps the process alive long enough to report the timeout instead of exiting silently.
   const limit = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      const err = new Error(`timed out after ${limitMs} ms (hard limit 3 × ${opts.seconds} s + ${(opts.graceMs ?? DEFAULT_GRACE_MS) / 1000} s)`);
+      const err = new Error(
+        `timed out after ${limitMs} ms (hard limit 3 × ${opts.seconds} s + ${(opts.graceMs ?? DEFAULT_GRACE_MS) / 1000} s)`,
+      );
       ac.abort(err);
       reject(err);
     }, limitMs);
@@ -181,7 +191,8 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs | string {
     else if (a === '--seconds' || a.startsWith('--seconds=')) {
       const text = a === '--seconds' ? argv[++i] : a.slice('--seconds='.length);
       const n = Number(text);
-      if (text === undefined || text === '' || !Number.isFinite(n) || n <= 0 || n > 3600) return `--seconds needs a number of seconds in (0, 3600], got ${text ?? 'nothing'}`;
+      if (text === undefined || text === '' || !Number.isFinite(n) || n <= 0 || n > 3600)
+        return `--seconds needs a number of seconds in (0, 3600], got ${text ?? 'nothing'}`;
       args.seconds = n;
     } else if (a.startsWith('-')) return `unknown option ${a}`;
     else args.names.push(a);
@@ -244,9 +255,12 @@ export async function runBench(argv: readonly string[], deps: BenchDeps): Promis
   for (const s of selected) {
     if (deps.signal?.aborted === true) break;
     // an isolated child reports its own progress and summary on the shared stderr
-    if (!isolate) stderr.write(`[bench] ${s.name}: running ${args.seconds} s (hard limit ${hardLimitMs(args.seconds, deps.graceMs) / 1000} s)\n`);
+    if (!isolate)
+      stderr.write(`[bench] ${s.name}: running ${args.seconds} s (hard limit ${hardLimitMs(args.seconds, deps.graceMs) / 1000} s)\n`);
     const runOpts = deps.graceMs === undefined ? { seconds: args.seconds } : { seconds: args.seconds, graceMs: deps.graceMs };
-    const line = isolate ? await isolate(s, args.seconds) : await runScenario(s, deps.signal ? { ...runOpts, signal: deps.signal } : runOpts);
+    const line = isolate
+      ? await isolate(s, args.seconds)
+      : await runScenario(s, deps.signal ? { ...runOpts, signal: deps.signal } : runOpts);
     stdout.write(`${JSON.stringify(line)}\n`);
     if (isFailure(line)) failed++;
     else if (!line.pass) missed++;

@@ -102,8 +102,20 @@ export function generate(outDir) {
     // Relative input path and cwd = repository root: nothing machine-specific reaches the output.
     execFileSync(
       bin('pbjs'),
-      ['-t', 'static-module', '-w', 'es6', '--es6', '--force-number', '--no-service',
-        '--dependency', 'protobufjs/minimal.js', '-o', rawJs, protoRel],
+      [
+        '-t',
+        'static-module',
+        '-w',
+        'es6',
+        '--es6',
+        '--force-number',
+        '--no-service',
+        '--dependency',
+        'protobufjs/minimal.js',
+        '-o',
+        rawJs,
+        protoRel,
+      ],
       { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] },
     );
     // pbts reads the JSDoc of the unmodified pbjs output (the edits above touch no comments).

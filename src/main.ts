@@ -111,7 +111,10 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
   const find = <K extends keyof Services>(name: K): Services[K] | undefined => services.get(name)?.service as Services[K] | undefined;
   const service = <K extends keyof Services>(name: K): Services[K] => {
     const s = find(name);
-    if (s === undefined) throw new Error(`${starting === '' ? 'the server' : `component ${starting}`} needs ${name}, which no component listed before it provides`);
+    if (s === undefined)
+      throw new Error(
+        `${starting === '' ? 'the server' : `component ${starting}`} needs ${name}, which no component listed before it provides`,
+      );
     return s;
   };
   const ctx: ComponentContext = {

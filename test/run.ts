@@ -92,10 +92,18 @@ async function runPhase(files: string[], concurrency: number, timeoutMs: number)
 }
 
 /** Runs a phase, then fails it for every process its tests left running. */
-async function runChecked(runId: string, files: string[], concurrency: number, timeoutMs: number, hogs: ReadonlySet<number>): Promise<Tally> {
+async function runChecked(
+  runId: string,
+  files: string[],
+  concurrency: number,
+  timeoutMs: number,
+  hogs: ReadonlySet<number>,
+): Promise<Tally> {
   const tally = await runPhase(files, concurrency, timeoutMs);
   for (const p of await reapLeftovers(runId, hogs, kLeftoverGraceMs)) {
-    process.stdout.write(`✖ left running after its tests: pid ${p.pid} (${p.cmdline.slice(0, 160)}), started by ${p.file ?? 'an unknown file'}; killed\n`);
+    process.stdout.write(
+      `✖ left running after its tests: pid ${p.pid} (${p.cmdline.slice(0, 160)}), started by ${p.file ?? 'an unknown file'}; killed\n`,
+    );
     tally.failed++;
     tally.failures.push(`leftover pid ${p.pid} from ${p.file ?? '?'}`);
   }
@@ -150,11 +158,15 @@ if (stress > 0) {
     const started = Date.now();
     const t = await runChecked(runId, mainFiles, 2, kMainFileTimeoutMs, hogPids);
     add(t);
-    rows.push(`| ${i} | ${t.failed === 0 ? 'green' : 'RED'} | ${t.passed} | ${t.failed} | ${t.skipped} | ${Math.round((Date.now() - started) / 1000)} | ${t.failures.slice(0, 5).join('; ')} |`);
+    rows.push(
+      `| ${i} | ${t.failed === 0 ? 'green' : 'RED'} | ${t.passed} | ${t.failed} | ${t.skipped} | ${Math.round((Date.now() - started) / 1000)} | ${t.failures.slice(0, 5).join('; ')} |`,
+    );
   }
   stopHogs();
   process.stdout.write(`\nstress: main phase ×${stress} with ${hogs.length} busy-loop processes beside it\n\n`);
-  process.stdout.write(`| run | result | passed | failed | skipped | seconds | failures |\n|---|---|---|---|---|---|---|\n${rows.join('\n')}\n\n`);
+  process.stdout.write(
+    `| run | result | passed | failed | skipped | seconds | failures |\n|---|---|---|---|---|---|---|\n${rows.join('\n')}\n\n`,
+  );
 } else {
   if (mainFiles.length > 0) add(await runChecked(runId, mainFiles, 2, kMainFileTimeoutMs, new Set()));
   if (realVmFiles.length > 0) add(await runChecked(runId, realVmFiles, 1, kRealVmFileTimeoutMs, new Set()));

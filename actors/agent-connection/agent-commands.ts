@@ -33,7 +33,8 @@ function record(args: unknown): Record<string, unknown> {
 
 function commandIdOf(a: Record<string, unknown>): string {
   const id = a['commandId'];
-  if (typeof id !== 'string' || !COMMAND_ID_RE.test(id)) throw new SvcError('request.invalid', 'commandId must be 1-128 of [A-Za-z0-9._:-]');
+  if (typeof id !== 'string' || !COMMAND_ID_RE.test(id))
+    throw new SvcError('request.invalid', 'commandId must be 1-128 of [A-Za-z0-9._:-]');
   return id;
 }
 
@@ -80,7 +81,8 @@ export class AgentCommands {
       case 'signalCommand': {
         const a = record(args);
         const signalNumber = Number(a['signal']);
-        if (!Number.isInteger(signalNumber) || signalNumber < 1 || signalNumber > 64) throw new SvcError('request.invalid', 'signal must be 1-64');
+        if (!Number.isInteger(signalNumber) || signalNumber < 1 || signalNumber > 64)
+          throw new SvcError('request.invalid', 'signal must be 1-64');
         return this.#send({ ptyControl: { commandId: commandIdOf(a), signal: { signalNumber } } });
       }
       case 'sendStdin': {
@@ -90,7 +92,12 @@ export class AgentCommands {
       }
       case 'resizePty': {
         const a = record(args);
-        return this.#send({ ptyControl: { commandId: commandIdOf(a), resize: { cols: nonNegativeInt(a['cols'] as number), rows: nonNegativeInt(a['rows'] as number) } } });
+        return this.#send({
+          ptyControl: {
+            commandId: commandIdOf(a),
+            resize: { cols: nonNegativeInt(a['cols'] as number), rows: nonNegativeInt(a['rows'] as number) },
+          },
+        });
       }
       case 'expireCommand': {
         const a = record(args);
@@ -117,7 +124,13 @@ export class AgentCommands {
       return;
     }
     if (v.missing !== null) this.#gap(commandId, v.missing.first, v.missing.last, 0, 'output missing from the stream');
-    const header = { stream, eof: chunk.eof === true, seq: v.seq, offset: nonNegativeInt(chunk.offset), timestampMs: nonNegativeInt(chunk.timestampMs) };
+    const header = {
+      stream,
+      eof: chunk.eof === true,
+      seq: v.seq,
+      offset: nonNegativeInt(chunk.offset),
+      timestampMs: nonNegativeInt(chunk.timestampMs),
+    };
     this.#sink.output(commandId, header, chunk.data ?? EMPTY);
   }
 
@@ -174,8 +187,21 @@ export class AgentCommands {
     });
     this.#sink.started?.(commandId);
     this.#host.metric({ type: 'command_started' });
-    this.#host.event('agent.command.started', { command_id: commandId, command: clip(a.command), source: rec.source, pty, timeout_seconds: a.timeoutSeconds ?? 0 });
-    if (pty) this.#host.event('agent.pty.created', { command_id: commandId, session_id: a.sessionId ?? '', session_name: a.sessionName ?? '', cols: a.ptyCols ?? 80, rows: a.ptyRows ?? 24 });
+    this.#host.event('agent.command.started', {
+      command_id: commandId,
+      command: clip(a.command),
+      source: rec.source,
+      pty,
+      timeout_seconds: a.timeoutSeconds ?? 0,
+    });
+    if (pty)
+      this.#host.event('agent.pty.created', {
+        command_id: commandId,
+        session_id: a.sessionId ?? '',
+        session_name: a.sessionName ?? '',
+        cols: a.ptyCols ?? 80,
+        rows: a.ptyRows ?? 24,
+      });
     return { commandId };
   }
 
@@ -218,7 +244,14 @@ export class AgentCommands {
       last_seq: r.lastSeq,
       result,
     });
-    this.#host.event('agent.command.completed', { command_id: rec.commandId, exit_code: r.exitCode, duration_ms: r.durationMs, result, timed_out_by: r.timedOutBy, error: r.error });
+    this.#host.event('agent.command.completed', {
+      command_id: rec.commandId,
+      exit_code: r.exitCode,
+      duration_ms: r.durationMs,
+      result,
+      timed_out_by: r.timedOutBy,
+      error: r.error,
+    });
     if (rec.pty) this.#host.event('agent.pty.closed', { command_id: rec.commandId, exit_code: r.exitCode });
   }
 

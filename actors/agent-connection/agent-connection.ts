@@ -12,7 +12,14 @@
  * PERMISSION_DENIED.
  */
 import { MAX_MESSAGE_BYTES, v1 } from '../../proto/index.js';
-import { agentStatusMachine, AgentStatusCause, CONNECTED_STATUSES, reportedStatusFromProto, type AgentStatus, type ReportedStatus } from '../../src/core/agent-status.js';
+import {
+  agentStatusMachine,
+  AgentStatusCause,
+  CONNECTED_STATUSES,
+  reportedStatusFromProto,
+  type AgentStatus,
+  type ReportedStatus,
+} from '../../src/core/agent-status.js';
 import { GrpcStatus } from '../../src/core/errors.js';
 import type { StateMachine } from '../../src/core/state-machine.js';
 import type { Actor, ActorContext } from '../runtime/actor.js';
@@ -188,7 +195,12 @@ export class AgentConnectionActor implements Actor, Tickable {
   sendToAgent(message: v1.IManagementMessage): boolean {
     const connId = this.liveConnId;
     if (connId === null) return false;
-    this.#outbox.emit(AgentFrameKind.kFrameSendToAgent, this.#init.agentId, encodeToAgent(connId, v1.ManagementMessage.encode(message).finish()), true);
+    this.#outbox.emit(
+      AgentFrameKind.kFrameSendToAgent,
+      this.#init.agentId,
+      encodeToAgent(connId, v1.ManagementMessage.encode(message).finish()),
+      true,
+    );
     return true;
   }
 
@@ -244,7 +256,12 @@ export class AgentConnectionActor implements Actor, Tickable {
     this.#facts.disconnectedAtMs = this.#now();
     this.#removalRequested = false;
     this.#machine.transition(CONNECTED_STATUSES, 'Disconnected', AgentStatusCause.streamEnded);
-    this.event('agent.disconnected', { reason: info.reason, connection: info.connId, registered: s.registered, running_commands: this.#tracker.running });
+    this.event('agent.disconnected', {
+      reason: info.reason,
+      connection: info.connId,
+      registered: s.registered,
+      running_commands: this.#tracker.running,
+    });
     this.#queueSnapshot();
   }
 
@@ -282,9 +299,19 @@ export class AgentConnectionActor implements Actor, Tickable {
         return this.#commands.onResult(msg.commandResult!);
       // The main thread's session reconciler decides and emits session.report_received & co.
       case 'sessionReport':
-        return this.#outbox.emit(AgentFrameKind.kFrameSessionReport, this.#init.agentId, encodeJson(sessionReportFrame(this.#init.agentId, msg.sessionReport!)), true);
+        return this.#outbox.emit(
+          AgentFrameKind.kFrameSessionReport,
+          this.#init.agentId,
+          encodeJson(sessionReportFrame(this.#init.agentId, msg.sessionReport!)),
+          true,
+        );
       case 'sessionReconcileAck':
-        return this.#outbox.emit(AgentFrameKind.kFrameSessionReconcileAck, this.#init.agentId, encodeJson(sessionReconcileAckFrame(this.#init.agentId, msg.sessionReconcileAck!)), true);
+        return this.#outbox.emit(
+          AgentFrameKind.kFrameSessionReconcileAck,
+          this.#init.agentId,
+          encodeJson(sessionReconcileAckFrame(this.#init.agentId, msg.sessionReconcileAck!)),
+          true,
+        );
       case 'pong':
         return;
     }
@@ -296,12 +323,18 @@ export class AgentConnectionActor implements Actor, Tickable {
     const instanceId = reg.instanceId ?? '';
     if (agentId !== this.#init.agentId) {
       this.reject('identity_mismatch', { registrationAgentId: clip(agentId, 128) });
-      return this.close(GrpcStatus.PERMISSION_DENIED, `registration agent_id ${JSON.stringify(clip(agentId, 128))} differs from x-agent-id ${JSON.stringify(this.#init.agentId)}`);
+      return this.close(
+        GrpcStatus.PERMISSION_DENIED,
+        `registration agent_id ${JSON.stringify(clip(agentId, 128))} differs from x-agent-id ${JSON.stringify(this.#init.agentId)}`,
+      );
     }
     // An empty instance_id is allowed: the certificate already proved which instance this is.
     if (instanceId !== '' && instanceId !== s.instanceId) {
       this.reject('identity_mismatch', { registrationInstanceId: clip(instanceId, 128) });
-      return this.close(GrpcStatus.PERMISSION_DENIED, `registration instance_id ${JSON.stringify(clip(instanceId, 128))} differs from the certificate's instance id`);
+      return this.close(
+        GrpcStatus.PERMISSION_DENIED,
+        `registration instance_id ${JSON.stringify(clip(instanceId, 128))} differs from the certificate's instance id`,
+      );
     }
     const now = this.#now();
     s.registered = true;
@@ -340,7 +373,12 @@ export class AgentConnectionActor implements Actor, Tickable {
     this.#snapshotQueued = true;
     queueMicrotask(() => {
       this.#snapshotQueued = false;
-      this.#outbox.emit(AgentFrameKind.kFrameAgentSnapshot, this.#init.agentId, encodeJson(this.#facts.snapshot(this.#machine.state)), true);
+      this.#outbox.emit(
+        AgentFrameKind.kFrameAgentSnapshot,
+        this.#init.agentId,
+        encodeJson(this.#facts.snapshot(this.#machine.state)),
+        true,
+      );
     });
   }
 }

@@ -50,7 +50,13 @@ export class AgentFacts {
       system: systemInfoView(reg.system),
     };
     this.lastHeartbeatMs = nowMs;
-    return { hostname: this.#reg.hostname, ip_address: this.#reg.ipAddress, profile: this.#reg.profile, agent_version: this.#reg.agentVersion, instance_id: instanceId };
+    return {
+      hostname: this.#reg.hostname,
+      ip_address: this.#reg.ipAddress,
+      profile: this.#reg.profile,
+      agent_version: this.#reg.agentVersion,
+      instance_id: instanceId,
+    };
   }
 
   /** Records a heartbeat; returns the details of its agent.heartbeat event (status added by the caller). */

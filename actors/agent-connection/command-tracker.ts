@@ -30,9 +30,12 @@ export interface SeqRange {
   readonly last: number;
 }
 
-export type ChunkVerdict = { readonly kind: 'duplicate' } | { readonly kind: 'accept'; readonly record: CommandRecord; readonly seq: number; readonly missing: SeqRange | null };
+export type ChunkVerdict =
+  | { readonly kind: 'duplicate' }
+  | { readonly kind: 'accept'; readonly record: CommandRecord; readonly seq: number; readonly missing: SeqRange | null };
 export type GapVerdict = { readonly kind: 'duplicate' } | { readonly kind: 'accept'; readonly range: SeqRange };
-export type ResultVerdict = { readonly kind: 'duplicate' } | { readonly kind: 'accept'; readonly record: CommandRecord; readonly missing: SeqRange | null };
+export type ResultVerdict =
+  { readonly kind: 'duplicate' } | { readonly kind: 'accept'; readonly record: CommandRecord; readonly missing: SeqRange | null };
 
 /** Default number of finished commands remembered per agent. */
 export const kDefaultMaxFinished = 1024;
@@ -59,7 +62,14 @@ export class CommandTracker {
   /** Registers a command the server dispatches. Returns null when the id is already known. */
   start(commandId: string, opts: { source: CommandSource; dispatchedAtMs: number; pty: boolean }): CommandRecord | null {
     if (this.get(commandId) !== undefined) return null;
-    const rec: CommandRecord = { commandId, source: opts.source, dispatchedAtMs: opts.dispatchedAtMs, pty: opts.pty, lastSeq: 0, finished: false };
+    const rec: CommandRecord = {
+      commandId,
+      source: opts.source,
+      dispatchedAtMs: opts.dispatchedAtMs,
+      pty: opts.pty,
+      lastSeq: 0,
+      finished: false,
+    };
     this.#running.set(commandId, rec);
     return rec;
   }

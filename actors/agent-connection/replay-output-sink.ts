@@ -89,7 +89,11 @@ export class ReplayOutputSink implements CommandOutputSink {
     if (this.#stopped) return;
     const replay = this.#replayFor(commandId);
     const stream = streamName(header.stream);
-    const payload = replay.chunk({ seq: header.seq, stream, offset: header.offset, timestampMs: header.timestampMs, eof: header.eof, bytes: data }, this.#clock.next(), scratch);
+    const payload = replay.chunk(
+      { seq: header.seq, stream, offset: header.offset, timestampMs: header.timestampMs, eof: header.eof, bytes: data },
+      this.#clock.next(),
+      scratch,
+    );
     if (payload !== null) this.#outbox.emit(PublishFrameKind.kFrameOutputPublish, commandKey(this.#owner.agentId, commandId), payload);
     if (stream === 'stdout') {
       const chats = this.#chats.get(commandId);
@@ -100,7 +104,10 @@ export class ReplayOutputSink implements CommandOutputSink {
   gap(frame: CommandGapFrame): void {
     this.#raw.gap(frame);
     if (this.#stopped) return;
-    const payload = this.#replayFor(frame.command_id).gap({ firstSeq: frame.first_seq, lastSeq: frame.last_seq, lostBytes: frame.lost_bytes, timestampMs: this.#owner.now() }, this.#clock.next());
+    const payload = this.#replayFor(frame.command_id).gap(
+      { firstSeq: frame.first_seq, lastSeq: frame.last_seq, lostBytes: frame.lost_bytes, timestampMs: this.#owner.now() },
+      this.#clock.next(),
+    );
     if (payload === null) return;
     this.#shard.gaps++;
     this.#outbox.emit(PublishFrameKind.kFrameOutputPublish, commandKey(this.#owner.agentId, frame.command_id), payload, true);
@@ -112,7 +119,12 @@ export class ReplayOutputSink implements CommandOutputSink {
     const commandId = frame.command_id;
     const replay = this.#replayFor(commandId);
     const nowMs = this.#owner.now();
-    this.#outbox.emit(PublishFrameKind.kFrameOutputPublish, commandKey(this.#owner.agentId, commandId), replay.end(frame.exit_code, nowMs), true);
+    this.#outbox.emit(
+      PublishFrameKind.kFrameOutputPublish,
+      commandKey(this.#owner.agentId, commandId),
+      replay.end(frame.exit_code, nowMs),
+      true,
+    );
     const chats = this.#chats.get(commandId);
     if (chats !== undefined) for (const chat of chats.values()) this.#publishChat(chat, chat.end());
     this.#shard.releaseLater(Date.now(), () => this.#release(commandId, replay));
@@ -220,7 +232,8 @@ export class ReplayOutputSink implements CommandOutputSink {
   #publishChat(chat: ChatProjection, frames: ReturnType<ChatProjection['push']>): void {
     if (frames.length === 0) return;
     const topic = chatTopic(chat.commandId, chat.sessionId);
-    for (const f of frames) this.#outbox.emit(PublishFrameKind.kFrameChatPublish, topic, encodeChatPublish(f.terminal, f.id, f.frame), true);
+    for (const f of frames)
+      this.#outbox.emit(PublishFrameKind.kFrameChatPublish, topic, encodeChatPublish(f.terminal, f.id, f.frame), true);
   }
 
   #release(commandId: string, replay: CommandReplay): void {

@@ -36,7 +36,8 @@ export class LineSplitter {
   #line = 0;
 
   constructor(maxLineBytes: number = DEFAULT_MAX_LINE_BYTES) {
-    if (!Number.isSafeInteger(maxLineBytes) || maxLineBytes < 1) throw new RangeError(`maxLineBytes must be a positive integer, got ${maxLineBytes}`);
+    if (!Number.isSafeInteger(maxLineBytes) || maxLineBytes < 1)
+      throw new RangeError(`maxLineBytes must be a positive integer, got ${maxLineBytes}`);
     this.maxLineBytes = maxLineBytes;
   }
 

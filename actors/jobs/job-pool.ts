@@ -55,7 +55,11 @@ export class JobPool implements JobRunner {
     return new JobPool(opts.mode, pool, undefined);
   }
 
-  private constructor(mode: 'workers' | 'inline', pool: Piscina<JobTask, JobOutcome> | undefined, inline: ReadonlyMap<string, JobFn> | undefined) {
+  private constructor(
+    mode: 'workers' | 'inline',
+    pool: Piscina<JobTask, JobOutcome> | undefined,
+    inline: ReadonlyMap<string, JobFn> | undefined,
+  ) {
     this.mode = mode;
     this.#pool = pool;
     this.#inline = inline;
@@ -92,7 +96,10 @@ export class JobPool implements JobRunner {
         timer = setTimeout(() => resolve(true), deadlineMs);
         timer.unref();
       });
-      const closed = pool.close().then(() => false, () => false);
+      const closed = pool.close().then(
+        () => false,
+        () => false,
+      );
       const late = await Promise.race([closed, timedOut]);
       clearTimeout(timer);
       if (late) await pool.destroy();

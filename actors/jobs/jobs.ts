@@ -34,9 +34,7 @@ export interface JobTask {
 
 /** What comes back: a value, an SvcError as its wire form, or any other error's name and message. */
 export type JobOutcome =
-  | { ok: true; value: unknown }
-  | { ok: false; error: WireError }
-  | { ok: false; thrown: { name: string; message: string } };
+  { ok: true; value: unknown } | { ok: false; error: WireError } | { ok: false; thrown: { name: string; message: string } };
 
 /** The jobs of `modules`, by name. Rejects with a TypeError naming a module without `jobs` or a name defined twice. */
 export async function loadJobs(modules: readonly string[]): Promise<ReadonlyMap<string, JobFn>> {
@@ -56,7 +54,10 @@ export async function loadJobs(modules: readonly string[]): Promise<ReadonlyMap<
  * Runs one task; never rejects (unknown job → request.invalid; a failure → its wire error).
  * `transfer` lists the buffers the result asked to move.
  */
-export async function runJob(table: ReadonlyMap<string, JobFn>, task: JobTask): Promise<{ outcome: JobOutcome; transfer: readonly ArrayBuffer[] }> {
+export async function runJob(
+  table: ReadonlyMap<string, JobFn>,
+  task: JobTask,
+): Promise<{ outcome: JobOutcome; transfer: readonly ArrayBuffer[] }> {
   try {
     const fn = typeof task.name === 'string' ? table.get(task.name) : undefined;
     if (fn === undefined) throw new SvcError('request.invalid', `unknown job ${String(task.name)}`, { job: String(task.name) });
@@ -64,7 +65,10 @@ export async function runJob(table: ReadonlyMap<string, JobFn>, task: JobTask): 
     return { outcome: { ok: true, value }, transfer };
   } catch (err) {
     if (err instanceof SvcError) return { outcome: { ok: false, error: toWire(err) }, transfer: [] };
-    return { outcome: { ok: false, thrown: { name: err instanceof Error ? err.name : 'Error', message: errorMessage(err) } }, transfer: [] };
+    return {
+      outcome: { ok: false, thrown: { name: err instanceof Error ? err.name : 'Error', message: errorMessage(err) } },
+      transfer: [],
+    };
   }
 }
 

@@ -121,7 +121,15 @@ export interface AgentEventFrame {
 /** kFrameSessionReport payload: SessionReport's sessions (camelCase, as the proto code names them). */
 export interface SessionReportFrame {
   agentId: string;
-  sessions: { commandId: string; sessionId: string; sessionName: string; command: string; pid: number; isPty: boolean; startedAtMs: number }[];
+  sessions: {
+    commandId: string;
+    sessionId: string;
+    sessionName: string;
+    command: string;
+    pid: number;
+    isPty: boolean;
+    startedAtMs: number;
+  }[];
   timestampMs: number;
 }
 

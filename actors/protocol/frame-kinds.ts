@@ -46,92 +46,158 @@ export const FRAME_KIND_RANGES: Readonly<Record<FrameOwner, readonly (readonly [
 /** The table. */
 export const FRAME_KINDS = {
   kFrameData: {
-    kind: 1, direction: 'to-actor', owner: 'runtime',
-    key: 'actor id', payload: 'opaque bytes for the actor (the runtime tests\' actors use it)',
+    kind: 1,
+    direction: 'to-actor',
+    owner: 'runtime',
+    key: 'actor id',
+    payload: "opaque bytes for the actor (the runtime tests' actors use it)",
   },
   kFrameEmit: {
-    kind: 2, direction: 'from-actor', owner: 'runtime',
-    key: 'topic', payload: 'opaque bytes from the actor (the runtime tests\' actors use it)',
+    kind: 2,
+    direction: 'from-actor',
+    owner: 'runtime',
+    key: 'topic',
+    payload: "opaque bytes from the actor (the runtime tests' actors use it)",
   },
   kFrameAgentIn: {
-    kind: 16, direction: 'to-actor', owner: 'agent',
-    key: '`agent:<agent_id>`', payload: 'one AgentMessage exactly as received (raw protobuf; the actor decodes it)',
+    kind: 16,
+    direction: 'to-actor',
+    owner: 'agent',
+    key: '`agent:<agent_id>`',
+    payload: 'one AgentMessage exactly as received (raw protobuf; the actor decodes it)',
   },
   kFrameSendToAgent: {
-    kind: 17, direction: 'from-actor', owner: 'agent',
-    key: 'agent_id', payload: '[u32 connId][ManagementMessage bytes]',
+    kind: 17,
+    direction: 'from-actor',
+    owner: 'agent',
+    key: 'agent_id',
+    payload: '[u32 connId][ManagementMessage bytes]',
   },
   kFrameAgentClose: {
-    kind: 18, direction: 'from-actor', owner: 'agent',
-    key: 'agent_id', payload: '[u32 connId][u8 gRPC status][UTF-8 reason]: end that stream',
+    kind: 18,
+    direction: 'from-actor',
+    owner: 'agent',
+    key: 'agent_id',
+    payload: '[u32 connId][u8 gRPC status][UTF-8 reason]: end that stream',
   },
   kFrameAgentAttach: {
-    kind: 19, direction: 'to-actor', owner: 'agent',
-    key: '`agent:<agent_id>`', payload: 'JSON AttachInfo: a verified stream opened; the AgentIn frames that follow belong to it',
+    kind: 19,
+    direction: 'to-actor',
+    owner: 'agent',
+    key: '`agent:<agent_id>`',
+    payload: 'JSON AttachInfo: a verified stream opened; the AgentIn frames that follow belong to it',
   },
   kFrameAgentDetach: {
-    kind: 20, direction: 'to-actor', owner: 'agent',
-    key: '`agent:<agent_id>`', payload: 'JSON DetachInfo: that stream ended; nothing of it follows',
+    kind: 20,
+    direction: 'to-actor',
+    owner: 'agent',
+    key: '`agent:<agent_id>`',
+    payload: 'JSON DetachInfo: that stream ended; nothing of it follows',
   },
   kFrameAgentSnapshot: {
-    kind: 21, direction: 'from-actor', owner: 'agent',
-    key: 'agent_id', payload: 'JSON AgentSnapshot (after every change)',
+    kind: 21,
+    direction: 'from-actor',
+    owner: 'agent',
+    key: 'agent_id',
+    payload: 'JSON AgentSnapshot (after every change)',
   },
   kFrameAgentEvent: {
-    kind: 22, direction: 'from-actor', owner: 'agent',
-    key: 'agent_id', payload: 'JSON AgentEventFrame (a v1 event record)',
+    kind: 22,
+    direction: 'from-actor',
+    owner: 'agent',
+    key: 'agent_id',
+    payload: 'JSON AgentEventFrame (a v1 event record)',
   },
   kFrameAgentRemoved: {
-    kind: 23, direction: 'from-actor', owner: 'agent',
-    key: 'agent_id', payload: 'JSON {}: retention ran out, the actor may be stopped',
+    kind: 23,
+    direction: 'from-actor',
+    owner: 'agent',
+    key: 'agent_id',
+    payload: 'JSON {}: retention ran out, the actor may be stopped',
   },
   kFrameAgentMetric: {
-    kind: 24, direction: 'from-actor', owner: 'agent',
-    key: 'agent_id', payload: 'JSON AgentMetricFrame',
+    kind: 24,
+    direction: 'from-actor',
+    owner: 'agent',
+    key: 'agent_id',
+    payload: 'JSON AgentMetricFrame',
   },
   kFrameSessionReport: {
-    kind: 25, direction: 'from-actor', owner: 'agent',
-    key: 'agent_id', payload: 'JSON SessionReportFrame (for the sessions reconciler)',
+    kind: 25,
+    direction: 'from-actor',
+    owner: 'agent',
+    key: 'agent_id',
+    payload: 'JSON SessionReportFrame (for the sessions reconciler)',
   },
   kFrameSessionReconcileAck: {
-    kind: 26, direction: 'from-actor', owner: 'agent',
-    key: 'agent_id', payload: 'JSON SessionReconcileAckFrame',
+    kind: 26,
+    direction: 'from-actor',
+    owner: 'agent',
+    key: 'agent_id',
+    payload: 'JSON SessionReconcileAckFrame',
   },
   kFrameOutputPublish: {
-    kind: 34, direction: 'from-actor', owner: 'output',
-    key: '`<agent_id>\\0<command_id>` (commandKey)', payload: 'one encoded SSE event, and for a chunk also the WS `output` message (publish-frames.ts)',
+    kind: 34,
+    direction: 'from-actor',
+    owner: 'output',
+    key: '`<agent_id>\\0<command_id>` (commandKey)',
+    payload: 'one encoded SSE event, and for a chunk also the WS `output` message (publish-frames.ts)',
   },
   kFrameChatPublish: {
-    kind: 35, direction: 'from-actor', owner: 'output',
-    key: 'chat topic (chatTopic)', payload: 'one encoded chat SSE event (publish-frames.ts)',
+    kind: 35,
+    direction: 'from-actor',
+    owner: 'output',
+    key: 'chat topic (chatTopic)',
+    payload: 'one encoded chat SSE event (publish-frames.ts)',
   },
   kFrameOutputForget: {
-    kind: 36, direction: 'from-actor', owner: 'output',
-    key: '`<agent_id>\\0<command_id>`', payload: 'none: the command\'s replay state was released, its output is no longer buffered',
+    kind: 36,
+    direction: 'from-actor',
+    owner: 'output',
+    key: '`<agent_id>\\0<command_id>`',
+    payload: "none: the command's replay state was released, its output is no longer buffered",
   },
   kFrameOutputKnown: {
-    kind: 37, direction: 'from-actor', owner: 'output',
-    key: '`<agent_id>\\0<command_id>`', payload: 'none: a command was dispatched (the main thread learns its agent before output arrives)',
+    kind: 37,
+    direction: 'from-actor',
+    owner: 'output',
+    key: '`<agent_id>\\0<command_id>`',
+    payload: 'none: a command was dispatched (the main thread learns its agent before output arrives)',
   },
   kFrameCommandOutput: {
-    kind: 48, direction: 'from-actor', owner: 'agent',
-    key: 'command_id', payload: '[OutputHeader 32 bytes][data] (agent-frames.ts)',
+    kind: 48,
+    direction: 'from-actor',
+    owner: 'agent',
+    key: 'command_id',
+    payload: '[OutputHeader 32 bytes][data] (agent-frames.ts)',
   },
   kFrameCommandResult: {
-    kind: 49, direction: 'from-actor', owner: 'agent',
-    key: 'command_id', payload: 'JSON CommandResultFrame',
+    kind: 49,
+    direction: 'from-actor',
+    owner: 'agent',
+    key: 'command_id',
+    payload: 'JSON CommandResultFrame',
   },
   kFrameCommandGap: {
-    kind: 50, direction: 'from-actor', owner: 'agent',
-    key: 'command_id', payload: 'JSON CommandGapFrame',
+    kind: 50,
+    direction: 'from-actor',
+    owner: 'agent',
+    key: 'command_id',
+    payload: 'JSON CommandGapFrame',
   },
   kFrameVmStep: {
-    kind: 64, direction: 'from-actor', owner: 'vm',
-    key: 'the queue actor\'s id', payload: 'JSON StepRequest: run this step and answer with call(\'stepDone\', StepAnswer)',
+    kind: 64,
+    direction: 'from-actor',
+    owner: 'vm',
+    key: "the queue actor's id",
+    payload: "JSON StepRequest: run this step and answer with call('stepDone', StepAnswer)",
   },
   kFrameVmJob: {
-    kind: 65, direction: 'from-actor', owner: 'vm',
-    key: 'the queue actor\'s id', payload: 'JSON JobFrame: a job\'s snapshot after every change (seq grows; stale copies lose)',
+    kind: 65,
+    direction: 'from-actor',
+    owner: 'vm',
+    key: "the queue actor's id",
+    payload: "JSON JobFrame: a job's snapshot after every change (seq grows; stale copies lose)",
   },
 } as const satisfies Record<string, FrameKindSpec>;
 
@@ -147,9 +213,9 @@ function kindsOf<O extends FrameOwner>(owner: O): KindsOf<O> {
 }
 
 /** Every kind by name: `FrameKind.kFrameAgentIn === 16`. */
-export const FrameKind = Object.freeze(
-  Object.fromEntries(Object.entries(FRAME_KINDS).map(([name, spec]) => [name, spec.kind])),
-) as { readonly [K in FrameKindName]: Table[K]['kind'] };
+export const FrameKind = Object.freeze(Object.fromEntries(Object.entries(FRAME_KINDS).map(([name, spec]) => [name, spec.kind]))) as {
+  readonly [K in FrameKindName]: Table[K]['kind'];
+};
 
 /** The kinds of agent-connection actors and their commands (agent-frames.ts). */
 export const AgentFrameKind = kindsOf('agent');
@@ -160,5 +226,7 @@ export const VmFrameKind = kindsOf('vm');
 
 /** The kinds an owner's actors emit to the main thread (what that owner's component handles there). */
 export function emittedKindsOf(owner: FrameOwner): number[] {
-  return (Object.values(FRAME_KINDS) as FrameKindSpec[]).filter((s) => s.owner === owner && s.direction === 'from-actor').map((s) => s.kind);
+  return (Object.values(FRAME_KINDS) as FrameKindSpec[])
+    .filter((s) => s.owner === owner && s.direction === 'from-actor')
+    .map((s) => s.kind);
 }

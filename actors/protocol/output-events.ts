@@ -60,7 +60,17 @@ const wsMetricsJson = fastJson({
     load_avg: { type: 'array', items: { type: 'number' } },
     timestamp: int,
   },
-  required: ['type', 'agent_id', 'cpu_percent', 'memory_used_bytes', 'memory_total_bytes', 'disk_used_bytes', 'disk_total_bytes', 'load_avg', 'timestamp'],
+  required: [
+    'type',
+    'agent_id',
+    'cpu_percent',
+    'memory_used_bytes',
+    'memory_total_bytes',
+    'disk_used_bytes',
+    'disk_total_bytes',
+    'load_avg',
+    'timestamp',
+  ],
 }) as Json;
 
 const wsStatusJson = fastJson({

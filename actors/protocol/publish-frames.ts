@@ -77,7 +77,14 @@ export function publishBytes(cursorLength: number, sseBytes: number, wsBytes: nu
  * Writes the header and cursor of a kFrameOutputPublish payload into `out`; returns where the
  * SSE bytes go (the WS bytes follow them). The cursor must be ASCII (cursors are digits and `-`).
  */
-export function writePublishHeader(out: Uint8Array, flags: number, stream: number, cursor: string, sseBytes: number, wsBytes: number): number {
+export function writePublishHeader(
+  out: Uint8Array,
+  flags: number,
+  stream: number,
+  cursor: string,
+  sseBytes: number,
+  wsBytes: number,
+): number {
   const view = new DataView(out.buffer, out.byteOffset, kPublishHeaderBytes);
   out[0] = flags;
   out[1] = stream;

@@ -108,7 +108,19 @@ export interface StepBudgets {
   agentConnectTimeoutMs: number;
 }
 
-export const VM_STEP_NAMES = ['check', 'define', 'start', 'shutdown', 'destroy', 'waitStopped', 'undefine', 'purgeFiles', 'agentUp', 'agentDown', 'agentWait'] as const;
+export const VM_STEP_NAMES = [
+  'check',
+  'define',
+  'start',
+  'shutdown',
+  'destroy',
+  'waitStopped',
+  'undefine',
+  'purgeFiles',
+  'agentUp',
+  'agentDown',
+  'agentWait',
+] as const;
 export type VmStepName = (typeof VM_STEP_NAMES)[number];
 
 /** actor → main: run one step. */

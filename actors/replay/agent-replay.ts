@@ -33,7 +33,12 @@ interface Source {
  * Up to `limit` chunks (of `stream` only, when given) of any of `rings` after `cursor`, merged
  * by clock, with the gaps that precede them. Page through with `next` while `more`.
  */
-export function replayAgentAfter(rings: Iterable<ReplayRing>, cursor: OutputCursor, limit: number, stream?: OutputStreamName): AgentReplayPage {
+export function replayAgentAfter(
+  rings: Iterable<ReplayRing>,
+  cursor: OutputCursor,
+  limit: number,
+  stream?: OutputStreamName,
+): AgentReplayPage {
   if (!(limit >= 1)) throw new RangeError(`replay limit must be at least 1, got ${limit}`);
   const sources: Source[] = [];
   for (const ring of rings) {

@@ -85,7 +85,13 @@ export class ChatProjection {
     const frames: Uint8Array[] = [];
     let bytes = 0;
     if (afterSeq + 1 < this.firstKeptSeq && afterSeq < this.seq) {
-      const ev = chatErrorEvent(this.sessionId, this.commandId, afterSeq + 1, ChatErrorCode.kStreamInterrupted, `chat events ${afterSeq + 1}-${this.firstKeptSeq - 1} are no longer buffered`);
+      const ev = chatErrorEvent(
+        this.sessionId,
+        this.commandId,
+        afterSeq + 1,
+        ChatErrorCode.kStreamInterrupted,
+        `chat events ${afterSeq + 1}-${this.firstKeptSeq - 1} are no longer buffered`,
+      );
       const frame = encodeChatSse(ev);
       return { bytes: frame, events: 1, lastSeq: this.seq, terminated: true };
     }

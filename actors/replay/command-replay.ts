@@ -74,14 +74,28 @@ function intText(n: number): string {
 
 /** The constant frame heads of (agent, command, stream), cut out of frames encode.ts builds. */
 function headsOf(agentId: string, commandId: string, stream: OutputStreamName): Heads {
-  const probe: OutputEvent = { agentId, commandId, stream, timestampMs: 0, seq: 0, clock: 0, cursor: kProbeCursor, dataBase64: '', text: '' };
+  const probe: OutputEvent = {
+    agentId,
+    commandId,
+    stream,
+    timestampMs: 0,
+    seq: 0,
+    clock: 0,
+    cursor: kProbeCursor,
+    dataBase64: '',
+    text: '',
+  };
   const idLine = 4 + kProbeCursor.length + 1;
   const cut = (frame: Uint8Array): Buffer => {
     const b = Buffer.from(frame.buffer, frame.byteOffset, frame.byteLength);
     return Buffer.from(b.subarray(idLine, b.indexOf(kTimestampField) + kTimestampField.byteLength));
   };
   const ws = Buffer.from(encodeOutputWs(probe));
-  return { live: cut(encodeOutputSse(probe)), replay: cut(encodeOutputSse(probe, true)), ws: Buffer.from(ws.subarray(0, ws.indexOf(kWsDataField) + kWsDataField.byteLength)) };
+  return {
+    live: cut(encodeOutputSse(probe)),
+    replay: cut(encodeOutputSse(probe, true)),
+    ws: Buffer.from(ws.subarray(0, ws.indexOf(kWsDataField) + kWsDataField.byteLength)),
+  };
 }
 
 /** Collects frame pieces, then copies them into one exact-size buffer. */
@@ -129,7 +143,10 @@ export class CommandReplay {
   constructor(agentId: string, commandId: string, opts: { ringBytes: number; budget?: ReplayBudget }) {
     this.agentId = agentId;
     this.commandId = commandId;
-    this.ring = new ReplayRing(commandId, opts.budget === undefined ? { maxBytes: opts.ringBytes } : { maxBytes: opts.ringBytes, budget: opts.budget });
+    this.ring = new ReplayRing(
+      commandId,
+      opts.budget === undefined ? { maxBytes: opts.ringBytes } : { maxBytes: opts.ringBytes, budget: opts.budget },
+    );
   }
 
   get finished(): boolean {
@@ -149,7 +166,8 @@ export class CommandReplay {
     const ts = intText(c.timestampMs);
     const b64 = Buffer.from(c.bytes.buffer, c.bytes.byteOffset, c.bytes.byteLength).toString('base64');
     const wsTail = `","timestamp":${ts},"seq":${intText(c.seq)},"cursor":"${cursor}"}`;
-    const sseMax = 4 + cursor.length + 1 + heads.live.byteLength + ts.length + 16 + b64.length + 9 + maxJsonTextBytes(c.bytes.byteLength) + 3;
+    const sseMax =
+      4 + cursor.length + 1 + heads.live.byteLength + ts.length + 16 + b64.length + 9 + maxJsonTextBytes(c.bytes.byteLength) + 3;
     const wsBytes = heads.ws.byteLength + b64.length + wsTail.length;
     const out = scratch.take(publishBytes(cursor.length, sseMax, wsBytes));
     const sseAt = publishBytes(cursor.length, 0, 0);
@@ -171,7 +189,15 @@ export class CommandReplay {
     o += out.write(b64, o, 'latin1');
     o += out.write(wsTail, o, 'latin1');
     writePublishHeader(out, 0, streamCode(c.stream), cursor, sseEnd - sseAt, o - sseEnd);
-    ring.append({ seq: c.seq, stream: c.stream, offset: c.offset, timestampMs: c.timestampMs, eof: c.eof, clock, bytes: out.subarray(tailAt, sseEnd) });
+    ring.append({
+      seq: c.seq,
+      stream: c.stream,
+      offset: c.offset,
+      timestampMs: c.timestampMs,
+      eof: c.eof,
+      clock,
+      bytes: out.subarray(tailAt, sseEnd),
+    });
     return out.subarray(0, o);
   }
 
@@ -181,7 +207,14 @@ export class CommandReplay {
     const r = this.ring.appendGap({ firstSeq: g.firstSeq, lastSeq: g.lastSeq, lostBytes: g.lostBytes, timestampMs: g.timestampMs, clock });
     if (r !== 'stored') return null;
     const exact = g.firstSeq === from;
-    const gap = { agentId: this.agentId, commandId: this.commandId, fromSeq: from, toSeq: g.lastSeq, reason: 'agent_dropped' as const, clock };
+    const gap = {
+      agentId: this.agentId,
+      commandId: this.commandId,
+      fromSeq: from,
+      toSeq: g.lastSeq,
+      reason: 'agent_dropped' as const,
+      clock,
+    };
     const frame = encodeGapSse(exact && g.lostBytes > 0 ? { ...gap, lostBytes: g.lostBytes } : gap);
     return encodeSsePublish(kPublishGap, 0, formatOutputCursor(clock, g.lastSeq), frame);
   }
@@ -285,7 +318,12 @@ export function rawOf(tail: Uint8Array): Uint8Array {
 export function agentReplay(replays: Iterable<CommandReplay>, after: OutputCursor, limit: number, stream?: OutputStreamName): ReplayBytes {
   const byId = new Map<string, CommandReplay>();
   for (const r of replays) byId.set(r.commandId, r);
-  const page = replayAgentAfter([...byId.values()].map((r) => r.ring), after, limit, stream);
+  const page = replayAgentAfter(
+    [...byId.values()].map((r) => r.ring),
+    after,
+    limit,
+    stream,
+  );
   const pieces = new Pieces();
   const out: ReplayBytes = { bytes: new Uint8Array(0), events: 0, chunks: 0, last: null, more: page.more };
   for (const item of page.items) {

@@ -50,7 +50,13 @@ function head(kind: 'sse' | 'replay' | 'ws', ev: OutputEvent): Buffer {
       text = `${obj.slice(0, -1)},"data":"`;
     } else {
       const eventType = kind === 'replay' ? 'agent_output.replay' : 'agent_output';
-      const obj = outputHeadJson({ schema: AGENT_OUTPUT_SCHEMA, event_type: eventType, agent_id: ev.agentId, command_id: ev.commandId, stream: ev.stream });
+      const obj = outputHeadJson({
+        schema: AGENT_OUTPUT_SCHEMA,
+        event_type: eventType,
+        agent_id: ev.agentId,
+        command_id: ev.commandId,
+        stream: ev.stream,
+      });
       text = `event: ${eventType}\ndata: ${obj.slice(0, -1)},"timestamp_ms":`;
     }
     if (heads.size >= kMaxCachedHeads) heads.clear();
@@ -100,4 +106,3 @@ export function encodeOutputWs(ev: OutputEvent): Uint8Array {
   o += out.write(tail, o, 'latin1');
   return o === len ? out : out.subarray(0, o);
 }
-

@@ -30,7 +30,13 @@ const SHORT = new Uint8Array(0x20);
 for (let b = 0; b < 0x20; b++) KIND[b] = 3;
 KIND[kQuote] = 1;
 KIND[kBackslash] = 1;
-for (const [b, c] of [[0x08, 'b'], [0x09, 't'], [0x0a, 'n'], [0x0c, 'f'], [0x0d, 'r']] as const) {
+for (const [b, c] of [
+  [0x08, 'b'],
+  [0x09, 't'],
+  [0x0a, 'n'],
+  [0x0c, 'f'],
+  [0x0d, 'r'],
+] as const) {
   KIND[b] = 2;
   SHORT[b] = c.charCodeAt(0);
 }

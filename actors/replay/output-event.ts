@@ -73,4 +73,3 @@ function toEvent(agentId: string, commandId: string, chunk: ReplayChunk, st: Tex
     text,
   };
 }
-

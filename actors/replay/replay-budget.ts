@@ -45,7 +45,8 @@ export class ReplayBudget {
   constructor(opts: ReplayBudgetOptions = {}) {
     const maxBytes = opts.maxBytes ?? DEFAULT_REPLAY_BUDGET_BYTES;
     const ratio = opts.lowWaterRatio ?? 0.875;
-    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new RangeError(`replay budget maxBytes must be a non-negative integer, got ${maxBytes}`);
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0)
+      throw new RangeError(`replay budget maxBytes must be a non-negative integer, got ${maxBytes}`);
     if (!(ratio > 0 && ratio <= 1)) throw new RangeError(`replay budget lowWaterRatio must be in (0, 1], got ${ratio}`);
     this.maxBytes = maxBytes;
     this.lowWaterBytes = Math.floor(maxBytes * ratio);
@@ -91,7 +92,10 @@ export class ReplayBudget {
     try {
       const need = this.#usedBytes - this.lowWaterBytes;
       const rings = [...this.#members].filter((m) => m.bytes > 0).sort((a, b) => b.bytes - a.bytes);
-      const level = waterLevel(rings.map((r) => r.bytes), need);
+      const level = waterLevel(
+        rings.map((r) => r.bytes),
+        need,
+      );
       for (const ring of rings) {
         if (ring.bytes <= level) break;
         ring.trimTo(level);

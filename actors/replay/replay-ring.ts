@@ -68,7 +68,8 @@ export class ReplayRing {
 
   constructor(commandId: string, opts: ReplayRingOptions = {}) {
     const maxBytes = opts.maxBytes ?? DEFAULT_REPLAY_RING_BYTES;
-    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new RangeError(`replay ring maxBytes must be a non-negative integer, got ${maxBytes}`);
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0)
+      throw new RangeError(`replay ring maxBytes must be a non-negative integer, got ${maxBytes}`);
     this.commandId = commandId;
     this.maxBytes = maxBytes;
     this.#budget = opts.budget;
@@ -147,12 +148,16 @@ export class ReplayRing {
    */
   appendGap(gap: { firstSeq: number; lastSeq: number; lostBytes?: number; timestampMs: number; clock?: number }): AppendResult {
     if (this.#released) return 'released';
-    if (!Number.isSafeInteger(gap.firstSeq) || !Number.isSafeInteger(gap.lastSeq) || gap.firstSeq < 1 || gap.lastSeq < gap.firstSeq) return 'invalid';
+    if (!Number.isSafeInteger(gap.firstSeq) || !Number.isSafeInteger(gap.lastSeq) || gap.firstSeq < 1 || gap.lastSeq < gap.firstSeq)
+      return 'invalid';
     if (gap.lastSeq <= this.#lastSeq) return 'duplicate';
     const from = this.#lastSeq + 1;
     const exact = gap.firstSeq === from && gap.lostBytes !== undefined && Number.isSafeInteger(gap.lostBytes) && gap.lostBytes >= 0;
     const clock = this.#nextClock(gap.clock ?? gap.lastSeq);
-    this.#push({ kind: 'gap', seq: from, toSeq: gap.lastSeq, clock, timestampMs: gap.timestampMs, lostBytes: exact ? gap.lostBytes : undefined }, 0);
+    this.#push(
+      { kind: 'gap', seq: from, toSeq: gap.lastSeq, clock, timestampMs: gap.timestampMs, lostBytes: exact ? gap.lostBytes : undefined },
+      0,
+    );
     return 'stored';
   }
 
@@ -240,7 +245,10 @@ export class ReplayRing {
       else hi = mid;
     }
     if (lo > this.#head) return endSeq(entries[lo - 1] as Entry);
-    if (this.#evictedSeq > 0 && (this.#evictedClock < cursor.clock || (this.#evictedClock === cursor.clock && this.#evictedSeq <= cursor.seq))) {
+    if (
+      this.#evictedSeq > 0 &&
+      (this.#evictedClock < cursor.clock || (this.#evictedClock === cursor.clock && this.#evictedSeq <= cursor.seq))
+    ) {
       return this.#evictedSeq;
     }
     return 0;
@@ -264,7 +272,8 @@ export class ReplayRing {
   }
 
   #nextClock(clock: number): number {
-    if (!(clock > this.#lastClock)) throw new RangeError(`replay ring ${this.commandId}: clock ${clock} does not follow ${this.#lastClock}`);
+    if (!(clock > this.#lastClock))
+      throw new RangeError(`replay ring ${this.commandId}: clock ${clock} does not follow ${this.#lastClock}`);
     return clock;
   }
 

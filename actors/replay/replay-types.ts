@@ -54,4 +54,3 @@ export interface ReplayPage {
 }
 
 export type AppendResult = 'stored' | 'duplicate' | 'invalid' | 'released';
-

@@ -107,9 +107,7 @@ export class PortRingProducer implements RingProducer {
 
   waitWritable(recordBytesWanted: number, signal?: AbortSignal): Promise<void> {
     if (recordBytesWanted > this.maxRecordBytes) {
-      return Promise.reject(
-        new RangeError(`record of ${recordBytesWanted} bytes exceeds maxRecordBytes ${this.maxRecordBytes}`),
-      );
+      return Promise.reject(new RangeError(`record of ${recordBytesWanted} bytes exceeds maxRecordBytes ${this.maxRecordBytes}`));
     }
     if (signal?.aborted === true) return Promise.reject(signal.reason as Error);
     const size = recordBytes(Math.max(0, recordBytesWanted));

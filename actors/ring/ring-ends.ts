@@ -18,7 +18,10 @@ export type RingKind = 'sab' | 'port';
 export type RingHandle = { kind: 'sab'; sab: SharedArrayBuffer } | { kind: 'port'; port: MessagePort; capacityBytes: number };
 
 /** A ring whose producer end stays in this thread. `capacityBytes`: a power of two (RangeError otherwise). */
-export function producerHere(kind: RingKind, capacityBytes: number): { producer: RingProducer; remote: RingHandle; transfer: Transferable[] } {
+export function producerHere(
+  kind: RingKind,
+  capacityBytes: number,
+): { producer: RingProducer; remote: RingHandle; transfer: Transferable[] } {
   if (kind === 'sab') {
     const sab = allocateSabRing(capacityBytes);
     return { producer: new SabRingProducer(sab), remote: { kind, sab }, transfer: [] };
@@ -28,7 +31,10 @@ export function producerHere(kind: RingKind, capacityBytes: number): { producer:
 }
 
 /** A ring whose consumer end stays in this thread. `capacityBytes`: a power of two (RangeError otherwise). */
-export function consumerHere(kind: RingKind, capacityBytes: number): { consumer: RingConsumer; remote: RingHandle; transfer: Transferable[] } {
+export function consumerHere(
+  kind: RingKind,
+  capacityBytes: number,
+): { consumer: RingConsumer; remote: RingHandle; transfer: Transferable[] } {
   if (kind === 'sab') {
     const sab = allocateSabRing(capacityBytes);
     return { consumer: new SabRingConsumer(sab), remote: { kind, sab }, transfer: [] };

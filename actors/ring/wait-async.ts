@@ -8,7 +8,9 @@
 
 /** Atomics.waitAsync (ES2024; in Node 20, missing from the ES2023 lib this project compiles against). */
 type WaitAsyncResult = { async: false; value: 'not-equal' | 'timed-out' } | { async: true; value: Promise<'ok' | 'timed-out'> };
-const waitAsync = (Atomics as unknown as { waitAsync(ta: Int32Array, index: number, value: number): WaitAsyncResult }).waitAsync.bind(Atomics);
+const waitAsync = (Atomics as unknown as { waitAsync(ta: Int32Array, index: number, value: number): WaitAsyncResult }).waitAsync.bind(
+  Atomics,
+);
 
 let keepAliveTimer: NodeJS.Timeout | undefined;
 let pendingWaits = 0;

@@ -86,7 +86,9 @@ export class InlineShard implements ShardBackend {
 
   call(id: string, method: string, args: unknown, opts: CallOptions): Promise<unknown> {
     const what = `call ${id}.${method}`;
-    return guardedCall(this.#pending, what, opts, () => this.#host.call(id, method, args).catch((err: unknown) => this.#asWorkerWould(err, what)));
+    return guardedCall(this.#pending, what, opts, () =>
+      this.#host.call(id, method, args).catch((err: unknown) => this.#asWorkerWould(err, what)),
+    );
   }
 
   stopActor(id: string, opts: CallOptions): Promise<void> {

@@ -278,7 +278,9 @@ export class WorkerShard implements ShardBackend {
     else setTimeout(() => gen.pumpAbort.abort(), kPortDrainGraceMs).unref();
     this.#drainNow(gen);
     gen.inbound.close();
-    const restarted = new SvcError('actor.shard_restarted', `actor shard ${this.index} crashed and was restarted`, { shardIndex: this.index });
+    const restarted = new SvcError('actor.shard_restarted', `actor shard ${this.index} crashed and was restarted`, {
+      shardIndex: this.index,
+    });
     gen.failReady(restarted);
     for (const fail of [...gen.pending]) fail(restarted);
     const lost = [...this.#actors.keys()];

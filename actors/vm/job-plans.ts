@@ -64,7 +64,10 @@ const agentWait: PlanStep = {
   timeoutMs: (ctx) => ctx.budgets.agentConnectTimeoutMs,
 };
 const vmResult = (ctx: JobContext): Record<string, unknown> => ({ vm: { name: ctx.vm, state: ctx.state ?? 'unknown' } });
-const lifecycleResult = (ctx: JobContext): Record<string, unknown> => ({ vm: { name: ctx.vm, state: ctx.state ?? 'unknown' }, already: ctx.already === true });
+const lifecycleResult = (ctx: JobContext): Record<string, unknown> => ({
+  vm: { name: ctx.vm, state: ctx.state ?? 'unknown' },
+  already: ctx.already === true,
+});
 
 /** The plan of a job. */
 export function planOf(params: JobParams): JobPlan {
@@ -100,7 +103,10 @@ export function planOf(params: JobParams): JobPlan {
           { step: 'agentDown', progress: 10, when: managed },
           { step: 'shutdown', progress: 30, when: () => graceful },
           {
-            step: 'waitStopped', progress: 50, when: () => graceful, args: () => ({ timeoutMs }),
+            step: 'waitStopped',
+            progress: 50,
+            when: () => graceful,
+            args: () => ({ timeoutMs }),
             timeoutMs: (ctx) => timeoutMs + ctx.budgets.stepTimeoutMs,
           },
           { step: 'destroy', progress: 60, when: (ctx) => !graceful || ctx.stopped !== true },
@@ -123,16 +129,43 @@ export function planOf(params: JobParams): JobPlan {
       };
     }
     case 'start':
-      return { steps: [{ step: 'start', progress: 50 }, { step: 'agentUp', progress: 100, when: managed, args: () => ({ restart: false }) }], result: lifecycleResult };
+      return {
+        steps: [
+          { step: 'start', progress: 50 },
+          { step: 'agentUp', progress: 100, when: managed, args: () => ({ restart: false }) },
+        ],
+        result: lifecycleResult,
+      };
     case 'stop':
-      return { steps: [{ step: 'shutdown', progress: 50 }, { step: 'agentDown', progress: 100 }], result: lifecycleResult };
+      return {
+        steps: [
+          { step: 'shutdown', progress: 50 },
+          { step: 'agentDown', progress: 100 },
+        ],
+        result: lifecycleResult,
+      };
     case 'destroy':
-      return { steps: [{ step: 'destroy', progress: 50 }, { step: 'agentDown', progress: 100 }], result: lifecycleResult };
+      return {
+        steps: [
+          { step: 'destroy', progress: 50 },
+          { step: 'agentDown', progress: 100 },
+        ],
+        result: lifecycleResult,
+      };
   }
 }
 
 function describeJob(j: OperationSnapshot<JobKind>): string {
-  const what = j.type === 'create' ? 'vm_create' : j.type === 'delete' ? 'vm_delete' : j.type === 'restart' ? 'vm_restart' : j.type === 'deploy_agent' ? 'vm_create (deploy-agent)' : j.type;
+  const what =
+    j.type === 'create'
+      ? 'vm_create'
+      : j.type === 'delete'
+        ? 'vm_delete'
+        : j.type === 'restart'
+          ? 'vm_restart'
+          : j.type === 'deploy_agent'
+            ? 'vm_create (deploy-agent)'
+            : j.type;
   return `${what} ${j.id} (${j.status}, ${j.progressPercent}%)`;
 }
 
@@ -152,13 +185,21 @@ export function admissionError(
     if (deleting !== undefined) return busy(`VM '${vm}' is being deleted by ${describeJob(deleting)}`, deleting);
     const creating = queue.find((j) => j.type === 'create');
     if (creating !== undefined) {
-      if (kind === 'create') return new SvcError('VM_ALREADY_EXISTS', `VM '${vm}' is already being created by ${describeJob(creating)}`, { operation_id: creating.id });
+      if (kind === 'create')
+        return new SvcError('VM_ALREADY_EXISTS', `VM '${vm}' is already being created by ${describeJob(creating)}`, {
+          operation_id: creating.id,
+        });
       return busy(`VM '${vm}' is being created by ${describeJob(creating)}; retry when it has finished`, creating);
     }
     const head = queue[0]!;
     if (kind === 'create') return new SvcError('VM_ALREADY_EXISTS', `VM '${vm}' already exists (${describeJob(head)} is in progress)`);
-    if (kind === 'delete') return busy(`VM '${vm}' has ${queue.length} operation(s) in progress (${describeJob(head)}); delete it once they have finished`, head);
-    if (queue.length >= MAX_QUEUED_JOBS) return busy(`VM '${vm}' already has ${queue.length} operations queued (the limit); ${describeJob(head)} is running`, head);
+    if (kind === 'delete')
+      return busy(
+        `VM '${vm}' has ${queue.length} operation(s) in progress (${describeJob(head)}); delete it once they have finished`,
+        head,
+      );
+    if (queue.length >= MAX_QUEUED_JOBS)
+      return busy(`VM '${vm}' already has ${queue.length} operations queued (the limit); ${describeJob(head)} is running`, head);
     return null;
   }
   if (kind === 'create') return observed.exists ? new SvcError('VM_ALREADY_EXISTS', `VM '${vm}' already exists`) : null;

@@ -51,7 +51,17 @@ interface PendingStep {
   readonly timer: NodeJS.Timeout;
 }
 
-const RESULT_KEYS: readonly (keyof StepResult)[] = ['state', 'managed', 'already', 'stopped', 'agentSinceMs', 'agentMode', 'disks', 'diskDeleted', 'hostname'];
+const RESULT_KEYS: readonly (keyof StepResult)[] = [
+  'state',
+  'managed',
+  'already',
+  'stopped',
+  'agentSinceMs',
+  'agentMode',
+  'disks',
+  'diskDeleted',
+  'hostname',
+];
 
 class VmOpsActor implements Actor {
   readonly #ctx: ActorContext;
@@ -95,7 +105,12 @@ class VmOpsActor implements Actor {
     if (this.#pending !== null) clearTimeout(this.#pending.timer);
     this.#pending = null;
     for (const job of this.#queue.splice(0)) {
-      if (job.op.fail({ code: 'server.not_ready', message: `operation ${job.op.id} was stopped: its queue actor is shutting down` }, OperationCause.cancelled)) {
+      if (
+        job.op.fail(
+          { code: 'server.not_ready', message: `operation ${job.op.id} was stopped: its queue actor is shutting down` },
+          OperationCause.cancelled,
+        )
+      ) {
         this.#emitJob(job);
       }
     }
@@ -104,8 +119,14 @@ class VmOpsActor implements Actor {
 
   #submit(args: SubmitArgs): OperationSnapshot<JobKind> {
     if (this.#stopping) throw new SvcError('server.not_ready', `the operation queue of VM '${this.#vm}' is stopping`);
-    if (typeof args?.jobId !== 'string' || typeof args.params?.kind !== 'string') throw new SvcError('request.invalid', 'submit needs jobId and params');
-    const refusal = admissionError(this.#vm, args.params, this.#queue.map((j) => j.op.snapshot()), args.observed);
+    if (typeof args?.jobId !== 'string' || typeof args.params?.kind !== 'string')
+      throw new SvcError('request.invalid', 'submit needs jobId and params');
+    const refusal = admissionError(
+      this.#vm,
+      args.params,
+      this.#queue.map((j) => j.op.snapshot()),
+      args.observed,
+    );
     if (refusal !== null) throw refusal;
     this.#clearIdle();
     const op = new OperationProgress<JobKind>({ id: args.jobId, type: args.params.kind, target: this.#vm, logger: this.#ctx.logger });
@@ -200,7 +221,10 @@ class VmOpsActor implements Actor {
     const frame: JobFrame = { kind: job.op.type, snapshot: job.op.snapshot() };
     this.#outbox.emit(VmFrameKind.kFrameVmJob, this.#ctx.id, encodeJson(frame), true);
     if (isTerminal(frame.snapshot.status) && publicTypeOf(job.op.type) !== null) {
-      this.#ctx.logger.info({ vm: this.#vm, operation: job.op.id, status: frame.snapshot.status, error: frame.snapshot.error?.message }, 'VM operation finished');
+      this.#ctx.logger.info(
+        { vm: this.#vm, operation: job.op.id, status: frame.snapshot.status, error: frame.snapshot.error?.message },
+        'VM operation finished',
+      );
     }
   }
 

@@ -40,7 +40,8 @@ async function connect(a: Args): Promise<{ sse: number; ws: number }> {
   subs = [];
   const opened: Promise<LightSubscriber>[] = [];
   for (let i = 0; i < Number(a['sse']); i++) opened.push(SseSubscriber.open(String(a['sseUrl']), notify));
-  for (let i = 0; i < Number(a['ws']); i++) opened.push(WsSubscriber.open(Number(a['wsPort']), a['wsSubscribe'] as string | undefined, notify));
+  for (let i = 0; i < Number(a['ws']); i++)
+    opened.push(WsSubscriber.open(Number(a['wsPort']), a['wsSubscribe'] as string | undefined, notify));
   subs = await Promise.all(opened);
   // let the subscriptions settle (WS subscribe replies)
   await sleep(200);
@@ -63,7 +64,12 @@ async function measure(warmupMs: number, measureMs: number, run: (until: number)
 }
 
 async function produce(a: Args): Promise<Record<string, unknown>> {
-  const agent = new SimAgent({ target: String(a['target']), tls: a['tls'] as SimAgentTls, agentId: String(a['agentId']), instanceId: String(a['instanceId']) });
+  const agent = new SimAgent({
+    target: String(a['target']),
+    tls: a['tls'] as SimAgentTls,
+    agentId: String(a['agentId']),
+    instanceId: String(a['instanceId']),
+  });
   agent.register();
   await agent.acked;
   const commandId = String(a['commandId']);
@@ -119,7 +125,12 @@ let ackWaiter: (() => void) | undefined;
 
 /** A simulated agent producing `commandId` output, at most `windowChunks` ahead of ackedMin, for `runMs`. */
 async function agentOnly(a: Args): Promise<{ chunks: number }> {
-  const agent = new SimAgent({ target: String(a['target']), tls: a['tls'] as SimAgentTls, agentId: String(a['agentId']), instanceId: String(a['instanceId']) });
+  const agent = new SimAgent({
+    target: String(a['target']),
+    tls: a['tls'] as SimAgentTls,
+    agentId: String(a['agentId']),
+    instanceId: String(a['instanceId']),
+  });
   agent.register();
   await agent.acked;
   const commandId = String(a['commandId']);

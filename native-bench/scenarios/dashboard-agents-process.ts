@@ -89,7 +89,12 @@ async function start(a: StartArgs): Promise<void> {
   const connectOne = async (): Promise<void> => {
     while (next < a.count && performance.now() < deadline) {
       const i = next++;
-      const agent = new SimAgent({ target: a.target, tls: a.tls, agentId: `${a.prefix}${String(i).padStart(3, '0')}`, instanceId: a.instanceId });
+      const agent = new SimAgent({
+        target: a.target,
+        tls: a.tls,
+        agentId: `${a.prefix}${String(i).padStart(3, '0')}`,
+        instanceId: a.instanceId,
+      });
       agent.register();
       const timeout = new Promise<false>((resolve) => setTimeout(resolve, Math.max(0, deadline - performance.now()), false).unref());
       const ok = await Promise.race([agent.acked.then(() => true), agent.ended.then(() => false), timeout]);
@@ -99,7 +104,13 @@ async function start(a: StartArgs): Promise<void> {
         continue;
       }
       void agent.ended.then(() => ended++);
-      fleet.push({ agent, sentMs: [], cpuPercent: 10 + Math.floor(Math.random() * 60), memoryMiB: 800 + Math.floor(Math.random() * 2000), uptimeS: 1000 + i });
+      fleet.push({
+        agent,
+        sentMs: [],
+        cpuPercent: 10 + Math.floor(Math.random() * 60),
+        memoryMiB: 800 + Math.floor(Math.random() * 2000),
+        uptimeS: 1000 + i,
+      });
     }
   };
   await Promise.all(Array.from({ length: a.concurrency }, connectOne));

@@ -41,7 +41,10 @@ export interface FleetStopped {
   readonly cpuMs: number;
 }
 
-type Reply = ({ op: 'started' } & FleetStarted) | { op: 'stopped'; sends: Record<string, number[]>; ended: number; cpuMs: number } | { op: 'error'; message: string };
+type Reply =
+  | ({ op: 'started' } & FleetStarted)
+  | { op: 'stopped'; sends: Record<string, number[]>; ended: number; cpuMs: number }
+  | { op: 'error'; message: string };
 
 export class AgentFleetProcess {
   readonly #child: ChildProcess;

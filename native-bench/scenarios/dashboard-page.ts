@@ -185,13 +185,19 @@ export class DashboardPage {
   async firstRender(url: string, how: 'goto' | 'reload', timeoutMs: number): Promise<FirstRender> {
     if (how === 'goto') await this.page.goto(url, { waitUntil: 'commit', timeout: timeoutMs });
     else await this.page.reload({ waitUntil: 'commit', timeout: timeoutMs });
-    await this.page.waitForFunction(() => ((globalThis as Probed).__bench?.rowsAtMs ?? null) !== null, undefined, { timeout: timeoutMs, polling: 50 });
+    await this.page.waitForFunction(() => ((globalThis as Probed).__bench?.rowsAtMs ?? null) !== null, undefined, {
+      timeout: timeoutMs,
+      polling: 50,
+    });
     return this.page.evaluate<FirstRender>(FIRST_RENDER);
   }
 
   /** Waits until the app's WebSocket is open. */
   async waitLive(timeoutMs: number): Promise<void> {
-    await this.page.waitForFunction(() => (globalThis as Probed).__sandboxd?.live.state.kind === 'open', undefined, { timeout: timeoutMs, polling: 50 });
+    await this.page.waitForFunction(() => (globalThis as Probed).__sandboxd?.live.state.kind === 'open', undefined, {
+      timeout: timeoutMs,
+      polling: 50,
+    });
   }
 
   /** Starts the measuring window; returns the counters at its start. */

@@ -36,7 +36,12 @@ export interface UpdateDelivery {
  * timely when shown at most `deadlineMs` after it was sent. Display logs must be in time order
  * with non-decreasing sequences per agent (what the page records).
  */
-export function matchUpdates(sends: SendLog, displays: DisplayLog, window: { fromMs: number; toMs: number }, deadlineMs: number): UpdateDelivery {
+export function matchUpdates(
+  sends: SendLog,
+  displays: DisplayLog,
+  window: { fromMs: number; toMs: number },
+  deadlineMs: number,
+): UpdateDelivery {
   let sent = 0;
   let shown = 0;
   let shownExactly = 0;

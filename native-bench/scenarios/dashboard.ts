@@ -70,7 +70,8 @@ interface Measured {
 }
 
 async function measure(seconds: number, signal: AbortSignal): Promise<Measured> {
-  if (!existsSync(CHROMIUM_PATH)) throw new Error(`${CHROMIUM_PATH} not found: install Debian's chromium package (node src/setup/ensure.mjs --tests does)`);
+  if (!existsSync(CHROMIUM_PATH))
+    throw new Error(`${CHROMIUM_PATH} not found: install Debian's chromium package (node src/setup/ensure.mjs --tests does)`);
   await ensureDashboardBuilt();
   const stateDir = await mkdtemp(join(tmpdir(), 'sandboxd-bench-dashboard-'));
   let server: ServerHandle | undefined;
@@ -228,7 +229,8 @@ function report(m: Measured): BenchResult {
 
 export const dashboard: BenchScenario = {
   name: 'dashboard',
-  description: 'the fleet view in headless Chromium with 200 agents streaming metrics each second: updates on screen in time, first render, frame and long-task figures',
+  description:
+    'the fleet view in headless Chromium with 200 agents streaming metrics each second: updates on screen in time, first render, frame and long-task figures',
   unit: 'updates/s',
   target: { ratioAtLeast: 0.95 },
   async run({ seconds, signal }): Promise<BenchResult> {

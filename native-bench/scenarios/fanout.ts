@@ -59,7 +59,12 @@ function problemsOf(name: string, p: Phase): string[] {
 async function ceiling(client: BenchClient, warmupMs: number, measureMs: number): Promise<Phase> {
   const raw = await RawFanout.start(16 * 1024 * 1024);
   try {
-    await client.call('fanout.connect', { sseUrl: `http://127.0.0.1:${raw.port}/sse`, wsPort: raw.port, sse: SUBSCRIBERS, ws: SUBSCRIBERS });
+    await client.call('fanout.connect', {
+      sseUrl: `http://127.0.0.1:${raw.port}/sse`,
+      wsPort: raw.port,
+      sse: SUBSCRIBERS,
+      ws: SUBSCRIBERS,
+    });
     const frames = new FrameTemplate(AGENT, COMMAND, ptyText(CHUNK_BYTES, 0));
     let acked = 0;
     let wake: (() => void) | undefined;
@@ -102,7 +107,13 @@ async function ceiling(client: BenchClient, warmupMs: number, measureMs: number)
   }
 }
 
-async function pipeline(client: BenchClient, producer: BenchClient, mode: 'workers' | 'inline', warmupMs: number, measureMs: number): Promise<Phase> {
+async function pipeline(
+  client: BenchClient,
+  producer: BenchClient,
+  mode: 'workers' | 'inline',
+  warmupMs: number,
+  measureMs: number,
+): Promise<Phase> {
   const server = await startBenchServer({ mode });
   try {
     const tls = await server.agentTls(`i-${AGENT}`);
@@ -139,7 +150,8 @@ async function pipeline(client: BenchClient, producer: BenchClient, mode: 'worke
 
 export const fanout: BenchScenario = {
   name: 'fanout',
-  description: "one agent's PTY output (4 KiB chunks) to 100 WS + 100 SSE subscribers in a client process, vs a raw uWS publish / SSE write loop of the same frames",
+  description:
+    "one agent's PTY output (4 KiB chunks) to 100 WS + 100 SSE subscribers in a client process, vs a raw uWS publish / SSE write loop of the same frames",
   unit: 'MB/s',
   target: { ratioAtLeast: 0.8 },
   async run({ seconds, signal }): Promise<BenchResult> {
@@ -164,7 +176,10 @@ export const fanout: BenchScenario = {
           inline: round(mbps(inline)),
           inlineRatio: round(mbps(inline) / mbps(raw)),
           workersVsInline: round(mbps(workers) / mbps(inline)),
-          chunksPerSecond: { workers: Math.round((workers.chunks ?? 0) / (workers.seconds + warmupMs / 1000)), raw: Math.round((raw.chunks ?? 0) / (raw.seconds + warmupMs / 1000)) },
+          chunksPerSecond: {
+            workers: Math.round((workers.chunks ?? 0) / (workers.seconds + warmupMs / 1000)),
+            raw: Math.round((raw.chunks ?? 0) / (raw.seconds + warmupMs / 1000)),
+          },
           chunks: { workers: workers.chunks ?? 0, inline: inline.chunks ?? 0, raw: raw.chunks ?? 0 },
           lost: workers.holes + inline.holes + raw.holes,
         },

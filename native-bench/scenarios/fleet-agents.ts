@@ -52,7 +52,15 @@ export async function runFleet(a: Args): Promise<Record<string, unknown>> {
   }, heartbeatMs / 20);
   regMs.sort((x, y) => x - y);
   const at = (p: number): number => Math.round((regMs[Math.min(regMs.length - 1, Math.floor((p / 100) * regMs.length))] ?? 0) * 10) / 10;
-  return { registered: regMs.length, failed, seconds, regP50Ms: at(50), regP99Ms: at(99), rssBytes: process.memoryUsage().rss, cpuMs: (cpu.user + cpu.system) / 1000 };
+  return {
+    registered: regMs.length,
+    failed,
+    seconds,
+    regP50Ms: at(50),
+    regP99Ms: at(99),
+    rssBytes: process.memoryUsage().rss,
+    cpuMs: (cpu.user + cpu.system) / 1000,
+  };
 }
 
 export function stopFleet(): Promise<null> {

@@ -114,7 +114,8 @@ async function runMode(mode: 'workers' | 'inline', seconds: number, signal: Abor
 
 export const fleet: BenchScenario = {
   name: 'fleet',
-  description: 'simulated agents on their own mTLS connections with heartbeats: how many register in the time bound (goal 5,000), RSS, heartbeat latency',
+  description:
+    'simulated agents on their own mTLS connections with heartbeats: how many register in the time bound (goal 5,000), RSS, heartbeat latency',
   unit: 'agents',
   target: { valueAtLeast: GOAL },
   async run({ seconds, signal }): Promise<BenchResult> {
@@ -131,7 +132,8 @@ export const fleet: BenchScenario = {
         workers: { ...workers },
         inline: { ...inline },
         workersVsInline: Math.round((inline.hbP99Ms / Math.max(0.001, workers.hbP99Ms)) * 100) / 100,
-        notes: 'workersVsInline = inline heartbeat p99 / workers heartbeat p99; RSS of the bench process (server); inline runs second in the same process, so its rssPerAgentKiB is understated',
+        notes:
+          'workersVsInline = inline heartbeat p99 / workers heartbeat p99; RSS of the bench process (server); inline runs second in the same process, so its rssPerAgentKiB is understated',
       },
       problems,
     };

@@ -71,10 +71,15 @@ async function ceiling(client: BenchClient, tls: SimAgentTls, ca: Parameters<typ
     const agents = Array.from({ length: AGENTS }, (_, i) => ({ tls, agentId: `bench-ingest-${i}`, instanceId: 'i-bench-ingest' }));
     // The raw server counts whole messages; the chunk payload is CHUNK_BYTES of each ~CHUNK_BYTES + 40.
     let perMessage = 0;
-    const rate = await sampled(client, { target: `127.0.0.1:${raw.port}`, agents, chunkBytes: CHUNK_BYTES, register: false }, seconds, () => {
-      perMessage = raw.messages;
-      return raw.messages * CHUNK_BYTES;
-    });
+    const rate = await sampled(
+      client,
+      { target: `127.0.0.1:${raw.port}`, agents, chunkBytes: CHUNK_BYTES, register: false },
+      seconds,
+      () => {
+        perMessage = raw.messages;
+        return raw.messages * CHUNK_BYTES;
+      },
+    );
     if (perMessage === 0) throw new Error('the raw gRPC server received nothing');
     return rate;
   } finally {

@@ -137,7 +137,11 @@ async function keepBusy(ms: number, signal: AbortSignal, job: (i: number) => Pro
 }
 
 async function runMode(mode: Mode, fx: Fixtures, sliceMs: number, signal: AbortSignal): Promise<Record<string, KindResult>> {
-  const pool = await JobPool.start({ mode, threads: Math.max(1, Math.min(2, cpus().length - 1)), jobModules: [TASK_JOBS_MODULE, IDENTITY_JOBS_MODULE] });
+  const pool = await JobPool.start({
+    mode,
+    threads: Math.max(1, Math.min(2, cpus().length - 1)),
+    jobModules: [TASK_JOBS_MODULE, IDENTITY_JOBS_MODULE],
+  });
   try {
     const ca = await ensureCa({ secretsDir: join(fx.dir, `secrets-${mode}`), trustDomain: 'bench.local', jobs: pool });
     const kinds: [string, (i: number) => Promise<unknown>][] = [
@@ -166,7 +170,8 @@ async function runMode(mode: Mode, fx: Fixtures, sliceMs: number, signal: AbortS
 
 export const jobs: BenchScenario = {
   name: 'jobs',
-  description: "main thread's event-loop delay while hashing, archive reading, certificate issuance and manifest parsing run on the job pool vs inline",
+  description:
+    "main thread's event-loop delay while hashing, archive reading, certificate issuance and manifest parsing run on the job pool vs inline",
   unit: 'x',
   target: { valueAtLeast: 1 },
   async run({ seconds, signal }): Promise<BenchResult> {
@@ -191,7 +196,8 @@ export const jobs: BenchScenario = {
           inline: { ...worst(inline) },
           kinds,
           concurrency: CONCURRENCY,
-          notes: 'event-loop delay of the main thread in ms (monitorEventLoopDelay, 1 ms resolution); inline = SVC_ACTORS=inline, the same jobs on the main thread; value = min over kinds of inline p99 / pool p99; workers/inline = the worst kind per figure',
+          notes:
+            'event-loop delay of the main thread in ms (monitorEventLoopDelay, 1 ms resolution); inline = SVC_ACTORS=inline, the same jobs on the main thread; value = min over kinds of inline p99 / pool p99; workers/inline = the worst kind per figure',
         },
       };
     } finally {

@@ -35,7 +35,12 @@ function percentiles(h: hdr.Histogram): Percentiles {
 }
 
 function agentOf(a: Args): SimAgent {
-  return new SimAgent({ target: String(a['target']), tls: a['tls'] as SimAgentTls, agentId: String(a['agentId']), instanceId: String(a['instanceId']) });
+  return new SimAgent({
+    target: String(a['target']),
+    tls: a['tls'] as SimAgentTls,
+    agentId: String(a['agentId']),
+    instanceId: String(a['instanceId']),
+  });
 }
 
 export async function runLatency(a: Args): Promise<Record<string, unknown>> {
@@ -62,7 +67,8 @@ export async function runLatency(a: Args): Promise<Record<string, unknown>> {
     });
   const subs: LightSubscriber[] = [];
   for (let i = 0; i < Number(a['sse']); i++) subs.push(await SseSubscriber.open(String(a['sseUrl']), listener(hists.sse)));
-  for (let i = 0; i < Number(a['ws']); i++) subs.push(await WsSubscriber.open(Number(a['wsPort']), String(a['wsSubscribe']), listener(hists.ws)));
+  for (let i = 0; i < Number(a['ws']); i++)
+    subs.push(await WsSubscriber.open(Number(a['wsPort']), String(a['wsSubscribe']), listener(hists.ws)));
   await sleep(200);
   const agent = agentOf(a);
   agent.register();

@@ -66,7 +66,10 @@ export const latency: BenchScenario = {
       const workers = await runMode(client, 'workers', seconds);
       const inline = await runMode(client, 'inline', seconds);
       const problems: string[] = [];
-      for (const [name, r] of [['workers', workers], ['inline', inline]] as const) {
+      for (const [name, r] of [
+        ['workers', workers],
+        ['inline', inline],
+      ] as const) {
         if (r.holes > 0) problems.push(`${name}: ${r.holes} seq holes`);
         if (r.incomplete > 0) problems.push(`${name}: ${r.incomplete} subscribers did not get every chunk`);
       }

@@ -167,7 +167,9 @@ export class WsSubscriber implements LightSubscriber {
       socket.on('close', () => (sub.closed = true));
       socket.on('connect', () => {
         const key = randomBytes(16).toString('base64');
-        socket.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+        socket.write(
+          `GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+        );
       });
       socket.on('data', (b: Buffer) => {
         if (sub.#upgraded) return sub.#feed(b);
@@ -246,7 +248,8 @@ export class WsSubscriber implements LightSubscriber {
       this.bytes += take;
       this.#tail.push(piece);
       this.#tailBytes += take;
-      while (this.#tail.length > 1 && this.#tailBytes - (this.#tail[0]?.length ?? 0) >= 160) this.#tailBytes -= this.#tail.shift()?.length ?? 0;
+      while (this.#tail.length > 1 && this.#tailBytes - (this.#tail[0]?.length ?? 0) >= 160)
+        this.#tailBytes -= this.#tail.shift()?.length ?? 0;
       if (this.#remaining === 0) {
         this.#remaining = -1;
         this.#message();

@@ -83,7 +83,11 @@ export class FrameTemplate {
 
   constructor(agentId: string, commandId: string, data: Uint8Array) {
     const replay = new CommandReplay(agentId, commandId, { ringBytes: 1 << 24 });
-    const payload = replay.chunk({ seq: 100_000_000, stream: 'stdout', offset: 0, timestampMs: Date.now(), eof: false, bytes: data }, Date.now() * 1000, new Scratch());
+    const payload = replay.chunk(
+      { seq: 100_000_000, stream: 'stdout', offset: 0, timestampMs: Date.now(), eof: false, bytes: data },
+      Date.now() * 1000,
+      new Scratch(),
+    );
     const p = payload === null ? null : decodeOutputPublish(payload);
     if (p === null) throw new Error('could not build the frame template');
     this.sse = Buffer.from(p.sse);
@@ -124,7 +128,17 @@ export class RawGrpc {
     const c = AgentServiceMethods.Connect;
     const ref: { raw?: RawGrpc } = {};
     server.addService(
-      { Connect: { path: c.path, requestStream: true, responseStream: true, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity } },
+      {
+        Connect: {
+          path: c.path,
+          requestStream: true,
+          responseStream: true,
+          requestSerialize: identity,
+          requestDeserialize: identity,
+          responseSerialize: identity,
+          responseDeserialize: identity,
+        },
+      },
       {
         Connect: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
           call.on('error', () => undefined);
@@ -138,8 +152,14 @@ export class RawGrpc {
         },
       },
     );
-    const creds = grpc.ServerCredentials.createSsl(Buffer.from(ca.caCertPem), [{ cert_chain: Buffer.from(ca.serverCertPem), private_key: Buffer.from(ca.serverKeyPem) }], true);
-    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', creds, (err, p) => (err === null ? resolve(p) : reject(err))));
+    const creds = grpc.ServerCredentials.createSsl(
+      Buffer.from(ca.caCertPem),
+      [{ cert_chain: Buffer.from(ca.serverCertPem), private_key: Buffer.from(ca.serverKeyPem) }],
+      true,
+    );
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', creds, (err, p) => (err === null ? resolve(p) : reject(err))),
+    );
     ref.raw = new RawGrpc(server, port);
     return ref.raw;
   }

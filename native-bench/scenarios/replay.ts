@@ -35,7 +35,12 @@ function pct(sorted: readonly number[], p: number): number {
 
 const r2 = (x: number): number => Math.round(x * 100) / 100;
 
-async function measureMode(client: BenchClient, mode: 'workers' | 'inline', chunkSizes: readonly number[], iterations: number): Promise<Map<number, Timing>> {
+async function measureMode(
+  client: BenchClient,
+  mode: 'workers' | 'inline',
+  chunkSizes: readonly number[],
+  iterations: number,
+): Promise<Map<number, Timing>> {
   // Rings big enough for 1,000 encoded 4 KiB chunks (≈ 10 KiB each).
   const server = await startBenchServer({ mode, replay: { ringBytes: 64 * 1024 * 1024 } });
   const out = new Map<number, Timing>();
@@ -88,7 +93,12 @@ export const replay: BenchScenario = {
       const w4 = workers.get(4096)!;
       const i4 = inline.get(4096)!;
       const bySize = (m: Map<number, Timing>): Record<string, { medianMs: number; p90Ms: number; actorMs: number; replayBytes: number }> =>
-        Object.fromEntries([...m].map(([size, t]) => [`${size}B`, { medianMs: r2(t.medianMs), p90Ms: r2(t.p90Ms), actorMs: r2(t.actorMs), replayBytes: t.bytes }]));
+        Object.fromEntries(
+          [...m].map(([size, t]) => [
+            `${size}B`,
+            { medianMs: r2(t.medianMs), p90Ms: r2(t.p90Ms), actorMs: r2(t.actorMs), replayBytes: t.bytes },
+          ]),
+        );
       return {
         value: w4.medianMs,
         ceiling: null,

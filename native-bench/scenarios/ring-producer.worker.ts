@@ -78,6 +78,8 @@ port.on('message', (m: ToProducer) => {
     wake?.();
     return;
   }
-  run(m.mode, m.durationMs, m.sab).catch((err: unknown) => send({ type: 'error', message: err instanceof Error ? err.message : String(err) }));
+  run(m.mode, m.durationMs, m.sab).catch((err: unknown) =>
+    send({ type: 'error', message: err instanceof Error ? err.message : String(err) }),
+  );
 });
 send({ type: 'ready' });

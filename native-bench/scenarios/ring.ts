@@ -130,7 +130,12 @@ async function phaseSab(p: Producer, copy: 'reuse' | 'slice', durationMs: number
   return tallyOf(v, report, elapsedMs);
 }
 
-async function phasePosted(p: Producer, mode: 'clone' | 'transfer', durationMs: number, signal: AbortSignal): Promise<Omit<Tally, 'bytes'>> {
+async function phasePosted(
+  p: Producer,
+  mode: 'clone' | 'transfer',
+  durationMs: number,
+  signal: AbortSignal,
+): Promise<Omit<Tally, 'bytes'>> {
   const v = new Verifier();
   let unacked = 0;
   const onRecord = (rec: Uint8Array): void => {
@@ -148,7 +153,10 @@ async function phasePosted(p: Producer, mode: 'clone' | 'transfer', durationMs: 
 
 function tallyOf(v: Verifier, report: Done, elapsedMs: number): Omit<Tally, 'bytes'> {
   return {
-    elapsedMs, produced: report.records, consumed: v.records, corrupt: v.corrupt,
+    elapsedMs,
+    produced: report.records,
+    consumed: v.records,
+    corrupt: v.corrupt,
     badChecksums: report.checksum === v.checksum ? 0 : 1,
   };
 }
@@ -180,7 +188,9 @@ export const ring: BenchScenario = {
           : phasePosted(producer, mode, ms, signal);
       for (const mode of modes) await measure(mode, WARMUP_MS);
 
-      const tallies = new Map<Phase, Tally>(modes.map((m) => [m, { bytes: 0, elapsedMs: 0, produced: 0, consumed: 0, corrupt: 0, badChecksums: 0 }]));
+      const tallies = new Map<Phase, Tally>(
+        modes.map((m) => [m, { bytes: 0, elapsedMs: 0, produced: 0, consumed: 0, corrupt: 0, badChecksums: 0 }]),
+      );
       const rounds = Math.max(1, Math.round(seconds));
       for (let r = 0; r < rounds; r++) {
         // rotate the order each round so no mode always runs first after a pause

@@ -88,7 +88,18 @@ export class SimAgent {
    */
   heartbeat(): boolean {
     const sentUs = Math.round((performance.timeOrigin + performance.now()) * 1000);
-    return this.#call.write(encode({ heartbeat: { agentId: this.agentId, timestampMs: Date.now(), status: v1.AgentStatus.READY, cpuPercent: 1, memoryUsedBytes: sentUs, uptimeSeconds: 1 } }));
+    return this.#call.write(
+      encode({
+        heartbeat: {
+          agentId: this.agentId,
+          timestampMs: Date.now(),
+          status: v1.AgentStatus.READY,
+          cpuPercent: 1,
+          memoryUsedBytes: sentUs,
+          uptimeSeconds: 1,
+        },
+      }),
+    );
   }
 
   /** One stdout chunk; false when the stream's buffer is full (await drained()). */

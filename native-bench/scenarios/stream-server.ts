@@ -59,10 +59,15 @@ function tapped(c: Component, tap: FrameHandler): Component {
     async start(ctx) {
       const started = await c.start(ctx);
       if (started.frames === undefined) return started;
-      const frames = new Map([...started.frames].map(([kind, handle]): [number, FrameHandler] => [kind, (k, key, payload) => {
-        tap(k, key, payload);
-        handle(k, key, payload);
-      }]));
+      const frames = new Map(
+        [...started.frames].map(([kind, handle]): [number, FrameHandler] => [
+          kind,
+          (k, key, payload) => {
+            tap(k, key, payload);
+            handle(k, key, payload);
+          },
+        ]),
+      );
       return { ...started, frames };
     },
   };
@@ -82,7 +87,14 @@ export async function startBenchServer(opts: BenchServerOptions): Promise<BenchS
     ...(opts.sseQueueBytes !== undefined && { sseQueueBytes: opts.sseQueueBytes }),
   });
   const server = await startServer(config, pino({ level: 'silent' }), {
-    components: [eventsComponent({ maxEvents: 1000 }), actorsComponent, withTap(agentsComponent), withTap(output), httpComponent, agentListenerComponent],
+    components: [
+      eventsComponent({ maxEvents: 1000 }),
+      actorsComponent,
+      withTap(agentsComponent),
+      withTap(output),
+      httpComponent,
+      agentListenerComponent,
+    ],
     metrics: createMetrics({ defaultMetrics: false }),
   });
   const ca = await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain });

@@ -105,7 +105,9 @@ async function runMode(mode: 'workers' | 'inline', seconds: number, signal: Abor
   } finally {
     if (server !== undefined) {
       const base = `http://127.0.0.1:${server.ports.http}`;
-      await Promise.all(created.map((name) => fetch(`${base}/api/v1/vms/${name}?force=true&delete_disk=true`, { method: 'DELETE' }).catch(() => undefined)));
+      await Promise.all(
+        created.map((name) => fetch(`${base}/api/v1/vms/${name}?force=true&delete_disk=true`, { method: 'DELETE' }).catch(() => undefined)),
+      );
       await server.stop().catch(() => undefined);
     }
     await rm(stateDir, { recursive: true, force: true });

@@ -30,7 +30,11 @@ export const vmReal: BenchScenario = {
       for (let i = 0; (i < 3 || Date.now() < until) && i < 20 && !signal.aborted; i++) {
         const name = `agent-bench-${i}`;
         const t0 = performance.now();
-        const r = await fetch(`${base}/api/v1/vms`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, profile: 'basic', vcpus: 1, memory_mb: 512, disk_gb: 2 }) });
+        const r = await fetch(`${base}/api/v1/vms`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ name, profile: 'basic', vcpus: 1, memory_mb: 512, disk_gb: 2 }),
+        });
         const id = ((await r.json()) as { operation?: { id: string } }).operation?.id;
         for (;;) {
           if (id === undefined || signal.aborted) break;
@@ -54,7 +58,12 @@ export const vmReal: BenchScenario = {
     return {
       value: Math.round(percentile(sorted, 50)),
       ceiling: null,
-      extra: { p95_ms: Math.round(percentile(sorted, 95)), samples: samples.length, accelerator: env.prep.accelerator, accelerator_reason: env.prep.acceleratorReason },
+      extra: {
+        p95_ms: Math.round(percentile(sorted, 95)),
+        samples: samples.length,
+        accelerator: env.prep.accelerator,
+        accelerator_reason: env.prep.acceleratorReason,
+      },
       problems,
     };
   },

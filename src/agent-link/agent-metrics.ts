@@ -10,7 +10,13 @@ import { COMMAND_RESULTS, REJECT_REASONS, type AgentMetricFrame } from '../../ac
 import type { Metrics } from '../observability/metrics.js';
 
 /** Codes a refused Connect or Exec is counted under (error-table codes). */
-export const REFUSAL_CODES = ['agent.unauthenticated', 'agent.identity_mismatch', 'identity.operator_required', 'request.invalid', 'server.not_ready'] as const;
+export const REFUSAL_CODES = [
+  'agent.unauthenticated',
+  'agent.identity_mismatch',
+  'identity.operator_required',
+  'request.invalid',
+  'server.not_ready',
+] as const;
 
 export interface CommandLatencyPercentiles {
   count: number;
@@ -31,8 +37,18 @@ export class AgentMetrics {
   constructor(metrics: Pick<Metrics, 'registry' | 'commandsTotal' | 'commandsByResult' | 'commandLatencySeconds'>) {
     this.#metrics = metrics;
     const registers = [metrics.registry];
-    this.messagesRejected = new Counter({ name: 'svc_agent_messages_rejected_total', help: 'Agent messages ignored or refused, by reason', labelNames: ['reason'], registers });
-    this.callsRefused = new Counter({ name: 'svc_agent_calls_refused_total', help: 'gRPC Connect and Exec calls refused before they started, by error code', labelNames: ['code'], registers });
+    this.messagesRejected = new Counter({
+      name: 'svc_agent_messages_rejected_total',
+      help: 'Agent messages ignored or refused, by reason',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.callsRefused = new Counter({
+      name: 'svc_agent_calls_refused_total',
+      help: 'gRPC Connect and Exec calls refused before they started, by error code',
+      labelNames: ['code'],
+      registers,
+    });
     for (const reason of REJECT_REASONS) this.messagesRejected.inc({ reason }, 0);
     for (const code of REFUSAL_CODES) this.callsRefused.inc({ code }, 0);
     for (const result of COMMAND_RESULTS) metrics.commandsByResult.inc({ result }, 0);
@@ -65,6 +81,11 @@ export class AgentMetrics {
 
   latency(): CommandLatencyPercentiles {
     const h = this.#latencyUs;
-    return { count: h.totalCount, p50Ms: h.getValueAtPercentile(50) / 1000, p99Ms: h.getValueAtPercentile(99) / 1000, maxMs: h.maxValue / 1000 };
+    return {
+      count: h.totalCount,
+      p50Ms: h.getValueAtPercentile(50) / 1000,
+      p99Ms: h.getValueAtPercentile(99) / 1000,
+      maxMs: h.maxValue / 1000,
+    };
   }
 }

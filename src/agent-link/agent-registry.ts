@@ -35,7 +35,15 @@ export const AGENT_JSON_SCHEMA = {
         load_avg: { type: 'array', items: { type: 'number' } },
         uptime_seconds: { type: 'integer' },
       },
-      required: ['cpu_percent', 'memory_used_bytes', 'memory_total_bytes', 'disk_used_bytes', 'disk_total_bytes', 'load_avg', 'uptime_seconds'],
+      required: [
+        'cpu_percent',
+        'memory_used_bytes',
+        'memory_total_bytes',
+        'disk_used_bytes',
+        'disk_total_bytes',
+        'load_avg',
+        'uptime_seconds',
+      ],
     },
     system_info: {
       type: 'object',
@@ -53,7 +61,8 @@ export const AGENT_JSON_SCHEMA = {
 } as const;
 
 /** A registry change, for live views (WS agent_status, dashboards). */
-export type AgentChange = { kind: 'updated'; agent: AgentSnapshot; previousStatus: AgentStatus | null } | { kind: 'removed'; agentId: string };
+export type AgentChange =
+  { kind: 'updated'; agent: AgentSnapshot; previousStatus: AgentStatus | null } | { kind: 'removed'; agentId: string };
 
 function toAgent(s: AgentSnapshot): Agent {
   const a: Agent = {

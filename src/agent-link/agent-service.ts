@@ -45,16 +45,36 @@ export type SessionMessageEvent = ({ kind: 'report' } & SessionReportFrame) | ({
 
 /** What subscribeCommands listeners see (every command of every agent, in order per command). */
 export type CommandEvent =
-  | { kind: 'output'; commandId: string; stream: OutputStreamName; seq: number; offset: number; eof: boolean; timestampMs: number; data: Buffer }
+  | {
+      kind: 'output';
+      commandId: string;
+      stream: OutputStreamName;
+      seq: number;
+      offset: number;
+      eof: boolean;
+      timestampMs: number;
+      data: Buffer;
+    }
   | ({ kind: 'gap' } & CommandGapFrame)
   | ({ kind: 'result' } & CommandResultFrame);
 
-const STREAM_NAMES: Record<number, OutputStreamName> = { [OutputStream.stdout]: 'stdout', [OutputStream.stderr]: 'stderr', [OutputStream.log]: 'log' };
+const STREAM_NAMES: Record<number, OutputStreamName> = {
+  [OutputStream.stdout]: 'stdout',
+  [OutputStream.stderr]: 'stderr',
+  [OutputStream.log]: 'log',
+};
 
 export interface AgentServiceOptions {
   readonly config: Pick<
     Config,
-    'trustDomain' | 'secretsDir' | 'grpcAddr' | 'agentHeartbeatSeconds' | 'agentStaleAfterSeconds' | 'agentRetentionSeconds' | 'execDefaultTimeoutSeconds' | 'shutdownDeadlineMs'
+    | 'trustDomain'
+    | 'secretsDir'
+    | 'grpcAddr'
+    | 'agentHeartbeatSeconds'
+    | 'agentStaleAfterSeconds'
+    | 'agentRetentionSeconds'
+    | 'execDefaultTimeoutSeconds'
+    | 'shutdownDeadlineMs'
   >;
   readonly logger: Logger;
   readonly metrics: Metrics;
@@ -215,7 +235,10 @@ export class AgentService {
       this.#opts.events.append({ event_type: 'agent.disconnected', agent_id: agentId, details: { reason } });
       this.#scheduleOrphanRemoval(agentId);
     }
-    this.#log.error({ shardIndex, agents: lost.size }, 'agents lost with a restarted actor shard; their streams were ended so they reconnect');
+    this.#log.error(
+      { shardIndex, agents: lost.size },
+      'agents lost with a restarted actor shard; their streams were ended so they reconnect',
+    );
   }
 
   /**
@@ -242,13 +265,27 @@ export class AgentService {
   }
 
   stats(): { streams: number; execs: number; staleWrites: number; latency: ReturnType<AgentMetrics['latency']> } {
-    return { streams: this.#streams.liveCount, execs: this.#execs.size, staleWrites: this.#streams.staleWrites, latency: this.agentMetrics.latency() };
+    return {
+      streams: this.#streams.liveCount,
+      execs: this.#execs.size,
+      staleWrites: this.#streams.staleWrites,
+      latency: this.agentMetrics.latency(),
+    };
   }
 
   #tapOutput(commandId: string, payload: Uint8Array): void {
     const o = decodeOutputFrame(payload);
     if (o === null) return;
-    this.#tap({ kind: 'output', commandId, stream: STREAM_NAMES[o.stream] ?? 'log', seq: o.seq, offset: o.offset, eof: o.eof, timestampMs: o.timestampMs, data: Buffer.from(o.data) });
+    this.#tap({
+      kind: 'output',
+      commandId,
+      stream: STREAM_NAMES[o.stream] ?? 'log',
+      seq: o.seq,
+      offset: o.offset,
+      eof: o.eof,
+      timestampMs: o.timestampMs,
+      data: Buffer.from(o.data),
+    });
   }
 
   #tapSession(e: SessionMessageEvent): void {
@@ -279,7 +316,8 @@ export class AgentService {
       clearTimeout(timer);
       this.#orphanTimers.delete(snapshot.id);
     }
-    if (!this.registry.apply(snapshot)) this.#log.warn({ agent: snapshot.id, status: snapshot.status }, 'agent snapshot with an unknown status ignored');
+    if (!this.registry.apply(snapshot))
+      this.#log.warn({ agent: snapshot.id, status: snapshot.status }, 'agent snapshot with an unknown status ignored');
   }
 
   #scheduleOrphanRemoval(agentId: string): void {

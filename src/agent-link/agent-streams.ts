@@ -14,7 +14,17 @@
  */
 import type * as grpc from '@grpc/grpc-js';
 import { AgentMetadata } from '../../proto/index.js';
-import { AGENT_ACTOR_TYPE, AgentFrameKind, agentActorId, decodeConnPrefixed, decodeText, encodeJson, type AgentActorInit, type AttachInfo, type DetachInfo } from '../../actors/protocol/agent-frames.js';
+import {
+  AGENT_ACTOR_TYPE,
+  AgentFrameKind,
+  agentActorId,
+  decodeConnPrefixed,
+  decodeText,
+  encodeJson,
+  type AgentActorInit,
+  type AttachInfo,
+  type DetachInfo,
+} from '../../actors/protocol/agent-frames.js';
 import { ERROR_TABLE, GrpcStatus, SvcError, type ErrorCode } from '../core/errors.js';
 import { checkAgentMetadata, identityFromPeerCertificate } from '../identity/spiffe.js';
 import { ActorLane, type ActorPort } from '../../actors/runtime/actor-lane.js';
@@ -89,7 +99,8 @@ export class AgentStreams {
     const secret = firstMetadata(call.metadata, AgentMetadata.retiredSecret);
     // Keep an 'error' listener from the start: a call that fails before we attach must not throw.
     call.on('error', () => undefined);
-    if (this.#stopping || this.#actors === undefined) return this.#refuse(call, 'server.not_ready', 'the server is starting or stopping; retry', { peer });
+    if (this.#stopping || this.#actors === undefined)
+      return this.#refuse(call, 'server.not_ready', 'the server is starting or stopping; retry', { peer });
     const identity = identityFromPeerCertificate(call.getAuthContext()?.sslPeerCertificate, this.#opts.trustDomain);
     const check = checkAgentMetadata(identity, { instanceId, secret });
     if (!check.ok) return this.#refuse(call, check.code, check.message, { peer, agentId, instanceId });
@@ -178,7 +189,7 @@ export class AgentStreams {
       slot.live = undefined;
       if (live !== undefined) {
         live.ended = true;
-        endWithStatus(live.call, GrpcStatus.UNAVAILABLE, 'the server lost this agent\'s state (actor shard restarted); reconnect');
+        endWithStatus(live.call, GrpcStatus.UNAVAILABLE, "the server lost this agent's state (actor shard restarted); reconnect");
       }
     }
   }
@@ -197,7 +208,15 @@ export class AgentStreams {
   #slot(agentId: string): AgentSlot {
     let slot = this.#slots.get(agentId);
     if (slot === undefined) {
-      slot = { agentId, actorId: agentActorId(agentId), lane: undefined, live: undefined, spawned: false, ops: Promise.resolve(), pendingOps: 0 };
+      slot = {
+        agentId,
+        actorId: agentActorId(agentId),
+        lane: undefined,
+        live: undefined,
+        spawned: false,
+        ops: Promise.resolve(),
+        pendingOps: 0,
+      };
       this.#slots.set(agentId, slot);
     }
     return slot;
@@ -211,7 +230,8 @@ export class AgentStreams {
       .catch(() => undefined)
       .finally(() => {
         slot.pendingOps--;
-        if (slot.pendingOps === 0 && slot.live === undefined && !slot.spawned && this.#slots.get(slot.agentId) === slot) this.#slots.delete(slot.agentId);
+        if (slot.pendingOps === 0 && slot.live === undefined && !slot.spawned && this.#slots.get(slot.agentId) === slot)
+          this.#slots.delete(slot.agentId);
       });
     return run;
   }

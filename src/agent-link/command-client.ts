@@ -69,7 +69,9 @@ export class AgentCommandClient {
       await this.#actors.call(actorId, 'runCommand', { ...args, commandId, source: 'server' });
     } catch (err) {
       this.#routes.delete(commandId);
-      throw err instanceof SvcError && err.code === 'actor.not_found' ? new SvcError('agent.not_found', `agent ${agentId} is not connected`) : err;
+      throw err instanceof SvcError && err.code === 'actor.not_found'
+        ? new SvcError('agent.not_found', `agent ${agentId} is not connected`)
+        : err;
     }
     const call = (method: string, extra: Record<string, unknown>): Promise<void> =>
       this.#actors.call(actorId, method, { commandId, ...extra }).then(() => undefined);

@@ -32,7 +32,8 @@ export const agentsComponent: Component = {
       routes: (router) =>
         registerAgentRoutes(router, {
           registry: agents.registry,
-          reprovision: (id) => ctx.find('vms')?.reprovision(id) ?? Promise.reject(new SvcError('server.not_ready', 'VMs are still starting')),
+          reprovision: (id) =>
+            ctx.find('vms')?.reprovision(id) ?? Promise.reject(new SvcError('server.not_ready', 'VMs are still starting')),
         }),
       // Idempotent: already done when the listener component ran and stopped first.
       stop: () => agents.stop(),

@@ -17,7 +17,14 @@
 import { randomUUID } from 'node:crypto';
 import type * as grpc from '@grpc/grpc-js';
 import { v1 } from '../../proto/index.js';
-import { agentActorId, decodeJson, decodeOutputFrame, OutputStream, type CommandGapFrame, type CommandResultFrame } from '../../actors/protocol/agent-frames.js';
+import {
+  agentActorId,
+  decodeJson,
+  decodeOutputFrame,
+  OutputStream,
+  type CommandGapFrame,
+  type CommandResultFrame,
+} from '../../actors/protocol/agent-frames.js';
 import { ERROR_TABLE, GrpcStatus, SvcError, toWire } from '../core/errors.js';
 import { checkOperatorIdentity, identityFromPeerCertificate } from '../identity/spiffe.js';
 import type { ActorPort } from '../../actors/runtime/actor-lane.js';
@@ -125,7 +132,9 @@ export class ExecCalls {
     const state = this.#execs.get(commandId);
     if (state === undefined) return;
     const gap = decodeJson<CommandGapFrame>(payload);
-    state.call.write({ error: `output lost: chunks ${gap.first_seq}-${gap.last_seq}${gap.lost_bytes > 0 ? `, ${gap.lost_bytes} bytes` : ''} (${gap.reason})` });
+    state.call.write({
+      error: `output lost: chunks ${gap.first_seq}-${gap.last_seq}${gap.lost_bytes > 0 ? `, ${gap.lost_bytes} bytes` : ''} (${gap.reason})`,
+    });
   }
 
   onResult(commandId: string, payload: Uint8Array): void {
@@ -157,7 +166,10 @@ export class ExecCalls {
     if (state === undefined || !this.#finish(commandId)) return;
     const reason = `no result from agent ${state.agentId} within ${timeoutSeconds} s + grace`;
     this.#opts.logger.warn({ agent: state.agentId, commandId }, reason);
-    this.#opts.actors()?.call(agentActorId(state.agentId), 'expireCommand', { commandId, reason }).catch(() => undefined);
+    this.#opts
+      .actors()
+      ?.call(agentActorId(state.agentId), 'expireCommand', { commandId, reason })
+      .catch(() => undefined);
     endWithStatus(state.call, GrpcStatus.DEADLINE_EXCEEDED, reason);
   }
 

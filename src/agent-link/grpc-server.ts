@@ -70,7 +70,12 @@ export function agentServiceDefinition(): grpc.ServiceDefinition {
  * the raw TCP socket stayed open (seen with real VMs: the test process never exited). `close`
  * therefore destroys whatever raw socket is still open once the grace has passed.
  */
-export async function startGrpcListener(opts: { address: ListenAddress; ca: CaMaterial; handlers: GrpcHandlers; logger: LoggerLike }): Promise<GrpcListener> {
+export async function startGrpcListener(opts: {
+  address: ListenAddress;
+  ca: CaMaterial;
+  handlers: GrpcHandlers;
+  logger: LoggerLike;
+}): Promise<GrpcListener> {
   const server = new grpc.Server({
     'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
     'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
@@ -92,7 +97,9 @@ export async function startGrpcListener(opts: { address: ListenAddress; ca: CaMa
   const tcp = createServer({ noDelay: true }, (socket) => {
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
-    socket.on('error', () => { /* reported by the TLS layer wrapped around it */ });
+    socket.on('error', () => {
+      /* reported by the TLS layer wrapped around it */
+    });
     injector.injectConnection(socket);
   });
   const port = await new Promise<number>((resolve, reject) => {
@@ -102,7 +109,10 @@ export async function startGrpcListener(opts: { address: ListenAddress; ca: CaMa
       resolve((tcp.address() as AddressInfo).port);
     });
   });
-  opts.logger.info({ address: formatAddress({ host: opts.address.host, port }), service: AGENT_SERVICE_NAME }, 'gRPC listener ready (mTLS)');
+  opts.logger.info(
+    { address: formatAddress({ host: opts.address.host, port }), service: AGENT_SERVICE_NAME },
+    'gRPC listener ready (mTLS)',
+  );
   let closing: Promise<void> | undefined;
   return {
     port,

@@ -56,7 +56,10 @@ export function registerAgentRoutes(router: Router, deps: AgentRoutesDeps): void
     path: '/api/v1/agents/:id/rotate-secret',
     body: 'none',
     handler: () => {
-      throw new SvcError('route.retired', 'rotate-secret is retired: agents authenticate with their mTLS certificate (sandboxd certs issue-agent)');
+      throw new SvcError(
+        'route.retired',
+        'rotate-secret is retired: agents authenticate with their mTLS certificate (sandboxd certs issue-agent)',
+      );
     },
   });
 }

@@ -33,7 +33,10 @@ function main(): void {
     process.exit(2);
   }
   const log = createAgentLogger(cfg.logFormat, cfg.logLevel, { agentId: cfg.agentId, instanceId: cfg.instanceId });
-  log.info({ version: AGENT_VERSION, server: `${cfg.server.host}:${cfg.server.port}`, workDir: cfg.workDir, profile: cfg.profile }, 'sandbox-agent starting');
+  log.info(
+    { version: AGENT_VERSION, server: `${cfg.server.host}:${cfg.server.port}`, workDir: cfg.workDir, profile: cfg.profile },
+    'sandbox-agent starting',
+  );
   const agent = new Agent({ config: cfg, log, version: AGENT_VERSION });
 
   let signalled = false;

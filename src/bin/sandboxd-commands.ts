@@ -36,12 +36,28 @@ export interface SandboxdCommand {
 export const SANDBOXD_COMMANDS: readonly SandboxdCommand[] = [
   { words: ['serve'], synopsis: '', summary: 'run the server (HTTP 127.0.0.1:8122, WebSocket 8121, gRPC 8120 by default)' },
   { words: ['certs'], synopsis: '<sub> ...', summary: 'manage identities: issue-agent, issue-operator (sandboxd certs --help)' },
-  { words: ['certs', 'issue-agent'], synopsis: '--instance-id ID --out DIR [--ttl-seconds N]', summary: 'issue an agent client certificate' },
-  { words: ['certs', 'issue-operator'], synopsis: '--name NAME --out DIR [--ttl-seconds N]', summary: 'issue an operator client certificate' },
+  {
+    words: ['certs', 'issue-agent'],
+    synopsis: '--instance-id ID --out DIR [--ttl-seconds N]',
+    summary: 'issue an agent client certificate',
+  },
+  {
+    words: ['certs', 'issue-operator'],
+    synopsis: '--name NAME --out DIR [--ttl-seconds N]',
+    summary: 'issue an operator client certificate',
+  },
   { words: ['image'], synopsis: 'build ...', summary: 'build a bootable guest image for qemu hosts (sandboxd image --help)' },
-  { words: ['image', 'build'], synopsis: '[--kind minimal|debian] [--out DIR]', summary: 'build a guest image (minimal, or debian as root)' },
+  {
+    words: ['image', 'build'],
+    synopsis: '[--kind minimal|debian] [--out DIR]',
+    summary: 'build a guest image (minimal, or debian as root)',
+  },
   { words: ['host'], synopsis: 'prepare ...', summary: 'prepare this host for qemu VMs (sandboxd host --help)' },
-  { words: ['host', 'prepare'], synopsis: '[--network NAME] [--bridge DEV] [--address IP] [--no-install]', summary: 'libvirtd, virtlogd, isolated network (root)' },
+  {
+    words: ['host', 'prepare'],
+    synopsis: '[--network NAME] [--bridge DEV] [--address IP] [--no-install]',
+    summary: 'libvirtd, virtlogd, isolated network (root)',
+  },
   { words: ['config'], synopsis: '[--markdown]', summary: 'list every configuration variable with its default' },
   { words: ['errors'], synopsis: '[--markdown]', summary: 'list every error code with its HTTP and gRPC status' },
   { words: ['version'], synopsis: '', summary: 'print the version' },

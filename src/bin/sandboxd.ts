@@ -12,7 +12,11 @@ process.env['UV_THREADPOOL_SIZE'] ??= '16';
 
 const { runSandboxd } = await import('./sandboxd-commands.js');
 
-runSandboxd(process.argv.slice(2), { stdout: (t) => void process.stdout.write(t), stderr: (t) => void process.stderr.write(t) }, process.env).then(
+runSandboxd(
+  process.argv.slice(2),
+  { stdout: (t) => void process.stdout.write(t), stderr: (t) => void process.stderr.write(t) },
+  process.env,
+).then(
   (code) => {
     process.exitCode = code;
   },

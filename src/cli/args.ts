@@ -45,7 +45,12 @@ export class UsageError extends Error {
 export const GLOBAL_FLAGS: readonly FlagSpec[] = [
   { name: 'json', type: 'boolean', description: "print the server's JSON (one object per line for streams)" },
   { name: 'context', type: 'string', value: 'NAME', description: 'use this context (default: SBX_CONTEXT, then the current one)' },
-  { name: 'server', type: 'string', value: 'URL', description: 'server URL (default: SBX_SERVER, then the context, then http://127.0.0.1:8122)' },
+  {
+    name: 'server',
+    type: 'string',
+    value: 'URL',
+    description: 'server URL (default: SBX_SERVER, then the context, then http://127.0.0.1:8122)',
+  },
   { name: 'actor', type: 'string', value: 'NAME', description: 'actor name (default: SVC_GATEWAY_SSH_ACTOR, the context, the OS user)' },
   { name: 'no-color', type: 'boolean', description: 'no colour (also when NO_COLOR is set or output is not a terminal)' },
   { name: 'help', short: 'h', type: 'boolean', description: 'show help' },
@@ -69,7 +74,12 @@ function convert(spec: FlagSpec, raw: string, shown: string): string | number {
  * Parses `tokens` (after noun and verb). Command flags shadow global ones of the same name.
  * Positional arguments are checked against `argSpecs` (missing required, too many).
  */
-export function parseArgs(tokens: readonly string[], flagSpecs: readonly FlagSpec[], argSpecs: readonly ArgSpec[], hint?: string): ParsedArgs {
+export function parseArgs(
+  tokens: readonly string[],
+  flagSpecs: readonly FlagSpec[],
+  argSpecs: readonly ArgSpec[],
+  hint?: string,
+): ParsedArgs {
   const specs = [...flagSpecs, ...GLOBAL_FLAGS.filter((g) => !flagSpecs.some((f) => f.name === g.name))];
   const flags: FlagValues = {};
   const args: string[] = [];
@@ -117,7 +127,10 @@ export function parseArgs(tokens: readonly string[], flagSpecs: readonly FlagSpe
   if (flags['help'] === true) return { args, flags };
   const required = argSpecs.filter((a) => a.required).length;
   if (args.length < required) {
-    const missing = argSpecs.slice(args.length).filter((a) => a.required).map((a) => a.name);
+    const missing = argSpecs
+      .slice(args.length)
+      .filter((a) => a.required)
+      .map((a) => a.name);
     throw new UsageError(`missing ${missing.join(' ')}`, hint);
   }
   if (args.length > argSpecs.length) throw new UsageError(`unexpected argument ${JSON.stringify(args[argSpecs.length])}`, hint);

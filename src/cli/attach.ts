@@ -23,7 +23,12 @@ export const DETACH_BYTE = 0x1d;
 export const DETACH_KEY_NAME = 'Ctrl-]';
 /** Give up reconnecting after this long without a connection, ms. */
 const kReconnectWindowMs = 60_000;
-const RECONNECT_CODES: ReadonlySet<number> = new Set([PtyCloseCode.goingAway, PtyCloseCode.abnormal, PtyCloseCode.pongTimeout, PtyCloseCode.slowConsumer]);
+const RECONNECT_CODES: ReadonlySet<number> = new Set([
+  PtyCloseCode.goingAway,
+  PtyCloseCode.abnormal,
+  PtyCloseCode.pongTimeout,
+  PtyCloseCode.slowConsumer,
+]);
 
 type Ending =
   | { kind: 'detach' }
@@ -35,7 +40,8 @@ function roleMessage(sessionId: string, granted: SessionRole, requested: Session
   const verb = again ? 'reattached to' : 'attached to';
   if (granted === 'controller') return `${verb} ${sessionId} as controller; Ctrl-] detaches`;
   if (requested === 'controller') {
-    const why = reason === 'lease_held' || reason === undefined ? 'the controller lease is held by another client' : `controller refused (${reason})`;
+    const why =
+      reason === 'lease_held' || reason === undefined ? 'the controller lease is held by another client' : `controller refused (${reason})`;
     return `${why}: ${verb} ${sessionId} as observer (read-only); Ctrl-] detaches`;
   }
   return `${verb} ${sessionId} as observer (read-only; --control to type); Ctrl-] detaches`;
@@ -46,7 +52,12 @@ function roleMessage(sessionId: string, granted: SessionRole, requested: Session
  * `exists` is asked before each reconnection: false (the session is gone) ends the attach with
  * exit 3; a rejection (server still down) keeps trying.
  */
-export async function attachTerminal(ctx: CommandContext, sessionId: string, control: boolean, exists?: () => Promise<boolean>): Promise<number> {
+export async function attachTerminal(
+  ctx: CommandContext,
+  sessionId: string,
+  control: boolean,
+  exists?: () => Promise<boolean>,
+): Promise<number> {
   const { io } = ctx;
   if (io.webSocket === undefined) throw new Error('no WebSocket implementation available');
   const WebSocketCtor = await io.webSocket();
@@ -127,7 +138,8 @@ export async function attachTerminal(ctx: CommandContext, sessionId: string, con
         onError: (code, message) => {
           lastError = { code, message };
         },
-        onClose: (code, reason) => resolve(exited !== null ? { kind: 'exited', ...exited } : { kind: 'closed', code, reason, error: lastError }),
+        onClose: (code, reason) =>
+          resolve(exited !== null ? { kind: 'exited', ...exited } : { kind: 'closed', code, reason, error: lastError }),
       });
     });
 
@@ -149,7 +161,9 @@ export async function attachTerminal(ctx: CommandContext, sessionId: string, con
       downSinceMs ??= Date.now();
       if (Date.now() - downSinceMs > kReconnectWindowMs) break;
       const delayMs = backoffDelayMs(++failures, 500, 5000);
-      io.stderr.write(`\r\nsbx: connection to ${sessionId} lost (${ending.code}); reconnecting in ${(delayMs / 1000).toFixed(1)}s (Ctrl-] to give up)\r\n`);
+      io.stderr.write(
+        `\r\nsbx: connection to ${sessionId} lost (${ending.code}); reconnecting in ${(delayMs / 1000).toFixed(1)}s (Ctrl-] to give up)\r\n`,
+      );
       const waited = await new Promise<Ending | null>((resolve) => {
         const t = setTimeout(() => resolve(null), delayMs);
         finishUser = (e) => {
@@ -162,7 +176,12 @@ export async function attachTerminal(ctx: CommandContext, sessionId: string, con
         break;
       }
       if (exists !== undefined && !(await exists().catch(() => true))) {
-        ending = { kind: 'closed', code: PtyCloseCode.sessionNotFound, reason: '', error: { code: 'session.not_found', message: `session ${sessionId} no longer exists` } };
+        ending = {
+          kind: 'closed',
+          code: PtyCloseCode.sessionNotFound,
+          reason: '',
+          error: { code: 'session.not_found', message: `session ${sessionId} no longer exists` },
+        };
         break;
       }
     }
@@ -181,14 +200,19 @@ export async function attachTerminal(ctx: CommandContext, sessionId: string, con
       io.stderr.write(`\r\nsbx: detached from ${sessionId} (the session keeps running)\n`);
       return ExitCode.OK;
     case 'exited':
-      io.stderr.write(`\r\nsbx: session ${sessionId} ended${ending.exitCode !== null ? ` (exit code ${ending.exitCode})` : ''}${ending.reason !== '' ? `: ${ending.reason}` : ''}\n`);
+      io.stderr.write(
+        `\r\nsbx: session ${sessionId} ended${ending.exitCode !== null ? ` (exit code ${ending.exitCode})` : ''}${ending.reason !== '' ? `: ${ending.reason}` : ''}\n`,
+      );
       return ExitCode.OK;
     case 'closed': {
       if (ending.code === PtyCloseCode.normal) {
         io.stderr.write(`\r\nsbx: session ${sessionId} closed\n`);
         return ExitCode.OK;
       }
-      const why = ending.error !== null ? `${ending.error.code}: ${ending.error.message}` : `connection closed (${ending.code}${ending.reason !== '' ? ` ${ending.reason}` : ''})`;
+      const why =
+        ending.error !== null
+          ? `${ending.error.code}: ${ending.error.message}`
+          : `connection closed (${ending.code}${ending.reason !== '' ? ` ${ending.reason}` : ''})`;
       io.stderr.write(`\r\nsbx: ${why}\n`);
       if (ending.code === PtyCloseCode.sessionNotFound) return ExitCode.NOT_FOUND;
       if (ending.code === PtyCloseCode.protocolError || ending.code === PtyCloseCode.unsupportedSelection) return ExitCode.OTHER;

@@ -97,7 +97,9 @@ export function checkUrl(value: string, what: 'server' | 'ws'): string {
   try {
     u = new URL(value);
   } catch {
-    throw new ConfigFileError(`${what} ${JSON.stringify(value)} is not a URL (example: ${what === 'server' ? DEFAULT_SERVER : 'ws://127.0.0.1:8122'})`);
+    throw new ConfigFileError(
+      `${what} ${JSON.stringify(value)} is not a URL (example: ${what === 'server' ? DEFAULT_SERVER : 'ws://127.0.0.1:8122'})`,
+    );
   }
   const schemes = what === 'server' ? ['http:', 'https:'] : ['ws:', 'wss:'];
   if (!schemes.includes(u.protocol)) throw new ConfigFileError(`${what} URL must start with ${schemes.map((s) => `${s}//`).join(' or ')}`);
@@ -208,7 +210,12 @@ export function osUser(env: CliEnv): string {
 }
 
 /** The actor per the spec's order (see the file comment). */
-export function resolveActor(flags: SettingFlags, env: CliEnv, ctx: SbxContext | undefined, os: () => string): { actor: string; source: ActorSource } {
+export function resolveActor(
+  flags: SettingFlags,
+  env: CliEnv,
+  ctx: SbxContext | undefined,
+  os: () => string,
+): { actor: string; source: ActorSource } {
   if (set(flags.actor)) return { actor: flags.actor, source: '--actor' };
   if (set(env.SVC_GATEWAY_SSH_ACTOR)) return { actor: env.SVC_GATEWAY_SSH_ACTOR, source: 'SVC_GATEWAY_SSH_ACTOR' };
   if (set(ctx?.actor)) return { actor: ctx.actor, source: 'context actor' };
@@ -217,7 +224,12 @@ export function resolveActor(flags: SettingFlags, env: CliEnv, ctx: SbxContext |
 }
 
 /** Resolves context, server, ws and actor. Throws ConfigFileError for an unknown context or a bad URL. */
-export function resolveSettings(flags: SettingFlags, env: CliEnv, file: SbxConfigFile, os: () => string = () => osUser(env)): ResolvedSettings {
+export function resolveSettings(
+  flags: SettingFlags,
+  env: CliEnv,
+  file: SbxConfigFile,
+  os: () => string = () => osUser(env),
+): ResolvedSettings {
   const requested = set(flags.context) ? flags.context : set(env.SBX_CONTEXT) ? env.SBX_CONTEXT : (file.current ?? undefined);
   let contextName = DEFAULT_CONTEXT_NAME;
   let context: SbxContext = { server: DEFAULT_SERVER };
@@ -230,7 +242,9 @@ export function resolveSettings(flags: SettingFlags, env: CliEnv, file: SbxConfi
       contextSaved = true;
     } else if (requested !== DEFAULT_CONTEXT_NAME) {
       const known = Object.keys(file.contexts);
-      throw new ConfigFileError(`no context named ${JSON.stringify(requested)}${known.length > 0 ? ` (known: ${known.join(', ')})` : ' (create one with sbx context set)'}`);
+      throw new ConfigFileError(
+        `no context named ${JSON.stringify(requested)}${known.length > 0 ? ` (known: ${known.join(', ')})` : ' (create one with sbx context set)'}`,
+      );
     }
   }
   let server: string;

@@ -62,7 +62,9 @@ export function renderTable<T>(rows: readonly T[], columns: readonly Column<T>[]
       const name = c.color?.(r);
       if (!color || name === undefined) return padded;
       // Colour the text only, not the padding.
-      return c.right === true ? ' '.repeat(padded.length - text.length) + paint(text, name, true) : paint(text, name, true) + ' '.repeat(padded.length - text.length);
+      return c.right === true
+        ? ' '.repeat(padded.length - text.length) + paint(text, name, true)
+        : paint(text, name, true) + ' '.repeat(padded.length - text.length);
     });
     lines.push(line.join('  ').trimEnd());
   });
@@ -88,7 +90,14 @@ export function relativeTime(at: string | number | null | undefined, nowMs: numb
   if (!Number.isFinite(t)) return '-';
   const diffS = Math.round((nowMs - t) / 1000);
   const abs = Math.abs(diffS);
-  const text = abs < 60 ? `${abs}s` : abs < 3600 ? `${Math.floor(abs / 60)}m` : abs < 86_400 ? `${Math.floor(abs / 3600)}h` : `${Math.floor(abs / 86_400)}d`;
+  const text =
+    abs < 60
+      ? `${abs}s`
+      : abs < 3600
+        ? `${Math.floor(abs / 60)}m`
+        : abs < 86_400
+          ? `${Math.floor(abs / 3600)}h`
+          : `${Math.floor(abs / 86_400)}d`;
   if (abs < 1) return 'just now';
   return diffS >= 0 ? `${text} ago` : `in ${text}`;
 }

@@ -23,7 +23,9 @@ function usageLine(c: CommandDef): string {
 }
 
 function flagLines(flags: readonly FlagSpec[]): string[] {
-  const left = flags.map((f) => `${f.short !== undefined ? `-${f.short}, ` : '    '}--${f.name}${f.value !== undefined ? ` ${f.value}` : ''}`);
+  const left = flags.map(
+    (f) => `${f.short !== undefined ? `-${f.short}, ` : '    '}--${f.name}${f.value !== undefined ? ` ${f.value}` : ''}`,
+  );
   const w = Math.max(0, ...left.map((l) => l.length));
   return flags.map((f, i) => `  ${(left[i] ?? '').padEnd(w)}  ${f.description}`);
 }

@@ -18,6 +18,8 @@ export async function loadNodeWebSocket(): Promise<WebSocketConstructor> {
     if (typeof ctor !== 'function') throw new Error('the ws module has no WebSocket export');
     return ctor as WebSocketConstructor;
   } catch (err) {
-    throw new Error(`session attach needs a WebSocket client: install the ws package (npm install ws) — ${(err as Error).message}`, { cause: err });
+    throw new Error(`session attach needs a WebSocket client: install the ws package (npm install ws) — ${(err as Error).message}`, {
+      cause: err,
+    });
   }
 }

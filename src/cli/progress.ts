@@ -16,7 +16,11 @@ export function progressLine(op: Operation, color: boolean): string {
 }
 
 /** Polls the operation to the end, drawing progress; returns it (throws OutcomeFailedError when failed). */
-export async function waitWithProgress(ctx: CommandContext, id: string, opts: { pollMs?: number; timeoutMs?: number } = {}): Promise<Operation> {
+export async function waitWithProgress(
+  ctx: CommandContext,
+  id: string,
+  opts: { pollMs?: number; timeoutMs?: number } = {},
+): Promise<Operation> {
   const tty = ctx.stderrTty;
   const color = tty && ctx.color;
   let drawn = false;

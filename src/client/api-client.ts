@@ -55,7 +55,10 @@ import {
 import { pollUntil, type PollOptions } from './wait.js';
 
 /** Options of the streaming methods. */
-export type StreamOptions = Pick<SseStreamOptions, 'signal' | 'reconnect' | 'onOpen' | 'onReconnect' | 'lastEventId' | 'maxAttempts' | 'initialDelayMs' | 'maxDelayMs'>;
+export type StreamOptions = Pick<
+  SseStreamOptions,
+  'signal' | 'reconnect' | 'onOpen' | 'onReconnect' | 'lastEventId' | 'maxAttempts' | 'initialDelayMs' | 'maxDelayMs'
+>;
 
 export interface WaitOptions<T> extends Omit<PollOptions<T>, 'onUpdate'> {
   /** Each change seen while waiting (the first poll included). */
@@ -179,7 +182,10 @@ export class ApiClient extends HttpTransport {
    * only. Reconnects after outages and resumes after the last event received (since=<id>); when
    * the server restarted meanwhile (its ids started over), resumes from its first event.
    */
-  async *tailEvents(filters: Omit<EventFilters, 'limit'> & { limit?: number } = {}, opts: StreamOptions = {}): AsyncGenerator<EventRecord, void, undefined> {
+  async *tailEvents(
+    filters: Omit<EventFilters, 'limit'> & { limit?: number } = {},
+    opts: StreamOptions = {},
+  ): AsyncGenerator<EventRecord, void, undefined> {
     const { since, ...rest } = filters;
     const stream = this.sse(
       '/api/v1/events',
@@ -262,21 +268,36 @@ export class ApiClient extends HttpTransport {
   }
 
   async downloadTaskArtifact(id: string, name: string, opts: RequestOptions = {}): Promise<ArtifactDownload> {
-    const res = await this.request('GET', `/api/v1/tasks/${seg(id)}/artifacts/${seg(name)}`, undefined, { timeoutMs: 0, ...opts, headers: { accept: '*/*', ...opts.headers } });
+    const res = await this.request('GET', `/api/v1/tasks/${seg(id)}/artifacts/${seg(name)}`, undefined, {
+      timeoutMs: 0,
+      ...opts,
+      headers: { accept: '*/*', ...opts.headers },
+    });
     const bytes = new Uint8Array(await res.arrayBuffer());
     const disposition = res.headers.get('content-disposition') ?? '';
     const m = /filename\*=UTF-8''([^;]+)|filename="?([^";]+)"?/i.exec(disposition);
     const raw = m?.[1] !== undefined ? decodeURIComponent(m[1]) : m?.[2];
-    return { bytes, contentType: res.headers.get('content-type') ?? 'application/octet-stream', fileName: raw ?? name.split('/').pop() ?? name };
+    return {
+      bytes,
+      contentType: res.headers.get('content-type') ?? 'application/octet-stream',
+      fileName: raw ?? name.split('/').pop() ?? name,
+    };
   }
 
   // ------------------------------------------------------------ sessions (4.2)
 
   /** With an idempotencyKey a retry returns the first create's response instead of a new terminal. */
-  createSession(agentId: string, req: SessionCreateRequest = {}, opts: RequestOptions & { idempotencyKey?: string } = {}): Promise<SessionCreated> {
+  createSession(
+    agentId: string,
+    req: SessionCreateRequest = {},
+    opts: RequestOptions & { idempotencyKey?: string } = {},
+  ): Promise<SessionCreated> {
     const { idempotencyKey, ...rest } = opts;
     const headers = idempotencyKey === undefined ? rest.headers : { ...rest.headers, 'idempotency-key': idempotencyKey };
-    return this.requestJson('POST', `/api/v1/agents/${seg(agentId)}/sessions`, req, { ...rest, ...(headers !== undefined ? { headers } : {}) });
+    return this.requestJson('POST', `/api/v1/agents/${seg(agentId)}/sessions`, req, {
+      ...rest,
+      ...(headers !== undefined ? { headers } : {}),
+    });
   }
 
   listSessions(agentId: string, opts?: RequestOptions): Promise<SessionList> {
@@ -314,7 +335,11 @@ export class ApiClient extends HttpTransport {
 
   /** Live (and with replay, buffered) output chunks; resumes with Last-Event-ID after a drop. */
   async *agentOutput(q: AgentOutputQuery, opts: StreamOptions = {}): AsyncGenerator<AgentOutputEvent, void, undefined> {
-    for await (const ev of this.sse('/api/v1/agent-output/stream', (lastId) => (lastId === undefined ? { ...q } : { ...q, replay: undefined }), opts)) {
+    for await (const ev of this.sse(
+      '/api/v1/agent-output/stream',
+      (lastId) => (lastId === undefined ? { ...q } : { ...q, replay: undefined }),
+      opts,
+    )) {
       if (ev.event === 'agent_output' || ev.event === 'agent_output.replay') {
         yield { type: ev.event, chunk: parseJsonData(ev) as AgentOutputChunk, id: ev.id };
       } else if (ev.event === 'agent_output.error') {

@@ -91,7 +91,13 @@ export function isAbortError(err: unknown): boolean {
 export function networkError(baseUrl: string, err: unknown): ApiError {
   const cause = (err as { cause?: { code?: unknown; message?: unknown } } | null)?.cause;
   const detail =
-    typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : err instanceof Error ? err.message : String(err);
+    typeof cause?.code === 'string'
+      ? cause.code
+      : typeof cause?.message === 'string'
+        ? cause.message
+        : err instanceof Error
+          ? err.message
+          : String(err);
   return new ApiError(0, 'network', `cannot reach ${baseUrl}: ${detail}`, { cause: err });
 }
 

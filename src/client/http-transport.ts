@@ -138,7 +138,8 @@ export class HttpTransport {
       try {
         res = await this.#fetch(this.url(path), init);
       } catch (err) {
-        if (timedOut) throw new ApiError(0, 'timeout', `${method} ${path}: no response from ${this.#origin()} within ${timeoutMs} ms`, { cause: err });
+        if (timedOut)
+          throw new ApiError(0, 'timeout', `${method} ${path}: no response from ${this.#origin()} within ${timeoutMs} ms`, { cause: err });
         if (isAbortError(err) || aborted(userSignal)) throw err;
         throw networkError(this.#origin(), err);
       }
@@ -157,7 +158,12 @@ export class HttpTransport {
     query: (lastEventId: string | undefined) => Query,
     opts: Omit<SseStreamOptions, 'fetch' | 'url' | 'headers'> & { headers?: Record<string, string> } = {},
   ): AsyncGenerator<SseEvent, void, undefined> {
-    return sseStream({ ...opts, fetch: this.#fetch, url: (id) => this.url(path, query(id)), headers: { ...this.#headers, ...opts.headers } });
+    return sseStream({
+      ...opts,
+      fetch: this.#fetch,
+      url: (id) => this.url(path, query(id)),
+      headers: { ...this.#headers, ...opts.headers },
+    });
   }
 }
 

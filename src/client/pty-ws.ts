@@ -167,7 +167,14 @@ export class PtyConnection {
   }
 
   #onMessage(data: unknown): void {
-    const raw = typeof data === 'string' ? data : data instanceof ArrayBuffer ? new TextDecoder().decode(data) : ArrayBuffer.isView(data) ? new TextDecoder().decode(new Uint8Array(data.buffer, data.byteOffset, data.byteLength)) : '';
+    const raw =
+      typeof data === 'string'
+        ? data
+        : data instanceof ArrayBuffer
+          ? new TextDecoder().decode(data)
+          : ArrayBuffer.isView(data)
+            ? new TextDecoder().decode(new Uint8Array(data.buffer, data.byteOffset, data.byteLength))
+            : '';
     let f: Record<string, unknown>;
     try {
       const parsed: unknown = JSON.parse(raw);
@@ -186,7 +193,8 @@ export class PtyConnection {
       case 'pty.role_assigned': {
         const role: SessionRole = f['role'] === 'controller' ? 'controller' : 'observer';
         this.#role = role;
-        const requested: SessionRole = f['requested_role'] === 'controller' || f['requested_role'] === 'observer' ? f['requested_role'] : o.role;
+        const requested: SessionRole =
+          f['requested_role'] === 'controller' || f['requested_role'] === 'observer' ? f['requested_role'] : o.role;
         o.onRole?.(role, { requested, reason: text(f['reason']), clientId: text(f['client_id']) });
         if (role === 'controller') this.resize(o.cols, o.rows);
         break;

@@ -170,7 +170,9 @@ export async function* sseStream(opts: SseStreamOptions): AsyncGenerator<SseEven
       signal?.removeEventListener('abort', abort);
     }
     const delayMs =
-      error?.retryAfterSeconds !== undefined ? Math.min(maxDelayMs, error.retryAfterSeconds * 1000) : backoffDelayMs(Math.max(1, failures), baseDelayMs, maxDelayMs, random);
+      error?.retryAfterSeconds !== undefined
+        ? Math.min(maxDelayMs, error.retryAfterSeconds * 1000)
+        : backoffDelayMs(Math.max(1, failures), baseDelayMs, maxDelayMs, random);
     opts.onReconnect?.({ attempt, delayMs, error });
     await sleep(delayMs, signal);
   }

@@ -40,7 +40,11 @@ function delay(ms: number, signal: AbortSignal | undefined): Promise<void> {
 }
 
 /** Calls `get` until `done(value)`; resolves with that value. Rejects with AbortError on abort. */
-export async function pollUntil<T>(get: (signal: AbortSignal | undefined) => Promise<T>, done: (value: T) => boolean, opts: PollOptions<T> = {}): Promise<T> {
+export async function pollUntil<T>(
+  get: (signal: AbortSignal | undefined) => Promise<T>,
+  done: (value: T) => boolean,
+  opts: PollOptions<T> = {},
+): Promise<T> {
   const pollMs = opts.pollMs ?? 500;
   const maxErrors = opts.maxConsecutiveErrors ?? 10;
   const deadline = opts.timeoutMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + opts.timeoutMs;

@@ -47,7 +47,9 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, ct
       out[e.field] = e.parse(raw);
     } catch (err) {
       const reason = errorMessage(err);
-      problems.push(given !== undefined ? `${key}=${e.secret === true ? '<hidden>' : JSON.stringify(given)}: ${reason}` : `${key} (default): ${reason}`);
+      problems.push(
+        given !== undefined ? `${key}=${e.secret === true ? '<hidden>' : JSON.stringify(given)}: ${reason}` : `${key} (default): ${reason}`,
+      );
     }
   }
   if (problems.length === 0) {
@@ -72,7 +74,10 @@ function absolutize(p: string): string {
  */
 function checkPlaintextListeners(out: Record<string, unknown>, problems: string[]): void {
   if (out['allowInsecureRemote'] === true) return;
-  const plaintext: readonly [SchemaKey, string][] = [['SVC_HTTP_ADDR', 'httpAddr'], ['SVC_WS_ADDR', 'wsAddr']];
+  const plaintext: readonly [SchemaKey, string][] = [
+    ['SVC_HTTP_ADDR', 'httpAddr'],
+    ['SVC_WS_ADDR', 'wsAddr'],
+  ];
   for (const [key, field] of plaintext) {
     const addr = out[field] as { host: string; port: number };
     if (!isLoopbackHost(addr.host)) {

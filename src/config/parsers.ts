@@ -98,7 +98,12 @@ export function parseNonEmpty(raw: string): string {
 
 /** Comma- (or space-) separated list of non-empty items. */
 export function parseList(raw: string): readonly string[] {
-  return Object.freeze(raw.split(/[\s,]+/).map((s) => s.trim()).filter((s) => s !== ''));
+  return Object.freeze(
+    raw
+      .split(/[\s,]+/)
+      .map((s) => s.trim())
+      .filter((s) => s !== ''),
+  );
 }
 
 /** "a=b,c=d" pairs; both sides non-empty. */
@@ -130,7 +135,8 @@ export function parseHypervisorUris(raw: string): readonly string[] {
   const uris = parseList(raw);
   if (uris.length === 0) throw new ConfigValueError('at least one URI is required');
   for (const u of uris) {
-    if (!/^[a-z][a-z0-9+.-]*:\/\/[^\s]*$/.test(u)) throw new ConfigValueError(`"${u}" is not a libvirt URI (e.g. test:///default, qemu:///system)`);
+    if (!/^[a-z][a-z0-9+.-]*:\/\/[^\s]*$/.test(u))
+      throw new ConfigValueError(`"${u}" is not a libvirt URI (e.g. test:///default, qemu:///system)`);
   }
   return uris;
 }

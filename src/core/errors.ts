@@ -43,24 +43,56 @@ export const ERROR_TABLE = {
   // request validation (ours; the spec only says "400 invalid input")
   'request.invalid': { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT, meaning: 'a field or query parameter is missing or invalid' },
   'request.malformed_json': { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT, meaning: 'the body is not valid JSON' },
-  'request.unsupported_media_type': { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT, meaning: 'a body was sent without Content-Type: application/json' },
-  'request.body_too_large': { http: 413, grpc: GrpcStatus.RESOURCE_EXHAUSTED, meaning: 'the body exceeds the route\'s size limit' },
+  'request.unsupported_media_type': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'a body was sent without Content-Type: application/json',
+  },
+  'request.body_too_large': { http: 413, grpc: GrpcStatus.RESOURCE_EXHAUSTED, meaning: "the body exceeds the route's size limit" },
   'route.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no route has this path' },
-  'route.method_not_allowed': { http: 405, grpc: GrpcStatus.UNIMPLEMENTED, meaning: 'the path exists but not with this method (Allow lists the methods)' },
-  'route.forbidden': { http: 403, grpc: GrpcStatus.PERMISSION_DENIED, meaning: 'the route is disabled by configuration (legacy direct-SSH proxy routes)' },
-  'route.retired': { http: 410, grpc: GrpcStatus.UNIMPLEMENTED, meaning: 'the route is retired (rotate-secret: agents use transport identity)' },
-  'server.not_ready': { http: 503, grpc: GrpcStatus.UNAVAILABLE, meaning: 'listeners or actors are still starting, or the server is shutting down' },
+  'route.method_not_allowed': {
+    http: 405,
+    grpc: GrpcStatus.UNIMPLEMENTED,
+    meaning: 'the path exists but not with this method (Allow lists the methods)',
+  },
+  'route.forbidden': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: 'the route is disabled by configuration (legacy direct-SSH proxy routes)',
+  },
+  'route.retired': {
+    http: 410,
+    grpc: GrpcStatus.UNIMPLEMENTED,
+    meaning: 'the route is retired (rotate-secret: agents use transport identity)',
+  },
+  'server.not_ready': {
+    http: 503,
+    grpc: GrpcStatus.UNAVAILABLE,
+    meaning: 'listeners or actors are still starting, or the server is shutting down',
+  },
   'server.unavailable': { http: 503, grpc: GrpcStatus.UNAVAILABLE, meaning: 'a dependency needed for this request is unavailable' },
   'server.internal': { http: 500, grpc: GrpcStatus.INTERNAL, meaning: 'an unexpected failure; the log has the details' },
   'server.timeout': { http: 503, grpc: GrpcStatus.DEADLINE_EXCEEDED, meaning: 'an internal call did not finish within its deadline' },
   'actor.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no actor has this id' },
-  'actor.shard_restarted': { http: 503, grpc: GrpcStatus.UNAVAILABLE, meaning: 'the worker shard hosting the actor crashed and was restarted' },
+  'actor.shard_restarted': {
+    http: 503,
+    grpc: GrpcStatus.UNAVAILABLE,
+    meaning: 'the worker shard hosting the actor crashed and was restarted',
+  },
   'actor.already_exists': { http: 409, grpc: GrpcStatus.ALREADY_EXISTS, meaning: 'an actor with this id is already running' },
 
   // agents (spec part 5; gRPC identity)
   'agent.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no connected or retained agent has this id' },
-  'agent.identity_mismatch': { http: 403, grpc: GrpcStatus.PERMISSION_DENIED, meaning: 'the certificate identity does not match x-agent-instance-id' },
-  'identity.operator_required': { http: 403, grpc: GrpcStatus.PERMISSION_DENIED, meaning: 'the call needs an operator certificate (spiffe://<domain>/operator/<name>)' },
+  'agent.identity_mismatch': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: 'the certificate identity does not match x-agent-instance-id',
+  },
+  'identity.operator_required': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: 'the call needs an operator certificate (spiffe://<domain>/operator/<name>)',
+  },
   'agent.unauthenticated': { http: 401, grpc: GrpcStatus.UNAUTHENTICATED, meaning: 'no verified transport identity' },
 
   // VMs and operations (spec part 7)
@@ -73,17 +105,29 @@ export const ERROR_TABLE = {
   INVALID_VM_NAME: { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT, meaning: 'name fails ^agent-[a-z0-9-]+$' },
   PROVISIONING_ERROR: { http: 500, grpc: GrpcStatus.INTERNAL, meaning: 'provisioning failed' },
   LIBVIRT_ERROR: { http: 502, grpc: GrpcStatus.UNAVAILABLE, meaning: 'hypervisor operation failed' },
-  HYPERVISOR_UNAVAILABLE: { http: 503, grpc: GrpcStatus.UNAVAILABLE, meaning: 'hypervisor down, too slow, or circuit open (Retry-After sent)' },
+  HYPERVISOR_UNAVAILABLE: {
+    http: 503,
+    grpc: GrpcStatus.UNAVAILABLE,
+    meaning: 'hypervisor down, too slow, or circuit open (Retry-After sent)',
+  },
   OPERATION_NOT_FOUND: { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'unknown operation id' },
 
   // sessions, idempotency (spec part 7)
   'session.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no session with this id on this agent' },
-  'session.name_in_use': { http: 409, grpc: GrpcStatus.ALREADY_EXISTS, meaning: 'the agent already has a live session with this session_name' },
+  'session.name_in_use': {
+    http: 409,
+    grpc: GrpcStatus.ALREADY_EXISTS,
+    meaning: 'the agent already has a live session with this session_name',
+  },
   'hitl.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no pending human-in-the-loop request with this id' },
   'session_backend.not_implemented': { http: 501, grpc: GrpcStatus.UNIMPLEMENTED, meaning: 'session backend other than tmux' },
   'session_class.not_implemented': { http: 501, grpc: GrpcStatus.UNIMPLEMENTED, meaning: 'session class other than managed' },
   'idempotency.key_conflict': { http: 409, grpc: GrpcStatus.ALREADY_EXISTS, meaning: 'same Idempotency-Key, different request' },
-  'idempotency.in_progress': { http: 409, grpc: GrpcStatus.ABORTED, meaning: 'the original request with this key is still running (Retry-After: 1)' },
+  'idempotency.in_progress': {
+    http: 409,
+    grpc: GrpcStatus.ABORTED,
+    meaning: 'the original request with this key is still running (Retry-After: 1)',
+  },
   STREAM_INTERRUPTED: { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'chat stream for an unknown or expired command' },
 
   // tasks and storage
@@ -91,7 +135,11 @@ export const ERROR_TABLE = {
   'task.invalid_manifest': { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT, meaning: 'the manifest fails the schema' },
   'task.not_cancellable': { http: 400, grpc: GrpcStatus.FAILED_PRECONDITION, meaning: 'the task already finished' },
   'task.no_capacity': { http: 503, grpc: GrpcStatus.UNAVAILABLE, meaning: 'no VM or agent can be had for a task' },
-  'storage.invalid_path': { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT, meaning: 'path is absolute, has .., a NUL byte, or leaves the root' },
+  'storage.invalid_path': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'path is absolute, has .., a NUL byte, or leaves the root',
+  },
   'storage.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no such file' },
   'storage.quota_exceeded': { http: 507, grpc: GrpcStatus.RESOURCE_EXHAUSTED, meaning: 'the agent inbox quota is used up' },
 } as const satisfies Record<string, ErrorSpec>;

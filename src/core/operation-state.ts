@@ -50,7 +50,10 @@ export const OperationCause = {
 /** The table as Markdown, for the README. */
 export function operationStatusTableMarkdown(): string {
   return transitionTableMarkdown(OPERATION_STATUS_TABLE, {
-    pending: { running: 'its turn in the VM queue came and its first step started', failed: 'dropped before it ran (queue actor lost, server stopping), or refused at once (a reprovision that cannot be queued)' },
+    pending: {
+      running: 'its turn in the VM queue came and its first step started',
+      failed: 'dropped before it ran (queue actor lost, server stopping), or refused at once (a reprovision that cannot be queued)',
+    },
     running: { completed: 'every step succeeded (result set, progress 100)', failed: 'a step failed (error set)' },
   });
 }

@@ -88,13 +88,19 @@ export class StateMachine<S extends string> {
     }
     if (!this.canMoveTo(to)) {
       this.#rejected++;
-      this.#opts.logger?.warn({ ...this.#opts.logFields, ...fields, machine: this.#opts.name, from: current, to, cause }, `${this.#opts.name}: transition not allowed`);
+      this.#opts.logger?.warn(
+        { ...this.#opts.logFields, ...fields, machine: this.#opts.name, from: current, to, cause },
+        `${this.#opts.name}: transition not allowed`,
+      );
       return false;
     }
     this.#state = to;
     const key = `${current}->${to}`;
     this.#moves.set(key, (this.#moves.get(key) ?? 0) + 1);
-    this.#opts.logger?.info({ ...this.#opts.logFields, ...fields, machine: this.#opts.name, from: current, to, cause }, `${this.#opts.name}: ${current} -> ${to}`);
+    this.#opts.logger?.info(
+      { ...this.#opts.logFields, ...fields, machine: this.#opts.name, from: current, to, cause },
+      `${this.#opts.name}: ${current} -> ${to}`,
+    );
     this.#opts.onTransition?.({ from: current, to, cause, atMs: (this.#opts.now ?? Date.now)() });
     return true;
   }

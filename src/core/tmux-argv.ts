@@ -87,7 +87,8 @@ export function tmuxCreateArgv(o: TmuxCreateOptions): string[] {
   const hasCommand = o.command !== undefined;
   if (hasCommand === (o.argv !== undefined)) throw new TypeError('give exactly one of command and argv');
   if (o.argv !== undefined && o.argv.length === 0) throw new TypeError('argv must not be empty');
-  if (!(Number.isInteger(o.cols) && o.cols > 0 && Number.isInteger(o.rows) && o.rows > 0)) throw new RangeError('cols and rows must be positive integers');
+  if (!(Number.isInteger(o.cols) && o.cols > 0 && Number.isInteger(o.rows) && o.rows > 0))
+    throw new RangeError('cols and rows must be positive integers');
   const argv = ['tmux', ...socketArgs(o.socket), '-f', '/dev/null', 'start-server', ';'];
   argv.push('set-option', '-g', 'history-limit', String(o.historyLimitLines ?? DEFAULT_HISTORY_LIMIT_LINES), ';');
   for (const [flag, name, value] of MANAGED_OPTIONS) argv.push('set-option', flag, name, value, ';');
@@ -230,17 +231,25 @@ export interface ExecResult {
  * Runs an argv locally without a shell (for the agent's tmux work and for tests). Resolves with
  * the exit code (128 + n when a signal ended it); rejects only when it cannot be started.
  */
-export function execArgv(argv: readonly string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {}): Promise<ExecResult> {
+export function execArgv(
+  argv: readonly string[],
+  opts: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {},
+): Promise<ExecResult> {
   const [file, ...args] = argv;
   if (file === undefined) return Promise.reject(new TypeError('empty argv'));
   return new Promise((resolve, reject) => {
-    execFile(file, args, { env: opts.env, cwd: opts.cwd, timeout: opts.timeoutMs ?? 30_000, maxBuffer: 4 * 1024 * 1024 }, (err, stdout, stderr) => {
-      if (err === null) return resolve({ exitCode: 0, stdout, stderr });
-      const e = err as Error & { code?: unknown; signal?: NodeJS.Signals | null };
-      if (typeof e.code === 'number') return resolve({ exitCode: e.code, stdout, stderr });
-      if (e.signal) return resolve({ exitCode: 128 + (signalNumbers[e.signal] ?? 0), stdout, stderr });
-      reject(e);
-    });
+    execFile(
+      file,
+      args,
+      { env: opts.env, cwd: opts.cwd, timeout: opts.timeoutMs ?? 30_000, maxBuffer: 4 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        if (err === null) return resolve({ exitCode: 0, stdout, stderr });
+        const e = err as Error & { code?: unknown; signal?: NodeJS.Signals | null };
+        if (typeof e.code === 'number') return resolve({ exitCode: e.code, stdout, stderr });
+        if (e.signal) return resolve({ exitCode: 128 + (signalNumbers[e.signal] ?? 0), stdout, stderr });
+        reject(e);
+      },
+    );
   });
 }
 

@@ -146,14 +146,17 @@ async function main(argv: readonly string[]): Promise<void> {
   const r = await buildDashboard({ ...(outDir !== undefined ? { outDir } : {}), minify: !argv.includes('--no-minify') });
   const kib = (n: number): string => `${(n / 1024).toFixed(1)} KiB`;
   const total = r.files.filter((f) => !f.name.endsWith('.map')).reduce((s, f) => s + f.bytes, 0);
-  process.stdout.write(`dashboard: ${relative(process.cwd(), r.outDir) || '.'} (first load ${kib(r.initialBytes)}, all assets ${kib(total)}) in ${r.durationMs} ms\n`);
+  process.stdout.write(
+    `dashboard: ${relative(process.cwd(), r.outDir) || '.'} (first load ${kib(r.initialBytes)}, all assets ${kib(total)}) in ${r.durationMs} ms\n`,
+  );
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   main(process.argv.slice(2)).catch((err: unknown) => {
     const errors = (err as { errors?: Array<{ text: string; location?: { file: string; line: number; column: number } | null }> }).errors;
     if (Array.isArray(errors) && errors.length > 0) {
-      for (const e of errors) process.stderr.write(`${e.location ? `${e.location.file}:${e.location.line}:${e.location.column}: ` : ''}${e.text}\n`);
+      for (const e of errors)
+        process.stderr.write(`${e.location ? `${e.location.file}:${e.location.line}:${e.location.column}: ` : ''}${e.text}\n`);
     } else {
       process.stderr.write(`dashboard build failed: ${errorMessage(err)}\n`);
     }

@@ -56,7 +56,10 @@ function parseSince(query: URLSearchParams): { since?: number; sinceMs?: number 
   if (/^-?\d+$/.test(raw)) return { since: parseIntParam(query, 'since', { min: 0, default: 0 }) };
   const sinceMs = parseRfc3339(raw);
   if (sinceMs === undefined) {
-    throw new SvcError('request.invalid', 'query parameter since must be an event id (an integer, at least 0) or an RFC 3339 date-time such as 2026-01-01T00:00:00Z');
+    throw new SvcError(
+      'request.invalid',
+      'query parameter since must be an event id (an integer, at least 0) or an RFC 3339 date-time such as 2026-01-01T00:00:00Z',
+    );
   }
   return { sinceMs };
 }
@@ -135,8 +138,12 @@ function followEvents(
     (sinceMs === undefined || after(e, sinceMs)) &&
     (filter.agentId === undefined || e.agent_id === filter.agentId) &&
     (filter.vmName === undefined || e.vm_name === filter.vmName) &&
-    (filter.eventType === undefined || (filter.eventType.endsWith('*') ? e.event_type.startsWith(filter.eventType.slice(0, -1)) : e.event_type === filter.eventType));
-  const frame = (e: StoredEvent): { frame: string; cursor: string } => ({ frame: `id: ${e.id}\nevent: event\ndata: ${JSON.stringify(e)}\n\n`, cursor: String(e.id) });
+    (filter.eventType === undefined ||
+      (filter.eventType.endsWith('*') ? e.event_type.startsWith(filter.eventType.slice(0, -1)) : e.event_type === filter.eventType));
+  const frame = (e: StoredEvent): { frame: string; cursor: string } => ({
+    frame: `id: ${e.id}\nevent: event\ndata: ${JSON.stringify(e)}\n\n`,
+    cursor: String(e.id),
+  });
   let lastId = filter.since ?? 0;
   let replay: StoredEvent[] = [];
   // The cursor reported if it is cut off before any write: where an integer since resumes.
@@ -183,15 +190,21 @@ export function validateEventRecord(body: unknown): Partial<EventRecord> & { eve
   }
   const ts = rec['timestamp'];
   if (ts !== undefined) {
-    if (typeof ts !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(ts) || Number.isNaN(Date.parse(ts))) {
+    if (
+      typeof ts !== 'string' ||
+      !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(ts) ||
+      Number.isNaN(Date.parse(ts))
+    ) {
       throw new SvcError('request.invalid', 'timestamp must be an ISO 8601 date-time such as 2026-01-01T00:00:00Z');
     }
     out.timestamp = new Date(ts).toISOString();
   }
   const details = rec['details'];
   if (details !== undefined) {
-    if (typeof details !== 'object' || details === null || Array.isArray(details)) throw new SvcError('request.invalid', 'details must be an object');
-    if (JSON.stringify(details).length > MAX_DETAILS_BYTES) throw new SvcError('request.invalid', `details must be at most ${MAX_DETAILS_BYTES} bytes of JSON`);
+    if (typeof details !== 'object' || details === null || Array.isArray(details))
+      throw new SvcError('request.invalid', 'details must be an object');
+    if (JSON.stringify(details).length > MAX_DETAILS_BYTES)
+      throw new SvcError('request.invalid', `details must be at most ${MAX_DETAILS_BYTES} bytes of JSON`);
     out.details = details as Record<string, unknown>;
   }
   const trace = rec['trace_id'];

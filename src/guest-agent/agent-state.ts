@@ -53,5 +53,10 @@ export function agentStateTableMarkdown(): string {
 
 /** A machine for the agent's lifecycle, starting idle. */
 export function agentLifecycle(logger?: TransitionLogger): StateMachine<AgentState> {
-  return new StateMachine<AgentState>({ name: 'agent lifecycle', initial: 'idle', table: AGENT_STATE_TABLE, ...(logger !== undefined ? { logger } : {}) });
+  return new StateMachine<AgentState>({
+    name: 'agent lifecycle',
+    initial: 'idle',
+    table: AGENT_STATE_TABLE,
+    ...(logger !== undefined ? { logger } : {}),
+  });
 }

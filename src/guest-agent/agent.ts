@@ -101,7 +101,8 @@ export class Agent {
       send: (msg) => this.#registered && this.#conn?.send(msg),
       state: () => {
         const running = this.#commands.runningCount;
-        const status = this.#life.state === 'stopping' ? v1.AgentStatus.SHUTTING_DOWN : running > 0 ? v1.AgentStatus.BUSY : v1.AgentStatus.READY;
+        const status =
+          this.#life.state === 'stopping' ? v1.AgentStatus.SHUTTING_DOWN : running > 0 ? v1.AgentStatus.BUSY : v1.AgentStatus.READY;
         return { status, running };
       },
       log: this.#log,
@@ -194,8 +195,21 @@ export class Agent {
     this.#writable = true;
     this.#registered = false;
     const cursors = this.#buffer.cursors();
-    this.#log.info({ server: `${this.#cfg.server.host}:${this.#cfg.server.port}`, cursors: cursors.length }, 'connecting; sending registration');
-    conn.send(registrationMessage({ agentId: this.#cfg.agentId, instanceId: this.#cfg.instanceId, profile: this.#cfg.profile, labels: this.#cfg.labels, agentVersion: this.#opts.version, system, cursors }));
+    this.#log.info(
+      { server: `${this.#cfg.server.host}:${this.#cfg.server.port}`, cursors: cursors.length },
+      'connecting; sending registration',
+    );
+    conn.send(
+      registrationMessage({
+        agentId: this.#cfg.agentId,
+        instanceId: this.#cfg.instanceId,
+        profile: this.#cfg.profile,
+        labels: this.#cfg.labels,
+        agentVersion: this.#opts.version,
+        system,
+        cursors,
+      }),
+    );
     const ackTimer = setTimeout(() => {
       if (!this.#registered) {
         this.#log.warn('no registration_ack in time; redialing');
@@ -237,7 +251,9 @@ export class Agent {
         return;
       case 'shutdown': {
         const graceS = Math.max(0, m.shutdown?.gracePeriodSeconds ?? 0);
-        this.stop(graceS * 1000, `server shutdown: ${m.shutdown?.reason || 'no reason given'}`).catch((err: unknown) => this.#log.error({ err }, 'stop failed'));
+        this.stop(graceS * 1000, `server shutdown: ${m.shutdown?.reason || 'no reason given'}`).catch((err: unknown) =>
+          this.#log.error({ err }, 'stop failed'),
+        );
         return;
       }
       case 'sessionQuery':
@@ -251,7 +267,15 @@ export class Agent {
           .reconcile(m.sessionReconcile as v1.ISessionReconcile)
           .then((r) => {
             this.#log.info(r, 'sessions reconciled');
-            this.#conn?.send({ sessionReconcileAck: { agentId: this.#cfg.agentId, killedSessionIds: r.killed, keptSessionIds: r.kept, failedToKill: r.failed, timestampMs: Date.now() } });
+            this.#conn?.send({
+              sessionReconcileAck: {
+                agentId: this.#cfg.agentId,
+                killedSessionIds: r.killed,
+                keptSessionIds: r.kept,
+                failedToKill: r.failed,
+                timestampMs: Date.now(),
+              },
+            });
           })
           .catch((err: unknown) => this.#log.error({ err }, 'session reconcile failed'));
         return;
@@ -274,7 +298,8 @@ export class Agent {
     this.#registered = true;
     this.#backoff.reset();
     this.#life.transition(['connecting'], 'registered', AgentStateCause.registered);
-    this.#heartbeatS = (ack.heartbeatIntervalSeconds ?? 0) > 0 ? (ack.heartbeatIntervalSeconds as number) : DEFAULT_HEARTBEAT_INTERVAL_SECONDS;
+    this.#heartbeatS =
+      (ack.heartbeatIntervalSeconds ?? 0) > 0 ? (ack.heartbeatIntervalSeconds as number) : DEFAULT_HEARTBEAT_INTERVAL_SECONDS;
     this.#applyConfig(ack.config ?? {});
     const holds = new Map((ack.cursors ?? []).map((c) => [c.commandId ?? '', c.lastSeq ?? 0] as const));
     this.#buffer.rewind(holds);
@@ -333,7 +358,10 @@ export class Agent {
     const now = Date.now();
     if (now - this.#lastEvictWarnMs < 10_000) return;
     this.#lastEvictWarnMs = now;
-    this.#log.warn({ ...this.#buffer.stats(), capacityBytes: this.#cfg.outputBufferBytes, connected: this.#registered }, 'output buffer full: oldest output dropped (reported to the server as a gap)');
+    this.#log.warn(
+      { ...this.#buffer.stats(), capacityBytes: this.#cfg.outputBufferBytes, connected: this.#registered },
+      'output buffer full: oldest output dropped (reported to the server as a gap)',
+    );
   }
 
   #stopTimers(): void {

@@ -133,7 +133,10 @@ export class CommandManager {
         if (out.used('log')) out.end('log');
         const durationMs = Math.round(performance.now() - t0);
         this.#commands.delete(commandId);
-        log.info({ exitCode: exit.exitCode, durationMs, timedOutBy: entry.timedOutBy || undefined, error: exit.error || undefined }, 'command finished');
+        log.info(
+          { exitCode: exit.exitCode, durationMs, timedOutBy: entry.timedOutBy || undefined, error: exit.error || undefined },
+          'command finished',
+        );
         this.#opts.emit({
           kind: 'result',
           commandId,
@@ -176,7 +179,10 @@ export class CommandManager {
       entry.timer = setTimeout(() => {
         entry.timedOutBy = TIMED_OUT_BY_TIMEOUT;
         const graceMs = this.#opts.killGraceMs;
-        entry.out.write('log', Buffer.from(`sandbox-agent: timeout_seconds=${timeoutS} elapsed; SIGTERM to the process group, SIGKILL after ${graceMs} ms\n`));
+        entry.out.write(
+          'log',
+          Buffer.from(`sandbox-agent: timeout_seconds=${timeoutS} elapsed; SIGTERM to the process group, SIGKILL after ${graceMs} ms\n`),
+        );
         log.warn({ timeoutS }, 'command timed out');
         running.terminate(graceMs).catch((err: unknown) => log.error({ err }, 'terminate failed'));
       }, timeoutS * 1000);

@@ -91,24 +91,118 @@ function parseId(raw: string): string {
 }
 
 const OPTIONS: readonly Option[] = [
-  { key: 'server', flag: '--server', env: 'SANDBOX_AGENT_SERVER', arg: 'HOST:PORT', doc: "sandboxd's gRPC address (required)", parse: parseListenAddress },
-  { key: 'certsDir', flag: '--certs', env: 'SANDBOX_AGENT_CERTS', arg: 'DIR', doc: 'folder with ca.pem, agent.pem, agent-key.pem (required)', parse: parseNonEmpty },
+  {
+    key: 'server',
+    flag: '--server',
+    env: 'SANDBOX_AGENT_SERVER',
+    arg: 'HOST:PORT',
+    doc: "sandboxd's gRPC address (required)",
+    parse: parseListenAddress,
+  },
+  {
+    key: 'certsDir',
+    flag: '--certs',
+    env: 'SANDBOX_AGENT_CERTS',
+    arg: 'DIR',
+    doc: 'folder with ca.pem, agent.pem, agent-key.pem (required)',
+    parse: parseNonEmpty,
+  },
   { key: 'agentId', flag: '--agent-id', env: 'SANDBOX_AGENT_ID', arg: 'NAME', doc: 'agent name (required)', parse: parseId },
-  { key: 'instanceId', flag: '--instance-id', env: 'SANDBOX_AGENT_INSTANCE_ID', arg: 'ID', doc: "instance id in the certificate's SPIFFE id (required)", parse: parseId },
-  { key: 'profile', flag: '--profile', env: 'SANDBOX_AGENT_PROFILE', arg: 'NAME', doc: 'profile reported at registration', defaultRaw: () => 'basic', parse: parseNonEmpty },
-  { key: 'labels', flag: '--labels', env: 'SANDBOX_AGENT_LABELS', arg: 'k=v,k2=v2', doc: 'labels reported at registration', defaultRaw: () => '', parse: parseLabels },
-  { key: 'workDir', flag: '--work-dir', env: 'SANDBOX_AGENT_WORK_DIR', arg: 'DIR', doc: 'default command directory; disk metrics describe its filesystem', defaultRaw: (cwd) => cwd, parse: parseNonEmpty },
-  { key: 'tlsServerName', flag: '--tls-server-name', env: 'SANDBOX_AGENT_TLS_SERVER_NAME', arg: 'NAME', doc: "name expected in the server certificate (default: the host, or localhost for an IP)", parse: parseNonEmpty },
-  { key: 'logFormat', flag: '--log-format', env: 'SANDBOX_AGENT_LOG_FORMAT', arg: 'json|pretty', doc: 'log format on stderr', defaultRaw: () => 'json', parse: parseEnum(['json', 'pretty'] as const) },
-  { key: 'logLevel', flag: '--log-level', env: 'SANDBOX_AGENT_LOG_LEVEL', arg: 'LEVEL', doc: AGENT_LOG_LEVELS.join(', '), defaultRaw: () => 'info', parse: parseEnum(AGENT_LOG_LEVELS) },
-  { key: 'outputBufferBytes', flag: '--output-buffer', env: 'SANDBOX_AGENT_OUTPUT_BUFFER', arg: 'SIZE', doc: 'output kept while disconnected (e.g. 64MiB); oldest dropped first', defaultRaw: () => '64MiB', parse: parseBytes(64 * 1024, 16 * 1024 ** 3) },
-  { key: 'killGraceMs', flag: '--kill-grace-ms', env: 'SANDBOX_AGENT_KILL_GRACE_MS', arg: 'MS', doc: 'SIGTERM to SIGKILL delay on timeout and kill', defaultRaw: () => '5000', parse: parseIntInRange(0, 600_000) },
-  { key: 'reconnectMaxMs', flag: '--reconnect-max-ms', env: 'SANDBOX_AGENT_RECONNECT_MAX_MS', arg: 'MS', doc: 'longest reconnect backoff (starts at 500 ms, doubles, full jitter)', defaultRaw: () => '30000', parse: parseIntInRange(100, 3_600_000) },
+  {
+    key: 'instanceId',
+    flag: '--instance-id',
+    env: 'SANDBOX_AGENT_INSTANCE_ID',
+    arg: 'ID',
+    doc: "instance id in the certificate's SPIFFE id (required)",
+    parse: parseId,
+  },
+  {
+    key: 'profile',
+    flag: '--profile',
+    env: 'SANDBOX_AGENT_PROFILE',
+    arg: 'NAME',
+    doc: 'profile reported at registration',
+    defaultRaw: () => 'basic',
+    parse: parseNonEmpty,
+  },
+  {
+    key: 'labels',
+    flag: '--labels',
+    env: 'SANDBOX_AGENT_LABELS',
+    arg: 'k=v,k2=v2',
+    doc: 'labels reported at registration',
+    defaultRaw: () => '',
+    parse: parseLabels,
+  },
+  {
+    key: 'workDir',
+    flag: '--work-dir',
+    env: 'SANDBOX_AGENT_WORK_DIR',
+    arg: 'DIR',
+    doc: 'default command directory; disk metrics describe its filesystem',
+    defaultRaw: (cwd) => cwd,
+    parse: parseNonEmpty,
+  },
+  {
+    key: 'tlsServerName',
+    flag: '--tls-server-name',
+    env: 'SANDBOX_AGENT_TLS_SERVER_NAME',
+    arg: 'NAME',
+    doc: 'name expected in the server certificate (default: the host, or localhost for an IP)',
+    parse: parseNonEmpty,
+  },
+  {
+    key: 'logFormat',
+    flag: '--log-format',
+    env: 'SANDBOX_AGENT_LOG_FORMAT',
+    arg: 'json|pretty',
+    doc: 'log format on stderr',
+    defaultRaw: () => 'json',
+    parse: parseEnum(['json', 'pretty'] as const),
+  },
+  {
+    key: 'logLevel',
+    flag: '--log-level',
+    env: 'SANDBOX_AGENT_LOG_LEVEL',
+    arg: 'LEVEL',
+    doc: AGENT_LOG_LEVELS.join(', '),
+    defaultRaw: () => 'info',
+    parse: parseEnum(AGENT_LOG_LEVELS),
+  },
+  {
+    key: 'outputBufferBytes',
+    flag: '--output-buffer',
+    env: 'SANDBOX_AGENT_OUTPUT_BUFFER',
+    arg: 'SIZE',
+    doc: 'output kept while disconnected (e.g. 64MiB); oldest dropped first',
+    defaultRaw: () => '64MiB',
+    parse: parseBytes(64 * 1024, 16 * 1024 ** 3),
+  },
+  {
+    key: 'killGraceMs',
+    flag: '--kill-grace-ms',
+    env: 'SANDBOX_AGENT_KILL_GRACE_MS',
+    arg: 'MS',
+    doc: 'SIGTERM to SIGKILL delay on timeout and kill',
+    defaultRaw: () => '5000',
+    parse: parseIntInRange(0, 600_000),
+  },
+  {
+    key: 'reconnectMaxMs',
+    flag: '--reconnect-max-ms',
+    env: 'SANDBOX_AGENT_RECONNECT_MAX_MS',
+    arg: 'MS',
+    doc: 'longest reconnect backoff (starts at 500 ms, doubles, full jitter)',
+    defaultRaw: () => '30000',
+    parse: parseIntInRange(100, 3_600_000),
+  },
 ];
 
 /** --help text, generated from the option table. */
 export const AGENT_USAGE: string = (() => {
-  const rows = OPTIONS.map((o) => [`${o.flag} ${o.arg}`, o.env, o.doc + (o.defaultRaw && o.key !== 'workDir' ? ` [${o.defaultRaw('') || 'none'}]` : '')] as const);
+  const rows = OPTIONS.map(
+    (o) => [`${o.flag} ${o.arg}`, o.env, o.doc + (o.defaultRaw && o.key !== 'workDir' ? ` [${o.defaultRaw('') || 'none'}]` : '')] as const,
+  );
   const w0 = Math.max(...rows.map((r) => r[0].length));
   const w1 = Math.max(...rows.map((r) => r[1].length));
   const lines = rows.map(([a, b, c]) => `  ${a.padEnd(w0)}  ${b.padEnd(w1)}  ${c}`);

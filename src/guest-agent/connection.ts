@@ -61,7 +61,11 @@ export class AgentConnection {
   readonly #call: grpc.ClientDuplexStream<v1.IAgentMessage, v1.ManagementMessage>;
   #closed = false;
 
-  private constructor(client: grpc.Client, call: grpc.ClientDuplexStream<v1.IAgentMessage, v1.ManagementMessage>, handlers: ConnectionHandlers) {
+  private constructor(
+    client: grpc.Client,
+    call: grpc.ClientDuplexStream<v1.IAgentMessage, v1.ManagementMessage>,
+    handlers: ConnectionHandlers,
+  ) {
     this.#client = client;
     this.#call = call;
     const close = (reason: string): void => {
@@ -79,7 +83,9 @@ export class AgentConnection {
     // 'error' carries non-OK statuses; 'status' comes for every end. Listening to 'error' also
     // keeps it from being thrown as an unhandled event.
     call.on('error', (err: grpc.ServiceError) => close(`${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`));
-    call.on('status', (s: grpc.StatusObject) => close(s.code === grpc.status.OK ? 'server ended the stream' : `${grpc.status[s.code] ?? s.code}: ${s.details}`));
+    call.on('status', (s: grpc.StatusObject) =>
+      close(s.code === grpc.status.OK ? 'server ended the stream' : `${grpc.status[s.code] ?? s.code}: ${s.details}`),
+    );
   }
 
   /** Opens the stream. Rejects when the certificates cannot be read; network failures arrive as onClose. */
@@ -102,7 +108,13 @@ export class AgentConnection {
     const md = new grpc.Metadata();
     md.set(AgentMetadata.agentId, opts.agentId);
     md.set(AgentMetadata.instanceId, opts.instanceId);
-    const call = client.makeBidiStreamRequest<v1.IAgentMessage, v1.ManagementMessage>(AgentServiceMethods.Connect.path, serialize, deserialize, md, {});
+    const call = client.makeBidiStreamRequest<v1.IAgentMessage, v1.ManagementMessage>(
+      AgentServiceMethods.Connect.path,
+      serialize,
+      deserialize,
+      md,
+      {},
+    );
     return new AgentConnection(client, call, handlers);
   }
 

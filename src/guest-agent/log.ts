@@ -16,8 +16,9 @@ export type { Logger };
 
 /** @param bindings fields on every line (agent id, instance id). */
 export function createAgentLogger(format: 'json' | 'pretty', level: AgentLogLevel, bindings: Record<string, string>): Logger {
-  const stream = format === 'pretty'
-    ? (require('pino-pretty') as typeof PinoPretty)({ destination: 2, sync: true, colorize: false })
-    : pino.destination({ dest: 2, sync: true });
+  const stream =
+    format === 'pretty'
+      ? (require('pino-pretty') as typeof PinoPretty)({ destination: 2, sync: true, colorize: false })
+      : pino.destination({ dest: 2, sync: true });
   return pino({ level, base: { pid: process.pid, ...bindings }, timestamp: pino.stdTimeFunctions.isoTime }, stream);
 }

@@ -156,12 +156,19 @@ export class OutputBuffer {
   }
 
   stats(): OutputBufferStats {
-    return { entries: this.#count, unsent: this.#unsent, bytes: this.#bytes, evictedChunks: this.#evictedChunks, evictedBytes: this.#evictedBytes };
+    return {
+      entries: this.#count,
+      unsent: this.#unsent,
+      bytes: this.#bytes,
+      evictedChunks: this.#evictedChunks,
+      evictedBytes: this.#evictedBytes,
+    };
   }
 
   /** Appends an entry; evicts the oldest chunks while over the bound (possibly this one). */
   push(entry: ChunkEntry | ResultEntry): void {
-    if (!this.#commands.has(entry.commandId)) this.#commands.set(entry.commandId, { lastSeq: 0, releasedThrough: 0, releasedBytes: 0, openGap: undefined });
+    if (!this.#commands.has(entry.commandId))
+      this.#commands.set(entry.commandId, { lastSeq: 0, releasedThrough: 0, releasedBytes: 0, openGap: undefined });
     this.#slots.push({ item: entry, sentAtMs: 0 });
     this.#count += 1;
     this.#unsent += 1;

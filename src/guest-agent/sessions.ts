@@ -80,7 +80,9 @@ export class CommandSessionBackend implements SessionBackend {
   }
 
   async kill(id: string, graceMs: number): Promise<KillOutcome> {
-    const hit = this.#commands.list().find((c) => (c.sessionId !== '' || c.sessionName !== '') && (c.sessionId === id || c.commandId === id));
+    const hit = this.#commands
+      .list()
+      .find((c) => (c.sessionId !== '' || c.sessionName !== '') && (c.sessionId === id || c.commandId === id));
     if (!hit) return 'not_found';
     const tmuxName = this.#tmux === undefined ? undefined : managedTmuxTarget(hit.command, hit.args);
     const tmuxOutcome = tmuxName === undefined ? 'not_found' : await this.#tmux!.killSession(tmuxName, graceMs);

@@ -67,7 +67,10 @@ export async function resolveUser(nameOrUid: string): Promise<ResolvedUser> {
   const viaGetent = await new Promise<string | undefined>((res) => {
     execFile('getent', ['passwd', nameOrUid], { timeout: 5000 }, (err, stdout) => res(err ? undefined : stdout));
   });
-  const fromGetent = viaGetent?.split('\n').map(parsePasswdLine).find((u) => u !== undefined);
+  const fromGetent = viaGetent
+    ?.split('\n')
+    .map(parsePasswdLine)
+    .find((u) => u !== undefined);
   if (fromGetent) return fromGetent;
   const passwd = await readFile('/etc/passwd', 'utf8').catch(() => '');
   const hit = passwd

@@ -31,7 +31,9 @@ export async function diskUsage(path: string): Promise<{ totalBytes: number; use
 }
 
 /** PRETTY_NAME from os-release(5), or undefined. */
-export async function distribution(osReleasePaths: readonly string[] = ['/etc/os-release', '/usr/lib/os-release']): Promise<string | undefined> {
+export async function distribution(
+  osReleasePaths: readonly string[] = ['/etc/os-release', '/usr/lib/os-release'],
+): Promise<string | undefined> {
   for (const p of osReleasePaths) {
     const text = await readFile(p, 'utf8').catch(() => undefined);
     if (text === undefined) continue;

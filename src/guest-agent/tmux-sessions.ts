@@ -16,7 +16,16 @@
  * means), exactly as the PTY commands do.
  */
 import { v1 } from '../../proto/index.js';
-import { execArgv, isNoServerError, killOutcomeOf, parseTmuxPanes, tmuxKillArgv, tmuxListPanesArgv, type ExecResult, type TmuxSocket } from '../core/tmux-argv.js';
+import {
+  execArgv,
+  isNoServerError,
+  killOutcomeOf,
+  parseTmuxPanes,
+  tmuxKillArgv,
+  tmuxListPanesArgv,
+  type ExecResult,
+  type TmuxSocket,
+} from '../core/tmux-argv.js';
 import type { KillOutcome, SessionBackend, SessionInfo, TmuxKiller } from './sessions.js';
 
 /** Prefix of a reported tmux session's command_id (the server's reconcile.ts uses the same). */

@@ -8,7 +8,12 @@ import type { TmuxSocket } from '../core/tmux-argv.js';
 export function managedTmuxTarget(command: string, args: readonly string[], socket?: TmuxSocket): string | undefined {
   if (command !== 'tmux' && !command.endsWith('/tmux')) return undefined;
   const [flag, sock] = args;
-  const want = socket === undefined ? { flag: '-L', value: 'sandboxd' } : 'path' in socket ? { flag: '-S', value: socket.path } : { flag: '-L', value: socket.name };
+  const want =
+    socket === undefined
+      ? { flag: '-L', value: 'sandboxd' }
+      : 'path' in socket
+        ? { flag: '-S', value: socket.path }
+        : { flag: '-L', value: socket.name };
   if (flag !== want.flag || sock !== want.value) return undefined;
   for (let i = 2; i < args.length - 1; i++) {
     const a = args[i];

@@ -11,7 +11,14 @@ import type { SystemInfoSample } from './system-info.js';
 export function entryMessage(e: OutboundEntry): v1.IAgentMessage {
   switch (e.kind) {
     case 'chunk': {
-      const chunk: v1.IOutputChunk = { streamId: e.commandId, data: e.data, timestampMs: e.timestampMs, eof: e.eof, seq: e.seq, offset: e.offset };
+      const chunk: v1.IOutputChunk = {
+        streamId: e.commandId,
+        data: e.data,
+        timestampMs: e.timestampMs,
+        eof: e.eof,
+        seq: e.seq,
+        offset: e.offset,
+      };
       return e.stream === 'stdout' ? { stdout: chunk } : e.stream === 'stderr' ? { stderr: chunk } : { log: chunk };
     }
     case 'gap':

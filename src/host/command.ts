@@ -49,7 +49,9 @@ export async function runHostCommand(argv: readonly string[], io: CommandIo): Pr
   }
   try {
     const r = await prepareHost({ network: net, install, log: (l) => io.stderr(`${l}\n`) });
-    io.stdout(`host ready: network ${r.network.name} (${r.network.hostAddress}/24), accelerator ${r.accelerator} (${r.acceleratorReason})\n`);
+    io.stdout(
+      `host ready: network ${r.network.name} (${r.network.hostAddress}/24), accelerator ${r.accelerator} (${r.acceleratorReason})\n`,
+    );
     return 0;
   } catch (err) {
     io.stderr(`sandboxd host prepare refused: ${(err as Error).message}\n`);

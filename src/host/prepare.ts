@@ -44,7 +44,11 @@ export interface PrepareResult {
 export async function prepareHost(o: PrepareOptions = {}): Promise<PrepareResult> {
   const log = o.log ?? (() => undefined);
   const net = o.network ?? DEFAULT_NETWORK;
-  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(net.name) || !/^[A-Za-z0-9_.-]{1,15}$/.test(net.bridge) || !/^\d+\.\d+\.\d+\.\d+$/.test(net.hostAddress)) {
+  if (
+    !/^[A-Za-z0-9_.-]{1,64}$/.test(net.name) ||
+    !/^[A-Za-z0-9_.-]{1,15}$/.test(net.bridge) ||
+    !/^\d+\.\d+\.\d+\.\d+$/.test(net.hostAddress)
+  ) {
     throw new Error('network name, bridge (≤15 characters) or host address is malformed');
   }
   const root = process.getuid?.() === 0;
@@ -98,8 +102,10 @@ async function fixKvmNode(log: (l: string) => void): Promise<void> {
 
 /** The libvirt XML of an isolated network: no <forward>, no DHCP/DNS; the host's address on the bridge. */
 export function isolatedNetworkXml(n: NetworkSpec): string {
-  return `<network><name>${n.name}</name><bridge name='${n.bridge}' stp='off' delay='0'/><dns enable='no'/>` +
-    `<ip address='${n.hostAddress}' netmask='255.255.255.0'/></network>\n`;
+  return (
+    `<network><name>${n.name}</name><bridge name='${n.bridge}' stp='off' delay='0'/><dns enable='no'/>` +
+    `<ip address='${n.hostAddress}' netmask='255.255.255.0'/></network>\n`
+  );
 }
 
 async function ensureNetwork(n: NetworkSpec, log: (l: string) => void): Promise<void> {
@@ -115,7 +121,9 @@ async function ensureNetwork(n: NetworkSpec, log: (l: string) => void): Promise<
     }
     log(`defined network ${n.name} (${n.bridge}, ${n.hostAddress}/24, isolated)`);
   } else if (/<forward/.test(await virsh(['net-dumpxml', n.name]))) {
-    throw new Error(`network ${n.name} exists and forwards traffic (NAT/route); sandboxd wants an isolated one: pick another name or remove it`);
+    throw new Error(
+      `network ${n.name} exists and forwards traffic (NAT/route); sandboxd wants an isolated one: pick another name or remove it`,
+    );
   }
   if (!/Active:\s+yes/.test(info ?? '')) {
     await virsh(['net-start', n.name]);

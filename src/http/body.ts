@@ -156,8 +156,18 @@ export function parseBoolParam(query: URLSearchParams, name: string, opts: { def
 
 /** One of a fixed set of values. Absent → `default` (or undefined). */
 export function parseEnumParam<T extends string>(query: URLSearchParams, name: string, values: readonly T[], opts: { default: T }): T;
-export function parseEnumParam<T extends string>(query: URLSearchParams, name: string, values: readonly T[], opts?: { default?: T }): T | undefined;
-export function parseEnumParam<T extends string>(query: URLSearchParams, name: string, values: readonly T[], opts: { default?: T } = {}): T | undefined {
+export function parseEnumParam<T extends string>(
+  query: URLSearchParams,
+  name: string,
+  values: readonly T[],
+  opts?: { default?: T },
+): T | undefined;
+export function parseEnumParam<T extends string>(
+  query: URLSearchParams,
+  name: string,
+  values: readonly T[],
+  opts: { default?: T } = {},
+): T | undefined {
   const raw = single(query, name);
   if (raw === undefined) return opts.default;
   if ((values as readonly string[]).includes(raw)) return raw as T;
@@ -165,8 +175,16 @@ export function parseEnumParam<T extends string>(query: URLSearchParams, name: s
 }
 
 /** A string query parameter, optionally required, bounded in length (default 1024) and matching a pattern. */
-export function parseStringParam(query: URLSearchParams, name: string, opts: { required: true; maxLength?: number; pattern?: RegExp }): string;
-export function parseStringParam(query: URLSearchParams, name: string, opts?: { required?: boolean; maxLength?: number; pattern?: RegExp }): string | undefined;
+export function parseStringParam(
+  query: URLSearchParams,
+  name: string,
+  opts: { required: true; maxLength?: number; pattern?: RegExp },
+): string;
+export function parseStringParam(
+  query: URLSearchParams,
+  name: string,
+  opts?: { required?: boolean; maxLength?: number; pattern?: RegExp },
+): string | undefined;
 export function parseStringParam(
   query: URLSearchParams,
   name: string,
@@ -179,6 +197,7 @@ export function parseStringParam(
   }
   const maxLength = opts.maxLength ?? 1024;
   if (raw.length > maxLength) throw new SvcError('request.invalid', `query parameter ${name} is longer than ${maxLength} characters`);
-  if (opts.pattern !== undefined && !opts.pattern.test(raw)) throw new SvcError('request.invalid', `query parameter ${name} has an invalid format`);
+  if (opts.pattern !== undefined && !opts.pattern.test(raw))
+    throw new SvcError('request.invalid', `query parameter ${name} has an invalid format`);
   return raw;
 }

@@ -65,7 +65,11 @@ export function renderError(err: unknown, extraHeaders: Readonly<Record<string, 
   // carries details.retryAfterSeconds; every such response gets a Retry-After header.
   const retryAfter = wire.details?.['retryAfterSeconds'];
   const headers =
-    typeof retryAfter === 'number' && Number.isFinite(retryAfter) && retryAfter >= 0 && extraHeaders['retry-after'] === undefined && extraHeaders['Retry-After'] === undefined
+    typeof retryAfter === 'number' &&
+    Number.isFinite(retryAfter) &&
+    retryAfter >= 0 &&
+    extraHeaders['retry-after'] === undefined &&
+    extraHeaders['Retry-After'] === undefined
       ? { ...extraHeaders, 'retry-after': String(Math.ceil(retryAfter)) }
       : extraHeaders;
   return {

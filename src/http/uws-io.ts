@@ -94,6 +94,8 @@ export function uwsRuntimeInfo(): { native: boolean; detail: string } {
 export function assertNativeUws(): void {
   const runtime = uwsRuntimeInfo();
   if (!runtime.native) {
-    throw new Error(`uWebSockets.js native binary not loaded: ${runtime.detail}; sandboxd needs Node 20 (ABI 115) and UWS_USE_FALLBACK unset`);
+    throw new Error(
+      `uWebSockets.js native binary not loaded: ${runtime.detail}; sandboxd needs Node 20 (ABI 115) and UWS_USE_FALLBACK unset`,
+    );
   }
 }

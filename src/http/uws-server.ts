@@ -120,13 +120,26 @@ class HttpServer {
 
   #request(res: HttpResponse, req: HttpRequest): void {
     const raw = copyRequest(res, req);
-    const flight: Flight = { res, raw, startedMs: performance.now(), route: UNMATCHED, done: false, aborted: false, timer: undefined, sse: undefined };
+    const flight: Flight = {
+      res,
+      raw,
+      startedMs: performance.now(),
+      route: UNMATCHED,
+      done: false,
+      aborted: false,
+      timer: undefined,
+      sse: undefined,
+    };
     this.#inFlight.add(flight);
     res.onAborted(() => this.#aborted(flight));
     if (this.#closing) return this.#respond(flight, renderError(new SvcError('server.not_ready', 'the server is shutting down')), true);
     const maxHeaderBytes = this.#opts.maxHeaderBytes ?? 16 * 1024;
     if (raw.headerBytes > maxHeaderBytes) {
-      return this.#respond(flight, renderError(new SvcError('request.invalid', `request target and headers exceed ${maxHeaderBytes} bytes`)), true);
+      return this.#respond(
+        flight,
+        renderError(new SvcError('request.invalid', `request target and headers exceed ${maxHeaderBytes} bytes`)),
+        true,
+      );
     }
     const match = this.#opts.router.match(raw.method, raw.path);
     if (!match.ok) {

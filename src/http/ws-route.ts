@@ -140,7 +140,10 @@ class WsConnImpl implements WsConn {
  * a slow consumer is closed with `slowClose`. uWS's own buffer is the sink's buffer; its drain
  * event is the sink's onWritable.
  */
-export function wsLiveSink(conn: Pick<WsConn, 'send' | 'close' | 'closed' | 'bufferedAmount' | 'onDrain' | 'onClose'>, slowClose: { code: number; reason: string }): LiveSink {
+export function wsLiveSink(
+  conn: Pick<WsConn, 'send' | 'close' | 'closed' | 'bufferedAmount' | 'onDrain' | 'onClose'>,
+  slowClose: { code: number; reason: string },
+): LiveSink {
   return {
     write: (frame) => conn.send(frame, typeof frame !== 'string') === 'sent',
     onWritable: (cb) => conn.onDrain(cb),
@@ -156,7 +159,10 @@ export function wsLiveSink(conn: Pick<WsConn, 'send' | 'close' | 'closed' | 'buf
 
 /** Attach a WS route to an App. Connections are tracked in `ctx.conns` for shutdown. */
 export function attachWsRoute(app: TemplatedApp, opts: WsRouteOptions, ctx: WsRouteContext): void {
-  const paramNames = opts.path.split('/').filter((s) => s.startsWith(':')).map((s) => s.slice(1));
+  const paramNames = opts.path
+    .split('/')
+    .filter((s) => s.startsWith(':'))
+    .map((s) => s.slice(1));
   const safe = (what: string, fn: () => void): void => {
     try {
       fn();
@@ -225,7 +231,10 @@ function upgrade(
         throw new SvcError('request.invalid', `invalid percent-encoding in path parameter ${name}`);
       }
     });
-    const offered = (raw.headers['sec-websocket-protocol'] ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+    const offered = (raw.headers['sec-websocket-protocol'] ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
     let protocol = '';
     if (opts.protocols !== undefined) {
       protocol = offered.find((p) => opts.protocols?.includes(p)) ?? '';
@@ -266,7 +275,8 @@ export const defaultWsHandlers: WsHandlers = {
       } catch {
         type = undefined;
       }
-      message = typeof type === 'string' ? `unknown message type: ${type.slice(0, 100)}` : 'expected a JSON object with a string type field';
+      message =
+        typeof type === 'string' ? `unknown message type: ${type.slice(0, 100)}` : 'expected a JSON object with a string type field';
     }
     conn.send(JSON.stringify({ type: 'error', message }));
   },

@@ -23,7 +23,8 @@ export function detectAccelerator(): AcceleratorChoice {
 
 function probe(): AcceleratorChoice {
   if (!existsSync('/dev/kvm')) return { accelerator: 'tcg', reason: '/dev/kvm is absent' };
-  if (existsSync('/sys/module/kvm_pvm')) return { accelerator: 'tcg', reason: '/dev/kvm is kvm_pvm (PVM), which hangs stock guest kernels' };
+  if (existsSync('/sys/module/kvm_pvm'))
+    return { accelerator: 'tcg', reason: '/dev/kvm is kvm_pvm (PVM), which hangs stock guest kernels' };
   const cpu = (() => {
     try {
       return readFileSync('/proc/cpuinfo', 'utf8');

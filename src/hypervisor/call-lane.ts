@@ -77,18 +77,21 @@ export class CallLane {
         this.#active++;
         let late = false;
         const remainingMs = deadlineMs - Date.now();
-        runTimer = setTimeout(() => {
-          // Timers run before I/O callbacks in each turn of the event loop: after the loop was
-          // busy past the deadline, an answer that arrived in time is still waiting in the poll
-          // phase. Decide after it (setImmediate runs after poll), so a busy loop is not
-          // mistaken for a slow hypervisor.
-          setImmediate(() => {
-            if (settled) return;
-            late = true;
-            this.#stuck++;
-            finish(new TimeoutError(`${what} did not answer within its budget`));
-          });
-        }, Math.max(0, remainingMs));
+        runTimer = setTimeout(
+          () => {
+            // Timers run before I/O callbacks in each turn of the event loop: after the loop was
+            // busy past the deadline, an answer that arrived in time is still waiting in the poll
+            // phase. Decide after it (setImmediate runs after poll), so a busy loop is not
+            // mistaken for a slow hypervisor.
+            setImmediate(() => {
+              if (settled) return;
+              late = true;
+              this.#stuck++;
+              finish(new TimeoutError(`${what} did not answer within its budget`));
+            });
+          },
+          Math.max(0, remainingMs),
+        );
         runTimer.unref();
         let p: Promise<T>;
         try {
@@ -96,14 +99,16 @@ export class CallLane {
         } catch (err) {
           p = Promise.reject(toError(err));
         }
-        void p.then(
-          (v) => finish(undefined, v),
-          (e: unknown) => finish(e ?? new Error('rejected without a reason')),
-        ).finally(() => {
-          this.#active--;
-          if (late) this.#stuck--;
-          this.#next();
-        });
+        void p
+          .then(
+            (v) => finish(undefined, v),
+            (e: unknown) => finish(e ?? new Error('rejected without a reason')),
+          )
+          .finally(() => {
+            this.#active--;
+            if (late) this.#stuck--;
+            this.#next();
+          });
       };
 
       const waitMs = deadlineMs - Date.now();
@@ -112,10 +117,13 @@ export class CallLane {
         timer:
           this.#active < this.#concurrency && this.#queue.length === 0
             ? undefined
-            : setTimeout(() => {
-                dequeue();
-                finish(new TimeoutError(`${what} waited for a free slot past its budget`));
-              }, Math.max(0, waitMs)).unref(),
+            : setTimeout(
+                () => {
+                  dequeue();
+                  finish(new TimeoutError(`${what} waited for a free slot past its budget`));
+                },
+                Math.max(0, waitMs),
+              ).unref(),
       };
       const dequeue = (): void => {
         const i = this.#queue.indexOf(waiter);

@@ -49,11 +49,7 @@ export function isActive(state: VmState): boolean {
 }
 
 /** The events between two observations of one domain (null = the domain does not exist). */
-export function transitionEvents(
-  before: Observation | null,
-  after: Observation | null,
-  ctx: TransitionContext = {},
-): TransitionEvent[] {
+export function transitionEvents(before: Observation | null, after: Observation | null, ctx: TransitionContext = {}): TransitionEvent[] {
   if (before === null && after === null) return [];
   if (before === null) {
     return [{ type: 'vm.defined', reason: 'added' }, ...stateEvents('stopped', after!.state, false, ctx)];
@@ -61,7 +57,8 @@ export function transitionEvents(
   if (after === null) {
     return [...stateEvents(before.state, 'stopped', false, ctx), { type: 'vm.undefined', reason: 'removed' }];
   }
-  const restarted = before.state === 'running' && after.state === 'running' && before.id !== null && after.id !== null && before.id !== after.id;
+  const restarted =
+    before.state === 'running' && after.state === 'running' && before.id !== null && after.id !== null && before.id !== after.id;
   return stateEvents(before.state, after.state, restarted, ctx);
 }
 
@@ -77,10 +74,18 @@ function stateEvents(from: VmState, to: VmState, restarted: boolean, ctx: Transi
       if (from === 'suspended') return [{ type: 'vm.resumed', reason: 'wakeup' }];
       return []; // shutdown → running: the guest ignored or cancelled the request
     case 'paused':
-      if (!wasActive) return [{ type: 'vm.started', reason: ctx.startReason ?? 'booted' }, { type: 'vm.suspended', reason: 'paused' }];
+      if (!wasActive)
+        return [
+          { type: 'vm.started', reason: ctx.startReason ?? 'booted' },
+          { type: 'vm.suspended', reason: 'paused' },
+        ];
       return [{ type: 'vm.suspended', reason: 'paused' }];
     case 'suspended':
-      if (!wasActive) return [{ type: 'vm.started', reason: ctx.startReason ?? 'booted' }, { type: 'vm.pmsuspended', reason: 'memory' }];
+      if (!wasActive)
+        return [
+          { type: 'vm.started', reason: ctx.startReason ?? 'booted' },
+          { type: 'vm.pmsuspended', reason: 'memory' },
+        ];
       return [{ type: 'vm.pmsuspended', reason: 'memory' }];
     case 'shutdown':
       if (!wasActive) return [{ type: 'vm.started', reason: ctx.startReason ?? 'booted' }];

@@ -18,7 +18,15 @@ import { readFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { join, resolve } from 'node:path';
 import { SvcError } from '../core/errors.js';
-import { assertPrivateFile, ensurePrivateDir, exists, PRIVATE_FILE_MODE, PUBLIC_FILE_MODE, withLockFile, writeFileAtomic } from './secure-files.js';
+import {
+  assertPrivateFile,
+  ensurePrivateDir,
+  exists,
+  PRIVATE_FILE_MODE,
+  PUBLIC_FILE_MODE,
+  withLockFile,
+  writeFileAtomic,
+} from './secure-files.js';
 import type { JobRunner } from '../util/job-runner.js';
 import { issueLeafJob } from './identity-jobs.js';
 import { identityFromPeerCertificate, spiffeIdOf } from './spiffe.js';
@@ -144,7 +152,13 @@ async function reusableServer(files: CaFiles, signer: Signer, trustDomain: strin
  * @param opts.now the current time (tests: create already-old material)
  * @param opts.jobs issue agent and operator certificates on this job pool (default: inline)
  */
-export async function ensureCa(opts: { secretsDir: string; trustDomain: string; serverHosts?: readonly string[]; now?: Date; jobs?: JobRunner }): Promise<CaMaterial> {
+export async function ensureCa(opts: {
+  secretsDir: string;
+  trustDomain: string;
+  serverHosts?: readonly string[];
+  now?: Date;
+  jobs?: JobRunner;
+}): Promise<CaMaterial> {
   checkTrustDomain(opts.trustDomain);
   const now = opts.now ?? new Date();
   const { sans, hosts } = serverSans(opts.serverHosts ?? [], opts.trustDomain);
@@ -163,7 +177,10 @@ export async function ensureCa(opts: { secretsDir: string; trustDomain: string; 
     let caKeyPem: string;
     if (hasCert !== hasKey) {
       const [have, missing] = hasCert ? ['ca.pem', 'ca-key.pem'] : ['ca-key.pem', 'ca.pem'];
-      throw new SvcError('server.internal', `${dir} holds ${have} but not ${missing}: restore ${missing}, or move ${have} away to create a new CA (every agent certificate must then be reissued)`);
+      throw new SvcError(
+        'server.internal',
+        `${dir} holds ${have} but not ${missing}: restore ${missing}, or move ${have} away to create a new CA (every agent certificate must then be reissued)`,
+      );
     }
     if (hasCert) {
       await assertPrivateFile(files.caKey);
@@ -171,7 +188,10 @@ export async function ensureCa(opts: { secretsDir: string; trustDomain: string; 
       signer = await loadSigner(certPem, keyPem, dir);
       caKeyPem = keyPem;
       if (signer.cert.notAfter.getTime() <= now.getTime()) {
-        throw new SvcError('server.internal', `the CA in ${dir} expired on ${signer.cert.notAfter.toISOString()}: move ca.pem and ca-key.pem away to create a new one (every agent certificate must then be reissued)`);
+        throw new SvcError(
+          'server.internal',
+          `the CA in ${dir} expired on ${signer.cert.notAfter.toISOString()}: move ca.pem and ca-key.pem away to create a new one (every agent certificate must then be reissued)`,
+        );
       }
     } else {
       const fresh = await createCaCertificate({ trustDomain: opts.trustDomain, now, ttlMs: CA_TTL_SECONDS * 1000 });
@@ -208,7 +228,10 @@ export async function ensureCa(opts: { secretsDir: string; trustDomain: string; 
  * A CA that lives only in memory, with its own server certificate: for tests (a "foreign" CA
  * whose certificates sandboxd must refuse) and tools.
  */
-export async function createStandaloneCa(trustDomain: string, opts: { now?: Date; serverHosts?: readonly string[] } = {}): Promise<CaMaterial> {
+export async function createStandaloneCa(
+  trustDomain: string,
+  opts: { now?: Date; serverHosts?: readonly string[] } = {},
+): Promise<CaMaterial> {
   checkTrustDomain(trustDomain);
   const now = opts.now ?? new Date();
   const { sans } = serverSans(opts.serverHosts ?? [], trustDomain);
@@ -237,7 +260,13 @@ export async function createStandaloneCa(trustDomain: string, opts: { now?: Date
  * @param opts.now issue as of this time (a past `now` with a short TTL gives an expired cert)
  */
 export async function issueAgentCert(ca: CaMaterial, opts: { instanceId: string; ttlSeconds?: number; now?: Date }): Promise<IssuedCert> {
-  return issueClient(ca, { kind: 'agent', instanceId: opts.instanceId }, `agent-${opts.instanceId}`, ttlMs(opts.ttlSeconds, AGENT_CERT_TTL_SECONDS), opts.now);
+  return issueClient(
+    ca,
+    { kind: 'agent', instanceId: opts.instanceId },
+    `agent-${opts.instanceId}`,
+    ttlMs(opts.ttlSeconds, AGENT_CERT_TTL_SECONDS),
+    opts.now,
+  );
 }
 
 /**
@@ -245,7 +274,13 @@ export async function issueAgentCert(ca: CaMaterial, opts: { instanceId: string;
  * CN operator-<name>. Same name rules and options as issueAgentCert (default TTL 30 days).
  */
 export async function issueOperatorCert(ca: CaMaterial, opts: { name: string; ttlSeconds?: number; now?: Date }): Promise<IssuedCert> {
-  return issueClient(ca, { kind: 'operator', name: opts.name }, `operator-${opts.name}`, ttlMs(opts.ttlSeconds, OPERATOR_CERT_TTL_SECONDS), opts.now);
+  return issueClient(
+    ca,
+    { kind: 'operator', name: opts.name },
+    `operator-${opts.name}`,
+    ttlMs(opts.ttlSeconds, OPERATOR_CERT_TTL_SECONDS),
+    opts.now,
+  );
 }
 
 async function issueClient(
@@ -262,9 +297,18 @@ async function issueClient(
     throw new SvcError('request.invalid', (err as Error).message);
   }
   const signer = signerOf(ca);
-  const spec = { commonName, sans: [{ type: 'url' as const, value: spiffeId }], usage: 'clientAuth' as const, now: now ?? new Date(), ttlMs: validityMs };
+  const spec = {
+    commonName,
+    sans: [{ type: 'url' as const, value: spiffeId }],
+    usage: 'clientAuth' as const,
+    now: now ?? new Date(),
+    ttlMs: validityMs,
+  };
   const pool = offThread.get(ca);
-  const issued = pool === undefined ? await issueLeaf(signer, spec) : await issueLeafJob(pool.jobs, { certPem: signer.certPem, keyPem: pool.keyPem }, spec);
+  const issued =
+    pool === undefined
+      ? await issueLeaf(signer, spec)
+      : await issueLeafJob(pool.jobs, { certPem: signer.certPem, keyPem: pool.keyPem }, spec);
   return { ...issued, spiffeId };
 }
 
@@ -294,11 +338,19 @@ async function writeBundle(dir: string, ca: CaMaterial, role: 'agent' | 'operato
  * Issues an agent certificate and writes DIR/ca.pem, DIR/agent.pem, DIR/agent-key.pem (0600;
  * DIR created 0700). Existing files are replaced atomically.
  */
-export async function writeAgentBundle(dir: string, ca: CaMaterial, opts: { instanceId: string; ttlSeconds?: number; now?: Date }): Promise<BundleFiles> {
+export async function writeAgentBundle(
+  dir: string,
+  ca: CaMaterial,
+  opts: { instanceId: string; ttlSeconds?: number; now?: Date },
+): Promise<BundleFiles> {
   return writeBundle(dir, ca, 'agent', await issueAgentCert(ca, opts));
 }
 
 /** Issues an operator certificate and writes DIR/ca.pem, DIR/operator.pem, DIR/operator-key.pem (0600). */
-export async function writeOperatorBundle(dir: string, ca: CaMaterial, opts: { name: string; ttlSeconds?: number; now?: Date }): Promise<BundleFiles> {
+export async function writeOperatorBundle(
+  dir: string,
+  ca: CaMaterial,
+  opts: { name: string; ttlSeconds?: number; now?: Date },
+): Promise<BundleFiles> {
   return writeBundle(dir, ca, 'operator', await issueOperatorCert(ca, opts));
 }

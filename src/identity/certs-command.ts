@@ -6,7 +6,14 @@
 import { parseArgs } from 'node:util';
 import { SvcError } from '../core/errors.js';
 import { isValidName } from './spiffe.js';
-import { AGENT_CERT_TTL_SECONDS, ensureCa, OPERATOR_CERT_TTL_SECONDS, writeAgentBundle, writeOperatorBundle, type BundleFiles } from './ca.js';
+import {
+  AGENT_CERT_TTL_SECONDS,
+  ensureCa,
+  OPERATOR_CERT_TTL_SECONDS,
+  writeAgentBundle,
+  writeOperatorBundle,
+  type BundleFiles,
+} from './ca.js';
 import { errorMessage } from '../util/error-message.js';
 
 /** Where output goes (process.stdout / process.stderr fit). */

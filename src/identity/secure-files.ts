@@ -125,7 +125,11 @@ export async function withLockFile<T>(
         continue;
       }
       if (Date.now() > deadline) {
-        throw new SvcError('server.timeout', `timed out after ${timeoutMs} ms waiting for ${lockPath}; remove it if no sandboxd process is running`, { path: lockPath });
+        throw new SvcError(
+          'server.timeout',
+          `timed out after ${timeoutMs} ms waiting for ${lockPath}; remove it if no sandboxd process is running`,
+          { path: lockPath },
+        );
       }
       // Not unref'd on purpose: the caller is awaiting this wait (a CLI has nothing else alive).
       await sleep(20 + Math.floor(Math.random() * 30));

@@ -27,10 +27,12 @@ export function isValidName(value: string): boolean {
 export function spiffeIdOf(trustDomain: string, identity: PeerIdentity): string {
   switch (identity.kind) {
     case 'agent':
-      if (!isValidName(identity.instanceId)) throw new Error(`invalid instance id ${JSON.stringify(identity.instanceId)}: use 1-128 of [A-Za-z0-9._-]`);
+      if (!isValidName(identity.instanceId))
+        throw new Error(`invalid instance id ${JSON.stringify(identity.instanceId)}: use 1-128 of [A-Za-z0-9._-]`);
       return `spiffe://${trustDomain}/agent/${identity.instanceId}`;
     case 'operator':
-      if (!isValidName(identity.name)) throw new Error(`invalid operator name ${JSON.stringify(identity.name)}: use 1-128 of [A-Za-z0-9._-]`);
+      if (!isValidName(identity.name))
+        throw new Error(`invalid operator name ${JSON.stringify(identity.name)}: use 1-128 of [A-Za-z0-9._-]`);
       return `spiffe://${trustDomain}/operator/${identity.name}`;
     case 'server':
       return `spiffe://${trustDomain}/server`;
@@ -124,8 +126,7 @@ export function identityFromPeerCertificate(
 
 /** Outcome of an identity check; `code` is an ERROR_TABLE code (gRPC status from the table). */
 export type IdentityCheck<T = object> =
-  | ({ ok: true } & T)
-  | { ok: false; code: Extract<ErrorCode, 'agent.identity_mismatch' | 'agent.unauthenticated'>; message: string };
+  ({ ok: true } & T) | { ok: false; code: Extract<ErrorCode, 'agent.identity_mismatch' | 'agent.unauthenticated'>; message: string };
 
 /** Quotes untrusted metadata for an error message, bounded in length. */
 function quote(value: string): string {
@@ -144,16 +145,28 @@ export function checkAgentMetadata(
   metadata: { instanceId?: string | undefined; secret?: string | undefined },
 ): IdentityCheck {
   if (metadata.secret !== undefined) {
-    return { ok: false, code: 'agent.unauthenticated', message: 'x-agent-secret is retired: the shared-secret path no longer exists; agents authenticate with their mTLS certificate' };
+    return {
+      ok: false,
+      code: 'agent.unauthenticated',
+      message: 'x-agent-secret is retired: the shared-secret path no longer exists; agents authenticate with their mTLS certificate',
+    };
   }
   if (identity === null) {
-    return { ok: false, code: 'agent.unauthenticated', message: 'no verified client certificate with a SPIFFE identity of this trust domain' };
+    return {
+      ok: false,
+      code: 'agent.unauthenticated',
+      message: 'no verified client certificate with a SPIFFE identity of this trust domain',
+    };
   }
   if (identity.kind !== 'agent') {
     return { ok: false, code: 'agent.identity_mismatch', message: `the client certificate is a ${identity.kind} identity, not an agent's` };
   }
   if (metadata.instanceId === undefined || metadata.instanceId === '') {
-    return { ok: false, code: 'agent.identity_mismatch', message: 'metadata x-agent-instance-id is required and must equal the certificate\'s instance id' };
+    return {
+      ok: false,
+      code: 'agent.identity_mismatch',
+      message: "metadata x-agent-instance-id is required and must equal the certificate's instance id",
+    };
   }
   if (metadata.instanceId !== identity.instanceId) {
     return {
@@ -172,10 +185,18 @@ export function checkAgentMetadata(
  */
 export function checkOperatorIdentity(identity: PeerIdentity | null): IdentityCheck<{ name: string }> {
   if (identity === null) {
-    return { ok: false, code: 'agent.unauthenticated', message: 'no verified client certificate with a SPIFFE identity of this trust domain' };
+    return {
+      ok: false,
+      code: 'agent.unauthenticated',
+      message: 'no verified client certificate with a SPIFFE identity of this trust domain',
+    };
   }
   if (identity.kind !== 'operator') {
-    return { ok: false, code: 'agent.identity_mismatch', message: `this call needs an operator certificate; the client presented a ${identity.kind} identity` };
+    return {
+      ok: false,
+      code: 'agent.identity_mismatch',
+      message: `this call needs an operator certificate; the client presented a ${identity.kind} identity`,
+    };
   }
   return { ok: true, name: identity.name };
 }

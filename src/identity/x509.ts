@@ -69,7 +69,11 @@ async function privateKeyPem(key: webcrypto.CryptoKey): Promise<string> {
  * A new self-signed CA (basicConstraints cA, pathLen 0; keyCertSign, cRLSign), valid from
  * `now` (minus clock skew) for `ttlMs`. Returns the signer and the key PEM to store.
  */
-export async function createCaCertificate(opts: { trustDomain: string; now: Date; ttlMs: number }): Promise<{ signer: Signer; keyPem: string }> {
+export async function createCaCertificate(opts: {
+  trustDomain: string;
+  now: Date;
+  ttlMs: number;
+}): Promise<{ signer: Signer; keyPem: string }> {
   const keys = await generateKeys();
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: serialNumber(),
@@ -144,7 +148,10 @@ export async function issueLeaf(issuer: Signer, spec: LeafSpec): Promise<IssuedP
     extensions: [
       new x509.BasicConstraintsExtension(false, undefined, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-      new x509.ExtendedKeyUsageExtension([spec.usage === 'serverAuth' ? x509.ExtendedKeyUsage.serverAuth : x509.ExtendedKeyUsage.clientAuth], false),
+      new x509.ExtendedKeyUsageExtension(
+        [spec.usage === 'serverAuth' ? x509.ExtendedKeyUsage.serverAuth : x509.ExtendedKeyUsage.clientAuth],
+        false,
+      ),
       new x509.SubjectAlternativeNameExtension(spec.sans, false),
       await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
       await authorityKeyId(issuer),

@@ -17,10 +17,38 @@
 import { createHash } from 'node:crypto';
 import { chmod, chown, cp, mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { DISABLED_UNITS, ENABLED_UNITS, MASKED_UNITS, DEBIAN_AGENT_DIR, DEBIAN_GUEST_USER, DEBIAN_NODE_PATH, debianGuestFiles, initramfsFiles, type GuestFile } from './debian-guest-files.js';
-import { baseMirror, DEBIAN_SUITE, privateApt, readHostSources, resolvePackagesCached, sourcesList, type AptSource } from './debian-packages.js';
+import {
+  DISABLED_UNITS,
+  ENABLED_UNITS,
+  MASKED_UNITS,
+  DEBIAN_AGENT_DIR,
+  DEBIAN_GUEST_USER,
+  DEBIAN_NODE_PATH,
+  debianGuestFiles,
+  initramfsFiles,
+  type GuestFile,
+} from './debian-guest-files.js';
+import {
+  baseMirror,
+  DEBIAN_SUITE,
+  privateApt,
+  readHostSources,
+  resolvePackagesCached,
+  sourcesList,
+  type AptSource,
+} from './debian-packages.js';
 import { cleanRoot, clampTimes, inRoot, packagesEpoch } from './debian-rootfs.js';
-import { agentInputsDigest, copyAgent, exists, extractVmlinux, fileDigest, hashTree, makeExt4, publishImage, uuidFrom } from './image-files.js';
+import {
+  agentInputsDigest,
+  copyAgent,
+  exists,
+  extractVmlinux,
+  fileDigest,
+  hashTree,
+  makeExt4,
+  publishImage,
+  uuidFrom,
+} from './image-files.js';
 import { ensureStepPrograms, run } from './run.js';
 
 /** Bumped when the layout or the recipe changes (part of the cache key). */
@@ -79,7 +107,17 @@ export interface DebianKeyInputs {
 /** The image's content hash (16 hex digits): recipe, guest files, package versions, mirrors, node, npm and agent. */
 export function debianImageKey(k: DebianKeyInputs, files: readonly GuestFile[] = [...initramfsFiles(), ...debianGuestFiles()]): string {
   const h = createHash('sha256');
-  h.update([DEBIAN_RECIPE_VERSION, DEBIAN_SUITE, DEBIAN_CMDLINE, String(DEBIAN_DISK_SIZE_MIB), ENABLED_UNITS.join(','), DISABLED_UNITS.join(','), MASKED_UNITS.join(',')].join('\n'));
+  h.update(
+    [
+      DEBIAN_RECIPE_VERSION,
+      DEBIAN_SUITE,
+      DEBIAN_CMDLINE,
+      String(DEBIAN_DISK_SIZE_MIB),
+      ENABLED_UNITS.join(','),
+      DISABLED_UNITS.join(','),
+      MASKED_UNITS.join(','),
+    ].join('\n'),
+  );
   for (const f of files) h.update(`\0${f.path}\0${f.mode.toString(8)}\0${f.content}`);
   h.update(`\0${sourcesList(k.sources)}\0${[...k.packages].sort().join('\n')}`);
   h.update(`\0${k.nodeDigest}\0${k.npmDigest}\0${k.agentDigest}`);
@@ -98,7 +136,8 @@ export function kernelOf(packages: readonly string[]): { name: string; version: 
 export async function buildDebianImage(o: DebianBuildOptions): Promise<DebianBuildResult> {
   const t0 = Date.now();
   const log = o.log ?? (() => undefined);
-  if (process.getuid?.() !== 0) throw new Error('building the debian image needs root (debootstrap, chroot and file ownership); run it as root or use --kind minimal');
+  if (process.getuid?.() !== 0)
+    throw new Error('building the debian image needs root (debootstrap, chroot and file ownership); run it as root or use --kind minimal');
   const nodePath = o.nodePath ?? '/usr/bin/node';
   const sources = await readHostSources();
   await mkdir(o.outDir, { recursive: true });
@@ -108,7 +147,11 @@ export async function buildDebianImage(o: DebianBuildOptions): Promise<DebianBui
   const npmHash = createHash('sha256');
   await hashTree(npmHash, dirname(HOST_NPM), 'npm');
   const hash = debianImageKey({
-    packages, sources, nodeDigest: await fileDigest(nodePath), npmDigest: npmHash.digest('hex'), agentDigest: await agentInputsDigest(o.agentTree, o.packageRoot),
+    packages,
+    sources,
+    nodeDigest: await fileDigest(nodePath),
+    npmDigest: npmHash.digest('hex'),
+    agentDigest: await agentInputsDigest(o.agentTree, o.packageRoot),
   });
   const dir = join(o.outDir, `debian-${hash}`);
   const existing = await readDebianManifest(dir);
@@ -124,7 +167,11 @@ export async function buildDebianImage(o: DebianBuildOptions): Promise<DebianBui
   try {
     const mirror = baseMirror(sources);
     log(`debootstrap ${DEBIAN_SUITE} (minbase) from ${mirror}`);
-    await run('unshare', ['--mount', '--propagation', 'private', '--', 'debootstrap', '--variant=minbase', '--components=main', DEBIAN_SUITE, root, mirror], { timeoutMs: 900_000 });
+    await run(
+      'unshare',
+      ['--mount', '--propagation', 'private', '--', 'debootstrap', '--variant=minbase', '--components=main', DEBIAN_SUITE, root, mirror],
+      { timeoutMs: 900_000 },
+    );
     await writeFile(join(root, 'etc', 'apt', 'sources.list'), sourcesList(sources));
     await cp('/etc/resolv.conf', join(root, 'etc', 'resolv.conf'), { dereference: true });
     await writeFile(join(root, 'usr', 'sbin', 'policy-rc.d'), '#!/bin/sh\nexit 101\n', { mode: 0o755 });
@@ -133,10 +180,16 @@ export async function buildDebianImage(o: DebianBuildOptions): Promise<DebianBui
     await inRoot(root, ['apt-get', 'update', '-q']);
     // INITRD=No: the initrd is made once below, with the image's SOURCE_DATE_EPOCH.
     await inRoot(root, ['apt-get', 'install', '-y', '-q', '--no-install-recommends', '--allow-downgrades', ...packages], ['INITRD=No']);
-    const installed = (await inRoot(root, ['dpkg-query', '-W', '-f', '${Package}=${Version}\\n'])).split('\n').filter((l) => l !== '').sort();
+    const installed = (await inRoot(root, ['dpkg-query', '-W', '-f', '${Package}=${Version}\\n']))
+      .split('\n')
+      .filter((l) => l !== '')
+      .sort();
     const extra = installed.filter((p) => !packages.includes(p));
     const absent = packages.filter((p) => !installed.includes(p));
-    if (extra.length > 0 || absent.length > 0) throw new Error(`the root differs from the resolved package set (extra: ${extra.join(' ') || '-'}; missing: ${absent.join(' ') || '-'})`);
+    if (extra.length > 0 || absent.length > 0)
+      throw new Error(
+        `the root differs from the resolved package set (extra: ${extra.join(' ') || '-'}; missing: ${absent.join(' ') || '-'})`,
+      );
     const epoch = await packagesEpoch(root);
     log('adding node, sandbox-agent and the guest units');
     await customize(root, o, nodePath);
@@ -148,13 +201,29 @@ export async function buildDebianImage(o: DebianBuildOptions): Promise<DebianBui
     await cleanRoot(root, epoch);
     await clampTimes(root, epoch);
     log('building disk.ext4');
-    await makeExt4(root, join(tmp, 'disk.ext4'), { label: 'sbx-debian', sizeMiB: DEBIAN_DISK_SIZE_MIB, uuid: uuidFrom(`${hash}-fs`), hashSeed: uuidFrom(hash), fakeTime: epoch, timeoutMs: 600_000 });
+    await makeExt4(root, join(tmp, 'disk.ext4'), {
+      label: 'sbx-debian',
+      sizeMiB: DEBIAN_DISK_SIZE_MIB,
+      uuid: uuidFrom(`${hash}-fs`),
+      hashSeed: uuidFrom(hash),
+      fakeTime: epoch,
+      timeoutMs: 600_000,
+    });
     await rm(root, { recursive: true, force: true });
     const manifest: DebianImageManifest = {
-      kind: 'debian', hash, recipe: DEBIAN_RECIPE_VERSION, suite: DEBIAN_SUITE, mirrors: [...new Set(sources.map((s) => s.uri))],
-      kernelPackage: kernel.name, kernelVersion: kernel.version, nodeVersion: (await run(nodePath, ['--version'])).toString().trim(),
-      packageCount: installed.length, sourceDateEpoch: epoch,
-      files: { kernel: 'vmlinux', initrd: 'initrd.img', disk: 'disk.ext4', packages: 'packages.txt' }, cmdline: DEBIAN_CMDLINE, builtAt: new Date().toISOString(),
+      kind: 'debian',
+      hash,
+      recipe: DEBIAN_RECIPE_VERSION,
+      suite: DEBIAN_SUITE,
+      mirrors: [...new Set(sources.map((s) => s.uri))],
+      kernelPackage: kernel.name,
+      kernelVersion: kernel.version,
+      nodeVersion: (await run(nodePath, ['--version'])).toString().trim(),
+      packageCount: installed.length,
+      sourceDateEpoch: epoch,
+      files: { kernel: 'vmlinux', initrd: 'initrd.img', disk: 'disk.ext4', packages: 'packages.txt' },
+      cmdline: DEBIAN_CMDLINE,
+      builtAt: new Date().toISOString(),
     };
     await publishImage(tmp, dir, manifest);
     log(`image ready in ${dir}`);

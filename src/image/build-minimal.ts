@@ -15,7 +15,17 @@ import { createHash } from 'node:crypto';
 import { chmod, cp, mkdir, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { basename, join, relative } from 'node:path';
 import { GUEST_INIT, GUEST_MODULES } from './guest-init.js';
-import { candidateVersion, copyAgent, exists, extractVmlinux, fileDigest, listFiles, makeExt4, publishImage, uuidFrom } from './image-files.js';
+import {
+  candidateVersion,
+  copyAgent,
+  exists,
+  extractVmlinux,
+  fileDigest,
+  listFiles,
+  makeExt4,
+  publishImage,
+  uuidFrom,
+} from './image-files.js';
 import { ensureAptLists, ensureStepPrograms, run } from './run.js';
 
 /** Bumped when the layout or the recipe changes (part of the cache key). */
@@ -71,7 +81,9 @@ export async function buildMinimalImage(o: BuildOptions): Promise<BuildResult> {
   const nodeVersion = (await run(nodePath, ['--version'])).toString().trim();
   const agentFiles = await listFiles(join(o.agentTree, 'src'));
   const h = createHash('sha256');
-  h.update([IMAGE_RECIPE_VERSION, kernelPackage, kernelVersion, busyboxVersion, GUEST_INIT, GUEST_MODULES.join(','), MINIMAL_CMDLINE].join('\n'));
+  h.update(
+    [IMAGE_RECIPE_VERSION, kernelPackage, kernelVersion, busyboxVersion, GUEST_INIT, GUEST_MODULES.join(','), MINIMAL_CMDLINE].join('\n'),
+  );
   h.update(await fileDigest(nodePath));
   for (const f of agentFiles) h.update(`${relative(o.agentTree, f)}\n`).update(await readFile(f));
   h.update(await readFile(join(o.packageRoot, 'package-lock.json')).catch(() => Buffer.alloc(0)));
@@ -89,7 +101,10 @@ export async function buildMinimalImage(o: BuildOptions): Promise<BuildResult> {
   await mkdir(join(tmp, 'debs'), { recursive: true });
   try {
     log(`downloading ${kernelPackage} ${kernelVersion} and ${BUSYBOX_PACKAGE} ${busyboxVersion}`);
-    await run('apt-get', ['download', `${kernelPackage}=${kernelVersion}`, `${BUSYBOX_PACKAGE}=${busyboxVersion}`], { cwd: join(tmp, 'debs'), timeoutMs: 300_000 });
+    await run('apt-get', ['download', `${kernelPackage}=${kernelVersion}`, `${BUSYBOX_PACKAGE}=${busyboxVersion}`], {
+      cwd: join(tmp, 'debs'),
+      timeoutMs: 300_000,
+    });
     const debs = await readdir(join(tmp, 'debs'));
     const kdeb = debs.find((d) => d.startsWith(`${kernelPackage}_`));
     const bdeb = debs.find((d) => d.startsWith(`${BUSYBOX_PACKAGE}_`));
@@ -100,13 +115,33 @@ export async function buildMinimalImage(o: BuildOptions): Promise<BuildResult> {
     log('extracting vmlinux');
     await writeFile(join(tmp, 'vmlinux'), await extractVmlinux(join(tmp, 'kpkg', 'boot', `vmlinuz-${kver}`)));
     log('building the initramfs');
-    await buildInitramfs(join(tmp, 'initrd-root'), join(tmp, 'kpkg', 'lib', 'modules', kver), join(tmp, 'bbpkg', 'bin', 'busybox'), join(tmp, 'initramfs.cpio'));
+    await buildInitramfs(
+      join(tmp, 'initrd-root'),
+      join(tmp, 'kpkg', 'lib', 'modules', kver),
+      join(tmp, 'bbpkg', 'bin', 'busybox'),
+      join(tmp, 'initramfs.cpio'),
+    );
     log('building the disk (node, sandbox-agent, tmux, git)');
     await buildDiskRoot(join(tmp, 'disk-root'), o, nodePath);
-    await makeExt4(join(tmp, 'disk-root'), join(tmp, 'disk.ext4'), { label: 'sbx-image', sizeMiB: DISK_SIZE_MIB, uuid: uuidFrom(hash), hashSeed: uuidFrom(hash), fakeTime: 1700000000, timeoutMs: 300_000 });
+    await makeExt4(join(tmp, 'disk-root'), join(tmp, 'disk.ext4'), {
+      label: 'sbx-image',
+      sizeMiB: DISK_SIZE_MIB,
+      uuid: uuidFrom(hash),
+      hashSeed: uuidFrom(hash),
+      fakeTime: 1700000000,
+      timeoutMs: 300_000,
+    });
     const manifest: ImageManifest = {
-      kind: 'minimal', hash, recipe: IMAGE_RECIPE_VERSION, kernelPackage, kernelVersion, busyboxVersion, nodeVersion,
-      files: { kernel: 'vmlinux', initrd: 'initramfs.cpio', disk: 'disk.ext4' }, cmdline: MINIMAL_CMDLINE, builtAt: new Date().toISOString(),
+      kind: 'minimal',
+      hash,
+      recipe: IMAGE_RECIPE_VERSION,
+      kernelPackage,
+      kernelVersion,
+      busyboxVersion,
+      nodeVersion,
+      files: { kernel: 'vmlinux', initrd: 'initramfs.cpio', disk: 'disk.ext4' },
+      cmdline: MINIMAL_CMDLINE,
+      builtAt: new Date().toISOString(),
     };
     for (const d of ['debs', 'kpkg', 'bbpkg', 'initrd-root', 'disk-root']) await rm(join(tmp, d), { recursive: true, force: true });
     await publishImage(tmp, dir, manifest);
@@ -137,10 +172,14 @@ async function resolveKernelPackage(): Promise<string> {
 }
 
 async function buildInitramfs(root: string, modulesDir: string, busybox: string, out: string): Promise<void> {
-  for (const d of ['bin', 'sbin', 'etc', 'proc', 'sys', 'dev', 'run', 'tmp', 'root', 'lib/modules', 'opt/sbx']) await mkdir(join(root, d), { recursive: true });
+  for (const d of ['bin', 'sbin', 'etc', 'proc', 'sys', 'dev', 'run', 'tmp', 'root', 'lib/modules', 'opt/sbx'])
+    await mkdir(join(root, d), { recursive: true });
   await cp(busybox, join(root, 'bin', 'busybox'));
   await chmod(join(root, 'bin', 'busybox'), 0o755);
-  const applets = (await run(busybox, ['--list'])).toString().split('\n').filter((a) => a !== '' && a !== 'busybox' && a !== 'init');
+  const applets = (await run(busybox, ['--list']))
+    .toString()
+    .split('\n')
+    .filter((a) => a !== '' && a !== 'busybox' && a !== 'init');
   for (const a of applets) await symlink('busybox', join(root, 'bin', a));
   const all = await listFiles(join(modulesDir, 'kernel'));
   for (const m of GUEST_MODULES) {
@@ -154,8 +193,19 @@ async function buildInitramfs(root: string, modulesDir: string, busybox: string,
   await writeFile(join(root, 'etc', 'hosts'), '127.0.0.1 localhost\n');
   await writeFile(join(root, 'init'), GUEST_INIT, { mode: 0o755 });
   await chmod(join(root, 'init'), 0o755);
-  const list = (await run('find', ['.', '-mindepth', '1'], { cwd: root })).toString().split('\n').filter((l) => l !== '').sort();
-  await writeFile(out, await run('cpio', ['--quiet', '-o', '-H', 'newc', '--reproducible', '-R', '0:0'], { cwd: root, input: Buffer.from(`${list.join('\n')}\n`), maxBuffer: 256 * 1024 * 1024 }));
+  const list = (await run('find', ['.', '-mindepth', '1'], { cwd: root }))
+    .toString()
+    .split('\n')
+    .filter((l) => l !== '')
+    .sort();
+  await writeFile(
+    out,
+    await run('cpio', ['--quiet', '-o', '-H', 'newc', '--reproducible', '-R', '0:0'], {
+      cwd: root,
+      input: Buffer.from(`${list.join('\n')}\n`),
+      maxBuffer: 256 * 1024 * 1024,
+    }),
+  );
 }
 
 async function buildDiskRoot(root: string, o: BuildOptions, nodePath: string): Promise<void> {
@@ -171,7 +221,8 @@ async function buildDiskRoot(root: string, o: BuildOptions, nodePath: string): P
   }
   for (const l of libs) await cp(l, join(root, 'lib', basename(l)), { dereference: true });
   // tmux refuses to start without a UTF-8 locale; glibc's C.utf8 is enough (LOCPATH in /init).
-  if (await exists('/usr/lib/locale/C.utf8')) await cp('/usr/lib/locale/C.utf8', join(root, 'locale', 'C.utf8'), { recursive: true, dereference: true });
+  if (await exists('/usr/lib/locale/C.utf8'))
+    await cp('/usr/lib/locale/C.utf8', join(root, 'locale', 'C.utf8'), { recursive: true, dereference: true });
   if (await exists('/lib/terminfo')) await cp('/lib/terminfo', join(root, 'terminfo'), { recursive: true, dereference: true });
   await copyAgent(join(root, 'agent'), o.agentTree, o.packageRoot);
 }
@@ -181,4 +232,3 @@ async function sharedLibs(binary: string): Promise<string[]> {
   const out = (await run('ldd', [binary])).toString();
   return [...out.matchAll(/(\/[^\s]+\.so[^\s]*)/g)].map((m) => m[1] ?? '').filter((p) => p !== '');
 }
-

@@ -88,7 +88,9 @@ export async function runImageCommand(argv: readonly string[], io: CommandIo): P
   const { kind, out } = args;
   // Checked here too so the refusal is a usage answer, not a failed build.
   if (kind === 'debian' && process.getuid?.() !== 0) {
-    io.stderr('sandboxd image build: --kind debian needs root (debootstrap, chroot, file ownership); run it as root, or use --kind minimal\n');
+    io.stderr(
+      'sandboxd image build: --kind debian needs root (debootstrap, chroot, file ownership); run it as root, or use --kind minimal\n',
+    );
     return 2;
   }
   try {

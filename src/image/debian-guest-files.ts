@@ -35,7 +35,13 @@ export const FW_CFG_MARKER = `/sys/firmware/qemu_fw_cfg/by_name/${FW_CFG_PREFIX}
 export const INITRAMFS_MODULES: readonly string[] = ['virtio_pci', 'virtio_blk', 'virtio_net', 'ext4', 'qemu_fw_cfg'];
 /** Units that only cost boot time or disk writes in a short-lived VM. */
 export const DISABLED_UNITS: readonly string[] = [
-  'apt-daily.timer', 'apt-daily-upgrade.timer', 'dpkg-db-backup.timer', 'e2scrub_all.timer', 'fstrim.timer', 'e2scrub_reap.service', 'getty@tty1.service',
+  'apt-daily.timer',
+  'apt-daily-upgrade.timer',
+  'dpkg-db-backup.timer',
+  'e2scrub_all.timer',
+  'fstrim.timer',
+  'e2scrub_reap.service',
+  'getty@tty1.service',
 ];
 /**
  * Units masked: kernel features a sandbox VM does not use (binfmt_misc, pstore, DRM, EFI,
@@ -43,9 +49,16 @@ export const DISABLED_UNITS: readonly string[] = [
  * the kernel command line. Each costs 1-2 s of a single TCG vCPU before sysinit.target.
  */
 export const MASKED_UNITS: readonly string[] = [
-  'systemd-binfmt.service', 'proc-sys-fs-binfmt_misc.automount', 'systemd-pstore.service', 'systemd-network-generator.service',
-  'modprobe@drm.service', 'modprobe@efi_pstore.service', 'modprobe@dm_mod.service', 'modprobe@loop.service',
-  'sys-kernel-debug.mount', 'sys-kernel-tracing.mount',
+  'systemd-binfmt.service',
+  'proc-sys-fs-binfmt_misc.automount',
+  'systemd-pstore.service',
+  'systemd-network-generator.service',
+  'modprobe@drm.service',
+  'modprobe@efi_pstore.service',
+  'modprobe@dm_mod.service',
+  'modprobe@loop.service',
+  'sys-kernel-debug.mount',
+  'sys-kernel-tracing.mount',
 ];
 /** Units enabled in the image (networkd renders cloud-init's network config when cloud-init runs). */
 export const ENABLED_UNITS: readonly string[] = ['sandbox-agent.service', 'systemd-networkd.service'];
@@ -55,8 +68,13 @@ export const ENABLED_UNITS: readonly string[] = ['sandbox-agent.service', 'syste
  * managed link, and the socket would hit its trigger limit on every netlink change).
  */
 export const SKIPPED_WITH_FW_CFG: readonly string[] = [
-  'cloud-init-local.service', 'cloud-init.service', 'cloud-config.service', 'cloud-final.service',
-  'systemd-networkd.service', 'systemd-networkd.socket', 'systemd-networkd-wait-online.service',
+  'cloud-init-local.service',
+  'cloud-init.service',
+  'cloud-config.service',
+  'cloud-final.service',
+  'systemd-networkd.service',
+  'systemd-networkd.socket',
+  'systemd-networkd-wait-online.service',
 ];
 
 /**
@@ -199,14 +217,19 @@ export function debianGuestFiles(): GuestFile[] {
     // Tasks may install what they need; the VM, not the user, is the isolation boundary.
     { path: `/etc/sudoers.d/${DEBIAN_GUEST_USER}`, mode: 0o440, content: `${DEBIAN_GUEST_USER} ALL=(ALL) NOPASSWD:ALL\n` },
   ];
-  for (const u of SKIPPED_WITH_FW_CFG) files.push({ path: `/etc/systemd/system/${u}.d/sandboxd.conf`, mode: 0o644, content: SKIP_WITH_FW_CFG });
+  for (const u of SKIPPED_WITH_FW_CFG)
+    files.push({ path: `/etc/systemd/system/${u}.d/sandboxd.conf`, mode: 0o644, content: SKIP_WITH_FW_CFG });
   return files;
 }
 
 /** Files written before the packages are installed (initramfs-tools reads them when it builds the initrd). */
 export function initramfsFiles(): GuestFile[] {
   return [
-    { path: '/etc/initramfs-tools/conf.d/sandboxd.conf', mode: 0o644, content: '# sandboxd: listed modules only (MODULES=dep would inspect the build host)\nMODULES=list\nCOMPRESS=zstd\n' },
+    {
+      path: '/etc/initramfs-tools/conf.d/sandboxd.conf',
+      mode: 0o644,
+      content: '# sandboxd: listed modules only (MODULES=dep would inspect the build host)\nMODULES=list\nCOMPRESS=zstd\n',
+    },
     { path: '/etc/initramfs-tools/modules', mode: 0o644, content: `${INITRAMFS_MODULES.join('\n')}\n` },
   ];
 }

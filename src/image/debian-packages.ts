@@ -24,9 +24,27 @@ export const DEBIAN_SUITE = 'bookworm';
  * initramfs-tools, and what tasks use (tmux, git, curl, sudo, ...).
  */
 export const IMAGE_PACKAGES: readonly string[] = [
-  'usr-is-merged', 'systemd', 'systemd-sysv', 'udev', 'kmod', 'dbus', 'iproute2', 'netbase', 'ca-certificates',
-  'cloud-init', 'python3-cffi-backend', 'linux-image-cloud-amd64', 'initramfs-tools', 'zstd',
-  'tmux', 'git', 'curl', 'sudo', 'procps', 'less', 'xz-utils',
+  'usr-is-merged',
+  'systemd',
+  'systemd-sysv',
+  'udev',
+  'kmod',
+  'dbus',
+  'iproute2',
+  'netbase',
+  'ca-certificates',
+  'cloud-init',
+  'python3-cffi-backend',
+  'linux-image-cloud-amd64',
+  'initramfs-tools',
+  'zstd',
+  'tmux',
+  'git',
+  'curl',
+  'sudo',
+  'procps',
+  'less',
+  'xz-utils',
 ];
 
 /** One apt source line. */
@@ -78,7 +96,12 @@ export function parseAptSources(texts: readonly { name: string; text: string }[]
 
 /** sources.list text for the sources (the image keeps it, so apt works inside the VM too). */
 export function sourcesList(sources: readonly AptSource[]): string {
-  return sources.map((s) => `deb ${s.signedBy !== undefined && !s.signedBy.includes('\n') ? `[signed-by=${s.signedBy}] ` : ''}${s.uri} ${s.suite} ${s.components.join(' ')}\n`).join('');
+  return sources
+    .map(
+      (s) =>
+        `deb ${s.signedBy !== undefined && !s.signedBy.includes('\n') ? `[signed-by=${s.signedBy}] ` : ''}${s.uri} ${s.suite} ${s.components.join(' ')}\n`,
+    )
+    .join('');
 }
 
 /** The mirror debootstrap fetches the base from: the source of the plain suite. */
@@ -124,8 +147,16 @@ export async function privateApt(workDir: string, sources: readonly AptSource[])
   await writeFile(join(workDir, 'sources.list'), sourcesList(sources));
   await writeFile(join(workDir, 'status'), '');
   return [
-    '-o', `Dir::Etc::SourceList=${join(workDir, 'sources.list')}`, '-o', `Dir::Etc::SourceParts=${join(workDir, 'sources.list.d')}`,
-    '-o', `Dir::State::status=${join(workDir, 'status')}`, '-o', 'APT::Install-Recommends=false', '-o', 'Debug::NoLocking=true',
+    '-o',
+    `Dir::Etc::SourceList=${join(workDir, 'sources.list')}`,
+    '-o',
+    `Dir::Etc::SourceParts=${join(workDir, 'sources.list.d')}`,
+    '-o',
+    `Dir::State::status=${join(workDir, 'status')}`,
+    '-o',
+    'APT::Install-Recommends=false',
+    '-o',
+    'Debug::NoLocking=true',
   ];
 }
 
@@ -134,7 +165,11 @@ export async function privateApt(workDir: string, sources: readonly AptSource[])
  * mtimes), the sources and IMAGE_PACKAGES are unchanged: a cached build then answers in about a
  * second instead of re-running apt's resolver (4-5 s).
  */
-export async function resolvePackagesCached(workDir: string, aptOpts: readonly string[], listsDir = '/var/lib/apt/lists'): Promise<string[]> {
+export async function resolvePackagesCached(
+  workDir: string,
+  aptOpts: readonly string[],
+  listsDir = '/var/lib/apt/lists',
+): Promise<string[]> {
   const h = createHash('sha256').update(`${IMAGE_PACKAGES.join(' ')}\n${aptOpts.join(' ')}\n`);
   h.update(await readFile(join(workDir, 'sources.list')));
   for (const f of (await readdir(listsDir)).sort()) {
@@ -143,7 +178,10 @@ export async function resolvePackagesCached(workDir: string, aptOpts: readonly s
   }
   const key = h.digest('hex');
   const file = join(workDir, 'resolved.json');
-  const cached = await readFile(file, 'utf8').then((t) => JSON.parse(t) as { key?: string; packages?: string[] }, () => null);
+  const cached = await readFile(file, 'utf8').then(
+    (t) => JSON.parse(t) as { key?: string; packages?: string[] },
+    () => null,
+  );
   if (cached?.key === key && Array.isArray(cached.packages)) return cached.packages;
   const packages = await resolvePackages(aptOpts);
   await writeFile(file, `${JSON.stringify({ key, packages })}\n`);

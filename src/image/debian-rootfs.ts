@@ -11,10 +11,16 @@ import { join } from 'node:path';
 import { run } from './run.js';
 
 /** Mounts inside the namespace, then `exec chroot ROOT env VARS... CMD...` ($0 is the root). */
-const CHROOT_SCRIPT = 'mount -t proc proc "$0/proc" && mount -t sysfs sysfs "$0/sys" && mount -t devpts -o newinstance,ptmxmode=0666 devpts "$0/dev/pts" && exec chroot "$0" "$@"';
+const CHROOT_SCRIPT =
+  'mount -t proc proc "$0/proc" && mount -t sysfs sysfs "$0/sys" && mount -t devpts -o newinstance,ptmxmode=0666 devpts "$0/dev/pts" && exec chroot "$0" "$@"';
 
 /** Environment of every command in the root (no host locale, no prompts). */
-export const CHROOT_ENV: readonly string[] = ['PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'LC_ALL=C.UTF-8', 'DEBIAN_FRONTEND=noninteractive', 'HOME=/root'];
+export const CHROOT_ENV: readonly string[] = [
+  'PATH=/usr/sbin:/usr/bin:/sbin:/bin',
+  'LC_ALL=C.UTF-8',
+  'DEBIAN_FRONTEND=noninteractive',
+  'HOME=/root',
+];
 
 /** argv (for `unshare`) of `cmd` run inside `root` with CHROOT_ENV plus `env`. */
 export function chrootArgs(root: string, cmd: readonly string[], env: readonly string[] = []): string[] {
@@ -47,12 +53,21 @@ export async function packagesEpoch(root: string): Promise<number> {
 
 /** Sets every mtime newer than `epoch` (s) to `epoch` (links themselves, not their targets). */
 export async function clampTimes(root: string, epoch: number): Promise<void> {
-  await run('find', [root, '-xdev', '-newermt', `@${epoch}`, '-exec', 'touch', '--no-dereference', `--date=@${epoch}`, '{}', '+'], { timeoutMs: 300_000 });
+  await run('find', [root, '-xdev', '-newermt', `@${epoch}`, '-exec', 'touch', '--no-dereference', `--date=@${epoch}`, '{}', '+'], {
+    timeoutMs: 300_000,
+  });
 }
 
 /** Paths (inside the root) that hold caches, logs, host details or per-machine identity: emptied or removed. */
 export const VOLATILE_PATHS: readonly string[] = [
-  '/var/cache/apt', '/var/lib/apt/lists', '/var/log', '/var/cache/debconf', '/var/cache/ldconfig', '/tmp', '/var/tmp', '/run',
+  '/var/cache/apt',
+  '/var/lib/apt/lists',
+  '/var/log',
+  '/var/cache/debconf',
+  '/var/cache/ldconfig',
+  '/tmp',
+  '/var/tmp',
+  '/run',
 ];
 
 /**
@@ -77,7 +92,19 @@ export async function cleanRoot(root: string, epoch: number): Promise<void> {
       await rm(join(dir, e), { recursive: true, force: true });
     }
   }
-  for (const f of ['/etc/passwd-', '/etc/group-', '/etc/shadow-', '/etc/gshadow-', '/etc/subuid-', '/etc/subgid-', '/usr/sbin/policy-rc.d', '/var/lib/dbus/machine-id', '/var/lib/dpkg/status-old', '/var/lib/dpkg/diversions-old', '/var/lib/dpkg/statoverride-old']) {
+  for (const f of [
+    '/etc/passwd-',
+    '/etc/group-',
+    '/etc/shadow-',
+    '/etc/gshadow-',
+    '/etc/subuid-',
+    '/etc/subgid-',
+    '/usr/sbin/policy-rc.d',
+    '/var/lib/dbus/machine-id',
+    '/var/lib/dpkg/status-old',
+    '/var/lib/dpkg/diversions-old',
+    '/var/lib/dpkg/statoverride-old',
+  ]) {
     await rm(join(root, f), { force: true });
   }
   await writeFile(join(root, 'etc', 'machine-id'), '');
@@ -89,10 +116,13 @@ export async function cleanRoot(root: string, epoch: number): Promise<void> {
 
 /** /etc/shadow with every "last change" day set to `day` (useradd writes the build day there). */
 export function stampShadow(text: string, day: number): string {
-  return text.split('\n').map((line) => {
-    const f = line.split(':');
-    if (f.length < 9 || f[2] === '') return line;
-    f[2] = String(day);
-    return f.join(':');
-  }).join('\n');
+  return text
+    .split('\n')
+    .map((line) => {
+      const f = line.split(':');
+      if (f.length < 9 || f[2] === '') return line;
+      f[2] = String(day);
+      return f.join(':');
+    })
+    .join('\n');
 }

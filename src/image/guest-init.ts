@@ -11,9 +11,22 @@
 
 /** Modules loaded in this order (each one's dependencies come before it). */
 export const GUEST_MODULES: readonly string[] = [
-  'virtio_ring', 'virtio', 'virtio_pci_legacy_dev', 'virtio_pci_modern_dev', 'virtio_pci',
-  'failover', 'net_failover', 'virtio_net', 'virtio_console', 'virtio_blk',
-  'crc16', 'crc32c_generic', 'mbcache', 'jbd2', 'ext4', 'qemu_fw_cfg',
+  'virtio_ring',
+  'virtio',
+  'virtio_pci_legacy_dev',
+  'virtio_pci_modern_dev',
+  'virtio_pci',
+  'failover',
+  'net_failover',
+  'virtio_net',
+  'virtio_console',
+  'virtio_blk',
+  'crc16',
+  'crc32c_generic',
+  'mbcache',
+  'jbd2',
+  'ext4',
+  'qemu_fw_cfg',
 ];
 
 /** fw_cfg folder the guest reads (names passed to QEMU are `opt/sandboxd/<file>`). */

@@ -11,7 +11,12 @@ import { dirname, join, relative } from 'node:path';
 import { run } from './run.js';
 
 /** Production packages the agent never loads (server-only natives), left out of guest disks. */
-export const SKIP_PACKAGES: ReadonlySet<string> = new Set(['@trufflesuite/uws-js-unofficial', 'better-sqlite3', 'esbuild', '@esbuild/linux-x64']);
+export const SKIP_PACKAGES: ReadonlySet<string> = new Set([
+  '@trufflesuite/uws-js-unofficial',
+  'better-sqlite3',
+  'esbuild',
+  '@esbuild/linux-x64',
+]);
 
 /** Regular files under `dir`, sorted (stable hash order). */
 export async function listFiles(dir: string): Promise<string[]> {
@@ -22,11 +27,16 @@ export async function listFiles(dir: string): Promise<string[]> {
 
 /** sha256 (hex) of a file's bytes. */
 export async function fileDigest(p: string): Promise<string> {
-  return createHash('sha256').update(await readFile(p)).digest('hex');
+  return createHash('sha256')
+    .update(await readFile(p))
+    .digest('hex');
 }
 
 export async function exists(p: string): Promise<boolean> {
-  return stat(p).then(() => true, () => false);
+  return stat(p).then(
+    () => true,
+    () => false,
+  );
 }
 
 /** Feeds every file of a tree (relative name and bytes, sorted) into `h`; source maps are skipped like in the copy. */
@@ -103,7 +113,15 @@ export function bzImagePayload(image: Buffer): { data: Buffer; codec: PayloadCod
   if (length < 8 || start + length > image.length) throw new Error('bzImage payload is out of bounds');
   const payload = image.subarray(start, start + length);
   const magic = payload.subarray(0, 6).toString('hex');
-  const codec: PayloadCodec | undefined = magic.startsWith('1f8b') ? 'gzip' : magic === 'fd377a585a00' ? 'xz' : magic.startsWith('28b52ffd') ? 'zstd' : magic.startsWith('02214c18') ? 'lz4' : undefined;
+  const codec: PayloadCodec | undefined = magic.startsWith('1f8b')
+    ? 'gzip'
+    : magic === 'fd377a585a00'
+      ? 'xz'
+      : magic.startsWith('28b52ffd')
+        ? 'zstd'
+        : magic.startsWith('02214c18')
+          ? 'lz4'
+          : undefined;
   if (codec === undefined) throw new Error(`bzImage payload has an unknown compression (magic ${magic})`);
   return { data: payload.subarray(0, length - 4), codec, uncompressedBytes: payload.readUInt32LE(length - 4) };
 }
@@ -112,12 +130,16 @@ export function bzImagePayload(image: Buffer): { data: Buffer; codec: PayloadCod
 export async function extractVmlinux(vmlinuz: string): Promise<Buffer> {
   const p = bzImagePayload(await readFile(vmlinuz));
   const tool: Record<PayloadCodec, [string, string[]]> = {
-    gzip: ['gzip', ['-dc']], xz: ['xz', ['-dc', '--single-stream']], zstd: ['zstd', ['-dcq']], lz4: ['lz4', ['-dc']],
+    gzip: ['gzip', ['-dc']],
+    xz: ['xz', ['-dc', '--single-stream']],
+    zstd: ['zstd', ['-dcq']],
+    lz4: ['lz4', ['-dc']],
   };
   const [cmd, args] = tool[p.codec];
   const out = await run(cmd, args, { input: p.data, maxBuffer: 512 * 1024 * 1024, timeoutMs: 120_000 });
   if (out.subarray(0, 4).toString('latin1') !== '\x7fELF') throw new Error('the decompressed kernel is not an ELF file');
-  if (out.length !== p.uncompressedBytes) throw new Error(`the decompressed kernel has ${out.length} bytes, its header says ${p.uncompressedBytes}`);
+  if (out.length !== p.uncompressedBytes)
+    throw new Error(`the decompressed kernel has ${out.length} bytes, its header says ${p.uncompressedBytes}`);
   return out;
 }
 
@@ -126,11 +148,33 @@ export async function extractVmlinux(vmlinuz: string): Promise<Buffer> {
  * directory hash seed come from the caller's input hash and E2FSPROGS_FAKE_TIME pins the
  * superblock's times, so the same inputs give the same filesystem identity.
  */
-export async function makeExt4(root: string, out: string, o: { label: string; sizeMiB: number; uuid: string; hashSeed: string; fakeTime: number; timeoutMs: number }): Promise<void> {
-  await run('env', [
-    `E2FSPROGS_FAKE_TIME=${o.fakeTime}`, 'mke2fs', '-q', '-F', '-t', 'ext4', '-L', o.label,
-    '-E', `root_owner=0:0,hash_seed=${o.hashSeed}`, '-U', o.uuid, '-d', root, out, `${o.sizeMiB}M`,
-  ], { timeoutMs: o.timeoutMs });
+export async function makeExt4(
+  root: string,
+  out: string,
+  o: { label: string; sizeMiB: number; uuid: string; hashSeed: string; fakeTime: number; timeoutMs: number },
+): Promise<void> {
+  await run(
+    'env',
+    [
+      `E2FSPROGS_FAKE_TIME=${o.fakeTime}`,
+      'mke2fs',
+      '-q',
+      '-F',
+      '-t',
+      'ext4',
+      '-L',
+      o.label,
+      '-E',
+      `root_owner=0:0,hash_seed=${o.hashSeed}`,
+      '-U',
+      o.uuid,
+      '-d',
+      root,
+      out,
+      `${o.sizeMiB}M`,
+    ],
+    { timeoutMs: o.timeoutMs },
+  );
 }
 
 /**

@@ -20,19 +20,27 @@ export interface RunOptions {
 /** stdout of `cmd args`; rejects with the command, its exit code and stderr otherwise. */
 export function run(cmd: string, args: readonly string[], o: RunOptions = {}): Promise<Buffer> {
   return new Promise<Buffer>((resolve, reject) => {
-    const child = execFile(cmd, args, {
-      encoding: 'buffer', cwd: o.cwd, timeout: o.timeoutMs ?? 120_000, maxBuffer: o.maxBuffer ?? 64 * 1024 * 1024,
-    }, (err, stdout, stderr) => {
-      const code = err === null ? 0 : typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : -1;
-      if ((o.okCodes ?? [0]).includes(code)) {
-        resolve(stdout);
-        return;
-      }
-      const why = err?.message.split('\n')[0] ?? `exit ${code}`;
-      const notFound = (err as { code?: unknown } | null)?.code === 'ENOENT' ? `: ${installHint(cmd)}` : '';
-      const errText = stderr.toString().trim().slice(-800);
-      reject(new Error(`${cmd} ${args.slice(0, 6).join(' ')}: ${why}${notFound}${errText === '' ? '' : `: ${errText}`}`));
-    });
+    const child = execFile(
+      cmd,
+      args,
+      {
+        encoding: 'buffer',
+        cwd: o.cwd,
+        timeout: o.timeoutMs ?? 120_000,
+        maxBuffer: o.maxBuffer ?? 64 * 1024 * 1024,
+      },
+      (err, stdout, stderr) => {
+        const code = err === null ? 0 : typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : -1;
+        if ((o.okCodes ?? [0]).includes(code)) {
+          resolve(stdout);
+          return;
+        }
+        const why = err?.message.split('\n')[0] ?? `exit ${code}`;
+        const notFound = (err as { code?: unknown } | null)?.code === 'ENOENT' ? `: ${installHint(cmd)}` : '';
+        const errText = stderr.toString().trim().slice(-800);
+        reject(new Error(`${cmd} ${args.slice(0, 6).join(' ')}: ${why}${notFound}${errText === '' ? '' : `: ${errText}`}`));
+      },
+    );
     // A tool that exits without reading all of its input must not become an uncaught EPIPE.
     child.stdin?.on('error', () => undefined);
     if (o.input !== undefined) child.stdin?.end(o.input);
@@ -61,7 +69,9 @@ function installHint(cmd: string): string {
   const name = cmd.split('/').at(-1) ?? cmd;
   const p = PROGRAMS[name];
   if (p === undefined) return `${name} is not in src/setup/programs.mjs, so no step installs it`;
-  return p.debianPackage === null ? `${name} is not installed (${p.why})` : `${name} is not installed; its step (${p.step}) installs it, or run: ${aptInstallLine([p.debianPackage])}`;
+  return p.debianPackage === null
+    ? `${name} is not installed (${p.why})`
+    : `${name} is not installed; its step (${p.step}) installs it, or run: ${aptInstallLine([p.debianPackage])}`;
 }
 
 /**
@@ -69,7 +79,10 @@ function installHint(cmd: string): string {
  * spawns them: installs the missing packages with apt-get when root (and `install` is not false),
  * and otherwise rejects naming the programs and the one apt-get line that installs them.
  */
-export async function ensureStepPrograms(step: 'image' | 'host', o: { kind?: ImageKind; install?: boolean; log?: (line: string) => void } = {}): Promise<void> {
+export async function ensureStepPrograms(
+  step: 'image' | 'host',
+  o: { kind?: ImageKind; install?: boolean; log?: (line: string) => void } = {},
+): Promise<void> {
   const missing = missingPrograms(step, o.kind);
   const packages = missingPackages(step, o.kind);
   if (packages.length === 0) return;
@@ -77,7 +90,9 @@ export async function ensureStepPrograms(step: 'image' | 'host', o: { kind?: Ima
   if (process.getuid?.() !== 0 || o.install === false) throw new Error(`${what}; as root run: ${aptInstallLine(packages)}`);
   o.log?.(`installing ${packages.join(' ')} (${what})`);
   await ensureAptLists();
-  await run('env', ['DEBIAN_FRONTEND=noninteractive', 'apt-get', 'install', '-y', '-q', '--no-install-recommends', ...packages], { timeoutMs: 900_000 });
+  await run('env', ['DEBIAN_FRONTEND=noninteractive', 'apt-get', 'install', '-y', '-q', '--no-install-recommends', ...packages], {
+    timeoutMs: 900_000,
+  });
   const still = missingPrograms(step, o.kind);
   if (still.length > 0) throw new Error(`still missing ${still.join(', ')} after installing ${packages.join(' ')}`);
 }

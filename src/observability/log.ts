@@ -76,12 +76,33 @@ const SECRET_SUFFIXES = ['password', 'passwd', 'passphrase', 'secret', 'token', 
 
 /** The compiled shallow paths for pino's redact (the key walk covers deeper levels). */
 const REDACT_PATHS = [
-  'password', 'passphrase', 'secret', 'token', 'accessToken', 'access_token', 'refreshToken', 'refresh_token',
-  'apiKey', 'api_key', 'privateKey', 'private_key', 'key_pem', 'cert_pem', 'certificate', 'authorization', 'cookie',
-].flatMap((k) => [k, `*.${k}`]).concat([
-  'headers.authorization', 'headers.cookie', 'headers["set-cookie"]',
-  '*.headers.authorization', '*.headers.cookie', '*.headers["set-cookie"]',
-]);
+  'password',
+  'passphrase',
+  'secret',
+  'token',
+  'accessToken',
+  'access_token',
+  'refreshToken',
+  'refresh_token',
+  'apiKey',
+  'api_key',
+  'privateKey',
+  'private_key',
+  'key_pem',
+  'cert_pem',
+  'certificate',
+  'authorization',
+  'cookie',
+]
+  .flatMap((k) => [k, `*.${k}`])
+  .concat([
+    'headers.authorization',
+    'headers.cookie',
+    'headers["set-cookie"]',
+    '*.headers.authorization',
+    '*.headers.cookie',
+    '*.headers["set-cookie"]',
+  ]);
 
 /**
  * Objects nested deeper than this are replaced by a marker rather than left unchecked (this also
@@ -232,7 +253,14 @@ function streamSink(stream: NodeJS.WritableStream): Sink {
 }
 
 // pino-roll ships no type declarations; this is the part of its API used here
-type RollOptions = { file: string; frequency: 'daily'; dateFormat: string; mkdir: boolean; sync: boolean; limit: { count: number; removeOtherLogFiles: boolean } };
+type RollOptions = {
+  file: string;
+  frequency: 'daily';
+  dateFormat: string;
+  mkdir: boolean;
+  sync: boolean;
+  limit: { count: number; removeOtherLogFiles: boolean };
+};
 const buildRoll = createRequire(import.meta.url)('pino-roll') as (o: RollOptions) => Promise<ReturnType<typeof pino.destination>>;
 /** Lines held while pino-roll opens its file; beyond this, startup lines are dropped. */
 const MAX_PENDING_LINES = 10_000;
@@ -247,7 +275,11 @@ function rollingSink(file: string, retentionDays: number): Sink {
     pending = [];
   };
   const ready = buildRoll({
-    file, frequency: 'daily', dateFormat: 'yyyy-MM-dd', mkdir: true, sync: false,
+    file,
+    frequency: 'daily',
+    dateFormat: 'yyyy-MM-dd',
+    mkdir: true,
+    sync: false,
     // removeOtherLogFiles: retention also covers files left by earlier runs of the server
     limit: { count: retentionDays, removeOtherLogFiles: true },
   }).then(
@@ -316,7 +348,8 @@ function chooseFormat(cfg: LogConfig, destination: NodeJS.WritableStream | undef
  */
 function componentOf(logger: Logger, args: readonly unknown[]): string {
   const first = args[0];
-  let c: unknown = typeof first === 'object' && first !== null && !(first instanceof Error) ? (first as { component?: unknown }).component : undefined;
+  let c: unknown =
+    typeof first === 'object' && first !== null && !(first instanceof Error) ? (first as { component?: unknown }).component : undefined;
   if (typeof c !== 'string') c = logger.bindings()['component'];
   if (typeof c !== 'string') return ERROR_COMPONENT_NONE;
   return COMPONENT_RE.test(c) ? c : ERROR_COMPONENT_OTHER;

@@ -111,7 +111,11 @@ export class OperationStore {
       };
       const onAbort = (): void => {
         cleanup();
-        reject(opts.signal?.reason instanceof Error ? opts.signal.reason : new SvcError('server.timeout', `waiting for operation '${id}' was aborted`));
+        reject(
+          opts.signal?.reason instanceof Error
+            ? opts.signal.reason
+            : new SvcError('server.timeout', `waiting for operation '${id}' was aborted`),
+        );
       };
       const timer =
         opts.timeoutMs === undefined

@@ -62,7 +62,12 @@ export class OperationTracker implements Operations {
   }
 
   begin(type: OperationType, target: string): OperationHandle {
-    const op = new OperationProgress({ id: newOperationId(), type, target, ...(this.#logger !== undefined ? { logger: this.#logger } : {}) });
+    const op = new OperationProgress({
+      id: newOperationId(),
+      type,
+      target,
+      ...(this.#logger !== undefined ? { logger: this.#logger } : {}),
+    });
     const store = this.#store;
     const record = (changed: boolean): void => {
       if (changed) store.upsert(op.snapshot());
@@ -79,7 +84,12 @@ export class OperationTracker implements Operations {
   }
 
   refuse(type: OperationType, target: string, err: unknown): OperationJson {
-    const op = new OperationProgress({ id: newOperationId(), type, target, ...(this.#logger !== undefined ? { logger: this.#logger } : {}) });
+    const op = new OperationProgress({
+      id: newOperationId(),
+      type,
+      target,
+      ...(this.#logger !== undefined ? { logger: this.#logger } : {}),
+    });
     op.fail(toWire(err), OperationCause.refused);
     this.#store.upsert(op.snapshot());
     return operationJson(op.snapshot());

@@ -81,7 +81,9 @@ async function loadAsset(path: string, name: string): Promise<Asset> {
   if (COMPRESSIBLE.has(ext) && body.byteLength >= 1024) {
     // zlib runs on the libuv pool: the main thread does not block while a bundle compresses.
     [br, gzipped] = await Promise.all([
-      brotli(body, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 9, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: body.byteLength } }).then((b) => new Uint8Array(b)),
+      brotli(body, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 9, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: body.byteLength } }).then(
+        (b) => new Uint8Array(b),
+      ),
       gz(body, { level: 9 }).then((b) => new Uint8Array(b)),
     ]);
   }

@@ -24,7 +24,10 @@ const ROUTES: readonly (readonly [method: string, path: string])[] = [
 export function registerLegacyProxyRoutes(router: Router, deps: { enabled: boolean }): void {
   const handler: Handler = () => {
     if (!deps.enabled) {
-      throw new SvcError('route.forbidden', 'the legacy direct-SSH proxy routes are disabled (SVC_ENABLE_DIRECT_SSH_ORCH_PROXY=1 enables them)');
+      throw new SvcError(
+        'route.forbidden',
+        'the legacy direct-SSH proxy routes are disabled (SVC_ENABLE_DIRECT_SSH_ORCH_PROXY=1 enables them)',
+      );
     }
     throw new SvcError('server.unavailable', 'this server has no direct-SSH proxy backend; agents are reached over gRPC');
   };

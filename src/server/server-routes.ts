@@ -32,7 +32,9 @@ export const serverRoutesComponent: Component = {
         registerLegacyProxyRoutes(router, { enabled: config.enableDirectSshOrchProxy });
         const hypervisor = ctx.find('hypervisor');
         if (hypervisor !== undefined) registerHypervisorHealthRoute(router, { hypervisor });
-        registerDashboardRoutes(router, { wsAddress: () => ({ host: config.wsAddr.host, port: ctx.find('output')?.ws.port ?? config.wsAddr.port }) });
+        registerDashboardRoutes(router, {
+          wsAddress: () => ({ host: config.wsAddr.host, port: ctx.find('output')?.ws.port ?? config.wsAddr.port }),
+        });
       },
       stop: () => Promise.resolve(),
     });

@@ -92,7 +92,11 @@ export class CommandClientPort implements SessionAgentPort {
     };
     let running;
     try {
-      running = await this.#o.client.start(agentId, { commandId: req.commandId, command, args, timeoutSeconds: req.timeoutSeconds }, { output: (_stream, data) => collect(data) });
+      running = await this.#o.client.start(
+        agentId,
+        { commandId: req.commandId, command, args, timeoutSeconds: req.timeoutSeconds },
+        { output: (_stream, data) => collect(data) },
+      );
     } catch (err) {
       throw unavailable(agentId, err);
     }
@@ -100,7 +104,10 @@ export class CommandClientPort implements SessionAgentPort {
     let timer: NodeJS.Timeout | undefined;
     const interrupted = new Promise<never>((_resolve, reject) => {
       this.#pending.set(req.commandId, { agentId, fail: reject });
-      timer = setTimeout(() => reject(new SvcError('server.timeout', `no result for ${command} on agent ${agentId} within ${limitMs} ms`)), limitMs);
+      timer = setTimeout(
+        () => reject(new SvcError('server.timeout', `no result for ${command} on agent ${agentId} within ${limitMs} ms`)),
+        limitMs,
+      );
       timer.unref();
     });
     try {

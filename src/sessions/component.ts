@@ -92,7 +92,9 @@ export interface SessionsComponent {
 
 /** Opens the store (throws when the directory is unusable) and builds the component. */
 export function createSessions(o: SessionsOptions): SessionsComponent {
-  const store = new SessionStore(o.stateDir, { onCorrupt: (what, id, reason) => o.logger.warn({ what, id, reason }, 'skipped a corrupt stored session row') });
+  const store = new SessionStore(o.stateDir, {
+    onCorrupt: (what, id, reason) => o.logger.warn({ what, id, reason }, 'skipped a corrupt stored session row'),
+  });
   const registry = new SessionRegistry({ store, logger: o.logger });
   const hitl: HitlService = new HitlService({
     writeInput: (sid, data) => service.writeInput(sid, data),
@@ -278,7 +280,6 @@ export function wireSessions(o: WireSessionsOptions): WiredSessions {
   };
 }
 
-
 declare module '../component/component.js' {
   interface Services {
     sessions: WiredSessions;
@@ -286,7 +287,10 @@ declare module '../component/component.js' {
 }
 
 /** Options of the sessions component beyond the config (tests). */
-export type SessionsComponentOptions = Pick<WireSessionsOptions, 'graceSeconds' | 'hub' | 'hitlSettleMs' | 'onHitl' | 'tmuxSocket' | 'isKnownCommand'>;
+export type SessionsComponentOptions = Pick<
+  WireSessionsOptions,
+  'graceSeconds' | 'hub' | 'hitlSettleMs' | 'onHitl' | 'tmuxSocket' | 'isKnownCommand'
+>;
 
 export function sessionsComponent(o: SessionsComponentOptions = {}): Component {
   return {
@@ -315,7 +319,11 @@ export function sessionsComponent(o: SessionsComponentOptions = {}): Component {
         ...o,
       });
       ctx.provide('sessions', sessions);
-      return Promise.resolve({ routes: (router) => sessions.registerRoutes(router), wsRoutes: sessions.wsRoutes, stop: () => sessions.stop() });
+      return Promise.resolve({
+        routes: (router) => sessions.registerRoutes(router),
+        wsRoutes: sessions.wsRoutes,
+        stop: () => sessions.stop(),
+      });
     },
   };
 }

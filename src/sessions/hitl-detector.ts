@@ -46,8 +46,9 @@ const RULES: readonly (readonly [HitlKind, RegExp])[] = [
 
 // One token: a CSI (params, final), a string sequence (OSC/DCS/SOS/PM/APC, to BEL or ST or the
 // end), another escape, one C0/DEL control, or a run of printable text.
-// eslint-disable-next-line no-control-regex
-const TOKEN = /\x1b\[([0-?]*)[ -/]*([@-~])|\x1b[\]PX^_][\s\S]*?(?:\x07|\x1b\\|$)|\x1b([ -/]*[0-~]?)|([\x00-\x1f\x7f])|([^\x00-\x1f\x7f\x1b]+)/gy;
+const TOKEN =
+  // eslint-disable-next-line no-control-regex
+  /\x1b\[([0-?]*)[ -/]*([@-~])|\x1b[\]PX^_][\s\S]*?(?:\x07|\x1b\\|$)|\x1b([ -/]*[0-~]?)|([\x00-\x1f\x7f])|([^\x00-\x1f\x7f\x1b]+)/gy;
 
 type Row = string[];
 

@@ -75,7 +75,8 @@ export class HitlService {
   /** Output of a session (in order). Schedules an evaluation after the quiet period. */
   output(sessionId: string, data: Uint8Array): void {
     let t = this.#sessions.get(sessionId);
-    if (t === undefined) this.#sessions.set(sessionId, (t = { tail: new OutputTail(), timer: undefined, lastOutputMs: 0, pending: undefined }));
+    if (t === undefined)
+      this.#sessions.set(sessionId, (t = { tail: new OutputTail(), timer: undefined, lastOutputMs: 0, pending: undefined }));
     t.tail.push(data);
     t.lastOutputMs = performance.now();
     // One timer per session, not one per chunk: it re-arms itself until output has been quiet.
@@ -142,7 +143,8 @@ export class HitlService {
   async respond(id: string, response: string): Promise<void> {
     const sid = this.#byId.get(id);
     const t = sid === undefined ? undefined : this.#sessions.get(sid);
-    if (sid === undefined || t?.pending?.id !== id) throw new SvcError('hitl.not_found', `no pending request ${JSON.stringify(id.slice(0, 128))}`);
+    if (sid === undefined || t?.pending?.id !== id)
+      throw new SvcError('hitl.not_found', `no pending request ${JSON.stringify(id.slice(0, 128))}`);
     await this.#opts.writeInput(sid, new TextEncoder().encode(`${response}\r`));
     if (t.pending?.id !== id) return;
     t.tail.clear();
@@ -181,13 +183,17 @@ const BAD_RESPONSE_CHARS = /[\x00-\x1f\x7f]/;
 
 /** Validates POST /api/v1/hitl/{id}/respond's body: {response: string}. Throws 400. */
 export function parseHitlResponse(body: unknown): string {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new SvcError('request.invalid', 'the body must be a JSON object {response}');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw new SvcError('request.invalid', 'the body must be a JSON object {response}');
   const o = body as Record<string, unknown>;
   const extra = Object.keys(o).filter((k) => k !== 'response');
-  if (extra.length > 0) throw new SvcError('request.invalid', `unknown field ${JSON.stringify((extra[0] ?? '').slice(0, 64))}; the body is {response}`);
+  if (extra.length > 0)
+    throw new SvcError('request.invalid', `unknown field ${JSON.stringify((extra[0] ?? '').slice(0, 64))}; the body is {response}`);
   const r = o['response'];
   if (typeof r !== 'string') throw new SvcError('request.invalid', 'response must be a string');
-  if (r.length > kMaxHitlResponseChars) throw new SvcError('request.invalid', `response is longer than ${kMaxHitlResponseChars} characters`);
-  if (BAD_RESPONSE_CHARS.test(r)) throw new SvcError('request.invalid', 'response must be one line without control characters (the server adds Enter)');
+  if (r.length > kMaxHitlResponseChars)
+    throw new SvcError('request.invalid', `response is longer than ${kMaxHitlResponseChars} characters`);
+  if (BAD_RESPONSE_CHARS.test(r))
+    throw new SvcError('request.invalid', 'response must be one line without control characters (the server adds Enter)');
   return r;
 }

@@ -124,12 +124,22 @@ export class IdempotencyCache {
     const runningHash = this.#running.get(id);
     if (runningHash !== undefined) {
       if (runningHash !== hash) throw conflict(key);
-      throw new SvcError('idempotency.in_progress', 'a request with this Idempotency-Key is still running; retry shortly', { retryAfterSeconds: 1 });
+      throw new SvcError('idempotency.in_progress', 'a request with this Idempotency-Key is still running; retry shortly', {
+        retryAfterSeconds: 1,
+      });
     }
     this.#running.set(id, hash);
     try {
       const res = await fn();
-      const binding = { scope, key, requestHash: hash, status: res.status, responseJson: JSON.stringify(res.json), createdAtMs: nowMs, expiresAtMs: nowMs + this.ttlMs };
+      const binding = {
+        scope,
+        key,
+        requestHash: hash,
+        status: res.status,
+        responseJson: JSON.stringify(res.json),
+        createdAtMs: nowMs,
+        expiresAtMs: nowMs + this.ttlMs,
+      };
       this.#bound.set(id, binding);
       this.#store?.putIdempotency(binding);
       this.#evictOverflow();

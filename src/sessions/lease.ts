@@ -29,7 +29,9 @@ export const LEASE_TABLE: TransitionTable<LeaseState> = { free: ['held'], held: 
 export function leaseTransitionsMarkdown(): string {
   return transitionTableMarkdown(LEASE_TABLE, {
     free: { held: `${LeaseCause.granted}: a client asks for controller while the lease is free` },
-    held: { free: `${LeaseCause.released} (the controller asks for observer), ${LeaseCause.controllerLeft}, ${LeaseCause.controllerDead} (reaped before a grant)` },
+    held: {
+      free: `${LeaseCause.released} (the controller asks for observer), ${LeaseCause.controllerLeft}, ${LeaseCause.controllerDead} (reaped before a grant)`,
+    },
   });
 }
 

@@ -85,7 +85,15 @@ export type FrameErrorCode =
   | 'ping_timeout'
   | 'agent_unavailable';
 
-export const CLIENT_OPS = ['pty.join_session', 'pty.session_input', 'pty.session_resize', 'pty.request_role', 'pty.leave_session', 'ping', 'pong'] as const;
+export const CLIENT_OPS = [
+  'pty.join_session',
+  'pty.session_input',
+  'pty.session_resize',
+  'pty.request_role',
+  'pty.leave_session',
+  'ping',
+  'pong',
+] as const;
 
 export interface TerminalSize {
   readonly cols: number;
@@ -114,7 +122,8 @@ export type ClientFrame =
   | { readonly op: 'pty.leave_session' }
   | { readonly op: 'ping' | 'pong'; readonly id: string | number | undefined };
 
-export type DecodeResult = { readonly ok: true; readonly frame: ClientFrame } | { readonly ok: false; readonly code: FrameErrorCode; readonly message: string };
+export type DecodeResult =
+  { readonly ok: true; readonly frame: ClientFrame } | { readonly ok: false; readonly code: FrameErrorCode; readonly message: string };
 
 /** "PW1I": first bytes of a binary input frame. */
 export const MAGIC_INPUT: readonly number[] = [0x50, 0x57, 0x31, 0x49];
@@ -123,7 +132,19 @@ export const MAGIC_OUTPUT: readonly number[] = [0x50, 0x57, 0x31, 0x4f];
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 const FIELDS: Record<(typeof CLIENT_OPS)[number], ReadonlySet<string>> = {
-  'pty.join_session': new Set(['op', 'role', 'session_backend', 'session_class', 'argv', 'cwd', 'env', 'terminal_size', 'replay_from', 'binary_output', 'client_label']),
+  'pty.join_session': new Set([
+    'op',
+    'role',
+    'session_backend',
+    'session_class',
+    'argv',
+    'cwd',
+    'env',
+    'terminal_size',
+    'replay_from',
+    'binary_output',
+    'client_label',
+  ]),
   'pty.session_input': new Set(['op', 'data']),
   'pty.session_resize': new Set(['op', 'cols', 'rows']),
   'pty.request_role': new Set(['op', 'role']),
@@ -141,10 +162,13 @@ function fail(message: string): never {
 /** Decodes one client frame. Never throws: a bad frame gives {ok:false, code, message}. */
 export function decodeClientFrame(data: ArrayBuffer | Uint8Array, isBinary: boolean): DecodeResult {
   const bytes = data instanceof Uint8Array ? data : new Uint8Array(data);
-  if (bytes.byteLength > kMaxClientFrameBytes) return { ok: false, code: 'frame_too_large', message: `frames are limited to ${kMaxClientFrameBytes} bytes` };
+  if (bytes.byteLength > kMaxClientFrameBytes)
+    return { ok: false, code: 'frame_too_large', message: `frames are limited to ${kMaxClientFrameBytes} bytes` };
   if (isBinary) {
-    if (bytes.byteLength < 4 || MAGIC_INPUT.some((b, i) => bytes[i] !== b)) return { ok: false, code: 'malformed_frame', message: 'binary frames must start with PW1I (input)' };
-    if (bytes.byteLength - 4 > kMaxInputBytes) return { ok: false, code: 'frame_too_large', message: `input is limited to ${kMaxInputBytes} bytes per frame` };
+    if (bytes.byteLength < 4 || MAGIC_INPUT.some((b, i) => bytes[i] !== b))
+      return { ok: false, code: 'malformed_frame', message: 'binary frames must start with PW1I (input)' };
+    if (bytes.byteLength - 4 > kMaxInputBytes)
+      return { ok: false, code: 'frame_too_large', message: `input is limited to ${kMaxInputBytes} bytes per frame` };
     return { ok: true, frame: { op: 'pty.session_input', data: bytes.slice(4) } };
   }
   let value: unknown;
@@ -153,15 +177,21 @@ export function decodeClientFrame(data: ArrayBuffer | Uint8Array, isBinary: bool
   } catch {
     return { ok: false, code: 'malformed_frame', message: 'text frames must be UTF-8 JSON' };
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { ok: false, code: 'malformed_frame', message: 'a frame is a JSON object' };
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return { ok: false, code: 'malformed_frame', message: 'a frame is a JSON object' };
   const o = value as Record<string, unknown>;
   const op = o['op'];
   if (typeof op !== 'string' || !Object.hasOwn(FIELDS, op)) {
-    return { ok: false, code: 'unknown_op', message: `unknown op ${typeof op === 'string' ? JSON.stringify(op.slice(0, 64)) : '(missing)'}; ops: ${CLIENT_OPS.join(', ')}` };
+    return {
+      ok: false,
+      code: 'unknown_op',
+      message: `unknown op ${typeof op === 'string' ? JSON.stringify(op.slice(0, 64)) : '(missing)'}; ops: ${CLIENT_OPS.join(', ')}`,
+    };
   }
   const allowed = FIELDS[op as keyof typeof FIELDS];
   const extra = Object.keys(o).find((k) => !allowed.has(k));
-  if (extra !== undefined) return { ok: false, code: 'invalid_field', message: `${op}: unknown field ${JSON.stringify(extra.slice(0, 64))}` };
+  if (extra !== undefined)
+    return { ok: false, code: 'invalid_field', message: `${op}: unknown field ${JSON.stringify(extra.slice(0, 64))}` };
   try {
     return { ok: true, frame: decodeOp(op as keyof typeof FIELDS, o) };
   } catch (err) {
@@ -222,7 +252,8 @@ function count(v: unknown, name: string): number {
 }
 
 function dim(v: unknown, name: string): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > kMaxTerminalDim) return fail(`${name} must be an integer 1..${kMaxTerminalDim}`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > kMaxTerminalDim)
+    return fail(`${name} must be an integer 1..${kMaxTerminalDim}`);
   return v;
 }
 
@@ -240,11 +271,14 @@ function noNul(s: string, name: string): string {
 
 function argv(v: unknown): string[] {
   if (!Array.isArray(v) || v.length < 1 || v.length > 256) return fail('argv must be an array of 1..256 strings');
-  return v.map((a, i) => (typeof a === 'string' && a.length <= 4096 ? noNul(a, `argv[${i}]`) : fail(`argv[${i}] must be a string of at most 4096 characters`)));
+  return v.map((a, i) =>
+    typeof a === 'string' && a.length <= 4096 ? noNul(a, `argv[${i}]`) : fail(`argv[${i}] must be a string of at most 4096 characters`),
+  );
 }
 
 function cwd(v: unknown): string {
-  if (typeof v !== 'string' || !v.startsWith('/') || v.length > 4096) return fail('cwd must be an absolute path of at most 4096 characters');
+  if (typeof v !== 'string' || !v.startsWith('/') || v.length > 4096)
+    return fail('cwd must be an absolute path of at most 4096 characters');
   return noNul(v, 'cwd');
 }
 
@@ -262,7 +296,8 @@ function env(v: unknown): Record<string, string> {
 }
 
 function base64(v: unknown): Uint8Array {
-  if (typeof v !== 'string' || v.length > Math.ceil(kMaxInputBytes / 3) * 4) return fail(`data must be base64 of at most ${kMaxInputBytes} bytes`);
+  if (typeof v !== 'string' || v.length > Math.ceil(kMaxInputBytes / 3) * 4)
+    return fail(`data must be base64 of at most ${kMaxInputBytes} bytes`);
   if (!BASE64.test(v)) return fail('data is not canonical base64');
   return new Uint8Array(Buffer.from(v, 'base64'));
 }

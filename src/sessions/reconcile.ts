@@ -49,7 +49,12 @@ export interface SessionReconcileAckInput {
 
 export interface ReconcilePlan {
   /** Reported ids to keep, with the registry session they belong to (when one). */
-  readonly keep: readonly { readonly id: string; readonly commandId: string; readonly sessionId: string | undefined; readonly sessionName: string }[];
+  readonly keep: readonly {
+    readonly id: string;
+    readonly commandId: string;
+    readonly sessionId: string | undefined;
+    readonly sessionName: string;
+  }[];
   /** Reported ids to kill. */
   readonly kill: readonly { readonly id: string; readonly commandId: string; readonly sessionName: string }[];
   /** Registry sessions whose current command runs. */
@@ -122,7 +127,10 @@ export function planReconcile(
 }
 
 /** The SessionReconcile message for a plan. */
-export function reconcileMessage(plan: ReconcilePlan, opts: { graceSeconds?: number; killUnrecognized?: boolean } = {}): SessionReconcileFields {
+export function reconcileMessage(
+  plan: ReconcilePlan,
+  opts: { graceSeconds?: number; killUnrecognized?: boolean } = {},
+): SessionReconcileFields {
   return {
     keepSessionIds: plan.keep.map((k) => k.id),
     killSessionIds: plan.kill.map((k) => k.id),
@@ -195,7 +203,10 @@ export class ReconcileRun {
     const plan = planReconcile(known, report, opts.isKnownCommand);
     const message = reconcileMessage(plan, opts);
     this.#plan = plan;
-    this.#event('session.report_received', { session_count: report.sessions?.length ?? 0, report_timestamp_ms: report.timestampMs ?? null });
+    this.#event('session.report_received', {
+      session_count: report.sessions?.length ?? 0,
+      report_timestamp_ms: report.timestampMs ?? null,
+    });
     this.#event('session.reconcile_started', {
       keep_session_ids: message.keepSessionIds,
       kill_session_ids: message.killSessionIds,
@@ -204,7 +215,13 @@ export class ReconcileRun {
     });
     this.#metrics?.sessionReconciliationsTotal.inc();
     for (const k of plan.keep) {
-      this.#event('session.preserved', { session_id: k.sessionId ?? k.id, reported_id: k.id, command_id: k.commandId, session_name: k.sessionName, reattach: k.sessionId !== undefined && plan.reattach.includes(k.sessionId) });
+      this.#event('session.preserved', {
+        session_id: k.sessionId ?? k.id,
+        reported_id: k.id,
+        command_id: k.commandId,
+        session_name: k.sessionName,
+        reattach: k.sessionId !== undefined && plan.reattach.includes(k.sessionId),
+      });
     }
     return { plan, message };
   }
@@ -222,7 +239,11 @@ export class ReconcileRun {
     if (failed.length > 0) {
       this.#event('session.reconcile_failed', { reason: 'kill_failed', failed_session_ids: failed, killed_session_ids: killed });
     } else {
-      this.#event('session.reconcile_complete', { kept: this.#plan?.keep.length ?? 0, killed: killed.length, duration_ms: this.#now() - this.#startedMs });
+      this.#event('session.reconcile_complete', {
+        kept: this.#plan?.keep.length ?? 0,
+        killed: killed.length,
+        duration_ms: this.#now() - this.#startedMs,
+      });
     }
     return true;
   }

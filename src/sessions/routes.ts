@@ -55,7 +55,18 @@ export const SESSION_CREATE_SCHEMA = {
     drive_supported: bool,
     reattach_supported: bool,
   },
-  required: ['session_id', 'instance_id', 'command_id', 'session_name', ...Object.keys(ACCESS_PROPERTIES), 'supported_session_backends', 'supported_session_classes', 'observe_supported', 'drive_supported', 'reattach_supported'],
+  required: [
+    'session_id',
+    'instance_id',
+    'command_id',
+    'session_name',
+    ...Object.keys(ACCESS_PROPERTIES),
+    'supported_session_backends',
+    'supported_session_classes',
+    'observe_supported',
+    'drive_supported',
+    'reattach_supported',
+  ],
 };
 
 /** A list entry (spec part 2, plus instance_id and state). */
@@ -83,7 +94,18 @@ export const SESSION_ENTRY_SCHEMA = {
       required: ['agent_connected', 'has_screen', 'replay_newest_seq', 'max_client_lag'],
     },
   },
-  required: ['session_id', 'command_id', 'session_name', 'session_type', 'command', 'created_at_secs', 'has_screen', 'membership', 'liveness', ...Object.keys(ACCESS_PROPERTIES)],
+  required: [
+    'session_id',
+    'command_id',
+    'session_name',
+    'session_type',
+    'command',
+    'created_at_secs',
+    'has_screen',
+    'membership',
+    'liveness',
+    ...Object.keys(ACCESS_PROPERTIES),
+  ],
 };
 
 export interface SessionRoutesDeps {
@@ -105,7 +127,11 @@ export function registerSessionRoutes(router: Router, deps: SessionRoutesDeps): 
   router.add({
     method: 'GET',
     path: '/api/v1/agents/:id/sessions',
-    responseSchema: { type: 'object', properties: { agent_id: str, sessions: { type: 'array', items: SESSION_ENTRY_SCHEMA } }, required: ['agent_id', 'sessions'] },
+    responseSchema: {
+      type: 'object',
+      properties: { agent_id: str, sessions: { type: 'array', items: SESSION_ENTRY_SCHEMA } },
+      required: ['agent_id', 'sessions'],
+    },
     handler: (req) => ({ status: 200, json: deps.sessions.list(req.params['id'] ?? '') }),
   });
 

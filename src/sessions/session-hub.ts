@@ -170,11 +170,13 @@ export class SessionHub {
     if (!c.joined) return this.#fatal(c, 'not_joined', `${frame.op} before pty.join_session`, CloseCode.protocolError);
     switch (frame.op) {
       case 'pty.session_input':
-        if (!this.#membership.mayDrive(c.clientId)) return this.#error(c, 'input_not_permitted', 'input ignored: only the controller may type (request the controller role)');
+        if (!this.#membership.mayDrive(c.clientId))
+          return this.#error(c, 'input_not_permitted', 'input ignored: only the controller may type (request the controller role)');
         if (frame.data.byteLength > 0) this.#opts.pty.input(frame.data);
         return;
       case 'pty.session_resize':
-        if (!this.#membership.mayDrive(c.clientId)) return this.#error(c, 'input_not_permitted', 'resize ignored: only the controller may resize');
+        if (!this.#membership.mayDrive(c.clientId))
+          return this.#error(c, 'input_not_permitted', 'resize ignored: only the controller may resize');
         return this.#resize({ cols: frame.cols, rows: frame.rows });
       case 'pty.request_role':
         this.#assigned(c, this.#membership.requestRole(c.clientId, frame.role));
@@ -239,7 +241,8 @@ export class SessionHub {
   tick(nowMs: number = this.#now()): void {
     const ping = encodeServerFrame('ping', { id: ++this.#pingId });
     for (const c of [...this.#clients.values()]) {
-      if (nowMs - c.lastSeenMs > this.#pongTimeoutMs) this.#fatal(c, 'ping_timeout', `no frame for ${this.#pongTimeoutMs} ms`, CloseCode.pongTimeout);
+      if (nowMs - c.lastSeenMs > this.#pongTimeoutMs)
+        this.#fatal(c, 'ping_timeout', `no frame for ${this.#pongTimeoutMs} ms`, CloseCode.pongTimeout);
       else c.sender.send(ping);
     }
   }
@@ -249,10 +252,20 @@ export class SessionHub {
     const backendOk = f.sessionBackend === undefined || f.sessionBackend === 'tmux';
     const classOk = f.sessionClass === undefined || f.sessionClass === 'managed';
     if (!backendOk || !classOk) {
-      return this.#fatal(c, 'unsupported_selection', `${f.sessionBackend ?? 'tmux'}/${f.sessionClass ?? 'managed'} is not supported; this session is tmux/managed`, CloseCode.unsupportedSelection);
+      return this.#fatal(
+        c,
+        'unsupported_selection',
+        `${f.sessionBackend ?? 'tmux'}/${f.sessionClass ?? 'managed'} is not supported; this session is tmux/managed`,
+        CloseCode.unsupportedSelection,
+      );
     }
     if (f.argv !== undefined || f.cwd !== undefined || f.env !== undefined) {
-      return this.#fatal(c, 'unsupported_selection', 'sessions are started by POST /api/v1/agents/{id}/sessions; a join attaches and takes no argv, cwd or env', CloseCode.unsupportedSelection);
+      return this.#fatal(
+        c,
+        'unsupported_selection',
+        'sessions are started by POST /api/v1/agents/{id}/sessions; a join attaches and takes no argv, cwd or env',
+        CloseCode.unsupportedSelection,
+      );
     }
     c.joined = true;
     c.binaryOutput = f.binaryOutput;
@@ -265,7 +278,9 @@ export class SessionHub {
       if (!c.sender.send(c.binaryOutput ? encodeOutputBinary(fr.seq, fr.data) : encodeOutputJson(fr.seq, fr.data))) return;
     }
     if (this.#state !== 'running' || !this.#agentConnected) {
-      c.sender.send(encodeServerFrame('pty.session_status', { session_id: this.sessionId, state: this.#state, agent_connected: this.#agentConnected }));
+      c.sender.send(
+        encodeServerFrame('pty.session_status', { session_id: this.sessionId, state: this.#state, agent_connected: this.#agentConnected }),
+      );
     }
     this.#broadcastMembership();
   }

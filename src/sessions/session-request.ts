@@ -47,7 +47,12 @@ export function parseCreateSessionBody(body: unknown): CreateSessionRequest {
   const o = body as Record<string, unknown>;
   const unknown = Object.keys(o).filter((k) => !ALLOWED_FIELDS.has(k));
   if (unknown.length > 0) {
-    throw invalid(`unknown field${unknown.length > 1 ? 's' : ''}: ${unknown.slice(0, 5).map((k) => JSON.stringify(k.slice(0, 64))).join(', ')}; allowed: ${[...ALLOWED_FIELDS].join(', ')}`);
+    throw invalid(
+      `unknown field${unknown.length > 1 ? 's' : ''}: ${unknown
+        .slice(0, 5)
+        .map((k) => JSON.stringify(k.slice(0, 64)))
+        .join(', ')}; allowed: ${[...ALLOWED_FIELDS].join(', ')}`,
+    );
   }
 
   let command = DEFAULT_SESSION_COMMAND;
@@ -80,7 +85,8 @@ export function parseCreateSessionBody(body: unknown): CreateSessionRequest {
     throw invalid(`unknown session_backend ${JSON.stringify(backend.slice(0, 64))}; supported: tmux`);
   }
   if (cls !== undefined && cls !== 'managed') {
-    if (CLASS_NAME_PATTERN.test(cls)) throw new SvcError('session_class.not_implemented', `session_class ${cls} is not implemented; supported: managed`);
+    if (CLASS_NAME_PATTERN.test(cls))
+      throw new SvcError('session_class.not_implemented', `session_class ${cls} is not implemented; supported: managed`);
     throw invalid(`malformed session_class ${JSON.stringify(cls.slice(0, 64))}; supported: managed`);
   }
   return { command, sessionName, sessionBackend: 'tmux', sessionClass: 'managed' };
@@ -97,6 +103,7 @@ export function parseKillSignal(query: URLSearchParams): KillSignalName {
   if (all.length > 1) throw invalid('signal given more than once');
   let s = (all[0] ?? '').trim().toUpperCase();
   if (s.startsWith('SIG')) s = s.slice(3);
-  if (!Object.hasOwn(KILL_SIGNALS, s)) throw invalid(`signal must be TERM, KILL, INT or HUP, got ${JSON.stringify((all[0] ?? '').slice(0, 32))}`);
+  if (!Object.hasOwn(KILL_SIGNALS, s))
+    throw invalid(`signal must be TERM, KILL, INT or HUP, got ${JSON.stringify((all[0] ?? '').slice(0, 32))}`);
   return s as KillSignalName;
 }

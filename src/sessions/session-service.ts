@@ -87,7 +87,13 @@ export class SessionService {
         ...(req.sessionName !== undefined && { sessionName: req.sessionName }),
       });
       const hub = this.#hubFor(rec);
-      const argv = tmuxCreateArgv({ sessionName: rec.sessionName, command: rec.command, cols: rec.cols, rows: rec.rows, ...this.#socket() });
+      const argv = tmuxCreateArgv({
+        sessionName: rec.sessionName,
+        command: rec.command,
+        cols: rec.cols,
+        rows: rec.rows,
+        ...this.#socket(),
+      });
       try {
         await this.#o.port.startPty(agentId, this.#ptyRequest(rec, argv));
       } catch (err) {
@@ -108,12 +114,17 @@ export class SessionService {
   list(agentId: string): SessionList {
     const records = this.#o.registry.listByAgent(agentId);
     const agent = this.#o.agents.get(agentId);
-    if (agent === undefined && records.length === 0) throw new SvcError('agent.not_found', `no agent ${JSON.stringify(agentId.slice(0, 128))}`);
+    if (agent === undefined && records.length === 0)
+      throw new SvcError('agent.not_found', `no agent ${JSON.stringify(agentId.slice(0, 128))}`);
     const connected = agent?.connected ?? false;
     const sessions = records.map((r) => {
       const hub = this.#hubs.get(r.sessionId);
       const stats = hub?.stats() ?? { hasScreen: false, newestSeq: 0, maxClientLagBytes: 0 };
-      return listEntryOf(r, { membership: hub?.membership() ?? { controllers: [], observers: [], attachment_count: 0 }, agentConnected: connected, ...stats }, this.#o.urls);
+      return listEntryOf(
+        r,
+        { membership: hub?.membership() ?? { controllers: [], observers: [], attachment_count: 0 }, agentConnected: connected, ...stats },
+        this.#o.urls,
+      );
     });
     return { agent_id: agentId, sessions };
   }
@@ -122,10 +133,15 @@ export class SessionService {
   async kill(agentId: string, sessionId: string, signal: KillSignalName): Promise<SessionKillResult> {
     const rec = this.#o.registry.getForAgent(agentId, sessionId);
     if (rec === undefined) {
-      if (this.#o.agents.get(agentId) === undefined && this.#o.registry.listByAgent(agentId).length === 0) throw new SvcError('agent.not_found', `no agent ${JSON.stringify(agentId.slice(0, 128))}`);
-      throw new SvcError('session.not_found', `no session ${JSON.stringify(sessionId.slice(0, 128))} on agent ${JSON.stringify(agentId.slice(0, 128))}`);
+      if (this.#o.agents.get(agentId) === undefined && this.#o.registry.listByAgent(agentId).length === 0)
+        throw new SvcError('agent.not_found', `no agent ${JSON.stringify(agentId.slice(0, 128))}`);
+      throw new SvcError(
+        'session.not_found',
+        `no session ${JSON.stringify(sessionId.slice(0, 128))} on agent ${JSON.stringify(agentId.slice(0, 128))}`,
+      );
     }
-    if (!this.#o.agents.get(agentId)?.connected) throw new SvcError('server.unavailable', `agent ${agentId} is not connected; the session is kept`);
+    if (!this.#o.agents.get(agentId)?.connected)
+      throw new SvcError('server.unavailable', `agent ${agentId} is not connected; the session is kept`);
     const grace = this.#o.killGraceSeconds ?? DEFAULT_KILL_GRACE_SECONDS;
     this.#killing.add(sessionId);
     try {
@@ -210,7 +226,8 @@ export class SessionService {
   writeInput(sessionId: string, data: Uint8Array): Promise<void> {
     const rec = this.#o.registry.get(sessionId);
     if (rec === undefined) return Promise.reject(new SvcError('session.not_found', `no session ${sessionId}`));
-    if (!this.#o.port.writeStdin(rec.agentId, rec.commandId, data)) return Promise.reject(new SvcError('server.unavailable', `agent ${rec.agentId} is not connected`));
+    if (!this.#o.port.writeStdin(rec.agentId, rec.commandId, data))
+      return Promise.reject(new SvcError('server.unavailable', `agent ${rec.agentId} is not connected`));
     return Promise.resolve();
   }
 
@@ -232,7 +249,16 @@ export class SessionService {
   }
 
   #ptyRequest(rec: SessionRecord, argv: string[]): Parameters<SessionAgentPort['startPty']>[1] {
-    return { commandId: rec.commandId, sessionId: rec.sessionId, sessionName: rec.sessionName, argv, cols: rec.cols, rows: rec.rows, term: 'xterm-256color', timeoutSeconds: 0 };
+    return {
+      commandId: rec.commandId,
+      sessionId: rec.sessionId,
+      sessionName: rec.sessionName,
+      argv,
+      cols: rec.cols,
+      rows: rec.rows,
+      term: 'xterm-256color',
+      timeoutSeconds: 0,
+    };
   }
 
   #hubFor(rec: SessionRecord): SessionHub {
@@ -275,6 +301,10 @@ export class SessionService {
   }
 
   #event(type: string, rec: SessionRecord, extra: Record<string, unknown>): void {
-    this.#o.emit?.({ event_type: type, agent_id: rec.agentId, details: { session_id: rec.sessionId, command_id: rec.commandId, session_name: rec.sessionName, ...extra } });
+    this.#o.emit?.({
+      event_type: type,
+      agent_id: rec.agentId,
+      details: { session_id: rec.sessionId, command_id: rec.commandId, session_name: rec.sessionName, ...extra },
+    });
   }
 }

@@ -48,8 +48,18 @@ export const SESSION_TRANSITIONS: TransitionTable<SessionState> = {
 /** The lifecycle table for the README. */
 export function sessionTransitionsMarkdown(): string {
   return transitionTableMarkdown(SESSION_TRANSITIONS, {
-    starting: { running: SessionCause.ptyStarted, detached: SessionCause.agentDisconnected, closed: `${SessionCause.startFailed}, ${SessionCause.exited}` },
-    running: { detached: `${SessionCause.agentDisconnected}, ${SessionCause.serverRestarted}`, closed: `${SessionCause.exited}, ${SessionCause.killed}` },
-    detached: { running: `${SessionCause.reported}, ${SessionCause.reattached}`, closed: `${SessionCause.killed}, ${SessionCause.notFound}, ${SessionCause.exited}` },
+    starting: {
+      running: SessionCause.ptyStarted,
+      detached: SessionCause.agentDisconnected,
+      closed: `${SessionCause.startFailed}, ${SessionCause.exited}`,
+    },
+    running: {
+      detached: `${SessionCause.agentDisconnected}, ${SessionCause.serverRestarted}`,
+      closed: `${SessionCause.exited}, ${SessionCause.killed}`,
+    },
+    detached: {
+      running: `${SessionCause.reported}, ${SessionCause.reattached}`,
+      closed: `${SessionCause.killed}, ${SessionCause.notFound}, ${SessionCause.exited}`,
+    },
   });
 }

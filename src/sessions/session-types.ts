@@ -46,7 +46,7 @@ export const SESSION_NAME_PREFIX = 'terminal-';
 /** Text of `controller_policy` (spec part 2). */
 export const CONTROLLER_POLICY =
   'single-controller lease: one controller at most; a controller request while a live controller holds the lease is granted as observer ' +
-  '(role_assigned says so); only the controller\'s input and resize reach the PTY; the lease frees when the controller leaves, disconnects, ' +
+  "(role_assigned says so); only the controller's input and resize reach the PTY; the lease frees when the controller leaves, disconnects, " +
   'misses pongs or is dropped for not reading; join as observer first, then request the controller role';
 
 /** Router patterns of the WebSocket routes (uWS `:param` syntax). */

@@ -85,7 +85,9 @@ function ensureDebianPackages() {
   const r = apt(['install', '-y', '-qq', '--no-install-recommends', ...missing]);
   const still = STEPS.flatMap((step) => missingPrograms(step));
   if (r.status !== 0 || still.length > 0) {
-    process.stderr.write(`[setup] apt-get install failed (exit ${r.status}${still.length > 0 ? `; still missing: ${still.join(', ')}` : ''}); run: ${aptInstallLine(missing)}\n`);
+    process.stderr.write(
+      `[setup] apt-get install failed (exit ${r.status}${still.length > 0 ? `; still missing: ${still.join(', ')}` : ''}); run: ${aptInstallLine(missing)}\n`,
+    );
     process.exit(1);
   }
   return true;

@@ -49,8 +49,16 @@ export const STEPS = Object.freeze({
 
 /** @type {Readonly<Record<string, Program>>} */
 export const PROGRAMS = Object.freeze({
-  'apt-cache': { debianPackage: 'apt', step: 'base', why: 'image build: kernel package and candidate versions, the debian image\'s package set' },
-  'apt-get': { debianPackage: 'apt', step: 'base', why: 'set-up, image build and host prepare install packages; image build downloads .debs; in the debian root' },
+  'apt-cache': {
+    debianPackage: 'apt',
+    step: 'base',
+    why: "image build: kernel package and candidate versions, the debian image's package set",
+  },
+  'apt-get': {
+    debianPackage: 'apt',
+    step: 'base',
+    why: 'set-up, image build and host prepare install packages; image build downloads .debs; in the debian root',
+  },
   chown: { debianPackage: 'coreutils', step: 'base', why: 'debian image: the agent files belong to root' },
   chroot: { debianPackage: 'coreutils', step: 'base', why: 'debian image: every command in the root (run by sh inside unshare)' },
   'dpkg-deb': { debianPackage: 'dpkg', step: 'base', why: 'minimal image: unpacks the kernel and busybox packages' },
@@ -58,7 +66,7 @@ export const PROGRAMS = Object.freeze({
   env: { debianPackage: 'coreutils', step: 'base', why: 'sets the environment of git clone, mke2fs and apt-get' },
   false: { debianPackage: 'coreutils', step: 'base', why: 'tests: the default program of the PTY test harnesses' },
   find: { debianPackage: 'findutils', step: 'base', why: 'image build: initramfs file list, clamping times in the debian root' },
-  getent: { debianPackage: 'libc-bin', step: 'base', why: 'the agent resolves a command\'s user; host prepare finds the kvm group' },
+  getent: { debianPackage: 'libc-bin', step: 'base', why: "the agent resolves a command's user; host prepare finds the kvm group" },
   gzip: { debianPackage: 'gzip', step: 'base', why: 'image build: unpacks a gzip-compressed kernel (extractVmlinux)' },
   id: { debianPackage: 'coreutils', step: 'base', why: 'qemu hosts: the libvirt-qemu user that must read fw_cfg files' },
   ldd: { debianPackage: 'libc-bin', step: 'base', why: 'minimal image: the libraries of node, tmux and git' },
@@ -73,43 +81,77 @@ export const PROGRAMS = Object.freeze({
   touch: { debianPackage: 'coreutils', step: 'base', why: 'debian image: clamps times (run by find -exec)' },
   true: { debianPackage: 'coreutils', step: 'base', why: 'set-up: `sudo -n true` tells whether sudo works without a password' },
   unshare: { debianPackage: 'util-linux', step: 'base', why: 'debian image: debootstrap and chroot commands in a private mount namespace' },
-  useradd: { debianPackage: 'passwd', step: 'base', why: 'debian image: the guest\'s agent user (inside the root)' },
+  useradd: { debianPackage: 'passwd', step: 'base', why: "debian image: the guest's agent user (inside the root)" },
 
-  node: { debianPackage: null, step: 'given', why: 'everything (process.execPath): Node 20 from NodeSource\'s nodejs package, nvm or similar; Debian 12\'s nodejs is 18' },
+  node: {
+    debianPackage: null,
+    step: 'given',
+    why: "everything (process.execPath): Node 20 from NodeSource's nodejs package, nvm or similar; Debian 12's nodejs is 18",
+  },
   npm: { debianPackage: null, step: 'given', why: 'set-up (npm ci, the build); image build lists production packages; comes with Node 20' },
-  sudo: { debianPackage: 'sudo', step: 'given', why: 'set-up installs with `sudo -n` when not root; without it, it prints the apt-get line' },
+  sudo: {
+    debianPackage: 'sudo',
+    step: 'given',
+    why: 'set-up installs with `sudo -n` when not root; without it, it prints the apt-get line',
+  },
 
-  cc: { debianPackage: 'gcc', step: 'start', why: 'npm ci: make\'s C compiler for the native addons (sqlite3.c of better-sqlite3)' },
-  git: { debianPackage: 'git', step: 'start', why: 'task workspaces are shallow clones; the minimal image copies it; tests make repositories' },
+  cc: { debianPackage: 'gcc', step: 'start', why: "npm ci: make's C compiler for the native addons (sqlite3.c of better-sqlite3)" },
+  git: {
+    debianPackage: 'git',
+    step: 'start',
+    why: 'task workspaces are shallow clones; the minimal image copies it; tests make repositories',
+  },
   'g++': { debianPackage: 'g++', step: 'start', why: 'npm ci: node-gyp compiles better-sqlite3, node-pty and the libvirt binding' },
   make: { debianPackage: 'make', step: 'start', why: 'npm ci: node-gyp builds the native addons with make' },
-  pgrep: { debianPackage: 'procps', step: 'start', why: 'the session kill script finds the panes\' processes; tests' },
-  pkill: { debianPackage: 'procps', step: 'start', why: 'the session kill script signals the panes\' processes' },
+  pgrep: { debianPackage: 'procps', step: 'start', why: "the session kill script finds the panes' processes; tests" },
+  pkill: { debianPackage: 'procps', step: 'start', why: "the session kill script signals the panes' processes" },
   ps: { debianPackage: 'procps', step: 'start', why: 'real-VM tests look for leftover QEMU processes' },
   python3: { debianPackage: 'python3', step: 'start', why: 'npm ci: node-gyp is a Python program' },
   tmux: { debianPackage: 'tmux', step: 'start', why: 'managed sessions of local agents; the minimal image copies it' },
-  virsh: { debianPackage: 'libvirt-clients', step: 'start', alsoIn: ['host'], why: '`virsh event` on daemon URIs; host prepare defines the network' },
+  virsh: {
+    debianPackage: 'libvirt-clients',
+    step: 'start',
+    alsoIn: ['host'],
+    why: '`virsh event` on daemon URIs; host prepare defines the network',
+  },
 
   chromium: { debianPackage: 'chromium', step: 'test', why: 'headless dashboard tests and the dashboard benchmark' },
-  libvirtd: { debianPackage: 'libvirt-daemon', step: 'test', alsoIn: ['host'], why: 'daemon-backed hypervisor tests (test+unix:// URIs); host prepare starts it' },
+  libvirtd: {
+    debianPackage: 'libvirt-daemon',
+    step: 'test',
+    alsoIn: ['host'],
+    why: 'daemon-backed hypervisor tests (test+unix:// URIs); host prepare starts it',
+  },
   openssl: { debianPackage: 'openssl', step: 'test', why: 'identity tests read the issued certificates with openssl' },
   promtool: { debianPackage: 'prometheus', step: 'test', why: 'checks the /metrics exposition' },
 
   cpio: { debianPackage: 'cpio', step: 'image', kinds: ['minimal'], why: 'minimal image: packs the initramfs' },
   debootstrap: { debianPackage: 'debootstrap', step: 'image', kinds: ['debian'], why: 'debian image: the minbase root' },
-  lz4: { debianPackage: 'lz4', step: 'image', why: 'unpacks an lz4-compressed kernel (extractVmlinux; Debian\'s cloud kernel)' },
+  lz4: { debianPackage: 'lz4', step: 'image', why: "unpacks an lz4-compressed kernel (extractVmlinux; Debian's cloud kernel)" },
   xz: { debianPackage: 'xz-utils', step: 'image', why: 'unpacks an xz-compressed kernel (extractVmlinux)' },
   zstd: { debianPackage: 'zstd', step: 'image', why: 'unpacks a zstd-compressed kernel (extractVmlinux)' },
 
-  dnsmasq: { debianPackage: 'dnsmasq-base', step: 'host', why: 'libvirtd\'s network driver runs it for DNS/DHCP of libvirt networks' },
+  dnsmasq: { debianPackage: 'dnsmasq-base', step: 'host', why: "libvirtd's network driver runs it for DNS/DHCP of libvirt networks" },
   ip: { debianPackage: 'iproute2', step: 'host', why: 'removing a network also deletes a bridge a dead libvirtd left behind' },
-  iptables: { debianPackage: 'iptables', step: 'host', why: 'libvirtd adds the isolated network\'s REJECT rules' },
-  'qemu-img': { debianPackage: 'qemu-utils', step: 'host', why: 'the server makes each VM\'s qcow2 overlay; the debian-image test' },
-  'qemu-system-x86_64': { debianPackage: 'qemu-system-x86', step: 'host', why: 'libvirtd runs every VM in it; the debian-image test boots it directly' },
-  virtlogd: { debianPackage: 'libvirt-daemon', step: 'host', why: 'host prepare starts it: libvirtd logs QEMU\'s output through it' },
+  iptables: { debianPackage: 'iptables', step: 'host', why: "libvirtd adds the isolated network's REJECT rules" },
+  'qemu-img': { debianPackage: 'qemu-utils', step: 'host', why: "the server makes each VM's qcow2 overlay; the debian-image test" },
+  'qemu-system-x86_64': {
+    debianPackage: 'qemu-system-x86',
+    step: 'host',
+    why: 'libvirtd runs every VM in it; the debian-image test boots it directly',
+  },
+  virtlogd: { debianPackage: 'libvirt-daemon', step: 'host', why: "host prepare starts it: libvirtd logs QEMU's output through it" },
 
-  busybox: { debianPackage: 'busybox-static', step: 'guest', why: 'minimal image: downloaded (apt-get download), its applet list read from the unpacked package, the guest\'s userland' },
-  systemctl: { debianPackage: 'systemd', step: 'guest', why: 'debian image: enables units in the root; host prepare runs the host\'s only when PID 1 is systemd' },
+  busybox: {
+    debianPackage: 'busybox-static',
+    step: 'guest',
+    why: "minimal image: downloaded (apt-get download), its applet list read from the unpacked package, the guest's userland",
+  },
+  systemctl: {
+    debianPackage: 'systemd',
+    step: 'guest',
+    why: "debian image: enables units in the root; host prepare runs the host's only when PID 1 is systemd",
+  },
   'update-initramfs': { debianPackage: 'initramfs-tools', step: 'guest', why: 'debian image: makes the initrd inside the root' },
 });
 
@@ -120,7 +162,7 @@ export const PROGRAMS = Object.freeze({
  */
 export const PACKAGES_WITHOUT_PROGRAM = Object.freeze({
   'libvirt-dev': { step: 'start', why: 'headers and libvirt.so that npm ci compiles the libvirt binding against' },
-  'libvirt-daemon-system': { step: 'host', why: 'the system libvirtd\'s configuration, the libvirt-qemu user and the default networks' },
+  'libvirt-daemon-system': { step: 'host', why: "the system libvirtd's configuration, the libvirt-qemu user and the default networks" },
 });
 
 /**
@@ -140,7 +182,9 @@ function inStep(p, step, kind) {
  * @returns {string[]}
  */
 export function programsForStep(step, kind) {
-  return Object.keys(PROGRAMS).filter((name) => inStep(/** @type {Program} */ (PROGRAMS[name]), step, kind)).sort();
+  return Object.keys(PROGRAMS)
+    .filter((name) => inStep(/** @type {Program} */ (PROGRAMS[name]), step, kind))
+    .sort();
 }
 
 /**
@@ -232,7 +276,9 @@ export function programsMarkdownTable() {
       else notDebian.push(name);
     }
     for (const pkg of Object.keys(PACKAGES_WITHOUT_PROGRAM)) if (PACKAGES_WITHOUT_PROGRAM[pkg]?.step === step) byPackage.set(pkg, []);
-    const cells = [...byPackage].sort(([a], [b]) => a.localeCompare(b)).map(([pkg, names]) => (names.length === 0 ? `\`${pkg}\`` : `\`${pkg}\` (${names.join(', ')})`));
+    const cells = [...byPackage]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([pkg, names]) => (names.length === 0 ? `\`${pkg}\`` : `\`${pkg}\` (${names.join(', ')})`));
     if (notDebian.length > 0) cells.unshift(`${notDebian.join(', ')} (not from Debian)`);
     rows.push(`| ${step} | ${STEPS[step]} | ${cells.join(', ')} |`);
   }

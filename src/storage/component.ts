@@ -18,7 +18,11 @@ export const storageComponent: Component = {
   start(ctx) {
     const { config } = ctx;
     const storage = new Storage({ rootDir: config.storageDir, maxDownloadBytes: config.storageMaxDownloadBytes });
-    const inboxQuota = new InboxQuota({ inboxesDir: storage.inboxesDir(), quotaBytes: config.inboxQuotaBytes, gauge: ctx.metrics.agentshareInboxBytes });
+    const inboxQuota = new InboxQuota({
+      inboxesDir: storage.inboxesDir(),
+      quotaBytes: config.inboxQuotaBytes,
+      gauge: ctx.metrics.agentshareInboxBytes,
+    });
     inboxQuota.start();
     ctx.provide('storage', storage);
     return Promise.resolve({

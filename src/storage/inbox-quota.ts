@@ -88,7 +88,8 @@ export class InboxQuota {
    * `storage.quota_exceeded` (with used, incoming and quota bytes in the message) otherwise.
    */
   async checkQuota(agentId: string, incomingBytes: number): Promise<void> {
-    if (!Number.isSafeInteger(incomingBytes) || incomingBytes < 0) throw new SvcError('request.invalid', 'incoming size must be a non-negative integer');
+    if (!Number.isSafeInteger(incomingBytes) || incomingBytes < 0)
+      throw new SvcError('request.invalid', 'incoming size must be a non-negative integer');
     const used = await this.usage(agentId);
     if (used + incomingBytes > this.quotaBytes) {
       throw new SvcError(
@@ -125,7 +126,9 @@ export class InboxQuota {
   async #refreshAll(): Promise<number> {
     let names: string[];
     try {
-      names = (await readdir(this.#opts.inboxesDir, { withFileTypes: true })).filter((d) => d.isDirectory() && isValidName(d.name)).map((d) => d.name);
+      names = (await readdir(this.#opts.inboxesDir, { withFileTypes: true }))
+        .filter((d) => d.isDirectory() && isValidName(d.name))
+        .map((d) => d.name);
     } catch (err) {
       if ((err as { code?: unknown }).code !== 'ENOENT') throw err;
       names = [];

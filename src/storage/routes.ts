@@ -22,9 +22,22 @@ export function registerStorageRoutes(router: Router, deps: { storage: Storage }
     if (all.length > 1) throw new SvcError('storage.invalid_path', 'query parameter path is given more than once');
     const path = all[0];
     const file = await deps.storage.download(area, id, path);
-    return { status: 200, headers: downloadHeaders(file.name, file.bytes.byteLength), body: file.bytes, contentType: contentTypeFor(file.name) };
+    return {
+      status: 200,
+      headers: downloadHeaders(file.name, file.bytes.byteLength),
+      body: file.bytes,
+      contentType: contentTypeFor(file.name),
+    };
   };
   router.add({ method: 'GET', path: '/api/v1/storage/global/_download', handler: (req) => serve('global', undefined, req) });
-  router.add({ method: 'GET', path: '/api/v1/storage/inbox/:agent_id/_download', handler: (req) => serve('inbox', req.params['agent_id'], req) });
-  router.add({ method: 'GET', path: '/api/v1/storage/outbox/:task_id/_download', handler: (req) => serve('outbox', req.params['task_id'], req) });
+  router.add({
+    method: 'GET',
+    path: '/api/v1/storage/inbox/:agent_id/_download',
+    handler: (req) => serve('inbox', req.params['agent_id'], req),
+  });
+  router.add({
+    method: 'GET',
+    path: '/api/v1/storage/outbox/:task_id/_download',
+    handler: (req) => serve('outbox', req.params['task_id'], req),
+  });
 }

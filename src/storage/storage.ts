@@ -76,7 +76,10 @@ export class Storage {
       maxBytes: this.maxDownloadBytes,
       container: this.rootDir,
       tooLarge: (size) =>
-        new SvcError('server.unavailable', `the file is ${size} bytes; downloads are limited to ${this.maxDownloadBytes} bytes until streamed downloads exist`),
+        new SvcError(
+          'server.unavailable',
+          `the file is ${size} bytes; downloads are limited to ${this.maxDownloadBytes} bytes until streamed downloads exist`,
+        ),
     });
   }
 }

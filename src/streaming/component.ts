@@ -42,7 +42,12 @@ export function outputComponent(o: OutputComponentOptions = {}): Component {
         agents: ctx.need('agents'),
         logger: ctx.logger.child({ component: 'output' }),
         metrics: ctx.metrics,
-        replay: { ringBytes: config.replayRingBytes, budgetBytes: config.replayBudgetBytes, retentionMs: config.replayRetentionSeconds * 1000, ...o.replay },
+        replay: {
+          ringBytes: config.replayRingBytes,
+          budgetBytes: config.replayBudgetBytes,
+          retentionMs: config.replayRetentionSeconds * 1000,
+          ...o.replay,
+        },
         sseQueueBytes: o.sseQueueBytes ?? config.sseSubscriberQueueBytes,
         ...(o.wsSlowCloseBytes !== undefined && { wsSlowCloseBytes: o.wsSlowCloseBytes }),
       });

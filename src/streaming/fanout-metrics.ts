@@ -60,7 +60,10 @@ export class FanoutMetrics {
     const read = (): Promise<ShardNumbers> => {
       pending ??= sources
         .replay()
-        .then((n) => (last = n ?? last), () => last)
+        .then(
+          (n) => (last = n ?? last),
+          () => last,
+        )
         .finally(() => setImmediate(() => (pending = undefined)));
       return pending;
     };
@@ -80,10 +83,30 @@ export class FanoutMetrics {
         this.set((await read()).rings);
       },
     });
-    this.slowSubscribers = new Counter({ name: 'svc_output_slow_subscribers_total', help: 'Subscribers cut off for falling behind', labelNames: ['transport'], registers });
-    this.gapsReported = new Counter({ name: 'svc_output_gaps_reported_total', help: 'Output gap events sent (live once per gap; replay per replay)', labelNames: ['where'], registers });
-    this.framesPublished = new Counter({ name: 'svc_output_frames_published_total', help: 'Events handed to the fanout, once per event', labelNames: ['transport'], registers });
-    this.replays = new Counter({ name: 'svc_output_replays_total', help: 'Catch-ups served to joining or resuming subscribers', labelNames: ['kind'], registers });
+    this.slowSubscribers = new Counter({
+      name: 'svc_output_slow_subscribers_total',
+      help: 'Subscribers cut off for falling behind',
+      labelNames: ['transport'],
+      registers,
+    });
+    this.gapsReported = new Counter({
+      name: 'svc_output_gaps_reported_total',
+      help: 'Output gap events sent (live once per gap; replay per replay)',
+      labelNames: ['where'],
+      registers,
+    });
+    this.framesPublished = new Counter({
+      name: 'svc_output_frames_published_total',
+      help: 'Events handed to the fanout, once per event',
+      labelNames: ['transport'],
+      registers,
+    });
+    this.replays = new Counter({
+      name: 'svc_output_replays_total',
+      help: 'Catch-ups served to joining or resuming subscribers',
+      labelNames: ['kind'],
+      registers,
+    });
     for (const transport of ['sse', 'ws']) {
       this.slowSubscribers.inc({ transport }, 0);
       this.framesPublished.inc({ transport }, 0);

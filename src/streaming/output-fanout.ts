@@ -118,7 +118,9 @@ export async function startOutputFanout(opts: OutputFanoutOptions): Promise<Outp
     sseSubscribers: (stream) => (stream === 'chat' ? chatTopics : outputTopics).subscriberCount(),
     wsConnections: () => hubRef.hub?.connectionCount ?? 0,
     replay: async () => {
-      const all = await Promise.all(shardActors.map((id) => opts.actors.call<ShardReplayStats>(id, 'stats', undefined, { timeoutMs: 1000 })));
+      const all = await Promise.all(
+        shardActors.map((id) => opts.actors.call<ShardReplayStats>(id, 'stats', undefined, { timeoutMs: 1000 })),
+      );
       return { ringBytes: all.reduce((n, s) => n + s.ringBytes, 0), rings: all.reduce((n, s) => n + s.rings, 0) };
     },
   });
@@ -144,13 +146,20 @@ export async function startOutputFanout(opts: OutputFanoutOptions): Promise<Outp
 
   // topics per command key, by stream code (0 = all streams)
   const topicCache = new Map<string, (string[] | undefined)[]>();
-  const topicsFor = (key: string, agentId: string, commandId: string, code: number, stream: 'stdout' | 'stderr' | 'log' | undefined): string[] => {
+  const topicsFor = (
+    key: string,
+    agentId: string,
+    commandId: string,
+    code: number,
+    stream: 'stdout' | 'stderr' | 'log' | undefined,
+  ): string[] => {
     let byStream = topicCache.get(key);
     if (byStream === undefined) {
       if (topicCache.size >= kMaxTopicCacheKeys) topicCache.clear();
       topicCache.set(key, (byStream = []));
     }
-    return (byStream[code] ??= stream === undefined ? outputPublishTopicsAllStreams(agentId, commandId) : outputPublishTopics(agentId, commandId, stream));
+    return (byStream[code] ??=
+      stream === undefined ? outputPublishTopicsAllStreams(agentId, commandId) : outputPublishTopics(agentId, commandId, stream));
   };
 
   const onOutput = (key: string, payload: Uint8Array): void => {
@@ -230,7 +239,12 @@ export async function startOutputFanout(opts: OutputFanoutOptions): Promise<Outp
         return true;
       }
     },
-    stats: () => ({ sseSubscribers: outputTopics.subscriberCount(), chatSubscribers: chatTopics.subscriberCount(), wsConnections: ws.connectionCount, indexedCommands: index.size }),
+    stats: () => ({
+      sseSubscribers: outputTopics.subscriberCount(),
+      chatSubscribers: chatTopics.subscriberCount(),
+      wsConnections: ws.connectionCount,
+      indexedCommands: index.size,
+    }),
     stop() {
       stopping ??= (async () => {
         unsubscribeRegistry();

@@ -73,7 +73,14 @@ function outputNotice(code: string, message: string, extra: Record<string, unkno
 
 /** A chat `error` event without id (the subscriber's Last-Event-ID stays at the last real event). */
 function chatNotice(sessionId: string, commandId: string, message: string): Uint8Array {
-  const data = { session_id: sessionId, raw_ref: { command_id: commandId, line: 0 }, role: 'system', kind: 'error', error: message, code: ChatErrorCode.kStreamInterrupted };
+  const data = {
+    session_id: sessionId,
+    raw_ref: { command_id: commandId, line: 0 },
+    role: 'system',
+    kind: 'error',
+    error: message,
+    code: ChatErrorCode.kStreamInterrupted,
+  };
   return utf8.encode(`event: error\ndata: ${JSON.stringify(data)}\n\n`);
 }
 
@@ -99,7 +106,13 @@ export class OutputJoins {
     });
     d.outputTopics.subscribe(outputSubscriptionTopic(q), sub);
     if (!ask) {
-      if (q.resume !== undefined) sub.send(outputNotice('resume_not_exact', 'an unfiltered stream resumes live only: filter by agent_id or command_id to resume exactly after Last-Event-ID'));
+      if (q.resume !== undefined)
+        sub.send(
+          outputNotice(
+            'resume_not_exact',
+            'an unfiltered stream resumes live only: filter by agent_id or command_id to resume exactly after Last-Event-ID',
+          ),
+        );
       return;
     }
     try {
@@ -114,7 +127,13 @@ export class OutputJoins {
       }
       d.logger.warn({ agent: agentId, command: q.commandId, err: wire.message }, 'agent output replay failed');
       sub.resumeLive([], () => false);
-      sub.endWith(outputNotice('replay_unavailable', `the buffered output could not be read (${wire.message}); reconnect with Last-Event-ID to retry`, { cursor: sub.cursor }));
+      sub.endWith(
+        outputNotice(
+          'replay_unavailable',
+          `the buffered output could not be read (${wire.message}); reconnect with Last-Event-ID to retry`,
+          { cursor: sub.cursor },
+        ),
+      );
     }
   }
 
@@ -125,7 +144,12 @@ export class OutputJoins {
     if (q.stream !== undefined) args.stream = q.stream;
     if (args.mode !== 'none') d.metrics.replays.inc({ kind: 'command' });
     for (;;) {
-      const a = await d.actors.call<ReplayAnswer>(agentActorId(agentId), OutputCall.kReplay, { ...args }, { timeoutMs: d.callTimeoutMs ?? DEFAULT_JOIN_CALL_TIMEOUT_MS });
+      const a = await d.actors.call<ReplayAnswer>(
+        agentActorId(agentId),
+        OutputCall.kReplay,
+        { ...args },
+        { timeoutMs: d.callTimeoutMs ?? DEFAULT_JOIN_CALL_TIMEOUT_MS },
+      );
       if (sub.closed) return;
       if (a.state === 'expired') {
         sub.resumeLive([], () => false);
@@ -155,7 +179,9 @@ export class OutputJoins {
     d.metrics.replays.inc({ kind: 'agent' });
     for (;;) {
       const args = q.stream === undefined ? { after, limit: q.limit } : { after, limit: q.limit, stream: q.stream };
-      const a = await d.actors.call<ReplayAnswer>(agentActorId(agentId), OutputCall.kReplayAgent, args, { timeoutMs: d.callTimeoutMs ?? DEFAULT_JOIN_CALL_TIMEOUT_MS });
+      const a = await d.actors.call<ReplayAnswer>(agentActorId(agentId), OutputCall.kReplayAgent, args, {
+        timeoutMs: d.callTimeoutMs ?? DEFAULT_JOIN_CALL_TIMEOUT_MS,
+      });
       if (sub.closed) return;
       this.#writePage(sub, a);
       const last = a.last === null ? null : parseOutputCursor(a.last);
@@ -186,7 +212,8 @@ export class OutputJoins {
     const sub = new LiveSubscriber(sink, {
       maxQueuedBytes: d.subscriberQueueBytes,
       onSlow: () => d.metrics.slowSubscribers.inc({ transport: 'sse' }),
-      slowFrame: () => chatNotice(sessionId, commandId, 'the subscriber fell behind and was disconnected; reconnect with Last-Event-ID to resume'),
+      slowFrame: () =>
+        chatNotice(sessionId, commandId, 'the subscriber fell behind and was disconnected; reconnect with Last-Event-ID to resume'),
       holdLive: true,
     });
     if (agentId === undefined) {
@@ -199,12 +226,21 @@ export class OutputJoins {
     let a: ChatAnswer;
     const afterSeq = q.resume !== undefined ? q.resume.seq : q.replay ? 0 : null;
     try {
-      a = await d.actors.call<ChatAnswer>(agentActorId(agentId), OutputCall.kChat, { commandId, sessionId, afterSeq }, { timeoutMs: d.callTimeoutMs ?? DEFAULT_JOIN_CALL_TIMEOUT_MS });
+      a = await d.actors.call<ChatAnswer>(
+        agentActorId(agentId),
+        OutputCall.kChat,
+        { commandId, sessionId, afterSeq },
+        { timeoutMs: d.callTimeoutMs ?? DEFAULT_JOIN_CALL_TIMEOUT_MS },
+      );
     } catch (err) {
       const wire = toWire(err);
       if (wire.code !== 'actor.not_found') d.logger.warn({ agent: agentId, command: commandId, err: wire.message }, 'chat join failed');
       sub.resumeLive([], () => false);
-      sub.endWith(wire.code === 'actor.not_found' ? interrupted(`command ${commandId} is unknown or its output has expired`) : chatNotice(sessionId, commandId, `the chat projection could not be read (${wire.message}); reconnect to retry`));
+      sub.endWith(
+        wire.code === 'actor.not_found'
+          ? interrupted(`command ${commandId} is unknown or its output has expired`)
+          : chatNotice(sessionId, commandId, `the chat projection could not be read (${wire.message}); reconnect to retry`),
+      );
       return;
     }
     if (sub.closed) return;

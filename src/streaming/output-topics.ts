@@ -23,7 +23,8 @@ export function outputSubscriptionTopic(f: OutputFilter): string {
 /** The topics a chunk of (agent, command, stream) is published to: every filter it matches. */
 export function outputPublishTopics(agentId: string, commandId: string, stream: OutputStreamName): string[] {
   const out: string[] = [];
-  for (const a of ['', agentId]) for (const c of ['', commandId]) for (const s of ['', stream]) out.push(`out${kSep}${a}${kSep}${c}${kSep}${s}`);
+  for (const a of ['', agentId])
+    for (const c of ['', commandId]) for (const s of ['', stream]) out.push(`out${kSep}${a}${kSep}${c}${kSep}${s}`);
   return out;
 }
 

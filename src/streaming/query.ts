@@ -75,7 +75,8 @@ export function parseAgentOutputQuery(query: URLSearchParams, headers: Readonly<
   const stream = parseEnumParam(query, 'stream', STREAMS);
   const replay = parseBoolParam(query, 'replay', { default: false });
   const limit = parseIntParam(query, 'limit', { min: 1, max: MAX_REPLAY_LIMIT, default: DEFAULT_REPLAY_LIMIT });
-  if (replay && commandId === undefined) throw new SvcError('request.invalid', 'replay=true needs command_id (the command whose output to replay)');
+  if (replay && commandId === undefined)
+    throw new SvcError('request.invalid', 'replay=true needs command_id (the command whose output to replay)');
   const out: AgentOutputQuery = { replay, limit };
   if (agentId !== undefined) out.agentId = agentId;
   if (commandId !== undefined) out.commandId = commandId;
@@ -100,7 +101,8 @@ export function parseChatQuery(query: URLSearchParams, headers: Readonly<Record<
   if (text !== undefined) {
     const cursor = parseChatCursor(text);
     if (cursor === null) throw new SvcError('request.invalid', 'Last-Event-ID must be a chat event id ({session}-{seq})');
-    if (sessionId !== undefined && cursor.sessionId !== sessionId) throw new SvcError('request.invalid', `Last-Event-ID belongs to session ${cursor.sessionId}, not ${sessionId}`);
+    if (sessionId !== undefined && cursor.sessionId !== sessionId)
+      throw new SvcError('request.invalid', `Last-Event-ID belongs to session ${cursor.sessionId}, not ${sessionId}`);
     out.resume = cursor;
   }
   return out;

@@ -84,7 +84,10 @@ export class WsHub {
   readonly #onSlow: () => void;
   readonly #conns = new Map<number, ConnState>();
   readonly #status = new StatusMessages({
-    listening: (agentId) => (this.#publisher?.subscriberCount(wsTopic('status', agentId)) ?? 0) + (this.#publisher?.subscriberCount(wsTopic('status', '*')) ?? 0) > 0,
+    listening: (agentId) =>
+      (this.#publisher?.subscriberCount(wsTopic('status', agentId)) ?? 0) +
+        (this.#publisher?.subscriberCount(wsTopic('status', '*')) ?? 0) >
+      0,
     publish: (agentId, bytes) => {
       this.#publisher?.publish(wsTopic('status', agentId), bytes);
       this.#publisher?.publish(wsTopic('status', '*'), bytes);
@@ -169,7 +172,8 @@ export class WsHub {
     } catch {
       return this.#error(conn, 'expected a JSON object with a string type field');
     }
-    if (typeof msg !== 'object' || msg === null || Array.isArray(msg)) return this.#error(conn, 'expected a JSON object with a string type field');
+    if (typeof msg !== 'object' || msg === null || Array.isArray(msg))
+      return this.#error(conn, 'expected a JSON object with a string type field');
     const m = msg as Record<string, unknown>;
     switch (m['type']) {
       case 'subscribe':
@@ -181,21 +185,34 @@ export class WsHub {
         conn.send(JSON.stringify({ type: 'pong', timestamp: Date.now() }));
         return;
       default:
-        return this.#error(conn, typeof m['type'] === 'string' ? `unknown message type: ${m['type'].slice(0, 100)}` : 'expected a JSON object with a string type field');
+        return this.#error(
+          conn,
+          typeof m['type'] === 'string'
+            ? `unknown message type: ${m['type'].slice(0, 100)}`
+            : 'expected a JSON object with a string type field',
+        );
     }
   }
 
   #subscription(st: ConnState, m: Record<string, unknown>, type: 'subscribe' | 'unsubscribe'): void {
     const agentId = m['agent_id'];
-    if (typeof agentId !== 'string' || !kIdPattern.test(agentId)) return this.#error(st.conn, 'agent_id must be an agent id (1-256 characters) or *');
+    if (typeof agentId !== 'string' || !kIdPattern.test(agentId))
+      return this.#error(st.conn, 'agent_id must be an agent id (1-256 characters) or *');
     let channels: WsChannel[] = [...CHANNELS];
     if (m['channels'] !== undefined) {
       const c = m['channels'];
-      if (!Array.isArray(c) || c.length === 0 || !c.every((x) => CHANNELS.includes(x as WsChannel))) return this.#error(st.conn, 'channels must be a non-empty array of output, status');
+      if (!Array.isArray(c) || c.length === 0 || !c.every((x) => CHANNELS.includes(x as WsChannel)))
+        return this.#error(st.conn, 'channels must be a non-empty array of output, status');
       channels = [...new Set(c as WsChannel[])];
     }
     for (const ch of channels) {
-      if (type === 'subscribe' && agentId !== '*' && !st.all[ch] && st.agents[ch].size >= kMaxAgentSubscriptions && !st.agents[ch].has(agentId)) {
+      if (
+        type === 'subscribe' &&
+        agentId !== '*' &&
+        !st.all[ch] &&
+        st.agents[ch].size >= kMaxAgentSubscriptions &&
+        !st.agents[ch].has(agentId)
+      ) {
         return this.#error(st.conn, `at most ${kMaxAgentSubscriptions} agents per channel; subscribe to * instead`);
       }
     }
@@ -256,7 +273,14 @@ export class WsHub {
     if (role !== 'controller' && role !== 'observer') return this.#error(conn, 'join_session role must be controller or observer');
     const handler = this.#joinSession;
     if (handler === undefined) {
-      conn.send(JSON.stringify({ type: 'error', code: 'session.not_found', session_id: sessionId, message: `no session ${sessionId} on this listener; interactive terminals are served over pty-ws.v1 (pty_ws_url of the session)` }));
+      conn.send(
+        JSON.stringify({
+          type: 'error',
+          code: 'session.not_found',
+          session_id: sessionId,
+          message: `no session ${sessionId} on this listener; interactive terminals are served over pty-ws.v1 (pty_ws_url of the session)`,
+        }),
+      );
       return;
     }
     Promise.resolve()
@@ -267,7 +291,8 @@ export class WsHub {
         },
         (err: unknown) => {
           this.#log.warn({ err: errorMessage(err), sessionId }, 'join_session failed');
-          if (!conn.closed) conn.send(JSON.stringify({ type: 'error', code: 'server.internal', session_id: sessionId, message: 'join_session failed' }));
+          if (!conn.closed)
+            conn.send(JSON.stringify({ type: 'error', code: 'server.internal', session_id: sessionId, message: 'join_session failed' }));
         },
       );
   }

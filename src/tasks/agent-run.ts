@@ -98,7 +98,13 @@ export async function runAgentCommand(commands: CommandStarter, o: AgentRunOptio
   const result: CommandResultFrame | null = first === 'aborted' ? await kill() : first;
   if (result === null) {
     cmd.detach();
-    return { exitCode: -1, error: `the agent sent no result within ${Math.round((graceMs + RESULT_AFTER_KILL_MS) / 1000)} s of SIGTERM/SIGKILL`, timedOutBy: '', killed, resultReceived: false };
+    return {
+      exitCode: -1,
+      error: `the agent sent no result within ${Math.round((graceMs + RESULT_AFTER_KILL_MS) / 1000)} s of SIGTERM/SIGKILL`,
+      timedOutBy: '',
+      killed,
+      resultReceived: false,
+    };
   }
   return { exitCode: result.exit_code, error: result.error, timedOutBy: result.timed_out_by, killed, resultReceived: true };
 }

@@ -93,7 +93,13 @@ export async function collectArtifacts(outboxDir: string, opts: CollectOptions):
     opts.signal?.throwIfAborted();
     const hashed = await hashFileJob(opts.jobs, join(outboxDir, name), opts.signal);
     if (hashed === null) continue; // replaced or removed while listing
-    out.push({ name, path: `${prefix}/${name}`, size_bytes: hashed.sizeBytes, content_type: contentTypeFor(name), checksum: hashed.sha256 });
+    out.push({
+      name,
+      path: `${prefix}/${name}`,
+      size_bytes: hashed.sizeBytes,
+      content_type: contentTypeFor(name),
+      checksum: hashed.sha256,
+    });
   }
   return out;
 }

@@ -48,7 +48,17 @@ export function cloneSource(url: string): string {
 
 /** The argv after `git` (exported for tests and for the state message). */
 export function cloneArgs(url: string, branch: string | null, dir: string): string[] {
-  return ['-c', 'protocol.ext.allow=never', 'clone', '--depth', '1', ...(branch !== null ? ['--branch', branch] : []), '--', cloneSource(url), dir];
+  return [
+    '-c',
+    'protocol.ext.allow=never',
+    'clone',
+    '--depth',
+    '1',
+    ...(branch !== null ? ['--branch', branch] : []),
+    '--',
+    cloneSource(url),
+    dir,
+  ];
 }
 
 /**
@@ -61,7 +71,11 @@ export async function gitClone(opts: CloneOptions): Promise<CloneResult> {
   const git = opts.gitPath ?? 'git';
   const timeoutMs = opts.timeoutMs ?? DEFAULT_CLONE_TIMEOUT_MS;
   try {
-    await runGit(git, cloneArgs(opts.url, opts.branch, opts.dir), { timeoutMs, ...(opts.signal !== undefined ? { signal: opts.signal } : {}), what: 'git clone' });
+    await runGit(git, cloneArgs(opts.url, opts.branch, opts.dir), {
+      timeoutMs,
+      ...(opts.signal !== undefined ? { signal: opts.signal } : {}),
+      what: 'git clone',
+    });
   } catch (err) {
     await rm(opts.dir, { recursive: true, force: true }).catch(() => undefined);
     throw err;
@@ -99,7 +113,10 @@ function runGit(git: string, args: string[], o: { timeoutMs: number; signal?: Ab
         // Already gone.
       }
     };
-    const timer = setTimeout(() => kill(new SvcError('server.timeout', `${o.what} did not finish within ${Math.round(o.timeoutMs / 1000)} s; it was killed`)), o.timeoutMs);
+    const timer = setTimeout(
+      () => kill(new SvcError('server.timeout', `${o.what} did not finish within ${Math.round(o.timeoutMs / 1000)} s; it was killed`)),
+      o.timeoutMs,
+    );
     timer.unref();
     const onAbort = (): void => kill(o.signal?.reason instanceof Error ? o.signal.reason : new Error(`${o.what} aborted`));
     o.signal?.addEventListener('abort', onAbort, { once: true });
@@ -117,7 +134,12 @@ function runGit(git: string, args: string[], o: { timeoutMs: number; signal?: Ab
       else if (code === 0) resolve(out.text());
       else {
         const said = err.text().trim() || out.text().trim() || '(no output)';
-        reject(new SvcError('server.unavailable', `${o.what} failed (${code !== null ? `exit code ${code}` : `signal ${signal ?? '?'}`}): ${said}`));
+        reject(
+          new SvcError(
+            'server.unavailable',
+            `${o.what} failed (${code !== null ? `exit code ${code}` : `signal ${signal ?? '?'}`}): ${said}`,
+          ),
+        );
       }
     });
   });

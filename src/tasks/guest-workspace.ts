@@ -46,7 +46,8 @@ export interface TransferOptions {
 }
 
 /** The push script: $1 is the task id (checked by the caller's id rules: no shell in it). */
-const PUSH_SCRIPT = 'set -e; d="$PWD/tasks/$1"; rm -rf "$d"; mkdir -p "$d/workspace" "$d/outbox"; tar -x -C "$d/workspace"; printf "%s\\n" "$d"';
+const PUSH_SCRIPT =
+  'set -e; d="$PWD/tasks/$1"; rm -rf "$d"; mkdir -p "$d/workspace" "$d/outbox"; tar -x -C "$d/workspace"; printf "%s\\n" "$d"';
 
 /** Copies `hostWorkspace` into the guest; resolves with the guest's folders. */
 export async function pushWorkspace(commands: CommandStarter, hostWorkspace: string, o: TransferOptions): Promise<GuestDirs> {
@@ -72,7 +73,8 @@ export async function pushWorkspace(commands: CommandStarter, hostWorkspace: str
   const tarCode = await tarExit;
   const result = await run.result;
   if (tarCode !== 0) throw new Error(`tar of the workspace failed (${tarCode}): ${Buffer.concat(tarErr).toString().trim()}`);
-  if (result.exit_code !== 0) throw new Error(`copying the workspace into the guest failed (exit ${result.exit_code}): ${lastLine(stderr) || result.error}`);
+  if (result.exit_code !== 0)
+    throw new Error(`copying the workspace into the guest failed (exit ${result.exit_code}): ${lastLine(stderr) || result.error}`);
   const dir = Buffer.concat(stdout).toString('utf8').trim().split('\n').at(-1) ?? '';
   if (!dir.startsWith('/')) throw new Error(`the guest gave no task folder (stdout ${JSON.stringify(dir)})`);
   return { workspace: `${dir}/workspace`, outbox: `${dir}/outbox` };
@@ -83,7 +85,9 @@ export async function pushWorkspace(commands: CommandStarter, hostWorkspace: str
  * written and the entries skipped (links, devices).
  */
 export async function pullOutbox(
-  commands: CommandStarter, guestOutbox: string, hostOutbox: string,
+  commands: CommandStarter,
+  guestOutbox: string,
+  hostOutbox: string,
   o: TransferOptions & { maxBytes?: number; /** reads the archive on the job pool; without it, here */ jobs?: JobRunner },
 ): Promise<{ files: number; skipped: string[] }> {
   const maxBytes = o.maxBytes ?? DEFAULT_MAX_OUTBOX_BYTES;
@@ -93,7 +97,8 @@ export async function pullOutbox(
   const run = await startCollecting(commands, o, `${o.taskId}-pull`, 'tar', ['-c', '-C', guestOutbox, '.'], stdout, stderr, maxBytes);
   const result = await run.result;
   if (run.state.problem !== null) throw new Error(run.state.problem);
-  if (result.exit_code !== 0) throw new Error(`reading the guest's outbox failed (exit ${result.exit_code}): ${lastLine(stderr) || result.error}`);
+  if (result.exit_code !== 0)
+    throw new Error(`reading the guest's outbox failed (exit ${result.exit_code}): ${lastLine(stderr) || result.error}`);
   const contents = await readTarJob(o.jobs, stdout);
   await mkdir(hostOutbox, { recursive: true, mode: 0o700 });
   for (const f of contents.files) {
@@ -113,24 +118,39 @@ interface Collecting {
 }
 
 async function startCollecting(
-  commands: CommandStarter, o: TransferOptions, commandId: string, command: string, args: string[],
-  stdout: { push(data: Buffer): unknown }, stderr: Buffer[], maxBytes = Number.POSITIVE_INFINITY,
+  commands: CommandStarter,
+  o: TransferOptions,
+  commandId: string,
+  command: string,
+  args: string[],
+  stdout: { push(data: Buffer): unknown },
+  stderr: Buffer[],
+  maxBytes = Number.POSITIVE_INFINITY,
 ): Promise<Collecting> {
   let bytes = 0;
   const state: { problem: string | null } = { problem: null };
-  const cmd = await commands.start(o.agentId, { commandId, command, args, timeoutSeconds: Math.ceil((o.timeoutMs ?? DEFAULT_TRANSFER_TIMEOUT_MS) / 1000) + 5 }, {
-    output: (stream, data) => {
-      if (stream !== 'stdout') { stderr.push(data); return; }
-      bytes += data.length;
-      if (bytes > maxBytes) {
-        state.problem ??= `more than ${maxBytes} bytes`;
-        void cmd.signal(SIGKILL).catch(() => undefined);
-        return;
-      }
-      stdout.push(data);
+  const cmd = await commands.start(
+    o.agentId,
+    { commandId, command, args, timeoutSeconds: Math.ceil((o.timeoutMs ?? DEFAULT_TRANSFER_TIMEOUT_MS) / 1000) + 5 },
+    {
+      output: (stream, data) => {
+        if (stream !== 'stdout') {
+          stderr.push(data);
+          return;
+        }
+        bytes += data.length;
+        if (bytes > maxBytes) {
+          state.problem ??= `more than ${maxBytes} bytes`;
+          void cmd.signal(SIGKILL).catch(() => undefined);
+          return;
+        }
+        stdout.push(data);
+      },
+      gap: (g) => {
+        state.problem ??= `output was lost in transfer (${g.lost_bytes} bytes)`;
+      },
     },
-    gap: (g) => { state.problem ??= `output was lost in transfer (${g.lost_bytes} bytes)`; },
-  });
+  );
   const kill = (): Promise<void> => cmd.signal(SIGKILL).catch(() => undefined);
   const timeoutMs = o.timeoutMs ?? DEFAULT_TRANSFER_TIMEOUT_MS;
   const result = new Promise<CommandResultFrame>((resolve, reject) => {

@@ -81,7 +81,8 @@ export function loadManifestYaml(text: string): Record<string, unknown> {
     throw invalid(`${where}: ${first.message.split('\n')[0]?.slice(0, 200) ?? 'syntax error'}`);
   }
   const warning = doc.warnings[0];
-  if (warning !== undefined) throw invalid(`${lineCol(text, warning.pos[0])}: ${warning.message.split('\n')[0]?.slice(0, 200) ?? 'warning'}`);
+  if (warning !== undefined)
+    throw invalid(`${lineCol(text, warning.pos[0])}: ${warning.message.split('\n')[0]?.slice(0, 200) ?? 'warning'}`);
   if (doc.contents === null) throw invalid('the document is empty');
   if (!isMap(doc.contents)) throw invalid('the document root must be a mapping (name: …, repository: …)');
   checkTree(doc.contents, text);

@@ -119,7 +119,10 @@ function objectAt(v: unknown, path: string, shape: keyof typeof MANIFEST_KEYS): 
   const unknown = Object.keys(v).filter((k) => !allowed.includes(k));
   if (unknown.length > 0) {
     const named = unknown.slice(0, 10).map((k) => join(path, k.slice(0, 64)));
-    fail(named[0] ?? path, `unknown field${unknown.length > 1 ? `s ${named.join(', ')}${unknown.length > 10 ? ', …' : ''}` : ''} (allowed: ${allowed.join(', ')})`);
+    fail(
+      named[0] ?? path,
+      `unknown field${unknown.length > 1 ? `s ${named.join(', ')}${unknown.length > 10 ? ', …' : ''}` : ''} (allowed: ${allowed.join(', ')})`,
+    );
   }
   for (const k of MANIFEST_REQUIRED[shape] as readonly string[]) if (v[k] === undefined) fail(join(path, k), 'is required');
   return v;
@@ -168,8 +171,10 @@ export function validateManifest(input: unknown, defaults: ManifestDefaults = {}
   const meta = root['metadata'] === undefined ? {} : objectAt(root['metadata'], 'metadata', 'metadata');
   const nameHint = `1-128 of A-Z a-z 0-9 . _ -, starting with a letter or digit`;
   const topName = root['name'] === undefined ? undefined : stringAt(root['name'], 'name', { max: 128, re: NAME_RE, hint: nameHint });
-  const metaName = meta['name'] === undefined ? undefined : stringAt(meta['name'], 'metadata.name', { max: 128, re: NAME_RE, hint: nameHint });
-  if (topName !== undefined && metaName !== undefined && topName !== metaName) fail('name', 'differs from metadata.name (give one of them)');
+  const metaName =
+    meta['name'] === undefined ? undefined : stringAt(meta['name'], 'metadata.name', { max: 128, re: NAME_RE, hint: nameHint });
+  if (topName !== undefined && metaName !== undefined && topName !== metaName)
+    fail('name', 'differs from metadata.name (give one of them)');
   const name = topName ?? metaName ?? fail('name', 'is required (name or metadata.name)');
   const id = meta['id'] === undefined ? null : stringAt(meta['id'], 'metadata.id', { max: 128, re: NAME_RE, hint: nameHint });
   const labels = meta['labels'] === undefined ? {} : labelsAt(meta['labels'], 'metadata.labels');
@@ -181,7 +186,9 @@ export function validateManifest(input: unknown, defaults: ManifestDefaults = {}
     hint: 'an https://, http://, git://, ssh:// or file:// URL, git@host:path, or an absolute path; no spaces, no password',
   });
   const branch =
-    repo['branch'] === undefined ? null : stringAt(repo['branch'], 'repository.branch', { max: 255, re: BRANCH_RE, hint: 'a git branch name such as main or feature/x' });
+    repo['branch'] === undefined
+      ? null
+      : stringAt(repo['branch'], 'repository.branch', { max: 255, re: BRANCH_RE, hint: 'a git branch name such as main or feature/x' });
 
   const agent = root['agent'] === undefined ? {} : objectAt(root['agent'], 'agent', 'agent');
   const promptHint = `a non-blank string of at most ${MAX_PROMPT_CHARS} characters without NUL`;
@@ -196,24 +203,34 @@ export function validateManifest(input: unknown, defaults: ManifestDefaults = {}
     agent['model'] === undefined
       ? (defaults.model ?? MANIFEST_DEFAULTS.model)
       : stringAt(agent['model'], 'agent.model', { max: 128, re: MODEL_RE, hint: '1-128 of A-Z a-z 0-9 . _ : / @ -' });
-  const command = agent['command'] === undefined ? (defaults.command ?? MANIFEST_DEFAULTS.command) : commandAt(agent['command'], 'agent.command');
+  const command =
+    agent['command'] === undefined ? (defaults.command ?? MANIFEST_DEFAULTS.command) : commandAt(agent['command'], 'agent.command');
 
   const life = root['lifecycle'] === undefined ? {} : objectAt(root['lifecycle'], 'lifecycle', 'lifecycle');
   let timeoutMs = defaults.timeoutMs ?? (parseDuration(MANIFEST_DEFAULTS.timeout) as number);
   if (life['timeout'] !== undefined) {
-    const text = stringAt(life['timeout'], 'lifecycle.timeout', { max: 40, re: TIMEOUT_RE, hint: 'a duration such as 90s, 30m, 2h, 1h30m or 7d' });
+    const text = stringAt(life['timeout'], 'lifecycle.timeout', {
+      max: 40,
+      re: TIMEOUT_RE,
+      hint: 'a duration such as 90s, 30m, 2h, 1h30m or 7d',
+    });
     timeoutMs = parseDuration(text) ?? fail('lifecycle.timeout', 'is not a duration');
     if (timeoutMs < MIN_TIMEOUT_MS || timeoutMs > MAX_TIMEOUT_MS) fail('lifecycle.timeout', 'must be between 1s and 7d');
   }
   const action = life['failure_action'];
-  if (action !== undefined && !(FAILURE_ACTIONS as readonly unknown[]).includes(action)) fail('lifecycle.failure_action', `must be one of ${FAILURE_ACTIONS.join(', ')}`);
+  if (action !== undefined && !(FAILURE_ACTIONS as readonly unknown[]).includes(action))
+    fail('lifecycle.failure_action', `must be one of ${FAILURE_ACTIONS.join(', ')}`);
 
   const arts = root['artifacts'] === undefined ? {} : objectAt(root['artifacts'], 'artifacts', 'artifacts');
   const patterns =
     arts['patterns'] === undefined
       ? MANIFEST_DEFAULTS.artifactPatterns
       : arrayAt(arts['patterns'], 'artifacts.patterns', MAX_ARTIFACT_PATTERNS).map((p, i) =>
-          stringAt(p, `artifacts.patterns[${i}]`, { max: 256, re: ARTIFACT_PATTERN_RE, hint: 'a glob relative to the outbox, without .. or a leading /' }),
+          stringAt(p, `artifacts.patterns[${i}]`, {
+            max: 256,
+            re: ARTIFACT_PATTERN_RE,
+            hint: 'a glob relative to the outbox, without .. or a leading /',
+          }),
         );
 
   return deepFreeze({
@@ -223,7 +240,11 @@ export function validateManifest(input: unknown, defaults: ManifestDefaults = {}
     metadata: { id, labels },
     repository: { url, branch },
     agent: { prompt, model, command: [...command] },
-    lifecycle: { timeout: formatDuration(timeoutMs), timeoutMs, failureAction: (action as FailureAction | undefined) ?? MANIFEST_DEFAULTS.failureAction },
+    lifecycle: {
+      timeout: formatDuration(timeoutMs),
+      timeoutMs,
+      failureAction: (action as FailureAction | undefined) ?? MANIFEST_DEFAULTS.failureAction,
+    },
     artifacts: { patterns: [...patterns] },
   });
 }
@@ -252,9 +273,14 @@ function labelsAt(v: unknown, path: string): Record<string, string> {
 export function commandAt(v: unknown, path: string): string[] {
   const items = arrayAt(v, path, MAX_COMMAND_ARGS);
   const argv = items.map((a, i) =>
-    stringAt(a, `${path}[${i}]`, { max: MAX_COMMAND_ARG_CHARS, re: COMMAND_ARG_RE, hint: `an argv element of 1-${MAX_COMMAND_ARG_CHARS} characters without NUL` }),
+    stringAt(a, `${path}[${i}]`, {
+      max: MAX_COMMAND_ARG_CHARS,
+      re: COMMAND_ARG_RE,
+      hint: `an argv element of 1-${MAX_COMMAND_ARG_CHARS} characters without NUL`,
+    }),
   );
-  if (PLACEHOLDER_RE.test(argv[0] ?? '')) fail(`${path}[0]`, 'the program must be fixed: {prompt} and {model} are allowed in arguments only');
+  if (PLACEHOLDER_RE.test(argv[0] ?? ''))
+    fail(`${path}[0]`, 'the program must be fixed: {prompt} and {model} are allowed in arguments only');
   return argv;
 }
 

@@ -34,7 +34,14 @@ import { SvcError } from '../core/errors.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { StoredFile } from '../storage/safe-path.js';
 import type { Storage } from '../storage/storage.js';
-import { runAgentCommand, within, AGENT_BACKSTOP_SLACK_SECONDS, DEFAULT_KILL_GRACE_MS, RESULT_AFTER_KILL_MS, type CommandStarter } from './agent-run.js';
+import {
+  runAgentCommand,
+  within,
+  AGENT_BACKSTOP_SLACK_SECONDS,
+  DEFAULT_KILL_GRACE_MS,
+  RESULT_AFTER_KILL_MS,
+  type CommandStarter,
+} from './agent-run.js';
 import { collectArtifacts, globToRegExp, type ArtifactEntry } from './artifacts.js';
 import { gitClone, DEFAULT_CLONE_TIMEOUT_MS } from './git-clone.js';
 import { pullOutbox, pushWorkspace, type GuestDirs } from './guest-workspace.js';
@@ -144,9 +151,24 @@ export class TaskOrchestrator {
     }, manifest.lifecycle.timeoutMs);
     timer.unref();
     const ctx: TaskContext = {
-      id, manifest, dir, workspace: join(dir, 'workspace'), outbox: this.#o.storage.outboxDir(id),
-      log: new TaskLog({ path: join(dir, 'log.ndjson'), maxBytes: this.#o.logMaxBytes ?? DEFAULT_TASK_LOG_MAX_BYTES, onError: (err) => this.#error(err, id, 'task log write failed; the log is live-only now') }),
-      timer, vmName: null, createOperationId: null, artifacts: null, guest: null, commandEnded, endCommand, runner: Promise.resolve(),
+      id,
+      manifest,
+      dir,
+      workspace: join(dir, 'workspace'),
+      outbox: this.#o.storage.outboxDir(id),
+      log: new TaskLog({
+        path: join(dir, 'log.ndjson'),
+        maxBytes: this.#o.logMaxBytes ?? DEFAULT_TASK_LOG_MAX_BYTES,
+        onError: (err) => this.#error(err, id, 'task log write failed; the log is live-only now'),
+      }),
+      timer,
+      vmName: null,
+      createOperationId: null,
+      artifacts: null,
+      guest: null,
+      commandEnded,
+      endCommand,
+      runner: Promise.resolve(),
     };
     this.#tasks.set(id, ctx);
     ctx.log.appendEssential({ kind: 'state', from: null, to: 'pending', message: record.state_message, at: record.created_at });
@@ -207,7 +229,10 @@ export class TaskOrchestrator {
     this.#stopping = true;
     for (const ctx of this.#tasks.values()) this.store.fail(ctx.id, 'sandboxd is stopping; the task was abandoned');
     const runners = [...this.#tasks.values()].map((c) => c.runner);
-    const done = await within(Promise.all(runners).then(() => true), deadlineMs);
+    const done = await within(
+      Promise.all(runners).then(() => true),
+      deadlineMs,
+    );
     if (done === null) this.#log.warn({ deadlineMs }, 'task runners still cleaning up at shutdown');
     await Promise.all([...this.#tasks.values()].map((c) => c.log.close()));
   }
@@ -221,20 +246,39 @@ export class TaskOrchestrator {
       release = await this.#slots.acquire(signal);
       const branch = manifest.repository.branch;
       phase = 'staging';
-      if (!this.#move(id, 'pending', 'staging', `cloning ${manifest.repository.url}${branch !== null ? ` (branch ${branch})` : ''}`)) return;
+      if (!this.#move(id, 'pending', 'staging', `cloning ${manifest.repository.url}${branch !== null ? ` (branch ${branch})` : ''}`))
+        return;
       await mkdir(ctx.outbox, { recursive: true, mode: 0o700 });
       await mkdir(ctx.dir, { recursive: true, mode: 0o700 });
-      const clone = await gitClone({ url: manifest.repository.url, branch, dir: ctx.workspace, timeoutMs: this.#o.cloneTimeoutMs ?? DEFAULT_CLONE_TIMEOUT_MS, signal });
-      ctx.log.appendEssential({ kind: 'workspace', path: ctx.workspace, commit: clone.commit, clone_ms: clone.durationMs, outbox: ctx.outbox });
+      const clone = await gitClone({
+        url: manifest.repository.url,
+        branch,
+        dir: ctx.workspace,
+        timeoutMs: this.#o.cloneTimeoutMs ?? DEFAULT_CLONE_TIMEOUT_MS,
+        signal,
+      });
+      ctx.log.appendEssential({
+        kind: 'workspace',
+        path: ctx.workspace,
+        commit: clone.commit,
+        clone_ms: clone.durationMs,
+        outbox: ctx.outbox,
+      });
 
       phase = 'provisioning';
       const vm = taskVmName(id);
-      if (!this.#move(id, 'staging', 'provisioning', `workspace ready (commit ${clone.commit?.slice(0, 12) ?? 'unknown'}); creating VM ${vm}`)) return;
+      if (
+        !this.#move(id, 'staging', 'provisioning', `workspace ready (commit ${clone.commit?.slice(0, 12) ?? 'unknown'}); creating VM ${vm}`)
+      )
+        return;
       // Only a VM whose create was accepted is ours to delete later (a name already taken is not).
       ctx.createOperationId = await this.#o.vms.create(vm);
       ctx.vmName = vm;
       this.store.setVm(id, { name: vm, ip: null });
-      const { ip, guest } = await this.#o.vms.waitReady(vm, ctx.createOperationId, { timeoutMs: this.#o.provisionTimeoutMs ?? DEFAULT_PROVISION_TIMEOUT_MS, signal });
+      const { ip, guest } = await this.#o.vms.waitReady(vm, ctx.createOperationId, {
+        timeoutMs: this.#o.provisionTimeoutMs ?? DEFAULT_PROVISION_TIMEOUT_MS,
+        signal,
+      });
       this.store.setVm(id, { name: vm, ip: ip === '' ? null : ip });
       if (guest) {
         const t0 = Date.now();
@@ -247,13 +291,23 @@ export class TaskOrchestrator {
       const argv = buildArgv(manifest.agent.command, { prompt: manifest.agent.prompt, model: manifest.agent.model });
       if (!this.#move(id, 'ready', 'running', `running ${argv[0] ?? '?'} (model ${manifest.agent.model}) on ${vm}`)) return;
       const output = new TaskOutput(ctx.log, (p) => this.store.updateProgress(id, p));
-      const stopWatch = this.#o.vms.watchAgent(vm, this.#o.agentLostGraceMs ?? DEFAULT_AGENT_LOST_GRACE_MS, (why) => this.store.fail(id, `agent lost: ${why}`));
+      const stopWatch = this.#o.vms.watchAgent(vm, this.#o.agentLostGraceMs ?? DEFAULT_AGENT_LOST_GRACE_MS, (why) =>
+        this.store.fail(id, `agent lost: ${why}`),
+      );
       const remainingS = Math.ceil((Date.parse(this.store.require(id).created_at) + manifest.lifecycle.timeoutMs - Date.now()) / 1000);
       let outcome;
       try {
         outcome = await runAgentCommand(this.#o.commands, {
-          agentId: vm, commandId: id, argv, cwd: ctx.guest?.workspace ?? ctx.workspace, signal,
-          env: { SANDBOX_TASK_ID: id, SANDBOX_WORKSPACE: ctx.guest?.workspace ?? ctx.workspace, SANDBOX_OUTBOX: ctx.guest?.outbox ?? ctx.outbox },
+          agentId: vm,
+          commandId: id,
+          argv,
+          cwd: ctx.guest?.workspace ?? ctx.workspace,
+          signal,
+          env: {
+            SANDBOX_TASK_ID: id,
+            SANDBOX_WORKSPACE: ctx.guest?.workspace ?? ctx.workspace,
+            SANDBOX_OUTBOX: ctx.guest?.outbox ?? ctx.outbox,
+          },
           timeoutSeconds: Math.max(1, remainingS) + AGENT_BACKSTOP_SLACK_SECONDS,
           ...(this.#o.killGraceMs !== undefined ? { killGraceMs: this.#o.killGraceMs } : {}),
           onOutput: (stream, data) => output.output(stream, data),
@@ -264,7 +318,12 @@ export class TaskOrchestrator {
         output.end();
         ctx.endCommand();
       }
-      ctx.log.appendEssential({ kind: 'command_exited', exit_code: outcome.exitCode, killed: outcome.killed, timed_out_by: outcome.timedOutBy || null });
+      ctx.log.appendEssential({
+        kind: 'command_exited',
+        exit_code: outcome.exitCode,
+        killed: outcome.killed,
+        timed_out_by: outcome.timedOutBy || null,
+      });
       if (outcome.exitCode !== 0 || !outcome.resultReceived) {
         this.store.fail(id, describeFailure(outcome, manifest.lifecycle.timeout, output.lastStderrLine()), { exitCode: outcome.exitCode });
         return;
@@ -307,7 +366,9 @@ export class TaskOrchestrator {
     const preserve = state === 'failed_preserved';
     if (ctx.vmName !== null && !preserve) {
       const waitMs = this.#o.provisionTimeoutMs ?? DEFAULT_PROVISION_TIMEOUT_MS;
-      await this.#o.vms.release(ctx.vmName, ctx.createOperationId, waitMs).catch((err: unknown) => this.#error(err, ctx.id, `could not delete VM ${ctx.vmName}`));
+      await this.#o.vms
+        .release(ctx.vmName, ctx.createOperationId, waitMs)
+        .catch((err: unknown) => this.#error(err, ctx.id, `could not delete VM ${ctx.vmName}`));
     }
     if (!preserve && this.#o.keepWorkspaces !== true) await rm(ctx.workspace, { recursive: true, force: true });
     await ctx.log.close();
@@ -316,7 +377,12 @@ export class TaskOrchestrator {
 
   async #pullGuestOutbox(ctx: TaskContext, guest: GuestDirs, signal: AbortSignal): Promise<void> {
     if (ctx.vmName === null) return;
-    const pulled = await pullOutbox(this.#o.commands, guest.outbox, ctx.outbox, { agentId: ctx.vmName, taskId: ctx.id, signal, ...this.#jobs() });
+    const pulled = await pullOutbox(this.#o.commands, guest.outbox, ctx.outbox, {
+      agentId: ctx.vmName,
+      taskId: ctx.id,
+      signal,
+      ...this.#jobs(),
+    });
     ctx.log.appendEssential({ kind: 'guest_outbox', files: pulled.files, skipped: pulled.skipped });
   }
 
@@ -338,10 +404,17 @@ export class TaskOrchestrator {
     if (this.#stopping) throw new SvcError('task.no_capacity', 'sandboxd is shutting down and accepts no new tasks');
     const max = this.#o.maxPending ?? DEFAULT_MAX_PENDING_TASKS;
     if (this.#slots.waiting >= max) {
-      throw new SvcError('task.no_capacity', `${this.#slots.waiting} tasks are already waiting for one of ${this.#slots.max} task slots`, { retryAfterSeconds: 30 });
+      throw new SvcError('task.no_capacity', `${this.#slots.waiting} tasks are already waiting for one of ${this.#slots.max} task slots`, {
+        retryAfterSeconds: 30,
+      });
     }
     const cap = await this.#o.capacity();
-    if (!cap.ok) throw new SvcError('task.no_capacity', cap.reason, cap.retryAfterSeconds !== undefined ? { retryAfterSeconds: cap.retryAfterSeconds } : undefined);
+    if (!cap.ok)
+      throw new SvcError(
+        'task.no_capacity',
+        cap.reason,
+        cap.retryAfterSeconds !== undefined ? { retryAfterSeconds: cap.retryAfterSeconds } : undefined,
+      );
   }
 
   #onStateEvent(ev: TaskStateEvent): void {
@@ -351,7 +424,15 @@ export class TaskOrchestrator {
       vm_name: vm,
       // A task VM's agent id is the VM name.
       agent_id: vm,
-      details: { task_id: ev.task_id, name: ev.name, from: ev.from, to: ev.to, message: ev.message, exit_code: ev.exit_code, error: ev.error },
+      details: {
+        task_id: ev.task_id,
+        name: ev.name,
+        from: ev.from,
+        to: ev.to,
+        message: ev.message,
+        exit_code: ev.exit_code,
+        error: ev.error,
+      },
     });
     this.#tasks.get(ev.task_id)?.log.appendEssential({ kind: 'state', from: ev.from, to: ev.to, message: ev.message, at: ev.at });
     // Moves are logged by the task's state machine (task-state.ts); the creation is not a move.

@@ -71,19 +71,46 @@ export const TASK_SCHEMA = {
     error: { type: ['string', 'null'] },
     progress: PROGRESS_SCHEMA,
   },
-  required: ['id', 'name', 'state', 'state_message', 'created_at', 'started_at', 'state_changed_at', 'vm_name', 'vm_ip', 'exit_code', 'error', 'progress'],
+  required: [
+    'id',
+    'name',
+    'state',
+    'state_message',
+    'created_at',
+    'started_at',
+    'state_changed_at',
+    'vm_name',
+    'vm_ip',
+    'exit_code',
+    'error',
+    'progress',
+  ],
 };
 
-const LIST_SCHEMA = { type: 'object', properties: { tasks: { type: 'array', items: TASK_SCHEMA }, total_count: { type: 'integer' } }, required: ['tasks', 'total_count'] };
+const LIST_SCHEMA = {
+  type: 'object',
+  properties: { tasks: { type: 'array', items: TASK_SCHEMA }, total_count: { type: 'integer' } },
+  required: ['tasks', 'total_count'],
+};
 const SUBMIT_SCHEMA = {
   type: 'object',
   properties: { task_id: { type: 'string' }, accepted: { type: 'boolean' }, error: { type: ['string', 'null'] } },
   required: ['task_id', 'accepted', 'error'],
 };
-const CANCEL_SCHEMA = { type: 'object', properties: { success: { type: 'boolean' }, error: { type: ['string', 'null'] } }, required: ['success', 'error'] };
+const CANCEL_SCHEMA = {
+  type: 'object',
+  properties: { success: { type: 'boolean' }, error: { type: ['string', 'null'] } },
+  required: ['success', 'error'],
+};
 const ARTIFACT_SCHEMA = {
   type: 'object',
-  properties: { name: { type: 'string' }, path: { type: 'string' }, size_bytes: { type: 'integer' }, content_type: { type: 'string' }, checksum: { type: 'string' } },
+  properties: {
+    name: { type: 'string' },
+    path: { type: 'string' },
+    size_bytes: { type: 'integer' },
+    content_type: { type: 'string' },
+    checksum: { type: 'string' },
+  },
   required: ['name', 'path', 'size_bytes', 'content_type', 'checksum'],
 };
 const ARTIFACTS_SCHEMA = { type: 'object', properties: { artifacts: { type: 'array', items: ARTIFACT_SCHEMA } }, required: ['artifacts'] };
@@ -100,10 +127,12 @@ function cancelReason(body: unknown): string {
   if (typeof body !== 'object' || Array.isArray(body)) throw new SvcError('request.invalid', 'the body must be a JSON object {reason}');
   const rec = body as Record<string, unknown>;
   const unknown = Object.keys(rec).filter((k) => k !== 'reason');
-  if (unknown.length > 0) throw new SvcError('request.invalid', `unknown field ${JSON.stringify(unknown[0]?.slice(0, 40))} (send {reason})`);
+  if (unknown.length > 0)
+    throw new SvcError('request.invalid', `unknown field ${JSON.stringify(unknown[0]?.slice(0, 40))} (send {reason})`);
   const reason = rec['reason'] ?? '';
   if (typeof reason !== 'string') throw new SvcError('request.invalid', 'reason must be a string');
-  if (reason.length > MAX_CANCEL_REASON_CHARS) throw new SvcError('request.invalid', `reason must be at most ${MAX_CANCEL_REASON_CHARS} characters`);
+  if (reason.length > MAX_CANCEL_REASON_CHARS)
+    throw new SvcError('request.invalid', `reason must be at most ${MAX_CANCEL_REASON_CHARS} characters`);
   // Control characters would break log lines and SSE frames; they become spaces.
   let out = '';
   for (const ch of reason) out += ch < ' ' || ch === '\u007f' ? ' ' : ch;
@@ -116,7 +145,10 @@ export function registerTaskRoutes(router: Router, deps: { tasks: TaskOrchestrat
     method: 'POST',
     path: '/api/v1/tasks',
     responseSchema: SUBMIT_SCHEMA,
-    handler: async (req) => ({ status: 202, json: { task_id: await tasks.submit(req.body), accepted: true, error: null } satisfies TaskSubmitResult }),
+    handler: async (req) => ({
+      status: 202,
+      json: { task_id: await tasks.submit(req.body), accepted: true, error: null } satisfies TaskSubmitResult,
+    }),
   });
   router.add({
     method: 'GET',
@@ -161,7 +193,12 @@ export function registerTaskRoutes(router: Router, deps: { tasks: TaskOrchestrat
     path: '/api/v1/tasks/:id/artifacts/*',
     handler: async (req) => {
       const file = await tasks.artifactFile(taskId(req.params), req.params['*'] ?? '');
-      return { status: 200, headers: downloadHeaders(file.name, file.bytes.byteLength), body: file.bytes, contentType: contentTypeFor(file.name) };
+      return {
+        status: 200,
+        headers: downloadHeaders(file.name, file.bytes.byteLength),
+        body: file.bytes,
+        contentType: contentTypeFor(file.name),
+      };
     },
   });
 }

@@ -138,8 +138,14 @@ export function scanTar(bytes: Uint8Array, opts: { maxFiles?: number } = {}): Ta
     const data = archive.subarray(dataStart, dataEnd);
     at = dataStart + Math.ceil(size / BLOCK) * BLOCK;
 
-    if (type === 'L') { longName = cString(data, 0, data.length); continue; }
-    if (type === 'x') { pax = paxRecords(data); continue; }
+    if (type === 'L') {
+      longName = cString(data, 0, data.length);
+      continue;
+    }
+    if (type === 'x') {
+      pax = paxRecords(data);
+      continue;
+    }
     if (type === 'g' || type === 'K') continue; // global pax header, long link target: nothing we use
     const magic = header.subarray(257, 262).toString('latin1');
     const prefix = magic === 'ustar' ? cString(header, 345, 155) : '';

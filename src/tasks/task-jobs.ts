@@ -58,7 +58,10 @@ export async function readTarJob(runner: JobRunner | undefined, bytes: ByteSlabs
   const { archive, index } =
     runner === undefined
       ? scanParts(args)
-      : ((await runner.run('tasks.scanTar', args, { transfer: parts.map((p) => p.buffer as ArrayBuffer) })) as { archive: Uint8Array; index: TarIndex });
+      : ((await runner.run('tasks.scanTar', args, { transfer: parts.map((p) => p.buffer as ArrayBuffer) })) as {
+          archive: Uint8Array;
+          index: TarIndex;
+        });
   const whole = Buffer.from(archive.buffer, archive.byteOffset, archive.byteLength);
   return { files: index.entries.map((e) => ({ name: e.name, data: whole.subarray(e.start, e.end) })), skipped: index.skipped };
 }

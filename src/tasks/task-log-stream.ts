@@ -38,7 +38,11 @@ export function parseLastEventId(header: string | undefined): number {
 
 /** The task log's slow-consumer frame: resume with Last-Event-ID = resume_after. */
 function slowLogFrame(cursor: string | undefined): string {
-  const hint = { kind: 'slow_subscriber', resume_after: cursor === undefined ? null : Number(cursor), message: 'the client fell behind; reconnect with Last-Event-ID to resume' };
+  const hint = {
+    kind: 'slow_subscriber',
+    resume_after: cursor === undefined ? null : Number(cursor),
+    message: 'the client fell behind; reconnect with Last-Event-ID to resume',
+  };
   return sseFrame({ event: 'event', data: JSON.stringify(hint) });
 }
 
@@ -123,7 +127,8 @@ function parseRecord(line: string): TaskLogRecord | null {
   if (line === '') return null;
   try {
     const v = JSON.parse(line) as Partial<TaskLogRecord>;
-    if (typeof v.seq === 'number' && typeof v.event === 'string' && typeof v.data === 'string') return { seq: v.seq, event: v.event, data: v.data };
+    if (typeof v.seq === 'number' && typeof v.event === 'string' && typeof v.data === 'string')
+      return { seq: v.seq, event: v.event, data: v.data };
   } catch {
     // A torn or foreign line: skipped.
   }

@@ -107,7 +107,14 @@ export class TaskLog {
     if (this.#truncated) return null;
     if (this.#acceptedBytes + Buffer.byteLength(data) + 48 > this.#maxBytes) {
       this.#truncated = true;
-      this.#add('event', JSON.stringify({ kind: 'truncated', max_bytes: this.#maxBytes, message: `the task log reached ${this.#maxBytes} bytes; later output is not kept` }));
+      this.#add(
+        'event',
+        JSON.stringify({
+          kind: 'truncated',
+          max_bytes: this.#maxBytes,
+          message: `the task log reached ${this.#maxBytes} bytes; later output is not kept`,
+        }),
+      );
       return null;
     }
     return this.#add(event, data);

@@ -45,7 +45,13 @@ export class TaskOutput {
   }
 
   gap(gap: CommandGapFrame): void {
-    this.#log.appendEssential({ kind: 'gap', first_seq: gap.first_seq, last_seq: gap.last_seq, lost_bytes: gap.lost_bytes, reason: gap.reason });
+    this.#log.appendEssential({
+      kind: 'gap',
+      first_seq: gap.first_seq,
+      last_seq: gap.last_seq,
+      lost_bytes: gap.lost_bytes,
+      reason: gap.reason,
+    });
   }
 
   /** The output ended: flush partial characters and a last unterminated stream-json line. */
@@ -60,7 +66,10 @@ export class TaskOutput {
 
   /** The last non-empty stderr line (at most 300 characters), or ''. */
   lastStderrLine(): string {
-    const lines = this.#stderrTail.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+    const lines = this.#stderrTail
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '');
     const last = lines.at(-1) ?? '';
     return last.length > 300 ? `${last.slice(0, 299)}…` : last;
   }
@@ -71,9 +80,13 @@ export class TaskOutput {
  * `timeoutText` is the manifest's lifecycle.timeout, e.g. `30m`.
  */
 export function describeFailure(o: AgentRunOutcome, timeoutText: string, lastStderr: string): string {
-  if (o.timedOutBy === 'timeout_seconds') return `lifecycle.timeout (${timeoutText}) expired (enforced by the agent); the process group was killed`;
+  if (o.timedOutBy === 'timeout_seconds')
+    return `lifecycle.timeout (${timeoutText}) expired (enforced by the agent); the process group was killed`;
   if (!o.resultReceived) return `the coding agent's result was lost: ${o.error}`;
   if (o.exitCode === -1) return `the coding agent could not run: ${o.error || 'no reason given'}`;
-  const why = o.exitCode > 128 && o.exitCode < 128 + 65 ? `was killed by signal ${o.exitCode - 128} (exit code ${o.exitCode})` : `exited with code ${o.exitCode}`;
+  const why =
+    o.exitCode > 128 && o.exitCode < 128 + 65
+      ? `was killed by signal ${o.exitCode - 128} (exit code ${o.exitCode})`
+      : `exited with code ${o.exitCode}`;
   return `the coding agent ${why}${lastStderr !== '' ? `: ${lastStderr}` : ''}`;
 }

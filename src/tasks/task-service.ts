@@ -39,8 +39,23 @@ export const DEFAULT_TASK_STOP_DEADLINE_MS = 10_000;
 /** How long one hypervisor health answer is reused by the capacity check (ms). */
 const CAPACITY_CACHE_MS = 1000;
 
-export interface TaskServiceOptions
-  extends Pick<OrchestratorOptions, 'logger' | 'metrics' | 'events' | 'stateDir' | 'maxConcurrent' | 'maxPending' | 'retention' | 'cloneTimeoutMs' | 'provisionTimeoutMs' | 'killGraceMs' | 'agentLostGraceMs' | 'logMaxBytes' | 'keepWorkspaces' | 'jobs'> {
+export interface TaskServiceOptions extends Pick<
+  OrchestratorOptions,
+  | 'logger'
+  | 'metrics'
+  | 'events'
+  | 'stateDir'
+  | 'maxConcurrent'
+  | 'maxPending'
+  | 'retention'
+  | 'cloneTimeoutMs'
+  | 'provisionTimeoutMs'
+  | 'killGraceMs'
+  | 'agentLostGraceMs'
+  | 'logMaxBytes'
+  | 'keepWorkspaces'
+  | 'jobs'
+> {
   readonly storage: Pick<Storage, 'outboxDir' | 'download'>;
   /** The VM service (`api` and `operations`). */
   readonly vms: TaskVmBackend;

@@ -43,8 +43,16 @@ export const TASK_TRANSITIONS: TransitionTable<TaskState> = {
 
 /** What triggers each move (the README's table is generated from this and TASK_TRANSITIONS). */
 export const TASK_TRANSITION_TRIGGERS: Partial<Record<TaskState, Partial<Record<TaskState, string>>>> = {
-  pending: { staging: 'the orchestrator picks the task up', failed: 'lifecycle.timeout while waiting, or the orchestrator stops', cancelled: 'DELETE /api/v1/tasks/{id}' },
-  staging: { provisioning: 'workspace prepared (shallow git clone at the branch)', failed: 'clone or workspace error', cancelled: 'DELETE' },
+  pending: {
+    staging: 'the orchestrator picks the task up',
+    failed: 'lifecycle.timeout while waiting, or the orchestrator stops',
+    cancelled: 'DELETE /api/v1/tasks/{id}',
+  },
+  staging: {
+    provisioning: 'workspace prepared (shallow git clone at the branch)',
+    failed: 'clone or workspace error',
+    cancelled: 'DELETE',
+  },
   provisioning: { ready: 'a VM is running and its agent is connected', failed: 'no VM or agent within the deadline', cancelled: 'DELETE' },
   ready: { running: 'the coding agent command starts', failed: 'the command cannot be started', cancelled: 'DELETE' },
   running: {
@@ -211,8 +219,18 @@ export class TaskLifecycle {
     if (to === 'failed_preserved' && canTransition(from, to) && this.#opts.failureAction !== 'preserve') {
       throw new TaskTransitionError(task.id, from, to, 'the manifest does not set failure_action: preserve');
     }
-    if (!this.#machine.transition([from], to, TASK_CAUSES[to], { message: clip(message), ...(task.vm_name !== null ? { vm: task.vm_name } : {}) })) {
-      throw new TaskTransitionError(task.id, from, to, from === to ? `already ${to}` : isTerminal(from) ? `${from} is terminal` : 'not in the table');
+    if (
+      !this.#machine.transition([from], to, TASK_CAUSES[to], {
+        message: clip(message),
+        ...(task.vm_name !== null ? { vm: task.vm_name } : {}),
+      })
+    ) {
+      throw new TaskTransitionError(
+        task.id,
+        from,
+        to,
+        from === to ? `already ${to}` : isTerminal(from) ? `${from} is terminal` : 'not in the table',
+      );
     }
     const at = (this.#opts.now ?? (() => new Date()))().toISOString();
     task.state = to;
@@ -222,7 +240,16 @@ export class TaskLifecycle {
     if (move.exitCode !== undefined) task.exit_code = move.exitCode;
     if (move.error !== undefined) task.error = move.error === null ? null : clip(move.error);
     else if (to === 'failed' || to === 'failed_preserved') task.error = clip(message);
-    const event: TaskStateEvent = { task_id: task.id, name: task.name, from, to, message: task.state_message, at, exit_code: task.exit_code, error: task.error };
+    const event: TaskStateEvent = {
+      task_id: task.id,
+      name: task.name,
+      from,
+      to,
+      message: task.state_message,
+      at,
+      exit_code: task.exit_code,
+      error: task.error,
+    };
     this.#opts.emit(event);
     return event;
   }

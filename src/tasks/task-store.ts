@@ -56,7 +56,10 @@ export function parseStateFilter(text: string): ReadonlySet<TaskState> {
   for (const part of text.split(',')) {
     const s = part.trim();
     if (!isTaskState(s)) {
-      throw new SvcError('request.invalid', `query parameter state: ${JSON.stringify(s.slice(0, 40))} is not a task state (one of ${TASK_STATES.join(', ')})`);
+      throw new SvcError(
+        'request.invalid',
+        `query parameter state: ${JSON.stringify(s.slice(0, 40))} is not a task state (one of ${TASK_STATES.join(', ')})`,
+      );
     }
     out.add(s);
   }
@@ -66,7 +69,8 @@ export function parseStateFilter(text: string): ReadonlySet<TaskState> {
 /** state, limit (1–1000, default 50) and offset (≥ 0, default 0) from a query string. */
 export function parseTaskListQuery(query: URLSearchParams): TaskListQuery {
   const states = query.getAll('state');
-  if (states.length > 1) throw new SvcError('request.invalid', 'query parameter state is given more than once (use a comma-separated list)');
+  if (states.length > 1)
+    throw new SvcError('request.invalid', 'query parameter state is given more than once (use a comma-separated list)');
   const limit = parseIntParam(query, 'limit', { min: 1, max: TASK_LIST_MAX_LIMIT, default: TASK_LIST_DEFAULT_LIMIT });
   const offset = parseIntParam(query, 'offset', { min: 0, default: 0 });
   const first = states[0];
@@ -123,7 +127,16 @@ export class TaskStore {
     });
     this.#tasks.set(id, { record, life, manifest, abort: new AbortController() });
     this.#opts.metrics?.tasksByState.inc({ state: 'pending' });
-    this.#emit({ task_id: id, name: record.name, from: null, to: 'pending', message: record.state_message, at: record.created_at, exit_code: null, error: null });
+    this.#emit({
+      task_id: id,
+      name: record.name,
+      from: null,
+      to: 'pending',
+      message: record.state_message,
+      at: record.created_at,
+      exit_code: null,
+      error: null,
+    });
     return snapshot(record);
   }
 

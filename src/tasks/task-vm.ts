@@ -26,7 +26,9 @@ export interface TaskVmBackend {
 /** The agents registry as tasks read it (AgentRegistry has it). */
 export interface AgentReadiness {
   get(agentId: string): { readonly status: string; readonly instance_id: string } | undefined;
-  subscribe(listener: (change: { kind: 'updated'; agent: { id: string; status: string } } | { kind: 'removed'; agentId: string }) => void): () => void;
+  subscribe(
+    listener: (change: { kind: 'updated'; agent: { id: string; status: string } } | { kind: 'removed'; agentId: string }) => void,
+  ): () => void;
 }
 
 /** Size of a task VM. */
@@ -63,8 +65,15 @@ export class TaskVms {
   /** Queues the create operation; resolves with its id. Rejects like POST /api/v1/vms (VM_ALREADY_EXISTS, HYPERVISOR_UNAVAILABLE, …). */
   async create(name: string): Promise<string> {
     const req: CreateVmRequest = {
-      name, profile: this.#spec.profile, vcpus: this.#spec.vcpus, memoryMiB: this.#spec.memoryMiB, diskGiB: this.#spec.diskGiB,
-      agentshare: true, start: true, sshKeys: [], warnings: [],
+      name,
+      profile: this.#spec.profile,
+      vcpus: this.#spec.vcpus,
+      memoryMiB: this.#spec.memoryMiB,
+      diskGiB: this.#spec.diskGiB,
+      agentshare: true,
+      start: true,
+      sshKeys: [],
+      warnings: [],
     };
     const accepted = await this.#vms.api.create(req);
     return accepted.operation.id;
@@ -76,11 +85,18 @@ export class TaskVms {
    * as a local process on this host (the test driver), which decides how the workspace gets there. Rejects with the operation's error, `server.timeout` naming what
    * it waited for, or the signal's reason.
    */
-  async waitReady(name: string, operationId: string, opts: { timeoutMs: number; signal: AbortSignal }): Promise<{ ip: string; guest: boolean }> {
+  async waitReady(
+    name: string,
+    operationId: string,
+    opts: { timeoutMs: number; signal: AbortSignal },
+  ): Promise<{ ip: string; guest: boolean }> {
     const deadline = Date.now() + opts.timeoutMs;
     const op = await this.#vms.operations.waitFor(operationId, { timeoutMs: opts.timeoutMs, signal: opts.signal });
     if (op.status === 'failed') {
-      throw new SvcError(isErrorCode(op.error_code) ? op.error_code : 'PROVISIONING_ERROR', `creating VM ${name} failed: ${op.error ?? 'no reason given'}`);
+      throw new SvcError(
+        isErrorCode(op.error_code) ? op.error_code : 'PROVISIONING_ERROR',
+        `creating VM ${name} failed: ${op.error ?? 'no reason given'}`,
+      );
     }
     const detail = await this.#vms.api.detail(name);
     await this.#waitAgent(name, detail.uuid, Math.max(0, deadline - Date.now()), opts.signal);
@@ -157,7 +173,12 @@ export class TaskVms {
       const onAbort = (): void => finish(signal.reason);
       const timer = setTimeout(() => {
         const a = this.#agents.get(name);
-        finish(new SvcError('server.timeout', `the agent of VM ${name} was not Ready within ${Math.round(timeoutMs / 1000)} s (${a === undefined ? 'never registered' : `status ${a.status}`})`));
+        finish(
+          new SvcError(
+            'server.timeout',
+            `the agent of VM ${name} was not Ready within ${Math.round(timeoutMs / 1000)} s (${a === undefined ? 'never registered' : `status ${a.status}`})`,
+          ),
+        );
       }, timeoutMs);
       timer.unref();
       const unsubscribe = this.#agents.subscribe(() => {

@@ -45,12 +45,18 @@ export interface CloudInitSeed {
 function unit(input: CloudInitInput): string {
   const args = [
     GUEST_AGENT_BIN,
-    '--server', input.server,
-    '--certs', GUEST_CERTS_DIR,
-    '--agent-id', input.vm,
-    '--instance-id', input.instanceId,
-    '--profile', input.profile,
-    '--work-dir', `/home/${GUEST_USER}/workspace`,
+    '--server',
+    input.server,
+    '--certs',
+    GUEST_CERTS_DIR,
+    '--agent-id',
+    input.vm,
+    '--instance-id',
+    input.instanceId,
+    '--profile',
+    input.profile,
+    '--work-dir',
+    `/home/${GUEST_USER}/workspace`,
     ...(input.tlsServerName !== undefined ? ['--tls-server-name', input.tlsServerName] : []),
   ];
   return [
@@ -74,7 +80,13 @@ function unit(input: CloudInitInput): string {
 /** Every value is checked here so it cannot break out of the unit's ExecStart line. */
 function checkInput(input: CloudInitInput): void {
   const plain = /^[A-Za-z0-9._:@[\]-]{1,255}$/;
-  for (const [k, v] of [['vm', input.vm], ['instanceId', input.instanceId], ['profile', input.profile], ['server', input.server], ['tlsServerName', input.tlsServerName]] as const) {
+  for (const [k, v] of [
+    ['vm', input.vm],
+    ['instanceId', input.instanceId],
+    ['profile', input.profile],
+    ['server', input.server],
+    ['tlsServerName', input.tlsServerName],
+  ] as const) {
     if (v !== undefined && !plain.test(v)) throw new RangeError(`cloud-init: ${k} has characters not allowed in a unit file`);
   }
   if (!/^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(input.macAddress)) throw new RangeError('cloud-init: bad MAC address');

@@ -29,7 +29,10 @@ export function vmsComponent(o: VmsComponentOptions = {}): Component {
       const { config } = ctx;
       const jobs = ctx.find('jobs');
       const agents = o.agents === undefined ? ctx.need('agents') : undefined;
-      const ca = o.caProvider === undefined ? await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain, ...(jobs !== undefined && { jobs }) }) : undefined;
+      const ca =
+        o.caProvider === undefined
+          ? await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain, ...(jobs !== undefined && { jobs }) })
+          : undefined;
       const vms = await startVmService({
         hypervisor: ctx.need('hypervisor'),
         actors: ctx.need('actors'),

@@ -33,7 +33,8 @@ export function parseCatalog(doc: unknown, source: string): ContainerImage[] {
     if (extra.length > 0) throw new Error(`${at} has unknown field(s) ${extra.join(', ')}`);
     const str = (k: string, min: number, max: number): string => {
       const v = e[k] ?? (min === 0 ? '' : undefined);
-      if (typeof v !== 'string' || v.length < min || v.length > max) throw new Error(`${at}.${k} must be a string of ${min}-${max} characters`);
+      if (typeof v !== 'string' || v.length < min || v.length > max)
+        throw new Error(`${at}.${k} must be a string of ${min}-${max} characters`);
       return v;
     };
     const img: ContainerImage = { ref: str('ref', 1, 512), label: str('label', 1, 128), description: str('description', 0, 1024) };

@@ -63,7 +63,13 @@ function objectBody(body: unknown, allowed: Set<string>, what: string): Record<s
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid(`${what} must be a JSON object`);
   const rec = body as Record<string, unknown>;
   const unknown = Object.keys(rec).filter((k) => !allowed.has(k));
-  if (unknown.length > 0) throw invalid(`unknown field(s): ${unknown.slice(0, 5).map((k) => k.slice(0, 40)).join(', ')}`);
+  if (unknown.length > 0)
+    throw invalid(
+      `unknown field(s): ${unknown
+        .slice(0, 5)
+        .map((k) => k.slice(0, 40))
+        .join(', ')}`,
+    );
   return rec;
 }
 
@@ -71,7 +77,8 @@ function intField(rec: Record<string, unknown>, field: keyof typeof LIMITS): num
   const v = rec[field];
   const lim = LIMITS[field];
   if (v === undefined) return lim.default;
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < lim.min || v > lim.max) throw invalid(`${field} must be an integer from ${lim.min} to ${lim.max}`);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < lim.min || v > lim.max)
+    throw invalid(`${field} must be an integer from ${lim.min} to ${lim.max}`);
   return v;
 }
 
@@ -92,7 +99,8 @@ export function checkVmName(name: unknown): string {
   return name;
 }
 
-const KEY_LINE_RE = /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521) ([A-Za-z0-9+/]+={0,2})(?: ([^\r\n]*))?$/;
+const KEY_LINE_RE =
+  /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521) ([A-Za-z0-9+/]+={0,2})(?: ([^\r\n]*))?$/;
 
 /** An OpenSSH public key line, normalised to `type base64 [comment]`; request.invalid otherwise. */
 export function parseSshPublicKey(raw: unknown): string {
@@ -118,7 +126,8 @@ export function parseCreateVm(body: unknown, opts: { directRuntimeSsh: boolean }
   const rec = objectBody(body, CREATE_FIELDS, 'the body');
   const name = checkVmName(rec['name']);
   const profile = rec['profile'] ?? 'svc-dev';
-  if (typeof profile !== 'string' || !(PROFILES as readonly string[]).includes(profile)) throw invalid(`profile must be one of ${PROFILES.join(', ')}`);
+  if (typeof profile !== 'string' || !(PROFILES as readonly string[]).includes(profile))
+    throw invalid(`profile must be one of ${PROFILES.join(', ')}`);
   const out: CreateVmRequest = {
     name,
     profile: profile as Profile,
@@ -133,7 +142,9 @@ export function parseCreateVm(body: unknown, opts: { directRuntimeSsh: boolean }
   if (rec['ssh_key'] !== undefined && rec['ssh_key'] !== null) {
     const key = parseSshPublicKey(rec['ssh_key']);
     if (out.profile === 'svc-dev' && !opts.directRuntimeSsh) {
-      out.warnings.push('ssh_key omitted: managed svc-dev VMs get no direct runtime SSH keys unless SVC_ENABLE_DIRECT_RUNTIME_SSH=1 (use gateway SSH leases)');
+      out.warnings.push(
+        'ssh_key omitted: managed svc-dev VMs get no direct runtime SSH keys unless SVC_ENABLE_DIRECT_RUNTIME_SSH=1 (use gateway SSH leases)',
+      );
     } else {
       out.sshKeys.push(key);
     }

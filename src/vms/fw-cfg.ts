@@ -32,8 +32,18 @@ export async function loadBootImage(baseImage: string | null): Promise<BootImage
   if (baseImage === null) return null;
   const dir = dirname(baseImage);
   try {
-    const m = JSON.parse(await readFile(join(dir, 'manifest.json'), 'utf8')) as { kind?: string; cmdline?: string; files?: { kernel?: string; initrd?: string; disk?: string } };
-    if ((m.kind !== 'minimal' && m.kind !== 'debian') || m.files?.kernel === undefined || m.files.initrd === undefined || m.cmdline === undefined) return null;
+    const m = JSON.parse(await readFile(join(dir, 'manifest.json'), 'utf8')) as {
+      kind?: string;
+      cmdline?: string;
+      files?: { kernel?: string; initrd?: string; disk?: string };
+    };
+    if (
+      (m.kind !== 'minimal' && m.kind !== 'debian') ||
+      m.files?.kernel === undefined ||
+      m.files.initrd === undefined ||
+      m.cmdline === undefined
+    )
+      return null;
     return { kernel: join(dir, m.files.kernel), initrd: join(dir, m.files.initrd), cmdline: m.cmdline, disk: baseImage };
   } catch {
     return null;
@@ -56,13 +66,20 @@ const SAFE = /^[A-Za-z0-9_.:/@+-]{1,253}$/;
 /** agent.env: SBX_* lines the guest's /init sources; every value is checked against a safe set so it cannot inject shell. */
 export function agentEnv(s: GuestSettings): string {
   const lines = {
-    SBX_SERVER: s.server, SBX_AGENT_ID: s.agentId, SBX_INSTANCE_ID: s.instanceId, SBX_PROFILE: s.profile,
-    SBX_HOSTNAME: s.hostname, SBX_IP: s.ipCidr, SBX_GW: s.gateway,
+    SBX_SERVER: s.server,
+    SBX_AGENT_ID: s.agentId,
+    SBX_INSTANCE_ID: s.instanceId,
+    SBX_PROFILE: s.profile,
+    SBX_HOSTNAME: s.hostname,
+    SBX_IP: s.ipCidr,
+    SBX_GW: s.gateway,
   };
-  return Object.entries(lines).map(([k, v]) => {
-    if (!SAFE.test(v)) throw new Error(`${k} has characters the guest cannot take: ${v.slice(0, 64)}`);
-    return `${k}=${v}\n`;
-  }).join('');
+  return Object.entries(lines)
+    .map(([k, v]) => {
+      if (!SAFE.test(v)) throw new Error(`${k} has characters the guest cannot take: ${v.slice(0, 64)}`);
+      return `${k}=${v}\n`;
+    })
+    .join('');
 }
 
 /** fw_cfg name → host file for a VM's folder. */
@@ -73,9 +90,18 @@ export function fwCfgFiles(fwDir: string): Record<string, string> {
 }
 
 /** Writes the fw_cfg files (0600, handed to libvirt-qemu when that user exists). */
-export async function writeFwCfg(fwDir: string, settings: GuestSettings, certs: { caPem: string; certPem: string; keyPem: string }): Promise<void> {
+export async function writeFwCfg(
+  fwDir: string,
+  settings: GuestSettings,
+  certs: { caPem: string; certPem: string; keyPem: string },
+): Promise<void> {
   await mkdir(fwDir, { recursive: true, mode: 0o700 });
-  const files: [string, string][] = [['agent.env', agentEnv(settings)], ['ca.pem', certs.caPem], ['agent.pem', certs.certPem], ['agent-key.pem', certs.keyPem]];
+  const files: [string, string][] = [
+    ['agent.env', agentEnv(settings)],
+    ['ca.pem', certs.caPem],
+    ['agent.pem', certs.certPem],
+    ['agent-key.pem', certs.keyPem],
+  ];
   for (const [name, data] of files) await writeFile(join(fwDir, name), data, { mode: 0o600 });
   const owner = await qemuUser();
   if (owner !== null) {

@@ -42,7 +42,15 @@ function padded(text: string, len: number): string {
 
 /** The 7-byte directory-record date (UTC). */
 function recordDate(d: Date): Buffer {
-  return Buffer.from([d.getUTCFullYear() - 1900, d.getUTCMonth() + 1, d.getUTCDate(), d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds(), 0]);
+  return Buffer.from([
+    d.getUTCFullYear() - 1900,
+    d.getUTCMonth() + 1,
+    d.getUTCDate(),
+    d.getUTCHours(),
+    d.getUTCMinutes(),
+    d.getUTCSeconds(),
+    0,
+  ]);
 }
 
 /** The 17-byte volume-descriptor date (UTC). */
@@ -73,7 +81,8 @@ export function buildIso9660(opts: { volumeId: string; files: readonly IsoFile[]
   const files = [...opts.files].sort((a, b) => (a.name.toUpperCase() < b.name.toUpperCase() ? -1 : 1));
   const names = new Set<string>();
   for (const f of files) {
-    if (!/^[A-Za-z0-9_-]{1,30}$/.test(f.name)) throw new RangeError(`file name ${JSON.stringify(f.name)} must be 1-30 characters of A-Z 0-9 _ -`);
+    if (!/^[A-Za-z0-9_-]{1,30}$/.test(f.name))
+      throw new RangeError(`file name ${JSON.stringify(f.name)} must be 1-30 characters of A-Z 0-9 _ -`);
     if (names.has(f.name.toUpperCase())) throw new RangeError(`duplicate file name ${f.name}`);
     names.add(f.name.toUpperCase());
   }

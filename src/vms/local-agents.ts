@@ -164,7 +164,11 @@ export class LocalAgentSupervisor {
     const entries = [...this.#entries.values()];
     this.#entries.clear();
     const graceMs = Math.min(this.#grace, opts.graceMs ?? this.#grace);
-    await this.#stopEntries(entries, entries.filter((e) => e.spec.endsWithServer).map((e) => e.spec.vmDir), graceMs);
+    await this.#stopEntries(
+      entries,
+      entries.filter((e) => e.spec.endsWithServer).map((e) => e.spec.vmDir),
+      graceMs,
+    );
   }
 
   /**
@@ -172,7 +176,10 @@ export class LocalAgentSupervisor {
    * these VMs (none of them runs any more, so nothing of theirs may either). Logs each one.
    */
   async reapLeftovers(vms: readonly Pick<LocalAgentSpec, 'vm' | 'vmDir' | 'pidPath'>[]): Promise<EndedVmProcesses> {
-    const result = await endVmProcesses(vms.map((v) => v.vmDir), { graceMs: this.#grace });
+    const result = await endVmProcesses(
+      vms.map((v) => v.vmDir),
+      { graceMs: this.#grace },
+    );
     // An agent of a build without the environment mark is still found by its pid file.
     await Promise.all(vms.map((v) => reapOrphan(v, this.#agentBin, this.#grace)));
     if (result.survivors.length === 0) await Promise.all(vms.map((v) => removeOutsideTmuxDir(v.vmDir)));
@@ -193,12 +200,18 @@ export class LocalAgentSupervisor {
     await rotateLog(spec.logPath);
     const args = [
       this.#agentBin,
-      '--server', this.serverAddress,
-      '--certs', spec.certsDir,
-      '--agent-id', spec.vm,
-      '--instance-id', spec.instanceId,
-      '--profile', spec.profile,
-      '--work-dir', spec.workDir,
+      '--server',
+      this.serverAddress,
+      '--certs',
+      spec.certsDir,
+      '--agent-id',
+      spec.vm,
+      '--instance-id',
+      spec.instanceId,
+      '--profile',
+      spec.profile,
+      '--work-dir',
+      spec.workDir,
     ];
     const labels = Object.entries(spec.labels ?? {}).filter(([k, v]) => !/[,=]/.test(k) && !/[,=]/.test(v));
     if (labels.length > 0) args.push('--labels', labels.map(([k, v]) => `${k}=${v}`).join(','));
@@ -211,7 +224,15 @@ export class LocalAgentSupervisor {
       closeSync(fd);
     }
     const entry: Entry = {
-      spec, child, argv: [nodePath, ...args], startedAtMs: Date.now(), exited: Promise.resolve(), lastExit: null, restarts, stopping: false, restartTimer: null,
+      spec,
+      child,
+      argv: [nodePath, ...args],
+      startedAtMs: Date.now(),
+      exited: Promise.resolve(),
+      lastExit: null,
+      restarts,
+      stopping: false,
+      restartTimer: null,
     };
     entry.exited = new Promise<void>((resolve) => {
       child.once('exit', (code, signal) => {
@@ -281,20 +302,31 @@ export class LocalAgentSupervisor {
 
   #logEnded(r: EndedVmProcesses, level: 'info' | 'warn', what: string): void {
     for (const p of r.ended) this.#opts.logger?.[level]({ vmDir: p.vmDir, pid: p.pid, cmdline: p.cmdline }, what);
-    for (const p of r.survivors) this.#opts.logger?.warn({ vmDir: p.vmDir, pid: p.pid, cmdline: p.cmdline }, 'a process of a local VM survived SIGKILL');
+    for (const p of r.survivors)
+      this.#opts.logger?.warn({ vmDir: p.vmDir, pid: p.pid, cmdline: p.cmdline }, 'a process of a local VM survived SIGKILL');
   }
 
   #info(e: Entry): LocalAgentInfo {
     return {
-      vm: e.spec.vm, pid: e.child.pid ?? -1, argv: e.argv, cwd: e.spec.workDir, logPath: e.spec.logPath,
-      startedAtMs: e.startedAtMs, running: e.lastExit === null, lastExit: e.lastExit, restarts: e.restarts,
+      vm: e.spec.vm,
+      pid: e.child.pid ?? -1,
+      argv: e.argv,
+      cwd: e.spec.workDir,
+      logPath: e.spec.logPath,
+      startedAtMs: e.startedAtMs,
+      running: e.lastExit === null,
+      lastExit: e.lastExit,
+      restarts: e.restarts,
     };
   }
 
   async #locked<T>(vm: string, fn: () => Promise<T>): Promise<T> {
     const prev = this.#locks.get(vm) ?? Promise.resolve();
     const run = prev.then(fn, fn);
-    const tail = run.then(() => undefined, () => undefined);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
     this.#locks.set(vm, tail);
     try {
       return await run;
@@ -354,7 +386,10 @@ function signal(pid: number, sig: NodeJS.Signals): void {
 }
 
 async function rotateLog(path: string): Promise<void> {
-  const size = await stat(path).then((s) => s.size, () => 0);
+  const size = await stat(path).then(
+    (s) => s.size,
+    () => 0,
+  );
   if (size > AGENT_LOG_ROTATE_BYTES) await rename(path, `${path}.1`);
 }
 

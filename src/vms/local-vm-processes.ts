@@ -92,7 +92,10 @@ export async function findVmProcesses(vmDirs: readonly string[], exclude: Readon
  * Ends every process marked with one of `vmDirs` (see the file comment). `exclude`: pids left to
  * someone else (the running agent, which sandboxd stops and reaps itself).
  */
-export async function endVmProcesses(vmDirs: readonly string[], opts: { graceMs: number; exclude?: ReadonlySet<number> }): Promise<EndedVmProcesses> {
+export async function endVmProcesses(
+  vmDirs: readonly string[],
+  opts: { graceMs: number; exclude?: ReadonlySet<number> },
+): Promise<EndedVmProcesses> {
   const ended: VmProcess[] = [];
   let left: VmProcess[] = [];
   for (let round = 0; round < kEndRounds; round++) {

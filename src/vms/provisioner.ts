@@ -77,7 +77,14 @@ export class Provisioner {
     }
   }
 
-  async #define(vm: string, c: CreateParams, paths: VmPaths, image: BootImage | null, ipAddress: string | null, signal: AbortSignal): Promise<StepResult> {
+  async #define(
+    vm: string,
+    c: CreateParams,
+    paths: VmPaths,
+    image: BootImage | null,
+    ipAddress: string | null,
+    signal: AbortSignal,
+  ): Promise<StepResult> {
     const info = await this.#o.hypervisor.define(
       {
         name: vm,
@@ -91,7 +98,10 @@ export class Provisioner {
           labels: { 'sandboxd/agentshare': String(c.agentshare), 'sandboxd/ssh-keys': String(c.sshKeys.length) },
           ...(ipAddress !== null ? { ipAddress } : {}),
         },
-        qemu: image !== null ? bootSpec(image, paths.disk, paths.fwCfg, this.#o.qemu.network, paths.console) : qemuSpecFor(paths, c.uuid, this.#o.qemu),
+        qemu:
+          image !== null
+            ? bootSpec(image, paths.disk, paths.fwCfg, this.#o.qemu.network, paths.console)
+            : qemuSpecFor(paths, c.uuid, this.#o.qemu),
       },
       { signal },
     );
@@ -100,7 +110,9 @@ export class Provisioner {
         await this.#qemuFiles(vm, info, c.diskGiB, c.sshKeys, c.uuid);
       } catch (err) {
         await this.#o.hypervisor.undefine(vm, { force: true }).catch(() => undefined);
-        throw err instanceof SvcError ? err : new SvcError('PROVISIONING_ERROR', `preparing the disk and seed of VM '${vm}' failed: ${(err as Error).message}`);
+        throw err instanceof SvcError
+          ? err
+          : new SvcError('PROVISIONING_ERROR', `preparing the disk and seed of VM '${vm}' failed: ${(err as Error).message}`);
       }
     }
     return { state: info.state, managed: true };
@@ -128,8 +140,16 @@ export class Provisioner {
     if (restart || !(await hasBundle(paths, instanceId))) await writeAgentBundle(paths.certs, await this.#o.caProvider(), { instanceId });
     const started = await this.#o.localAgents.start(
       {
-        vm, vmDir: paths.dir, endsWithServer: isInProcessTestUri(info.host), instanceId, profile: info.metadata.profile ?? 'basic',
-        labels: info.metadata.labels ?? {}, certsDir: paths.certs, workDir: paths.work, logPath: paths.agentLog, pidPath: paths.agentPid,
+        vm,
+        vmDir: paths.dir,
+        endsWithServer: isInProcessTestUri(info.host),
+        instanceId,
+        profile: info.metadata.profile ?? 'basic',
+        labels: info.metadata.labels ?? {},
+        certsDir: paths.certs,
+        workDir: paths.work,
+        logPath: paths.agentLog,
+        pidPath: paths.agentPid,
       },
       { restart },
     );
@@ -158,9 +178,18 @@ export class Provisioner {
         throw new SvcError('PROVISIONING_ERROR', `the agent of VM '${vm}' refused its configuration (exit code 2); see ${local.logPath}`);
       }
       if (Date.now() >= deadline) {
-        const proc = local === null ? 'no local agent process' : local.running ? `agent process ${local.pid} is running` : `agent process exited (${local.lastExit?.code ?? local.lastExit?.signal ?? 'unknown'})`;
+        const proc =
+          local === null
+            ? 'no local agent process'
+            : local.running
+              ? `agent process ${local.pid} is running`
+              : `agent process exited (${local.lastExit?.code ?? local.lastExit?.signal ?? 'unknown'})`;
         const where = local === null ? '' : `; see ${local.logPath}`;
-        throw new SvcError('PROVISIONING_ERROR', `timed out after ${Math.round(timeoutMs / 1000)} s waiting for the agent of VM '${vm}' to connect (${proc}${where})`, { vm, timeout_ms: timeoutMs });
+        throw new SvcError(
+          'PROVISIONING_ERROR',
+          `timed out after ${Math.round(timeoutMs / 1000)} s waiting for the agent of VM '${vm}' to connect (${proc}${where})`,
+          { vm, timeout_ms: timeoutMs },
+        );
       }
       await sleep(AGENT_POLL_MS, signal);
     }
@@ -195,19 +224,27 @@ export class Provisioner {
     const names = await readdir(join(this.#o.stateDir, 'vms')).catch(() => [] as string[]);
     if (names.length === 0) return { ended: [], survivors: [] };
     const down = (await this.#o.hypervisor.health()).hosts.filter((h) => isTestDriverUri(h.host) && h.status !== 'ok');
-    if (down.length > 0) throw new SvcError('HYPERVISOR_UNAVAILABLE', `test-driver host ${down.map((h) => h.host).join(', ')} did not answer: its running VMs are unknown`);
+    if (down.length > 0)
+      throw new SvcError(
+        'HYPERVISOR_UNAVAILABLE',
+        `test-driver host ${down.map((h) => h.host).join(', ')} did not answer: its running VMs are unknown`,
+      );
     const running = await this.#o.hypervisor.list({ states: ['running'] });
     const keep = new Set(running.filter((d) => isTestDriverUri(d.host) && d.metadata.instanceId !== undefined).map((d) => d.name));
-    const vms = names.filter((n) => !keep.has(n) && /^[A-Za-z0-9_.+-]{1,64}$/.test(n) && n !== '.' && n !== '..').map((vm) => {
-      const paths = this.paths(vm);
-      return { vm, vmDir: paths.dir, pidPath: paths.agentPid };
-    });
+    const vms = names
+      .filter((n) => !keep.has(n) && /^[A-Za-z0-9_.+-]{1,64}$/.test(n) && n !== '.' && n !== '..')
+      .map((vm) => {
+        const paths = this.paths(vm);
+        return { vm, vmDir: paths.dir, pidPath: paths.agentPid };
+      });
     return await this.#o.localAgents.reapLeftovers(vms);
   }
 
   /** At service start: starts the local agents of managed VMs already running on test-driver hosts. */
   async resumeRunningAgents(signal: AbortSignal): Promise<string[]> {
-    const running = (await this.#o.hypervisor.list({ states: ['running'] })).filter((d) => isTestDriverUri(d.host) && d.metadata.instanceId !== undefined);
+    const running = (await this.#o.hypervisor.list({ states: ['running'] })).filter(
+      (d) => isTestDriverUri(d.host) && d.metadata.instanceId !== undefined,
+    );
     const started: string[] = [];
     for (const d of running) {
       try {
@@ -258,20 +295,43 @@ export class Provisioner {
   async #qemuSeed(vm: string, info: DomainInfo, instanceId: string, cloudInitInstanceId: string): Promise<void> {
     const paths = this.paths(vm);
     const files = await writeAgentBundle(paths.certs, await this.#o.caProvider(), { instanceId });
-    const [caPem, certPem, keyPem] = await Promise.all([readFile(files.ca, 'utf8'), readFile(files.cert, 'utf8'), readFile(files.key, 'utf8')]);
-    if (await this.#bootImage() !== null) {
+    const [caPem, certPem, keyPem] = await Promise.all([
+      readFile(files.ca, 'utf8'),
+      readFile(files.cert, 'utf8'),
+      readFile(files.key, 'utf8'),
+    ]);
+    if ((await this.#bootImage()) !== null) {
       const ip = info.metadata.ipAddress ?? info.ipAddress;
       const gateway = hostOf(this.#o.qemu.agentServer);
       if (ip === null || ip === undefined) throw new SvcError('PROVISIONING_ERROR', `VM '${vm}' has no assigned address`);
-      await writeFwCfg(paths.fwCfg, {
-        server: this.#o.qemu.agentServer, agentId: vm, instanceId, profile: info.metadata.profile ?? 'basic', hostname: vm, ipCidr: `${ip}/24`, gateway,
-      }, { caPem, certPem, keyPem });
+      await writeFwCfg(
+        paths.fwCfg,
+        {
+          server: this.#o.qemu.agentServer,
+          agentId: vm,
+          instanceId,
+          profile: info.metadata.profile ?? 'basic',
+          hostname: vm,
+          ipCidr: `${ip}/24`,
+          gateway,
+        },
+        { caPem, certPem, keyPem },
+      );
       return;
     }
-    const sshKeys = await readFile(join(paths.cloudInit, 'ssh-keys'), 'utf8').then((t) => t.split('\n').filter((l) => l !== ''), () => []);
+    const sshKeys = await readFile(join(paths.cloudInit, 'ssh-keys'), 'utf8').then(
+      (t) => t.split('\n').filter((l) => l !== ''),
+      () => [],
+    );
     await writeSeed(paths, {
-      vm, instanceId, cloudInitInstanceId, profile: info.metadata.profile ?? 'basic', server: this.#o.qemu.agentServer,
-      certs: { caPem, certPem, keyPem }, sshKeys, macAddress: macFromName(vm),
+      vm,
+      instanceId,
+      cloudInitInstanceId,
+      profile: info.metadata.profile ?? 'basic',
+      server: this.#o.qemu.agentServer,
+      certs: { caPem, certPem, keyPem },
+      sshKeys,
+      macAddress: macFromName(vm),
     });
   }
 }
@@ -296,7 +356,10 @@ function hostOf(addr: string): string {
 }
 
 async function dirExists(path: string): Promise<boolean> {
-  return stat(path).then((s) => s.isDirectory(), () => false);
+  return stat(path).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

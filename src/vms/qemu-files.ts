@@ -44,7 +44,10 @@ export function vsockCidFor(uuid: string): number {
 /** The port's qemu device spec for a VM (ignored by test-driver hosts). */
 export function qemuSpecFor(paths: VmPaths, uuid: string, opts: Pick<QemuOptions, 'network'>): QemuDomainSpec {
   return {
-    disks: [{ path: paths.disk, format: 'qcow2' }, { path: paths.seed, format: 'raw', readOnly: true }],
+    disks: [
+      { path: paths.disk, format: 'qcow2' },
+      { path: paths.seed, format: 'raw', readOnly: true },
+    ],
     network: opts.network,
     vsockCid: vsockCidFor(uuid),
     serialLogPath: paths.console,
@@ -92,7 +95,10 @@ export async function writeSeed(paths: VmPaths, input: CloudInitInput): Promise<
 /** Creates the overlay disk. PROVISIONING_ERROR when no base image is configured or qemu-img fails. */
 export async function createOverlay(paths: VmPaths, diskGiB: number, opts: QemuOptions, timeoutMs: number): Promise<void> {
   if (opts.baseImage === null) {
-    throw new SvcError('PROVISIONING_ERROR', 'no base image is configured for qemu VMs (set SVC_VM_BASE_IMAGE to the disk.ext4 of `sandboxd image build`, or a qcow2 image with sandbox-agent installed)');
+    throw new SvcError(
+      'PROVISIONING_ERROR',
+      'no base image is configured for qemu VMs (set SVC_VM_BASE_IMAGE to the disk.ext4 of `sandboxd image build`, or a qcow2 image with sandbox-agent installed)',
+    );
   }
   // 0711: QEMU (user libvirt-qemu) must traverse to the overlay; nothing here is listable.
   await mkdir(paths.dir, { recursive: true, mode: 0o711 });
@@ -103,6 +109,9 @@ export async function createOverlay(paths: VmPaths, diskGiB: number, opts: QemuO
     await execFileAsync(opts.qemuImgPath ?? 'qemu-img', overlayArgs(opts.baseImage, paths.disk, diskGiB, minBytes), { timeout: timeoutMs });
   } catch (err) {
     const e = err as { stderr?: string; message?: string };
-    throw new SvcError('PROVISIONING_ERROR', `qemu-img could not create the overlay disk: ${(e.stderr ?? e.message ?? String(err)).trim().slice(0, 500)}`);
+    throw new SvcError(
+      'PROVISIONING_ERROR',
+      `qemu-img could not create the overlay disk: ${(e.stderr ?? e.message ?? String(err)).trim().slice(0, 500)}`,
+    );
   }
 }

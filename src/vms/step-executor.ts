@@ -44,7 +44,11 @@ export class StepExecutor {
         return { disks };
       }
       case 'purgeFiles':
-        return this.#prov.purge(vm, a['deleteDisk'] === true, Array.isArray(a['disks']) ? a['disks'].filter((d): d is string => typeof d === 'string') : []);
+        return this.#prov.purge(
+          vm,
+          a['deleteDisk'] === true,
+          Array.isArray(a['disks']) ? a['disks'].filter((d): d is string => typeof d === 'string') : [],
+        );
       case 'agentUp':
         return this.#prov.agentUp(vm, a['restart'] === true, signal);
       case 'agentDown':
@@ -63,7 +67,12 @@ export class StepExecutor {
     return stepResultOf(info);
   }
 
-  async #idempotent(vm: string, alreadyCode: 'VM_RUNNING' | 'VM_NOT_RUNNING', call: () => Promise<DomainInfo>, signal: AbortSignal): Promise<StepResult> {
+  async #idempotent(
+    vm: string,
+    alreadyCode: 'VM_RUNNING' | 'VM_NOT_RUNNING',
+    call: () => Promise<DomainInfo>,
+    signal: AbortSignal,
+  ): Promise<StepResult> {
     try {
       return { ...stepResultOf(await call()), already: false };
     } catch (err) {

@@ -37,7 +37,11 @@ export interface VmApi {
   deployAgent(name: string): Promise<OperationAccepted>;
 }
 
-const STATES_OF: Record<ListStateFilter, readonly VmState[] | undefined> = { running: ['running'], stopped: ['stopped', 'crashed'], all: undefined };
+const STATES_OF: Record<ListStateFilter, readonly VmState[] | undefined> = {
+  running: ['running'],
+  stopped: ['stopped', 'crashed'],
+  all: undefined,
+};
 
 export class VmController implements VmApi {
   readonly #hv: HypervisorPort;
@@ -70,8 +74,14 @@ export class VmController implements VmApi {
     const params: JobParams = {
       kind: 'create',
       create: {
-        uuid: randomUUID(), vcpus: req.vcpus, memoryMiB: req.memoryMiB, diskGiB: req.diskGiB, profile: req.profile,
-        agentshare: req.agentshare, start: req.start, sshKeys: req.sshKeys,
+        uuid: randomUUID(),
+        vcpus: req.vcpus,
+        memoryMiB: req.memoryMiB,
+        diskGiB: req.diskGiB,
+        profile: req.profile,
+        agentshare: req.agentshare,
+        start: req.start,
+        sshKeys: req.sshKeys,
       },
     };
     const env = await this.#accept(req.name, params);
@@ -133,14 +143,21 @@ export class VmController implements VmApi {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
-        () => reject(new SvcError('server.timeout', `${job.id} on VM '${name}' did not finish within ${this.#syncTimeoutMs} ms; it is still queued or running`)),
+        () =>
+          reject(
+            new SvcError(
+              'server.timeout',
+              `${job.id} on VM '${name}' did not finish within ${this.#syncTimeoutMs} ms; it is still queued or running`,
+            ),
+          ),
         this.#syncTimeoutMs,
       );
       timer.unref();
     });
     try {
       const final = await Promise.race([done, timeout]);
-      if (final.status === 'failed') throw final.error !== null ? fromWire(final.error) : new SvcError('server.internal', `${job.id} failed`);
+      if (final.status === 'failed')
+        throw final.error !== null ? fromWire(final.error) : new SvcError('server.internal', `${job.id} failed`);
       return final;
     } finally {
       clearTimeout(timer);

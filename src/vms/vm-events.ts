@@ -45,7 +45,13 @@ export class VmEventBridge {
   #unsubscribe: (() => void) | null = null;
   readonly #stopping = new AbortController();
 
-  constructor(opts: { hypervisor: HypervisorPort; events: EventSink; localAgents: LocalAgentSupervisor; provisioner: Provisioner; logger: Pick<Logger, 'warn'> }) {
+  constructor(opts: {
+    hypervisor: HypervisorPort;
+    events: EventSink;
+    localAgents: LocalAgentSupervisor;
+    provisioner: Provisioner;
+    logger: Pick<Logger, 'warn'>;
+  }) {
     this.#hv = opts.hypervisor;
     this.#events = opts.events;
     this.#agents = opts.localAgents;
@@ -73,10 +79,14 @@ export class VmEventBridge {
     if (e.source === 'sandboxd' || this.#stopping.signal.aborted) return;
     if (e.type === 'vm.stopped' || e.type === 'vm.crashed' || e.type === 'vm.undefined') {
       if (this.#agents.info(e.vmName)?.running === true) {
-        this.#agents.stop(e.vmName).catch((err: unknown) => this.#logger.warn({ vm: e.vmName, err }, 'could not stop the agent of a VM stopped outside sandboxd'));
+        this.#agents
+          .stop(e.vmName)
+          .catch((err: unknown) => this.#logger.warn({ vm: e.vmName, err }, 'could not stop the agent of a VM stopped outside sandboxd'));
       }
     } else if (e.type === 'vm.started' && isTestDriverUri(e.host)) {
-      this.#prov.agentUp(e.vmName, false, this.#stopping.signal).catch((err: unknown) => this.#logger.warn({ vm: e.vmName, err }, 'could not start the agent of a VM started outside sandboxd'));
+      this.#prov
+        .agentUp(e.vmName, false, this.#stopping.signal)
+        .catch((err: unknown) => this.#logger.warn({ vm: e.vmName, err }, 'could not start the agent of a VM started outside sandboxd'));
     }
   }
 }

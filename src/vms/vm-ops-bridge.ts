@@ -74,7 +74,11 @@ export class VmOpsBridge {
    * Submits a job. Resolves with the accepted job (pending) and `done`, which resolves with its
    * final snapshot; rejects with the actor's refusal (VM_BUSY, VM_NOT_FOUND, ...).
    */
-  async submit(vm: string, params: JobParams, observed: { exists: boolean; state: ObservedState | null }): Promise<{ job: JobSnapshot; done: Promise<JobSnapshot> }> {
+  async submit(
+    vm: string,
+    params: JobParams,
+    observed: { exists: boolean; state: ObservedState | null },
+  ): Promise<{ job: JobSnapshot; done: Promise<JobSnapshot> }> {
     if (this.#stopped) throw new SvcError('server.not_ready', 'the VM service is stopping');
     const jobId = publicTypeOf(params.kind) !== null ? newOperationId() : `job-${randomUUID()}`;
     const tracked: Tracked = { vm, last: null, createdAtMs: Date.now(), kind: params.kind, waiters: [] };
@@ -115,9 +119,19 @@ export class VmOpsBridge {
       if (!lostVms.has(t.vm)) continue;
       const base = t.last;
       this.#take({
-        id, type: t.kind, target: t.vm, status: 'failed', createdAtMs: base?.createdAtMs ?? t.createdAtMs, completedAtMs: Date.now(),
-        progressPercent: base?.progressPercent ?? 0, result: null, seq: (base?.seq ?? 1) + 1,
-        error: { code: 'actor.shard_restarted', message: `the worker shard running the operation queue of VM '${t.vm}' crashed; ${id} was abandoned (the VM may be half-changed: check its state)` },
+        id,
+        type: t.kind,
+        target: t.vm,
+        status: 'failed',
+        createdAtMs: base?.createdAtMs ?? t.createdAtMs,
+        completedAtMs: Date.now(),
+        progressPercent: base?.progressPercent ?? 0,
+        result: null,
+        seq: (base?.seq ?? 1) + 1,
+        error: {
+          code: 'actor.shard_restarted',
+          message: `the worker shard running the operation queue of VM '${t.vm}' crashed; ${id} was abandoned (the VM may be half-changed: check its state)`,
+        },
       });
     }
     this.#o.logger.error({ vms: [...lostVms] }, 'VM operation queues lost with a crashed shard');
@@ -147,7 +161,13 @@ export class VmOpsBridge {
       const value = await this.#o.executor.run(req, signal);
       answer = { callId: req.callId, ok: true, value };
     } catch (err) {
-      const wire = signal.aborted && !(err instanceof SvcError) ? { code: 'server.timeout' as const, message: `step ${req.step} of ${req.jobId} did not finish within ${req.timeoutMs + STEP_ABORT_GRACE_MS} ms` } : toWire(err);
+      const wire =
+        signal.aborted && !(err instanceof SvcError)
+          ? {
+              code: 'server.timeout' as const,
+              message: `step ${req.step} of ${req.jobId} did not finish within ${req.timeoutMs + STEP_ABORT_GRACE_MS} ms`,
+            }
+          : toWire(err);
       if (wire.code === 'server.internal') this.#o.logger.error({ vm: req.vm, step: req.step, err }, 'VM step failed unexpectedly');
       answer = { callId: req.callId, ok: false, error: wire };
     }

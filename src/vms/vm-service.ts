@@ -124,21 +124,37 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
     baseImage: o.qemu?.baseImage ?? null,
     network: o.qemu?.network ?? 'default',
     // libvirt's default network reaches the host at 192.168.122.1; a loopback listener is not reachable from guests.
-    agentServer: o.qemu?.agentServer ?? (isLoopbackHost(o.grpcAddress.host) ? `192.168.122.1:${o.grpcAddress.port}` : formatAddress(o.grpcAddress)),
+    agentServer:
+      o.qemu?.agentServer ?? (isLoopbackHost(o.grpcAddress.host) ? `192.168.122.1:${o.grpcAddress.port}` : formatAddress(o.grpcAddress)),
     ...(o.qemu?.qemuImgPath !== undefined ? { qemuImgPath: o.qemu.qemuImgPath } : {}),
   };
   // Background work rides out a late read (src/hypervisor/retried-reads.ts); API reads do not.
   const stepHypervisor = withRetriedReads(o.hypervisor);
   const provisioner = new Provisioner({
-    hypervisor: stepHypervisor, stateDir: o.stateDir, caProvider: o.caProvider, localAgents, agents: o.agents, qemu, writeBudgetMs, logger,
+    hypervisor: stepHypervisor,
+    stateDir: o.stateDir,
+    caProvider: o.caProvider,
+    localAgents,
+    agents: o.agents,
+    qemu,
+    writeBudgetMs,
+    logger,
   });
   const eventBridge = new VmEventBridge({ hypervisor: o.hypervisor, events: o.events, localAgents, provisioner, logger });
-  const opsTotal = o.metricsRegistry === undefined ? null : new Counter({
-    name: 'svc_vm_operations_total', help: 'VM operations finished, by type and final status', labelNames: ['type', 'status'] as const, registers: [o.metricsRegistry],
-  });
+  const opsTotal =
+    o.metricsRegistry === undefined
+      ? null
+      : new Counter({
+          name: 'svc_vm_operations_total',
+          help: 'VM operations finished, by type and final status',
+          labelNames: ['type', 'status'] as const,
+          registers: [o.metricsRegistry],
+        });
   if (o.metricsRegistry !== undefined) {
     new Gauge({
-      name: 'svc_vm_local_agents', help: 'Local sandbox-agent processes running for test-driver VMs', registers: [o.metricsRegistry],
+      name: 'svc_vm_local_agents',
+      help: 'Local sandbox-agent processes running for test-driver VMs',
+      registers: [o.metricsRegistry],
       collect() {
         this.set(localAgents.list().filter((a) => a.running).length);
       },
@@ -158,13 +174,17 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
     },
   });
   const controller = new VmController({
-    hypervisor: o.hypervisor, bridge, agents: o.agents,
+    hypervisor: o.hypervisor,
+    bridge,
+    agents: o.agents,
     // start = start + agentUp; delete = undefine + agentDown + purge: three steps at most, plus queueing.
     syncTimeoutMs: 3 * writeBudgetMs + 10_000,
   });
   eventBridge.start();
   if (o.resumeAgents !== false) {
-    await provisioner.reapLeftovers().catch((err: unknown) => logger.warn({ err }, 'could not look for processes an earlier sandboxd left running'));
+    await provisioner
+      .reapLeftovers()
+      .catch((err: unknown) => logger.warn({ err }, 'could not look for processes an earlier sandboxd left running'));
     const started = await provisioner.resumeRunningAgents(AbortSignal.timeout(writeBudgetMs)).catch((err: unknown) => {
       logger.warn({ err }, 'could not list running VMs to start their agents');
       return [];
@@ -183,7 +203,8 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
       registerOperationRoutes(router, { operations });
       registerContainerImageRoutes(router, { images: () => containerImages });
     },
-    queue: async (vm) => (await bridge.status(vm)).map((j) => ({ id: j.id, kind: j.type, status: j.status, progress_percent: j.progressPercent })),
+    queue: async (vm) =>
+      (await bridge.status(vm)).map((j) => ({ id: j.id, kind: j.type, status: j.status, progress_percent: j.progressPercent })),
     handleFrame: (kind, key, payload) => bridge.handleFrame(kind, key, payload),
     handleShardRestart: (_shardIndex, lost) => bridge.handleShardRestart(lost),
     async reprovision(agentId) {

@@ -29,7 +29,14 @@ export function vmDetailJson(d: DomainInfo, agent: AgentPresence | null): VmDeta
   const a: VmDetail['agent'] = { connected: agent?.connected === true };
   if (agent !== null && agent.connected_at !== null) a.connected_at = agent.connected_at;
   if (agent !== null && agent.hostname !== null) a.hostname = agent.hostname;
-  return { ...vmJson(d, agent), agent: a, host: d.host, profile: d.metadata.profile ?? null, disk_gb: d.metadata.diskGiB ?? null, accelerator: d.metadata.accelerator ?? null };
+  return {
+    ...vmJson(d, agent),
+    agent: a,
+    host: d.host,
+    profile: d.metadata.profile ?? null,
+    disk_gb: d.metadata.diskGiB ?? null,
+    accelerator: d.metadata.accelerator ?? null,
+  };
 }
 
 const VM_PROPS = {
@@ -53,7 +60,11 @@ export const VM_DETAIL_SCHEMA: Record<string, unknown> = {
   type: 'object',
   properties: {
     ...VM_PROPS,
-    agent: { type: 'object', properties: { connected: { type: 'boolean' }, connected_at: { type: 'integer' }, hostname: { type: 'string' } }, required: ['connected'] },
+    agent: {
+      type: 'object',
+      properties: { connected: { type: 'boolean' }, connected_at: { type: 'integer' }, hostname: { type: 'string' } },
+      required: ['connected'],
+    },
     host: { type: 'string' },
     profile: { type: ['string', 'null'] },
     disk_gb: { type: ['integer', 'null'] },

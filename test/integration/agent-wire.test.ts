@@ -67,7 +67,11 @@ class WireServer {
   }
 
   listen(port = 0): Promise<number> {
-    const creds = grpc.ServerCredentials.createSsl(Buffer.from(this.ca.caCertPem), [{ private_key: Buffer.from(this.ca.serverKeyPem), cert_chain: Buffer.from(this.ca.serverCertPem) }], true);
+    const creds = grpc.ServerCredentials.createSsl(
+      Buffer.from(this.ca.caCertPem),
+      [{ private_key: Buffer.from(this.ca.serverKeyPem), cert_chain: Buffer.from(this.ca.serverCertPem) }],
+      true,
+    );
     return new Promise((res, rej) => this.#server.bindAsync(`127.0.0.1:${port}`, creds, (err, p) => (err ? rej(err) : res(p))));
   }
 
@@ -100,7 +104,27 @@ interface AgentProc {
 function startAgent(port: number, certs: string, workDir: string): AgentProc {
   const child = spawn(
     process.execPath,
-    [AGENT_BIN, '--server', `127.0.0.1:${port}`, '--certs', certs, '--agent-id', 'agent-wire', '--instance-id', INSTANCE, '--work-dir', workDir, '--labels', 'zone=test', '--log-level', 'debug', '--reconnect-max-ms', '1000', '--kill-grace-ms', '500'],
+    [
+      AGENT_BIN,
+      '--server',
+      `127.0.0.1:${port}`,
+      '--certs',
+      certs,
+      '--agent-id',
+      'agent-wire',
+      '--instance-id',
+      INSTANCE,
+      '--work-dir',
+      workDir,
+      '--labels',
+      'zone=test',
+      '--log-level',
+      'debug',
+      '--reconnect-max-ms',
+      '1000',
+      '--kill-grace-ms',
+      '500',
+    ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   const p: AgentProc = { child, log: '', exited: new Promise((res) => child.once('exit', (code) => res(code))) };
@@ -175,7 +199,10 @@ describe('sandbox-agent on the wire', () => {
     }, '4 heartbeats');
     const times = beats.map((b) => b.heartbeat?.timestampMs ?? 0);
     const gaps = times.slice(1).map((t, i) => t - (times[i] ?? 0));
-    assert.ok(gaps.slice(1).every((g) => g >= 500 && g <= 5000), `heartbeat gaps ${gaps.join(',')} follow the 1 s interval`);
+    assert.ok(
+      gaps.slice(1).every((g) => g >= 500 && g <= 5000),
+      `heartbeat gaps ${gaps.join(',')} follow the 1 s interval`,
+    );
     assert.equal(beats[0]?.heartbeat?.status, v1.AgentStatus.READY);
     const metrics = conn.messages.filter((m) => m.payload === 'metrics').map((m) => m.metrics as v1.IMetrics);
     assert.ok(metrics.length >= 3);
@@ -185,7 +212,13 @@ describe('sandbox-agent on the wire', () => {
     conn.send({ ping: { timestampMs: 424242 } });
     await waitFor(() => conn.messages.some((m) => m.payload === 'pong' && m.pong?.timestampMs === 424242), 'pong');
 
-    conn.send({ command: { commandId: 'cmd-1', command: 'sh', args: ['-c', 'for i in 1 2 3; do echo "line-$i"; done; echo oops >&2; printf tail; exit 3'] } });
+    conn.send({
+      command: {
+        commandId: 'cmd-1',
+        command: 'sh',
+        args: ['-c', 'for i in 1 2 3; do echo "line-$i"; done; echo oops >&2; printf tail; exit 3'],
+      },
+    });
     const res = await waitFor(() => resultOf(conn.messages, 'cmd-1'), 'command result');
     const chunks = chunksOf(conn.messages, 'cmd-1');
     assert.deepEqual(
@@ -207,7 +240,9 @@ describe('sandbox-agent on the wire', () => {
     assert.equal(text('stderr'), 'oops\n');
     assert.deepEqual([res.exitCode, res.success, res.lastSeq], [3, false, chunks.length]);
     const idxResult = conn.messages.findIndex((m) => m.payload === 'commandResult');
-    const lastChunk = conn.messages.findLastIndex((m) => (m.payload === 'stdout' || m.payload === 'stderr') && m[m.payload]?.streamId === 'cmd-1');
+    const lastChunk = conn.messages.findLastIndex(
+      (m) => (m.payload === 'stdout' || m.payload === 'stderr') && m[m.payload]?.streamId === 'cmd-1',
+    );
     assert.ok(idxResult > lastChunk, 'the result follows the last chunk');
 
     conn.send({ config: { config: { heartbeat_interval_seconds: '2', surprise: 'x' } } });
@@ -241,7 +276,14 @@ describe('sandbox-agent on the wire', () => {
       'while [ ! -e go2 ]; do sleep 0.05; done; echo end',
     ].join('; ');
     connA.send({ command: { commandId: 'res-1', command: 'sh', args: ['-c', script] } });
-    await waitFor(() => chunksOf(connA.messages, 'res-1').map(([, c]) => Buffer.from(c.data ?? []).toString()).join('').includes('before-49\n'), 'batch 1 at A');
+    await waitFor(
+      () =>
+        chunksOf(connA.messages, 'res-1')
+          .map(([, c]) => Buffer.from(c.data ?? []).toString())
+          .join('')
+          .includes('before-49\n'),
+      'batch 1 at A',
+    );
 
     serverA.stop();
     await waitFor(() => agent.log.includes('"msg":"disconnected"'), 'agent noticed the disconnect');
@@ -259,11 +301,21 @@ describe('sandbox-agent on the wire', () => {
     };
     await serverB.listen(port);
     const connB = await waitFor(() => serverB.conns[0], 'agent reconnected to B');
-    await waitFor(() => chunksOf(connB.messages, 'res-1').map(([, c]) => Buffer.from(c.data ?? []).toString()).join('').includes('during-499\n'), 'batch 2 at B');
+    await waitFor(
+      () =>
+        chunksOf(connB.messages, 'res-1')
+          .map(([, c]) => Buffer.from(c.data ?? []).toString())
+          .join('')
+          .includes('during-499\n'),
+      'batch 2 at B',
+    );
     writeFileSync(join(work, 'go2'), '');
     const res = await waitFor(() => resultOf(connB.messages, 'res-1'), 'result at B');
 
-    assert.ok(cursorsSeen.some((c) => c.commandId === 'res-1' && (c.lastSeq ?? 0) >= heldByA), 'registration carries the resume cursor');
+    assert.ok(
+      cursorsSeen.some((c) => c.commandId === 'res-1' && (c.lastSeq ?? 0) >= heldByA),
+      'registration carries the resume cursor',
+    );
     const all = [...chunksOf(connA.messages, 'res-1'), ...chunksOf(connB.messages, 'res-1').filter(([, c]) => (c.seq ?? 0) > heldByA)];
     assert.deepEqual(
       all.map(([, c]) => c.seq),
@@ -272,14 +324,21 @@ describe('sandbox-agent on the wire', () => {
     );
     assert.ok(!connB.messages.some((m) => m.payload === 'outputGap'), 'nothing was lost');
     const text = Buffer.concat(all.map(([, c]) => Buffer.from(c.data ?? []))).toString();
-    const want = [...Array.from({ length: 50 }, (_, i) => `before-${i}\n`), ...Array.from({ length: 500 }, (_, i) => `during-${i}\n`), 'end\n'].join('');
+    const want = [
+      ...Array.from({ length: 50 }, (_, i) => `before-${i}\n`),
+      ...Array.from({ length: 500 }, (_, i) => `during-${i}\n`),
+      'end\n',
+    ].join('');
     assert.equal(text, want);
     assert.equal(res.exitCode, 0);
     assert.equal(res.lastSeq, all.length);
 
     // ShutdownSignal: running commands get the grace period, then their group is killed; exit 0.
     connB.send({ command: { commandId: 'long-1', command: 'sleep', args: ['1000'] } });
-    await waitFor(() => connB.messages.some((m) => m.payload === 'heartbeat' && m.heartbeat?.status === v1.AgentStatus.BUSY), 'busy heartbeat');
+    await waitFor(
+      () => connB.messages.some((m) => m.payload === 'heartbeat' && m.heartbeat?.status === v1.AgentStatus.BUSY),
+      'busy heartbeat',
+    );
     connB.send({ shutdown: { reason: 'test over', gracePeriodSeconds: 1 } });
     const killed = await waitFor(() => resultOf(connB.messages, 'long-1'), 'result of the long command');
     assert.equal(killed.exitCode, 137);
@@ -298,7 +357,13 @@ describe('sandbox-agent on the wire', () => {
     await waitFor(() => connA.messages.some((m) => m.payload === 'heartbeat'), 'registered with A');
     const lines = 3000;
     // Throttled (a pause every 100 lines) so the cut lands mid-output.
-    connA.send({ command: { commandId: 'cut-1', command: 'sh', args: ['-c', `i=0; while [ $i -lt ${lines} ]; do echo "n-$i"; i=$((i+1)); [ $((i % 100)) -eq 0 ] && sleep 0.02; done; true`] } });
+    connA.send({
+      command: {
+        commandId: 'cut-1',
+        command: 'sh',
+        args: ['-c', `i=0; while [ $i -lt ${lines} ]; do echo "n-$i"; i=$((i+1)); [ $((i % 100)) -eq 0 ] && sleep 0.02; done; true`],
+      },
+    });
     // Cut while output is streaming: A stops taking in data (what the agent sends now is lost in
     // flight), then dies; B restarts on the same port and holds what A received.
     await waitFor(() => chunksOf(connA.messages, 'cut-1').length >= 1, 'output streaming to A', 30_000);
@@ -318,7 +383,10 @@ describe('sandbox-agent on the wire', () => {
     const connB = await waitFor(() => serverB.conns[0], 'agent reconnected to B');
     const res = await waitFor(() => resultOf(connB.messages, 'cut-1') ?? resultOf(connA.messages, 'cut-1'), 'result');
     const fromB = chunksOf(connB.messages, 'cut-1');
-    assert.ok(fromB.every(([, c]) => (c.seq ?? 0) > heldByA), 'B gets nothing it already holds');
+    assert.ok(
+      fromB.every(([, c]) => (c.seq ?? 0) > heldByA),
+      'B gets nothing it already holds',
+    );
     const all = [...chunksOf(connA.messages, 'cut-1'), ...fromB];
     assert.deepEqual(
       all.map(([, c]) => c.seq),

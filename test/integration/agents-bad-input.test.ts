@@ -31,7 +31,9 @@ const UNKNOWN_ONEOF = Buffer.from([0x9a, 0x06, 0x00]);
 /** An eleven-byte varint: no protobuf decoder accepts it. */
 const UNDECODABLE = Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
 
-const heartbeat = (agentId: string): v1.IAgentMessage => ({ heartbeat: { agentId, timestampMs: Date.now(), status: v1.AgentStatus.READY } });
+const heartbeat = (agentId: string): v1.IAgentMessage => ({
+  heartbeat: { agentId, timestampMs: Date.now(), status: v1.AgentStatus.READY },
+});
 
 void describe('bad input on the agent wire', () => {
   let ts: TestServer;
@@ -63,11 +65,20 @@ void describe('bad input on the agent wire', () => {
     stream.send(registration('agent-bad-1', 'i-bad-1'));
     const ack = await stream.next((m) => m.payload === 'registrationAck');
     assert.equal(ack.registrationAck?.accepted, true);
-    await waitFor('counters', async () => (await metric(ts, 'svc_agent_messages_rejected_total{reason="before_registration"}')) >= before + 2);
+    await waitFor(
+      'counters',
+      async () => (await metric(ts, 'svc_agent_messages_rejected_total{reason="before_registration"}')) >= before + 2,
+    );
     assert.ok((await metric(ts, 'svc_agent_messages_rejected_total{reason="undecodable"}')) >= 1);
     assert.ok((await metric(ts, 'svc_agent_messages_rejected_total{reason="unknown_payload"}')) >= 1);
-    const ignored = logLines.map((l) => JSON.parse(l) as { msg?: string; reason?: string; agent?: string }).filter((l) => l.msg === 'agent message ignored' && l.agent === 'agent-bad-1');
-    for (const reason of ['undecodable', 'unknown_payload', 'before_registration']) assert.ok(ignored.some((l) => l.reason === reason), `a log line for ${reason}`);
+    const ignored = logLines
+      .map((l) => JSON.parse(l) as { msg?: string; reason?: string; agent?: string })
+      .filter((l) => l.msg === 'agent message ignored' && l.agent === 'agent-bad-1');
+    for (const reason of ['undecodable', 'unknown_payload', 'before_registration'])
+      assert.ok(
+        ignored.some((l) => l.reason === reason),
+        `a log line for ${reason}`,
+      );
 
     // A second registration, more garbage and unknown members: ignored, the stream stays up.
     stream.send(registration('agent-bad-1', 'i-bad-1'));
@@ -75,7 +86,10 @@ void describe('bad input on the agent wire', () => {
     stream.sendRaw(UNKNOWN_ONEOF);
     stream.send(heartbeat('agent-bad-1'));
     await waitForStatus(ts, 'agent-bad-1', 'Ready');
-    await waitFor('registration_twice counted', async () => (await metric(ts, 'svc_agent_messages_rejected_total{reason="registration_twice"}')) >= 1);
+    await waitFor(
+      'registration_twice counted',
+      async () => (await metric(ts, 'svc_agent_messages_rejected_total{reason="registration_twice"}')) >= 1,
+    );
     assert.equal(stream.messages.filter((m) => m.payload === 'registrationAck').length, 1);
     await healthy(ts);
     stream.call.end();
@@ -89,7 +103,7 @@ void describe('bad input on the agent wire', () => {
     await stream.next((m) => m.payload === 'registrationAck');
     const payloads = fc.sample(fc.uint8Array({ minLength: 0, maxLength: 512 }), { numRuns: 300, seed: 20260301 });
     for (const p of payloads) stream.sendRaw(Buffer.from(p));
-    for (let i = 0; i < 50; i++) stream.sendRaw(randomBytes(1 + (i * 37) % 2000));
+    for (let i = 0; i < 50; i++) stream.sendRaw(randomBytes(1 + ((i * 37) % 2000)));
     stream.send(heartbeat('agent-bad-2'));
     await waitForStatus(ts, 'agent-bad-2', 'Ready');
     await healthy(ts);
@@ -111,7 +125,11 @@ void describe('bad input on the agent wire', () => {
 
   void test('broken gRPC framing over HTTP/2 is refused with a status; non-HTTP/2 bytes are dropped', async () => {
     const cert = await issueAgentCert(ts.ca, { instanceId: 'i-bad-4' });
-    const session = http2.connect(`https://localhost:${ts.server.ports.grpc}`, { ca: ts.ca.caCertPem, cert: cert.certPem, key: cert.keyPem });
+    const session = http2.connect(`https://localhost:${ts.server.ports.grpc}`, {
+      ca: ts.ca.caCertPem,
+      cert: cert.certPem,
+      key: cert.keyPem,
+    });
     session.on('error', () => undefined);
     try {
       const req = session.request({
@@ -138,7 +156,15 @@ void describe('bad input on the agent wire', () => {
       session.close();
     }
 
-    const sock = tls.connect({ host: '127.0.0.1', port: ts.server.ports.grpc, servername: 'localhost', ca: ts.ca.caCertPem, cert: cert.certPem, key: cert.keyPem, ALPNProtocols: ['h2'] });
+    const sock = tls.connect({
+      host: '127.0.0.1',
+      port: ts.server.ports.grpc,
+      servername: 'localhost',
+      ca: ts.ca.caCertPem,
+      cert: cert.certPem,
+      key: cert.keyPem,
+      ALPNProtocols: ['h2'],
+    });
     sock.on('error', () => undefined);
     await new Promise<void>((resolve) => sock.once('secureConnect', () => resolve()));
     // Consume what the server answers (a GOAWAY), or 'close' never comes.

@@ -53,7 +53,13 @@ void describe('Exec', () => {
 
   void test('streams stdout and stderr, then one complete item with the exit code; metrics and events follow', async () => {
     const before = await metricsText(ts);
-    const out = await execCollect(client, { agentId: 'agent-exec-1', command: 'sh', args: ['-c', 'printf "%s" "$GREETING"; echo " from $(pwd)"; echo oops >&2'], env: { GREETING: 'hello' }, workingDir: '/tmp' });
+    const out = await execCollect(client, {
+      agentId: 'agent-exec-1',
+      command: 'sh',
+      args: ['-c', 'printf "%s" "$GREETING"; echo " from $(pwd)"; echo oops >&2'],
+      env: { GREETING: 'hello' },
+      workingDir: '/tmp',
+    });
     assert.equal(out.status.code, grpc.status.OK, out.status.details);
     assert.equal(out.stdout.toString(), 'hello from /tmp\n');
     assert.equal(out.stderr.toString(), 'oops\n');
@@ -65,10 +71,15 @@ void describe('Exec', () => {
       return metric(t, 'svc_command_latency_seconds_count') > metric(before, 'svc_command_latency_seconds_count') ? t : undefined;
     });
     assert.equal(metric(afterText, 'svc_commands_total') - metric(before, 'svc_commands_total'), 1);
-    assert.equal(metric(afterText, 'svc_commands_by_result{result="success"}') - metric(before, 'svc_commands_by_result{result="success"}'), 1);
+    assert.equal(
+      metric(afterText, 'svc_commands_by_result{result="success"}') - metric(before, 'svc_commands_by_result{result="success"}'),
+      1,
+    );
     const events = await eventsOf(ts, 'agent-exec-1');
     const started = events.find((e) => e.event_type === 'agent.command.started');
-    const completed = events.find((e) => e.event_type === 'agent.command.completed' && e.details['command_id'] === started?.details['command_id']);
+    const completed = events.find(
+      (e) => e.event_type === 'agent.command.completed' && e.details['command_id'] === started?.details['command_id'],
+    );
     assert.ok(started && completed, 'agent.command.started and agent.command.completed emitted');
     assert.equal(completed.details['exit_code'], 0);
   });
@@ -77,7 +88,12 @@ void describe('Exec', () => {
     const before = await metricsText(ts);
     const out = await execCollect(client, { agentId: 'agent-exec-1', command: 'sh', args: ['-c', 'exit 7'] });
     assert.equal(out.final?.exitCode, 7);
-    await waitFor('failure counted', async () => metric(await metricsText(ts), 'svc_commands_by_result{result="failure"}') === metric(before, 'svc_commands_by_result{result="failure"}') + 1);
+    await waitFor(
+      'failure counted',
+      async () =>
+        metric(await metricsText(ts), 'svc_commands_by_result{result="failure"}') ===
+        metric(before, 'svc_commands_by_result{result="failure"}') + 1,
+    );
   });
 
   void test('a command that cannot start ends with exit code -1 and an error', async () => {
@@ -94,7 +110,12 @@ void describe('Exec', () => {
 
   void test('timeout_seconds is honoured: the agent kills the process group and the final item says so', async () => {
     const startedMs = Date.now();
-    const out = await execCollect(client, { agentId: 'agent-exec-1', command: 'sh', args: ['-c', 'echo begin; sleep 30; echo never'], timeoutSeconds: 1 });
+    const out = await execCollect(client, {
+      agentId: 'agent-exec-1',
+      command: 'sh',
+      args: ['-c', 'echo begin; sleep 30; echo never'],
+      timeoutSeconds: 1,
+    });
     assert.ok(Date.now() - startedMs < 20_000, 'ended long before the sleep would have');
     assert.equal(out.status.code, grpc.status.OK, out.status.details);
     assert.equal(out.stdout.toString(), 'begin\n');
@@ -114,10 +135,14 @@ void describe('Exec', () => {
     call.on('error', () => undefined);
     await new Promise<void>((resolve) => call.once('data', () => resolve()));
     call.cancel();
-    const completed = await waitFor('the command to end after the cancel', async () => {
-      const events = await eventsOf(ts, 'agent-exec-1');
-      return events.find((e) => e.event_type === 'agent.command.completed' && e.details['exit_code'] === 137);
-    }, 20_000);
+    const completed = await waitFor(
+      'the command to end after the cancel',
+      async () => {
+        const events = await eventsOf(ts, 'agent-exec-1');
+        return events.find((e) => e.event_type === 'agent.command.completed' && e.details['exit_code'] === 137);
+      },
+      20_000,
+    );
     assert.equal(completed.details['result'], 'killed');
   });
 });
@@ -145,7 +170,12 @@ void describe('Exec on an agent that goes silent', () => {
     // Wait for the sleep itself, not for agent.command.started: the server records that event
     // when it SENDS the command, so the agent could be stopped before or after it spawned the
     // sleep, and in the second case the SIGKILL below left `sleep 60` running after the test.
-    const sleep = await waitFor('the agent to run sleep 60', () => agentCommands(agent).find((c) => c.cmdline === 'sleep 60'), DEADLINE_MS.process, 10);
+    const sleep = await waitFor(
+      'the agent to run sleep 60',
+      () => agentCommands(agent).find((c) => c.cmdline === 'sleep 60'),
+      DEADLINE_MS.process,
+      10,
+    );
     agent.kill('SIGSTOP');
     const out = await run;
     assert.equal(out.status.code, grpc.status.DEADLINE_EXCEEDED, out.status.details);

@@ -44,7 +44,12 @@ export interface AgentEvent {
  * Starts sandboxd with a fresh state dir; `env` overrides (SVC_AGENT_HEARTBEAT_SECONDS, …).
  * `logLines`, when given, receives every log line at `logLevel` (default warn) and above (JSON text).
  */
-export async function startTestServer(env: Record<string, string> = {}, reuseDir?: string, logLines?: string[], logLevel = 'warn'): Promise<TestServer> {
+export async function startTestServer(
+  env: Record<string, string> = {},
+  reuseDir?: string,
+  logLines?: string[],
+  logLevel = 'warn',
+): Promise<TestServer> {
   const dir = reuseDir ?? (await mkdtemp(join(tmpdir(), 'sandboxd-agents-')));
   const config = loopbackConfig(dir, {
     SVC_ACTOR_SHARDS: '2',
@@ -121,10 +126,17 @@ export async function agentOf(ts: TestServer, id: string): Promise<ListedAgent |
 /** Waits until agent `id` is listed with `status`; the timeout shows the agent as last listed. */
 export function waitForStatus(ts: TestServer, id: string, status: string, timeoutMs: number = DEADLINE_MS.process): Promise<ListedAgent> {
   let seen: ListedAgent | undefined;
-  return waitFor(`agent ${id} to be ${status}`, async () => {
-    seen = await agentOf(ts, id);
-    return seen?.status === status ? seen : undefined;
-  }, timeoutMs, 100, () => `agent ${seen === undefined ? 'not listed' : JSON.stringify({ status: seen.status, connected_at: seen.connected_at, last_heartbeat: seen.last_heartbeat })}`);
+  return waitFor(
+    `agent ${id} to be ${status}`,
+    async () => {
+      seen = await agentOf(ts, id);
+      return seen?.status === status ? seen : undefined;
+    },
+    timeoutMs,
+    100,
+    () =>
+      `agent ${seen === undefined ? 'not listed' : JSON.stringify({ status: seen.status, connected_at: seen.connected_at, last_heartbeat: seen.last_heartbeat })}`,
+  );
 }
 
 export async function eventsOf(ts: TestServer, agentId: string): Promise<AgentEvent[]> {
@@ -149,8 +161,29 @@ export interface AgentProcess {
   kill(signal?: NodeJS.Signals): void;
 }
 
-export function spawnAgent(opts: { server: string; certs: string; agentId: string; instanceId: string; workDir?: string; extraArgs?: string[] }): AgentProcess {
-  const args = [AGENT_BIN, '--server', opts.server, '--certs', opts.certs, '--agent-id', opts.agentId, '--instance-id', opts.instanceId, '--log-level', 'debug', '--reconnect-max-ms', '1000'];
+export function spawnAgent(opts: {
+  server: string;
+  certs: string;
+  agentId: string;
+  instanceId: string;
+  workDir?: string;
+  extraArgs?: string[];
+}): AgentProcess {
+  const args = [
+    AGENT_BIN,
+    '--server',
+    opts.server,
+    '--certs',
+    opts.certs,
+    '--agent-id',
+    opts.agentId,
+    '--instance-id',
+    opts.instanceId,
+    '--log-level',
+    'debug',
+    '--reconnect-max-ms',
+    '1000',
+  ];
   if (opts.workDir !== undefined) args.push('--work-dir', opts.workDir);
   const child = spawn(process.execPath, [...args, ...(opts.extraArgs ?? [])], { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
@@ -231,7 +264,12 @@ export async function killProcessGroups(pgids: readonly number[]): Promise<void>
       // the group is gone already
     }
   }
-  await waitFor(`process groups ${[...groups].join(', ')} to be gone`, () => !processTable().some((p) => groups.has(p.pgrp) && p.state !== 'Z'), DEADLINE_MS.process, 20);
+  await waitFor(
+    `process groups ${[...groups].join(', ')} to be gone`,
+    () => !processTable().some((p) => groups.has(p.pgrp) && p.state !== 'Z'),
+    DEADLINE_MS.process,
+    20,
+  );
 }
 
 /**
@@ -250,8 +288,15 @@ export async function killAll(agents: readonly AgentProcess[]): Promise<void> {
 }
 
 /** A gRPC client with `cert` (or none) trusting the server's CA. */
-export function grpcClient(ts: Pick<TestServer, 'ca' | 'grpcTarget'>, cert: IssuedCert | null, caPem: string = ts.ca.caCertPem): grpc.Client {
-  const creds = cert === null ? grpc.credentials.createSsl(Buffer.from(caPem)) : grpc.credentials.createSsl(Buffer.from(caPem), Buffer.from(cert.keyPem), Buffer.from(cert.certPem));
+export function grpcClient(
+  ts: Pick<TestServer, 'ca' | 'grpcTarget'>,
+  cert: IssuedCert | null,
+  caPem: string = ts.ca.caCertPem,
+): grpc.Client {
+  const creds =
+    cert === null
+      ? grpc.credentials.createSsl(Buffer.from(caPem))
+      : grpc.credentials.createSsl(Buffer.from(caPem), Buffer.from(cert.keyPem), Buffer.from(cert.certPem));
   return new grpc.Client(ts.grpcTarget, creds, { 'grpc.ssl_target_name_override': 'localhost', 'grpc.default_authority': 'localhost' });
 }
 
@@ -309,7 +354,13 @@ export interface RawConnect {
 export function openConnect(client: grpc.Client, metadata: Record<string, string>): RawConnect {
   const md = new grpc.Metadata();
   for (const [k, v] of Object.entries(metadata)) md.set(k, v);
-  const call = client.makeBidiStreamRequest<Buffer, Buffer>(AgentServiceMethods.Connect.path, (b) => b, (b) => b, md, {});
+  const call = client.makeBidiStreamRequest<Buffer, Buffer>(
+    AgentServiceMethods.Connect.path,
+    (b) => b,
+    (b) => b,
+    md,
+    {},
+  );
   const messages: v1.ManagementMessage[] = [];
   const waiters = new Set<() => void>();
   call.on('data', (b: Buffer) => {

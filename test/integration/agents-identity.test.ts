@@ -48,17 +48,30 @@ void describe('gRPC identity', () => {
   }
 
   /** Opens Connect with `client`, sends a registration, and returns the final status and what came back. */
-  async function tryConnect(client: grpc.Client, md: Record<string, string>, agentId: string, instanceId: string): Promise<{ code: number; details: string; payloads: string[] }> {
+  async function tryConnect(
+    client: grpc.Client,
+    md: Record<string, string>,
+    agentId: string,
+    instanceId: string,
+  ): Promise<{ code: number; details: string; payloads: string[] }> {
     const stream = openConnect(track(client), md);
     stream.send(registration(agentId, instanceId));
     const status = await stream.status;
     return { code: status.code, details: status.details, payloads: stream.messages.map((m) => String(m.payload)) };
   }
 
-  const md = (agentId: string, instanceId: string): Record<string, string> => ({ 'x-agent-id': agentId, 'x-agent-instance-id': instanceId });
+  const md = (agentId: string, instanceId: string): Record<string, string> => ({
+    'x-agent-id': agentId,
+    'x-agent-instance-id': instanceId,
+  });
 
   void test('plain TCP (no TLS) is refused', async () => {
-    const out = await tryConnect(new grpc.Client(ts.grpcTarget, grpc.credentials.createInsecure()), md('agent-plain', 'i-plain'), 'agent-plain', 'i-plain');
+    const out = await tryConnect(
+      new grpc.Client(ts.grpcTarget, grpc.credentials.createInsecure()),
+      md('agent-plain', 'i-plain'),
+      'agent-plain',
+      'i-plain',
+    );
     assert.equal(out.code, grpc.status.UNAVAILABLE);
     assert.deepEqual(out.payloads, []);
     assert.equal(await agentOf(ts, 'agent-plain'), undefined);
@@ -88,7 +101,12 @@ void describe('gRPC identity', () => {
 
   void test('the retired x-agent-secret header is refused (UNAUTHENTICATED) even with a valid certificate', async () => {
     const cert = await issueAgentCert(ts.ca, { instanceId: 'i-secret' });
-    const out = await tryConnect(grpcClient(ts, cert), { ...md('agent-secret', 'i-secret'), 'x-agent-secret': 'hunter2' }, 'agent-secret', 'i-secret');
+    const out = await tryConnect(
+      grpcClient(ts, cert),
+      { ...md('agent-secret', 'i-secret'), 'x-agent-secret': 'hunter2' },
+      'agent-secret',
+      'i-secret',
+    );
     assert.equal(out.code, grpc.status.UNAUTHENTICATED);
     assert.match(out.details, /x-agent-secret is retired/);
     assert.equal(await agentOf(ts, 'agent-secret'), undefined);
@@ -170,7 +188,11 @@ void describe('gRPC identity', () => {
   });
 
   void test('Exec with an operator certificate runs the command', async () => {
-    const out = await execCollect(track(await operatorClient(ts)), { agentId: 'agent-id-real', command: 'sh', args: ['-c', 'echo out; echo err >&2; exit 3'] });
+    const out = await execCollect(track(await operatorClient(ts)), {
+      agentId: 'agent-id-real',
+      command: 'sh',
+      args: ['-c', 'echo out; echo err >&2; exit 3'],
+    });
     assert.equal(out.status.code, grpc.status.OK, out.status.details);
     assert.equal(out.stdout.toString(), 'out\n');
     assert.equal(out.stderr.toString(), 'err\n');

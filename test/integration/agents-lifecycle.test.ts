@@ -24,20 +24,39 @@ import {
 const INTEGER_FIELDS = ['connected_at', 'last_heartbeat'];
 
 function assertAgentShape(a: Record<string, unknown>): void {
-  assert.deepEqual(Object.keys(a).sort(), ['connected_at', 'hostname', 'id', 'ip_address', 'last_heartbeat', 'metrics', 'status', 'system_info']);
+  assert.deepEqual(Object.keys(a).sort(), [
+    'connected_at',
+    'hostname',
+    'id',
+    'ip_address',
+    'last_heartbeat',
+    'metrics',
+    'status',
+    'system_info',
+  ]);
   for (const k of ['id', 'hostname', 'ip_address', 'status']) assert.equal(typeof a[k], 'string', k);
   for (const k of INTEGER_FIELDS) assert.ok(Number.isSafeInteger(a[k]) && (a[k] as number) > 1_600_000_000_000, `${k} is Unix ms`);
   const m = a['metrics'] as Record<string, unknown>;
-  assert.deepEqual(Object.keys(m).sort(), ['cpu_percent', 'disk_total_bytes', 'disk_used_bytes', 'load_avg', 'memory_total_bytes', 'memory_used_bytes', 'uptime_seconds']);
+  assert.deepEqual(Object.keys(m).sort(), [
+    'cpu_percent',
+    'disk_total_bytes',
+    'disk_used_bytes',
+    'load_avg',
+    'memory_total_bytes',
+    'memory_used_bytes',
+    'uptime_seconds',
+  ]);
   assert.equal(typeof m['cpu_percent'], 'number');
-  for (const k of ['memory_used_bytes', 'memory_total_bytes', 'disk_used_bytes', 'disk_total_bytes', 'uptime_seconds']) assert.ok(Number.isSafeInteger(m[k]), `metrics.${k} is an integer`);
+  for (const k of ['memory_used_bytes', 'memory_total_bytes', 'disk_used_bytes', 'disk_total_bytes', 'uptime_seconds'])
+    assert.ok(Number.isSafeInteger(m[k]), `metrics.${k} is an integer`);
   assert.ok((m['memory_total_bytes'] as number) > 0);
   assert.ok(Array.isArray(m['load_avg']) && m['load_avg'].length === 3 && m['load_avg'].every((x) => typeof x === 'number'));
   const s = a['system_info'] as Record<string, unknown>;
   assert.deepEqual(Object.keys(s).sort(), ['cpu_cores', 'disk_bytes', 'kernel', 'memory_bytes', 'os']);
   assert.equal(typeof s['os'], 'string');
   assert.equal(typeof s['kernel'], 'string');
-  for (const k of ['cpu_cores', 'memory_bytes', 'disk_bytes']) assert.ok(Number.isSafeInteger(s[k]) && (s[k] as number) > 0, `system_info.${k}`);
+  for (const k of ['cpu_cores', 'memory_bytes', 'disk_bytes'])
+    assert.ok(Number.isSafeInteger(s[k]) && (s[k] as number) > 0, `system_info.${k}`);
 }
 
 async function metricValue(ts: TestServer, line: string): Promise<number | undefined> {
@@ -51,7 +70,11 @@ void describe('agent lifecycle (real agents, heartbeat 1 s, stale after 3 s)', (
   let ts: TestServer;
   const procs: AgentProcess[] = [];
   before(async () => {
-    ts = await startTestServer({ SVC_AGENT_HEARTBEAT_SECONDS: '1', SVC_AGENT_STALE_AFTER_SECONDS: '3', SVC_AGENT_RETENTION_SECONDS: '600' });
+    ts = await startTestServer({
+      SVC_AGENT_HEARTBEAT_SECONDS: '1',
+      SVC_AGENT_STALE_AFTER_SECONDS: '3',
+      SVC_AGENT_RETENTION_SECONDS: '600',
+    });
   });
   after(async () => {
     await killAll(procs);
@@ -77,7 +100,8 @@ void describe('agent lifecycle (real agents, heartbeat 1 s, stale after 3 s)', (
     assert.equal(await metricValue(ts, 'svc_agents_connected'), 1);
     assert.equal(await metricValue(ts, 'svc_agents_by_status{status="Ready"}'), 1);
     const types = (await eventsOf(ts, 'agent-life-1')).map((e) => e.event_type);
-    for (const t of ['agent.connected', 'agent.registered', 'agent.heartbeat', 'agent.status_changed']) assert.ok(types.includes(t), `event ${t} emitted (got ${types.join(', ')})`);
+    for (const t of ['agent.connected', 'agent.registered', 'agent.heartbeat', 'agent.status_changed'])
+      assert.ok(types.includes(t), `event ${t} emitted (got ${types.join(', ')})`);
 
     agent.kill('SIGKILL');
     await agent.exited;
@@ -86,7 +110,11 @@ void describe('agent lifecycle (real agents, heartbeat 1 s, stale after 3 s)', (
     const events = await eventsOf(ts, 'agent-life-1');
     const disconnected = events.find((e) => e.event_type === 'agent.disconnected');
     assert.ok(disconnected, 'agent.disconnected emitted');
-    assert.ok(events.some((e) => e.event_type === 'agent.status_changed' && e.details['to'] === 'Disconnected' && e.details['cause'] === 'stream_ended'));
+    assert.ok(
+      events.some(
+        (e) => e.event_type === 'agent.status_changed' && e.details['to'] === 'Disconnected' && e.details['cause'] === 'stream_ended',
+      ),
+    );
     assert.equal(await metricValue(ts, 'svc_agents_connected'), 0);
     assert.equal(await metricValue(ts, 'svc_agents_by_status{status="Disconnected"}'), 1);
 
@@ -94,7 +122,11 @@ void describe('agent lifecycle (real agents, heartbeat 1 s, stale after 3 s)', (
     start('agent-life-1', 'i-life-1', certs);
     const back = await waitForStatus(ts, 'agent-life-1', 'Ready');
     assert.ok(back.connected_at > listed.connected_at);
-    assert.equal((await ts.getJson<{ agents: unknown[] }>('/api/v1/agents')).body.agents.filter((a) => (a as { id: string }).id === 'agent-life-1').length, 1);
+    assert.equal(
+      (await ts.getJson<{ agents: unknown[] }>('/api/v1/agents')).body.agents.filter((a) => (a as { id: string }).id === 'agent-life-1')
+        .length,
+      1,
+    );
   });
 
   void test('an agent that stops heartbeating becomes Stale and Ready again when it resumes', async () => {
@@ -109,7 +141,9 @@ void describe('agent lifecycle (real agents, heartbeat 1 s, stale after 3 s)', (
       agent.kill('SIGCONT');
     }
     await waitForStatus(ts, 'agent-life-2', 'Ready', 20_000);
-    const moves = (await eventsOf(ts, 'agent-life-2')).filter((e) => e.event_type === 'agent.status_changed').map((e) => `${String(e.details['from'])}->${String(e.details['to'])}:${String(e.details['cause'])}`);
+    const moves = (await eventsOf(ts, 'agent-life-2'))
+      .filter((e) => e.event_type === 'agent.status_changed')
+      .map((e) => `${String(e.details['from'])}->${String(e.details['to'])}:${String(e.details['cause'])}`);
     assert.ok(moves.includes('Ready->Stale:heartbeat_missed'), moves.join(' '));
     assert.ok(moves.includes('Stale->Ready:heartbeat'), moves.join(' '));
   });

@@ -18,7 +18,11 @@ export function findProtoDir(): string {
   }
 }
 
-type ServiceCtor = new (target: string, creds: grpc.ChannelCredentials, options?: grpc.ChannelOptions) => grpc.Client & Record<string, (...args: unknown[]) => unknown>;
+type ServiceCtor = new (
+  target: string,
+  creds: grpc.ChannelCredentials,
+  options?: grpc.ChannelOptions,
+) => grpc.Client & Record<string, (...args: unknown[]) => unknown>;
 
 /** AgentService as loaded from the .proto (snake_case fields, enums as strings, 64-bit as numbers). */
 export function loadAgentService(): ServiceCtor {
@@ -61,7 +65,11 @@ export class ProtoOnlyAgent {
 
   constructor(target: string, tls: TlsMaterial, ids: { agentId: string; instanceId: string }) {
     const Service = loadAgentService();
-    this.#client = new Service(target, grpc.credentials.createSsl(Buffer.from(tls.ca), Buffer.from(tls.key), Buffer.from(tls.cert)), channelOptions);
+    this.#client = new Service(
+      target,
+      grpc.credentials.createSsl(Buffer.from(tls.ca), Buffer.from(tls.key), Buffer.from(tls.cert)),
+      channelOptions,
+    );
     const md = new grpc.Metadata();
     md.set('x-agent-id', ids.agentId);
     md.set('x-agent-instance-id', ids.instanceId);
@@ -74,15 +82,38 @@ export class ProtoOnlyAgent {
       const now = Date.now();
       if (m.payload === 'registration_ack') {
         ackResolve(m.registration_ack);
-        this.#call.write({ heartbeat: { agent_id: ids.agentId, timestamp_ms: now, status: 'READY', cpu_percent: 1.5, memory_used_bytes: 1024, uptime_seconds: 10 } });
-        this.#call.write({ metrics: { agent_id: ids.agentId, timestamp_ms: now, cpu_percent: 1.5, memory_used_bytes: 1024, memory_total_bytes: 4096, disk_used_bytes: 1, disk_total_bytes: 2, load_avg: [0.1, 0.2, 0.3], uptime_seconds: 10 } });
+        this.#call.write({
+          heartbeat: {
+            agent_id: ids.agentId,
+            timestamp_ms: now,
+            status: 'READY',
+            cpu_percent: 1.5,
+            memory_used_bytes: 1024,
+            uptime_seconds: 10,
+          },
+        });
+        this.#call.write({
+          metrics: {
+            agent_id: ids.agentId,
+            timestamp_ms: now,
+            cpu_percent: 1.5,
+            memory_used_bytes: 1024,
+            memory_total_bytes: 4096,
+            disk_used_bytes: 1,
+            disk_total_bytes: 2,
+            load_avg: [0.1, 0.2, 0.3],
+            uptime_seconds: 10,
+          },
+        });
       } else if (m.payload === 'session_query') {
         this.#call.write({ session_report: { agent_id: ids.agentId, sessions: [], timestamp_ms: now } });
       } else if (m.payload === 'command' && m.command) {
         const c = m.command;
         const text = `ran ${[c.command, ...c.args].join(' ')}\n`;
         this.#call.write({ stdout: { stream_id: c.command_id, data: Buffer.from(text), timestamp_ms: now, seq: 1, offset: 0, eof: true } });
-        this.#call.write({ stderr: { stream_id: c.command_id, data: Buffer.from('note\n'), timestamp_ms: now, seq: 2, offset: 0, eof: true } });
+        this.#call.write({
+          stderr: { stream_id: c.command_id, data: Buffer.from('note\n'), timestamp_ms: now, seq: 2, offset: 0, eof: true },
+        });
         this.#call.write({ command_result: { command_id: c.command_id, exit_code: 0, success: true, duration_ms: 1, last_seq: 2 } });
       }
     });
@@ -114,9 +145,17 @@ export interface ExecItem {
 }
 
 /** An operator's Exec through the run-time-loaded service. */
-export function protoOnlyExec(target: string, tls: TlsMaterial, request: Record<string, unknown>): Promise<{ items: ExecItem[]; status: grpc.StatusObject }> {
+export function protoOnlyExec(
+  target: string,
+  tls: TlsMaterial,
+  request: Record<string, unknown>,
+): Promise<{ items: ExecItem[]; status: grpc.StatusObject }> {
   const Service = loadAgentService();
-  const client = new Service(target, grpc.credentials.createSsl(Buffer.from(tls.ca), Buffer.from(tls.key), Buffer.from(tls.cert)), channelOptions);
+  const client = new Service(
+    target,
+    grpc.credentials.createSsl(Buffer.from(tls.ca), Buffer.from(tls.key), Buffer.from(tls.cert)),
+    channelOptions,
+  );
   const call = (client['Exec'] as (req: object) => grpc.ClientReadableStream<ExecItem>)(request);
   const items: ExecItem[] = [];
   return new Promise((resolve) => {

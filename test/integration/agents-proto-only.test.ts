@@ -22,7 +22,11 @@ void describe('a client written from proto/ alone', () => {
 
   void test('registers, is listed Ready, and runs a command an operator sends with Exec', async () => {
     const cert = await issueAgentCert(ts.ca, { instanceId: 'i-proto' });
-    agent = new ProtoOnlyAgent(ts.grpcTarget, { ca: ts.ca.caCertPem, cert: cert.certPem, key: cert.keyPem }, { agentId: 'agent-proto', instanceId: 'i-proto' });
+    agent = new ProtoOnlyAgent(
+      ts.grpcTarget,
+      { ca: ts.ca.caCertPem, cert: cert.certPem, key: cert.keyPem },
+      { agentId: 'agent-proto', instanceId: 'i-proto' },
+    );
     const ack = await agent.acked;
     assert.equal(ack?.accepted, true);
     assert.equal(ack?.heartbeat_interval_seconds, 5);
@@ -36,7 +40,11 @@ void describe('a client written from proto/ alone', () => {
     assert.deepEqual((listed['metrics'] as { load_avg: number[] }).load_avg, [0.1, 0.2, 0.3]);
 
     const op = await issueOperatorCert(ts.ca, { name: 'proto-operator' });
-    const out = await protoOnlyExec(ts.grpcTarget, { ca: ts.ca.caCertPem, cert: op.certPem, key: op.keyPem }, { agent_id: 'agent-proto', command: 'echo', args: ['hi', 'there'] });
+    const out = await protoOnlyExec(
+      ts.grpcTarget,
+      { ca: ts.ca.caCertPem, cert: op.certPem, key: op.keyPem },
+      { agent_id: 'agent-proto', command: 'echo', args: ['hi', 'there'] },
+    );
     assert.equal(out.status.code, 0, out.status.details);
     const stdout = Buffer.concat(out.items.filter((i) => i.stream === 'STREAM_STDOUT').map((i) => i.data)).toString();
     const stderr = Buffer.concat(out.items.filter((i) => i.stream === 'STREAM_STDERR').map((i) => i.data)).toString();

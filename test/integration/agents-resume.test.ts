@@ -55,7 +55,13 @@ void describe('output while the network is cut', () => {
     });
     try {
       const run = execCollect(client, { agentId: 'agent-cut-1', command: 'sh', args: COUNTER });
-      await waitFor('some output before the cut (line-10)', () => seen.join('').includes('line-10\n'), DEADLINE_MS.process, 100, () => `received ${JSON.stringify(seen.join('').slice(-200))}`);
+      await waitFor(
+        'some output before the cut (line-10)',
+        () => seen.join('').includes('line-10\n'),
+        DEADLINE_MS.process,
+        100,
+        () => `received ${JSON.stringify(seen.join('').slice(-200))}`,
+      );
       relay.cut();
       await waitForStatus(ts, 'agent-cut-1', 'Disconnected');
       // The outage itself: for 2 s the command keeps writing (about 20 lines) into the agent's buffer.
@@ -123,8 +129,13 @@ void describe('output while the server is down', () => {
     // What the new server holds, read as a user reads it: the command's replay, which ends with
     // stream_end once the result is in. (A listener attached after start-up could miss the resent
     // chunks: the agent reconnects as soon as the gRPC port listens.)
-    const replay = await SseClient.open(`http://127.0.0.1:${second.server.ports.http}/api/v1/agent-output/stream?agent_id=agent-restart-1&command_id=${commandId}&replay=true&limit=1000`);
-    await settled('the command to finish on the new server', replay.ended, { deadlineMs: DEADLINE_MS.process, lastState: () => JSON.stringify(replay.events.at(-1) ?? null) });
+    const replay = await SseClient.open(
+      `http://127.0.0.1:${second.server.ports.http}/api/v1/agent-output/stream?agent_id=agent-restart-1&command_id=${commandId}&replay=true&limit=1000`,
+    );
+    await settled('the command to finish on the new server', replay.ended, {
+      deadlineMs: DEADLINE_MS.process,
+      lastState: () => JSON.stringify(replay.events.at(-1) ?? null),
+    });
     const end = JSON.parse(replay.named('agent_output.error').at(-1)?.data ?? '{}') as { code?: string; exit_code?: number };
     assert.deepEqual([end.code, end.exit_code], ['stream_end', 0]);
     // Event ids are <clock>-<seq> (the command's seq).
@@ -132,15 +143,26 @@ void describe('output while the server is down', () => {
       .filter((c) => c['stream'] === 'stdout')
       .map((c) => ({ seq: Number(c.id.split('-')[1]), data: Buffer.from(String(c['data_base64']), 'base64') }));
     const seqs = outputs.map((o) => o.seq);
-    assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), 'in seq order');
+    assert.deepEqual(
+      seqs,
+      [...seqs].sort((a, b) => a - b),
+      'in seq order',
+    );
     assert.equal(new Set(seqs).size, seqs.length, 'each seq once');
     assert.ok(!replay.named('agent_output.error').some((e) => e.data.includes('output_gap')), 'nothing lost');
     const firstResent = seqs[0] ?? Infinity;
-    assert.ok(firstResent <= Math.max(0, ...beforeStop.keys()) + 1, `the resent tail starts where the first server's output ended (first resent seq ${firstResent})`);
+    assert.ok(
+      firstResent <= Math.max(0, ...beforeStop.keys()) + 1,
+      `the resent tail starts where the first server's output ended (first resent seq ${firstResent})`,
+    );
     const whole = new Map(beforeStop);
     for (const o of outputs) whole.set(o.seq, o.data);
     const ordered = [...whole.entries()].sort((a, b) => a[0] - b[0]);
-    assert.deepEqual(ordered.map(([seq]) => seq), ordered.map((_, i) => i + 1), 'no seq missing between the two servers');
+    assert.deepEqual(
+      ordered.map(([seq]) => seq),
+      ordered.map((_, i) => i + 1),
+      'no seq missing between the two servers',
+    );
     assert.equal(Buffer.concat(ordered.map(([, d]) => d)).toString(), EXPECTED);
   });
 });

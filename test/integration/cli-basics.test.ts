@@ -72,7 +72,11 @@ describe('sbx health and errors', () => {
 
 describe('sbx events', () => {
   const post = async (body: Record<string, unknown>): Promise<void> => {
-    const res = await fetch(`${srv.baseUrl}/api/v1/events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const res = await fetch(`${srv.baseUrl}/api/v1/events`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     assert.equal(res.status, 200);
     await res.body?.cancel();
   };
@@ -80,7 +84,14 @@ describe('sbx events', () => {
   test('events list --json filters by type prefix and VM', async () => {
     await post({ event_type: 'vm.defined', vm_name: 'agent-cli-ev1' });
     await post({ event_type: 'agent.connected', agent_id: 'a-ev1' });
-    const page = await sbxJson<{ events: { event_type: string; vm_name: string }[]; last_event_id: number }>(srv, ['events', 'list', '--type', 'vm.*', '--vm', 'agent-cli-ev1']);
+    const page = await sbxJson<{ events: { event_type: string; vm_name: string }[]; last_event_id: number }>(srv, [
+      'events',
+      'list',
+      '--type',
+      'vm.*',
+      '--vm',
+      'agent-cli-ev1',
+    ]);
     assert.deepEqual(
       page.events.map((e) => [e.event_type, e.vm_name]),
       [['vm.defined', 'agent-cli-ev1']],
@@ -89,7 +100,10 @@ describe('sbx events', () => {
   });
 
   test('events tail --json prints live events as lines and exits 0 on SIGINT', async () => {
-    const child = spawn(process.execPath, [SBX_BIN, 'events', 'tail', '--json', '--type', 'vm.*', '--vm', 'agent-cli-tail'], { env: sbxEnv(srv), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [SBX_BIN, 'events', 'tail', '--json', '--type', 'vm.*', '--vm', 'agent-cli-tail'], {
+      env: sbxEnv(srv),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const lines: Record<string, unknown>[] = [];
     let buf = '';
     let stderr = '';
@@ -105,13 +119,21 @@ describe('sbx events', () => {
     const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
     // Post until the tail is connected and has seen both (it only sees events after it connects).
     let n = 0;
-    await waitFor('the tail to print two vm.* events', async () => {
-      if (lines.length >= 2) return true;
-      await post({ event_type: n % 2 === 0 ? 'vm.started' : 'vm.stopped', vm_name: 'agent-cli-tail', details: { n } });
-      await post({ event_type: 'agent.connected', agent_id: 'not-a-vm-event' });
-      n++;
-      return undefined;
-    }, DEADLINE_MS.process, () => Promise.resolve(`the tail printed ${lines.length} lines after ${n} rounds of posts; its stderr ${JSON.stringify(stderr.slice(-600))}`));
+    await waitFor(
+      'the tail to print two vm.* events',
+      async () => {
+        if (lines.length >= 2) return true;
+        await post({ event_type: n % 2 === 0 ? 'vm.started' : 'vm.stopped', vm_name: 'agent-cli-tail', details: { n } });
+        await post({ event_type: 'agent.connected', agent_id: 'not-a-vm-event' });
+        n++;
+        return undefined;
+      },
+      DEADLINE_MS.process,
+      () =>
+        Promise.resolve(
+          `the tail printed ${lines.length} lines after ${n} rounds of posts; its stderr ${JSON.stringify(stderr.slice(-600))}`,
+        ),
+    );
     for (const l of lines) {
       assert.equal(l['vm_name'], 'agent-cli-tail');
       assert.match(String(l['event_type']), /^vm\./);
@@ -119,7 +141,14 @@ describe('sbx events', () => {
     }
     assert.ok((lines[1]?.['id'] as number) > (lines[0]?.['id'] as number));
     child.kill('SIGINT');
-    assert.equal(await settled('sbx events tail to exit after SIGINT', exited, { deadlineMs: DEADLINE_MS.process, lastState: () => `stderr ${JSON.stringify(stderr.slice(-600))}` }), 0, stderr);
+    assert.equal(
+      await settled('sbx events tail to exit after SIGINT', exited, {
+        deadlineMs: DEADLINE_MS.process,
+        lastState: () => `stderr ${JSON.stringify(stderr.slice(-600))}`,
+      }),
+      0,
+      stderr,
+    );
   });
 });
 
@@ -147,23 +176,41 @@ describe('sbx events tail across a server restart', () => {
       await res.body?.cancel();
     };
     try {
-      const tailOutput = (): Promise<string> => Promise.resolve(`sbx stdout ${JSON.stringify(stdout.slice(-600))}, stderr ${JSON.stringify(stderr.slice(-600))}`);
-      await waitFor('the tail to print an event of the first server', async () => {
-        await postTo(first!.baseUrl, 1);
-        return stdout.includes('"n":1') ? true : undefined;
-      }, undefined, tailOutput);
+      const tailOutput = (): Promise<string> =>
+        Promise.resolve(`sbx stdout ${JSON.stringify(stdout.slice(-600))}, stderr ${JSON.stringify(stderr.slice(-600))}`);
+      await waitFor(
+        'the tail to print an event of the first server',
+        async () => {
+          await postTo(first!.baseUrl, 1);
+          return stdout.includes('"n":1') ? true : undefined;
+        },
+        undefined,
+        tailOutput,
+      );
       await first.stop();
       first = undefined;
       second = await startCliServer({ SVC_HTTP_ADDR: addr });
       const base = second.baseUrl;
-      await waitFor('the tail to print an event of the restarted server', async () => {
-        await postTo(base, 2);
-        return stdout.includes('"n":2') ? true : undefined;
-      }, undefined, tailOutput);
+      await waitFor(
+        'the tail to print an event of the restarted server',
+        async () => {
+          await postTo(base, 2);
+          return stdout.includes('"n":2') ? true : undefined;
+        },
+        undefined,
+        tailOutput,
+      );
       assert.match(stderr, /reconnecting in/);
     } finally {
       child.kill('SIGINT');
-      assert.equal(await settled('sbx events tail to exit after SIGINT', exited, { deadlineMs: DEADLINE_MS.process, lastState: () => `stderr ${JSON.stringify(stderr.slice(-600))}` }), 0, stderr);
+      assert.equal(
+        await settled('sbx events tail to exit after SIGINT', exited, {
+          deadlineMs: DEADLINE_MS.process,
+          lastState: () => `stderr ${JSON.stringify(stderr.slice(-600))}`,
+        }),
+        0,
+        stderr,
+      );
       await first?.stop();
       await second?.stop();
     }

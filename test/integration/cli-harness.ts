@@ -68,7 +68,11 @@ export function sbxEnv(srv: CliServer, extra: Record<string, string> = {}): Reco
 }
 
 /** Runs sbx to completion (killed after `timeoutMs`). */
-export function runSbx(srv: CliServer, args: readonly string[], opts: { env?: Record<string, string>; stdin?: string; timeoutMs?: number } = {}): Promise<SbxResult> {
+export function runSbx(
+  srv: CliServer,
+  args: readonly string[],
+  opts: { env?: Record<string, string>; stdin?: string; timeoutMs?: number } = {},
+): Promise<SbxResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [SBX_BIN, ...args], { env: sbxEnv(srv, opts.env), stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
@@ -86,7 +90,11 @@ export function runSbx(srv: CliServer, args: readonly string[], opts: { env?: Re
 }
 
 /** Runs sbx with --json, asserts exit 0, and parses stdout. */
-export async function sbxJson<T = Record<string, unknown>>(srv: CliServer, args: readonly string[], opts: { env?: Record<string, string>; stdin?: string } = {}): Promise<T> {
+export async function sbxJson<T = Record<string, unknown>>(
+  srv: CliServer,
+  args: readonly string[],
+  opts: { env?: Record<string, string>; stdin?: string } = {},
+): Promise<T> {
   const r = await runSbx(srv, [...args, '--json'], opts);
   assert.equal(r.code, 0, `sbx ${args.join(' ')} exited ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);
   return JSON.parse(r.stdout) as T;
@@ -96,7 +104,12 @@ export async function sbxJson<T = Record<string, unknown>>(srv: CliServer, args:
  * Polls `probe` until it returns a value (not undefined): the shared helper with this file's
  * defaults; `lastState` (what the timeout shows) is worth giving.
  */
-export function waitFor<T>(what: string, probe: () => Promise<T | undefined>, deadlineMs: number = DEADLINE_MS.agent, lastState?: () => Promise<string>): Promise<T> {
+export function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  deadlineMs: number = DEADLINE_MS.agent,
+  lastState?: () => Promise<string>,
+): Promise<T> {
   return waitForCondition(what, probe, { deadlineMs, intervalMs: 200, ...(lastState !== undefined && { lastState }) });
 }
 
@@ -125,7 +138,11 @@ export interface SbxPty {
 }
 
 /** Runs sbx in a real pseudo-terminal (node-pty), as a user at a terminal would. */
-export function runSbxInPty(srv: CliServer, args: readonly string[], opts: { env?: Record<string, string>; cols?: number; rows?: number } = {}): SbxPty {
+export function runSbxInPty(
+  srv: CliServer,
+  args: readonly string[],
+  opts: { env?: Record<string, string>; cols?: number; rows?: number } = {},
+): SbxPty {
   const pty = ptySpawn(process.execPath, [SBX_BIN, ...args], {
     name: 'xterm-256color',
     cols: opts.cols ?? 100,
@@ -159,14 +176,18 @@ export function runSbxInPty(srv: CliServer, args: readonly string[], opts: { env
     },
     typeUntil: async (input, re, what) => {
       let typedMs = 0;
-      await waitForCondition(what, () => {
-        if (re.test(out)) return true;
-        if (Date.now() - typedMs >= 2000) {
-          typedMs = Date.now();
-          pty.write(input);
-        }
-        return false;
-      }, { deadlineMs: DEADLINE_MS.process, wake, lastState });
+      await waitForCondition(
+        what,
+        () => {
+          if (re.test(out)) return true;
+          if (Date.now() - typedMs >= 2000) {
+            typedMs = Date.now();
+            pty.write(input);
+          }
+          return false;
+        },
+        { deadlineMs: DEADLINE_MS.process, wake, lastState },
+      );
     },
   };
 }

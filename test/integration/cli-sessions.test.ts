@@ -19,11 +19,16 @@ before(async () => {
   const created = await runSbx(srv, ['vm', 'create', vm]);
   assert.equal(created.code, 0, created.stderr);
   let listed = '';
-  agent = await waitFor(`the agent of VM ${vm} to be Ready`, async () => {
-    const list = await sbxJson<{ agents: { id: string; hostname: string; status: string }[] }>(srv, ['agent', 'list']);
-    listed = JSON.stringify(list.agents.map((a) => [a.id, a.status]));
-    return list.agents.find((a) => a.id === vm && a.status === 'Ready')?.id;
-  }, undefined, () => Promise.resolve(`agents ${listed}`));
+  agent = await waitFor(
+    `the agent of VM ${vm} to be Ready`,
+    async () => {
+      const list = await sbxJson<{ agents: { id: string; hostname: string; status: string }[] }>(srv, ['agent', 'list']);
+      listed = JSON.stringify(list.agents.map((a) => [a.id, a.status]));
+      return list.agents.find((a) => a.id === vm && a.status === 'Ready')?.id;
+    },
+    undefined,
+    () => Promise.resolve(`agents ${listed}`),
+  );
 });
 after(async () => {
   for (const t of terminals) t.kill();
@@ -46,7 +51,11 @@ describe('sbx session', () => {
     const again = await sbxJson<Created>(srv, ['session', 'create', agent, '--name', 'cli-term', '--idempotency-key', 'cli-k1']);
     assert.equal(again.session_id, created.session_id);
 
-    const list = await sbxJson<{ agent_id: string; sessions: { session_id: string; session_name: string }[] }>(srv, ['session', 'list', agent]);
+    const list = await sbxJson<{ agent_id: string; sessions: { session_id: string; session_name: string }[] }>(srv, [
+      'session',
+      'list',
+      agent,
+    ]);
     assert.ok(list.sessions.some((s) => s.session_id === created.session_id && s.session_name === 'cli-term'));
     const table = await runSbx(srv, ['session', 'list', agent]);
     assert.match(table.stdout, new RegExp(`^${created.session_id}\\s+cli-term\\s`, 'm'));
@@ -59,7 +68,7 @@ describe('sbx session', () => {
     terminals.push(controller);
     await controller.waitFor(/attached to \S+ as controller; Ctrl-\] detaches/);
 
-    await controller.typeUntil('echo "shell-$((40+2))"\r', /shell-42/, 'the session\'s shell to run a command');
+    await controller.typeUntil('echo "shell-$((40+2))"\r', /shell-42/, "the session's shell to run a command");
     controller.write('echo hello-$((6*7))\r');
     await controller.waitFor(/hello-42/);
     await observer.waitFor(/hello-42/);

@@ -56,7 +56,10 @@ interface Task {
 describe('sbx task', () => {
   test('submit --follow streams the output; list, get, logs and artifacts show the finished task', async () => {
     const file = join(dir, 'ok.yaml');
-    await writeFile(file, manifest('cli-ok', 'echo "hello {prompt}"; mkdir -p "$SANDBOX_OUTBOX/reports"; echo done > "$SANDBOX_OUTBOX/reports/summary.txt"'));
+    await writeFile(
+      file,
+      manifest('cli-ok', 'echo "hello {prompt}"; mkdir -p "$SANDBOX_OUTBOX/reports"; echo done > "$SANDBOX_OUTBOX/reports/summary.txt"'),
+    );
     const run = await runSbx(srv, ['task', 'submit', '-f', file, '--follow']);
     assert.equal(run.code, 0, `stdout: ${run.stdout}\nstderr: ${run.stderr}`);
     assert.match(run.stdout, /^hello world$/m);
@@ -75,7 +78,10 @@ describe('sbx task', () => {
     // logs --json: one object per line, the whole log of a finished task, ending with completed.
     const logs = await runSbx(srv, ['task', 'logs', id, '--json']);
     assert.equal(logs.code, 0, logs.stderr);
-    const events = logs.stdout.trim().split('\n').map((l) => JSON.parse(l) as { type: string; text?: string; exitCode?: number });
+    const events = logs.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { type: string; text?: string; exitCode?: number });
     assert.ok(events.some((e) => e.type === 'stdout' && e.text?.includes('hello world') === true));
     assert.deepEqual(events.at(-1), { ...events.at(-1), type: 'completed', exitCode: 0 });
     const plainLogs = await runSbx(srv, ['task', 'logs', id]);
@@ -86,7 +92,15 @@ describe('sbx task', () => {
     assert.ok(summary !== undefined, JSON.stringify(arts));
     assert.equal(summary.size_bytes, 5);
     const out = join(dir, 'summary.txt');
-    const dl = await sbxJson<{ file: string; size_bytes: number }>(srv, ['task', 'artifacts', id, '--download', 'reports/summary.txt', '-o', out]);
+    const dl = await sbxJson<{ file: string; size_bytes: number }>(srv, [
+      'task',
+      'artifacts',
+      id,
+      '--download',
+      'reports/summary.txt',
+      '-o',
+      out,
+    ]);
     assert.equal(dl.size_bytes, 5);
     assert.equal(await readFile(out, 'utf8'), 'done\n');
     const missing = await runSbx(srv, ['task', 'artifacts', id, '--download', 'nope.txt', '-o', join(dir, 'nope')]);
@@ -99,21 +113,33 @@ describe('sbx task', () => {
   });
 
   test('submit from stdin, then cancel while it runs; --wait on a failing task exits 6', async () => {
-    const sub = await sbxJson<{ task_id: string; accepted: boolean }>(srv, ['task', 'submit', '-f', '-'], { stdin: manifest('cli-sleep', 'echo started; sleep 120') });
+    const sub = await sbxJson<{ task_id: string; accepted: boolean }>(srv, ['task', 'submit', '-f', '-'], {
+      stdin: manifest('cli-sleep', 'echo started; sleep 120'),
+    });
     assert.equal(sub.accepted, true);
     let last = '';
-    await waitFor('the task to run', async () => {
-      const x = await sbxJson<Task>(srv, ['task', 'get', sub.task_id]);
-      last = `${x.state}: ${JSON.stringify(x).slice(0, 400)}`;
-      return x.state === 'running' ? true : undefined;
-    }, DEADLINE_MS.endToEnd, () => Promise.resolve(last));
+    await waitFor(
+      'the task to run',
+      async () => {
+        const x = await sbxJson<Task>(srv, ['task', 'get', sub.task_id]);
+        last = `${x.state}: ${JSON.stringify(x).slice(0, 400)}`;
+        return x.state === 'running' ? true : undefined;
+      },
+      DEADLINE_MS.endToEnd,
+      () => Promise.resolve(last),
+    );
     const cancelled = await sbxJson<{ success: boolean }>(srv, ['task', 'cancel', sub.task_id, '--reason', 'sbx test']);
     assert.equal(cancelled.success, true);
-    const final = await waitFor('the task to be cancelled', async () => {
-      const x = await sbxJson<Task>(srv, ['task', 'get', sub.task_id]);
-      last = `${x.state}: ${JSON.stringify(x).slice(0, 400)}`;
-      return x.state === 'cancelled' ? x : undefined;
-    }, DEADLINE_MS.agent, () => Promise.resolve(last));
+    const final = await waitFor(
+      'the task to be cancelled',
+      async () => {
+        const x = await sbxJson<Task>(srv, ['task', 'get', sub.task_id]);
+        last = `${x.state}: ${JSON.stringify(x).slice(0, 400)}`;
+        return x.state === 'cancelled' ? x : undefined;
+      },
+      DEADLINE_MS.agent,
+      () => Promise.resolve(last),
+    );
     assert.equal(final.state, 'cancelled');
 
     const failing = join(dir, 'fail.yaml');

@@ -37,7 +37,12 @@ describe('sbx vm', () => {
     assert.equal(op.result?.vm?.name, name);
     assert.match(created.stderr, new RegExp(`vm_create ${name}: completed 100%`));
 
-    const list = await sbxJson<{ vms: { name: string; state: string; vcpus: number; memory_mb: number }[]; total: number }>(srv, ['vm', 'list', '--state', 'running']);
+    const list = await sbxJson<{ vms: { name: string; state: string; vcpus: number; memory_mb: number }[]; total: number }>(srv, [
+      'vm',
+      'list',
+      '--state',
+      'running',
+    ]);
     const mine = list.vms.find((v) => v.name === name);
     assert.deepEqual(mine && [mine.state, mine.vcpus, mine.memory_mb], ['running', 2, 2048]);
     assert.equal(list.total, list.vms.length);
@@ -49,11 +54,16 @@ describe('sbx vm', () => {
 
     // The VM's local agent connects; sbx sees it in vm get and agent list.
     let seen = '';
-    const detail = await waitFor(`the agent of VM ${name} to be connected`, async () => {
-      const d = await sbxJson<{ name: string; agent: { connected: boolean } }>(srv, ['vm', 'get', name]);
-      seen = JSON.stringify(d.agent);
-      return d.agent.connected ? d : undefined;
-    }, undefined, () => Promise.resolve(`vm get shows agent ${seen}`));
+    const detail = await waitFor(
+      `the agent of VM ${name} to be connected`,
+      async () => {
+        const d = await sbxJson<{ name: string; agent: { connected: boolean } }>(srv, ['vm', 'get', name]);
+        seen = JSON.stringify(d.agent);
+        return d.agent.connected ? d : undefined;
+      },
+      undefined,
+      () => Promise.resolve(`vm get shows agent ${seen}`),
+    );
     assert.equal(detail.name, name);
     const agents = await waitFor('the agent in agent list', async () => {
       const a = await sbxJson<{ agents: { id: string; status: string; hostname: string }[] }>(srv, ['agent', 'list']);

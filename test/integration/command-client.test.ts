@@ -35,7 +35,11 @@ function collector(): Collected & { output(stream: OutputStreamName, data: Buffe
   return {
     chunks,
     output: (stream, data, seq) => chunks.push({ stream, text: data.toString('utf8'), seq }),
-    text: (stream) => chunks.filter((c) => c.stream === stream).map((c) => c.text).join(''),
+    text: (stream) =>
+      chunks
+        .filter((c) => c.stream === stream)
+        .map((c) => c.text)
+        .join(''),
   };
 }
 
@@ -74,7 +78,11 @@ void describe('AgentCommandClient with a real agent', () => {
     const a = collector();
     const b = collector();
     const [ra, rb] = await Promise.all([
-      client.start(agentId, { command: 'sh', args: ['-c', 'for i in 1 2 3; do echo "a$i"; done; echo oops >&2; exit 7'], workingDir: '/tmp' }, a),
+      client.start(
+        agentId,
+        { command: 'sh', args: ['-c', 'for i in 1 2 3; do echo "a$i"; done; echo oops >&2; exit 7'], workingDir: '/tmp' },
+        a,
+      ),
       client.start(agentId, { command: 'printf', args: ['%s', 'only b'], env: { UNUSED: '1' } }, b),
     ]);
     assert.notEqual(ra.commandId, rb.commandId);
@@ -85,7 +93,11 @@ void describe('AgentCommandClient with a real agent', () => {
     assert.equal(a.text('stdout'), 'a1\na2\na3\n');
     assert.equal(a.text('stderr'), 'oops\n');
     const seqs = a.chunks.map((c) => c.seq);
-    assert.deepEqual(seqs, [...seqs].sort((x, y) => x - y), 'seqs increase');
+    assert.deepEqual(
+      seqs,
+      [...seqs].sort((x, y) => x - y),
+      'seqs increase',
+    );
     assert.equal(resB.exit_code, 0);
     assert.equal(b.text('stdout'), 'only b', 'no output of the other command');
     assert.ok(!a.text('stdout').includes('only b'));
@@ -114,7 +126,13 @@ void describe('AgentCommandClient with a real agent', () => {
   });
 
   void test('an unknown agent is agent.not_found; bad arguments are refused', async () => {
-    await assert.rejects(client.start('agent-nobody', { command: 'true' }), (err: unknown) => err instanceof SvcError && err.code === 'agent.not_found');
-    await assert.rejects(client.start(agentId, { commandId: 'bad id with spaces', command: 'true' }), (err: unknown) => err instanceof SvcError && err.code === 'request.invalid');
+    await assert.rejects(
+      client.start('agent-nobody', { command: 'true' }),
+      (err: unknown) => err instanceof SvcError && err.code === 'agent.not_found',
+    );
+    await assert.rejects(
+      client.start(agentId, { commandId: 'bad id with spaces', command: 'true' }),
+      (err: unknown) => err instanceof SvcError && err.code === 'request.invalid',
+    );
   });
 });

@@ -106,7 +106,7 @@ describe('dashboard: fleet', { skip: skip ?? false, timeout: 240_000 }, () => {
     }
   });
 
-  test('a duplicate name gets the server\'s error in the form', async () => {
+  test("a duplicate name gets the server's error in the form", async () => {
     const page = b.page;
     await createVmFromForm(page, name);
     const dialog = page.getByRole('dialog', { name: 'Create a VM' });
@@ -140,7 +140,9 @@ describe('dashboard: fleet', { skip: skip ?? false, timeout: 240_000 }, () => {
     await page.waitForURL(/type=vm/);
     await page.locator('.stream-status', { hasText: 'Live' }).waitFor();
     await page.locator('tr[data-type^="vm."]').first().waitFor();
-    const types = await Promise.all((await page.locator('tr[data-type]').all()).map(async (r) => (await r.getAttribute('data-type')) ?? ''));
+    const types = await Promise.all(
+      (await page.locator('tr[data-type]').all()).map(async (r) => (await r.getAttribute('data-type')) ?? ''),
+    );
     assert.ok(types.length > 0 && types.every((t) => t.startsWith('vm.')), `only vm.* events: ${types.join(', ')}`);
   });
 
@@ -157,7 +159,10 @@ describe('dashboard: fleet', { skip: skip ?? false, timeout: 240_000 }, () => {
     await screenshot(page, 'delete-vm-confirm');
     await dialog.getByLabel(/Also delete its disk/).check();
     await dialog.getByRole('button', { name: 'Delete VM' }).click();
-    await page.getByRole('status').filter({ hasText: `Deleted ${name}` }).waitFor();
+    await page
+      .getByRole('status')
+      .filter({ hasText: `Deleted ${name}` })
+      .waitFor();
     await row.waitFor({ state: 'detached', timeout: 30_000 });
     assert.deepEqual(b.pageErrors, []);
   });

@@ -94,7 +94,8 @@ export async function createReadyVm(srv: DashboardServer, name: string, deadline
   const accepted = await api.createVm({ name, vcpus: 1, memory_mb: 512, disk_gb: 1 });
   const op = await api.waitForOperation(accepted.operation.id, { timeoutMs: deadlineMs });
   assert.equal(op.status, 'completed', `create ${name}: ${op.error ?? ''}`);
-  const agentOf = async (): Promise<{ id: string; status: string } | undefined> => (await api.listAgents()).agents.find((a) => a.id === name);
+  const agentOf = async (): Promise<{ id: string; status: string } | undefined> =>
+    (await api.listAgents()).agents.find((a) => a.id === name);
   const agentLog = (): string => {
     try {
       return tail(readFileSync(vmPaths(srv.stateDir, name).agentLog, 'utf8'), 1500);
@@ -124,7 +125,12 @@ export async function textOn(page: Page, selector: string, chars = 800): Promise
  * Waits until `locator` is on `page` (Playwright watches the page); the timeout names `what` and
  * shows `lastState` — by default the page's address and the text of its main area.
  */
-export async function shows(page: Page, what: string, locator: Locator, opts: { deadlineMs?: number; lastState?: () => Promise<string> } = {}): Promise<void> {
+export async function shows(
+  page: Page,
+  what: string,
+  locator: Locator,
+  opts: { deadlineMs?: number; lastState?: () => Promise<string> } = {},
+): Promise<void> {
   await waitWithin(what, (ms) => locator.waitFor({ timeout: ms }), {
     deadlineMs: opts.deadlineMs ?? DEADLINE_MS.process,
     lastState: opts.lastState ?? (async () => `page ${page.url()} shows ${await textOn(page, 'main')}`),

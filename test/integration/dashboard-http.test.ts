@@ -63,7 +63,14 @@ describe('dashboard over HTTP', { timeout: 120_000 }, () => {
   });
 
   test('paths that try to leave the assets folder get an envelope, never a file', async () => {
-    for (const path of ['/assets/../package.json', '/assets/%2e%2e/package.json', '/assets/..%2fpackage.json', '/assets/%2e%2e%2f%2e%2e%2fetc%2fpasswd', '/assets/nope-00000000.js', '/assets//x']) {
+    for (const path of [
+      '/assets/../package.json',
+      '/assets/%2e%2e/package.json',
+      '/assets/..%2fpackage.json',
+      '/assets/%2e%2e%2f%2e%2e%2fetc%2fpasswd',
+      '/assets/nope-00000000.js',
+      '/assets//x',
+    ]) {
       const r = await rawGet(srv.server.ports.http, path);
       assert.ok([400, 404].includes(r.status), `${path}: ${r.status}`);
       assert.match(r.body, /"error":\{"code":"(route\.not_found|request\.invalid)"/, path);

@@ -25,10 +25,14 @@ async function terminalState(page: Page): Promise<string> {
 }
 
 async function waitForScreen(page: Page, re: RegExp, deadlineMs: number = DEADLINE_MS.process): Promise<string> {
-  return await waitFor(`the screen to match ${String(re)}`, async () => {
-    const text = await screenText(page);
-    return re.test(text) ? text : undefined;
-  }, { deadlineMs, intervalMs: 200, lastState: () => terminalState(page) });
+  return await waitFor(
+    `the screen to match ${String(re)}`,
+    async () => {
+      const text = await screenText(page);
+      return re.test(text) ? text : undefined;
+    },
+    { deadlineMs, intervalMs: 200, lastState: () => terminalState(page) },
+  );
 }
 
 /**
@@ -38,14 +42,18 @@ async function waitForScreen(page: Page, re: RegExp, deadlineMs: number = DEADLI
  */
 async function typeUntil(page: Page, input: string, re: RegExp, what: string): Promise<void> {
   let typedMs = 0;
-  await waitFor(what, async () => {
-    if (re.test(await screenText(page))) return true;
-    if (Date.now() - typedMs >= 2000) {
-      typedMs = Date.now();
-      await page.keyboard.type(input);
-    }
-    return false;
-  }, { deadlineMs: DEADLINE_MS.process, intervalMs: 200, lastState: () => terminalState(page) });
+  await waitFor(
+    what,
+    async () => {
+      if (re.test(await screenText(page))) return true;
+      if (Date.now() - typedMs >= 2000) {
+        typedMs = Date.now();
+        await page.keyboard.type(input);
+      }
+      return false;
+    },
+    { deadlineMs: DEADLINE_MS.process, intervalMs: 200, lastState: () => terminalState(page) },
+  );
 }
 
 /** Waits until `locator` is on a terminal page; the timeout shows its role, status and screen. */
@@ -76,7 +84,7 @@ describe('dashboard: terminal', { skip: skip ?? false, timeout: 300_000 }, () =>
     const pa = a.page;
     await pa.goto(`${srv.baseUrl}/#/agents/${encodeURIComponent(name)}`);
     await pa.getByRole('button', { name: 'New terminal' }).click();
-    await waitWithin('the new terminal\'s page', (ms) => pa.waitForURL(/#\/agents\/.*\/sessions\//, { timeout: ms }), {
+    await waitWithin("the new terminal's page", (ms) => pa.waitForURL(/#\/agents\/.*\/sessions\//, { timeout: ms }), {
       deadlineMs: DEADLINE_MS.process,
       lastState: async () => `page ${pa.url()} shows ${await textOn(pa, 'main')}`,
     });
@@ -93,7 +101,7 @@ describe('dashboard: terminal', { skip: skip ?? false, timeout: 300_000 }, () =>
     await pa.getByRole('button', { name: 'Take control' }).click();
     await onTerminal(pa, 'the controller badge', roleBadge(pa).filter({ hasText: 'controller' }));
     await pa.locator('.term-screen').click();
-    await typeUntil(pa, 'echo "shell-$((40+2))"\n', /shell-42/, 'the session\'s shell to run a command');
+    await typeUntil(pa, 'echo "shell-$((40+2))"\n', /shell-42/, "the session's shell to run a command");
     await pa.keyboard.type('echo "dash-$((6*7))-ok"\n');
     await waitForScreen(pa, /dash-42-ok/);
     await screenshot(pa, 'terminal-controller');
@@ -101,7 +109,7 @@ describe('dashboard: terminal', { skip: skip ?? false, timeout: 300_000 }, () =>
     // A second viewer: observer, sees the same screen, and is refused the lease.
     const pb = b.page;
     await pb.goto(terminalUrl);
-    await onTerminal(pb, 'the second viewer\'s observer badge', roleBadge(pb).filter({ hasText: 'observer' }));
+    await onTerminal(pb, "the second viewer's observer badge", roleBadge(pb).filter({ hasText: 'observer' }));
     await waitForScreen(pb, /dash-42-ok/);
     await pb.getByRole('button', { name: 'Take control' }).click();
     await onTerminal(pb, 'the refusal notice', pb.getByText(/control refused: another client holds the controller lease/));
@@ -113,7 +121,7 @@ describe('dashboard: terminal', { skip: skip ?? false, timeout: 300_000 }, () =>
     await pa.getByRole('button', { name: 'Release control' }).click();
     await onTerminal(pa, 'the first viewer back as observer', roleBadge(pa).filter({ hasText: 'observer' }));
     await pb.getByRole('button', { name: /take control/i }).click();
-    await onTerminal(pb, 'the second viewer\'s controller badge', roleBadge(pb).filter({ hasText: 'controller' }));
+    await onTerminal(pb, "the second viewer's controller badge", roleBadge(pb).filter({ hasText: 'controller' }));
     await pb.locator('.term-screen').click();
     await pb.keyboard.type('echo "from-b-$((2+3))"\n');
     await waitForScreen(pa, /from-b-5/);
@@ -121,13 +129,19 @@ describe('dashboard: terminal', { skip: skip ?? false, timeout: 300_000 }, () =>
     // The controller's window size reaches the PTY.
     // Both attributes in one read: two reads can straddle the re-fit and pair the old rows with the new cols.
     const termSize = (): Promise<string> =>
-      pb.locator('.term-screen').evaluate((el: { getAttribute(name: string): string | null }) => `${el.getAttribute('data-rows')} ${el.getAttribute('data-cols')}`);
+      pb
+        .locator('.term-screen')
+        .evaluate((el: { getAttribute(name: string): string | null }) => `${el.getAttribute('data-rows')} ${el.getAttribute('data-cols')}`);
     const before = await termSize();
     await pb.setViewportSize({ width: 900, height: 600 });
-    const size = await waitFor('the terminal to fit the smaller window', async () => {
-      const now = await termSize();
-      return now !== before ? now : undefined;
-    }, { deadlineMs: DEADLINE_MS.local, intervalMs: 100, lastState: async () => `data-rows/cols still ${await termSize()}` });
+    const size = await waitFor(
+      'the terminal to fit the smaller window',
+      async () => {
+        const now = await termSize();
+        return now !== before ? now : undefined;
+      },
+      { deadlineMs: DEADLINE_MS.local, intervalMs: 100, lastState: async () => `data-rows/cols still ${await termSize()}` },
+    );
     // The new size travels browser → server → agent → tmux client → pane: ask until the pane has it.
     await typeUntil(pb, 'stty size\n', new RegExp(`^${size}\\s*$`, 'm'), `stty size to show ${size}`);
 

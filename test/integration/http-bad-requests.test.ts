@@ -90,12 +90,21 @@ void describe('bad requests get the v1 envelope; the server survives', () => {
       uws: uwsRuntimeInfo,
       actors: () => ({ mode: 'inline', shards: 1, restarts: 0 }),
     });
-    router.add({ method: 'POST', path: '/echo', handler: (req) => (handled.push('echo'), { status: 200, json: { body: req.body ?? null } }) });
+    router.add({
+      method: 'POST',
+      path: '/echo',
+      handler: (req) => (handled.push('echo'), { status: 200, json: { body: req.body ?? null } }),
+    });
     router.add({ method: 'POST', path: '/items/:id', handler: (req) => ({ status: 200, json: { id: req.params.id } }) });
     router.add({ method: 'POST', path: '/small', maxBodyBytes: 16, handler: () => ({ status: 200, json: {} }) });
     router.add({ method: 'POST', path: '/slow', bodyTimeoutMs: 300, handler: () => (handled.push('slow'), { status: 200, json: {} }) });
     // A body budget no trickle reaches, so the only way such a request ends is the client's abort.
-    router.add({ method: 'POST', path: '/trickle', bodyTimeoutMs: 600_000, handler: () => (handled.push('trickle'), { status: 200, json: {} }) });
+    router.add({
+      method: 'POST',
+      path: '/trickle',
+      bodyTimeoutMs: 600_000,
+      handler: () => (handled.push('trickle'), { status: 200, json: {} }),
+    });
     router.add({
       method: 'GET',
       path: '/q',
@@ -130,7 +139,14 @@ void describe('bad requests get the v1 envelope; the server survives', () => {
   after(() => listener.close());
 
   const MiB = 1024 * 1024;
-  const table: Array<{ name: string; head: string; chunks?: Array<string | Buffer>; status: number; code: string; check?: (r: RawResponse) => void }> = [
+  const table: Array<{
+    name: string;
+    head: string;
+    chunks?: Array<string | Buffer>;
+    status: number;
+    code: string;
+    check?: (r: RawResponse) => void;
+  }> = [
     { name: 'malformed JSON', head: post('/echo', '{"a":', JSON_CT), status: 400, code: 'request.malformed_json' },
     {
       name: 'body not UTF-8',
@@ -139,7 +155,12 @@ void describe('bad requests get the v1 envelope; the server survives', () => {
       status: 400,
       code: 'request.malformed_json',
     },
-    { name: 'wrong content type', head: post('/echo', '{}', { 'content-type': 'text/plain' }), status: 400, code: 'request.unsupported_media_type' },
+    {
+      name: 'wrong content type',
+      head: post('/echo', '{}', { 'content-type': 'text/plain' }),
+      status: 400,
+      code: 'request.unsupported_media_type',
+    },
     { name: 'no content type', head: post('/echo', '{}', {}), status: 400, code: 'request.unsupported_media_type' },
     {
       name: 'declared body over 1 MiB',
@@ -154,7 +175,12 @@ void describe('bad requests get the v1 envelope; the server survives', () => {
       status: 413,
       code: 'request.body_too_large',
     },
-    { name: "body over the route's own limit", head: post('/small', JSON.stringify({ a: 'x'.repeat(32) }), JSON_CT), status: 413, code: 'request.body_too_large' },
+    {
+      name: "body over the route's own limit",
+      head: post('/small', JSON.stringify({ a: 'x'.repeat(32) }), JSON_CT),
+      status: 413,
+      code: 'request.body_too_large',
+    },
     { name: 'unknown route', head: get('/api/v1/nothing'), status: 404, code: 'route.not_found' },
     {
       name: 'wrong method',
@@ -163,10 +189,28 @@ void describe('bad requests get the v1 envelope; the server survives', () => {
       code: 'route.method_not_allowed',
       check: (r) => assert.equal(r.headers.allow, 'POST'),
     },
-    { name: 'query: not an integer', head: get('/q?limit=abc'), status: 400, code: 'request.invalid', check: (r) => assert.match(r.body, /limit/) },
-    { name: 'query: out of range', head: get('/q?limit=0'), status: 400, code: 'request.invalid', check: (r) => assert.match(r.body, /limit/) },
+    {
+      name: 'query: not an integer',
+      head: get('/q?limit=abc'),
+      status: 400,
+      code: 'request.invalid',
+      check: (r) => assert.match(r.body, /limit/),
+    },
+    {
+      name: 'query: out of range',
+      head: get('/q?limit=0'),
+      status: 400,
+      code: 'request.invalid',
+      check: (r) => assert.match(r.body, /limit/),
+    },
     { name: 'query: repeated', head: get('/q?limit=1&limit=2'), status: 400, code: 'request.invalid' },
-    { name: 'query: not in the enum', head: get('/q?state=sleeping'), status: 400, code: 'request.invalid', check: (r) => assert.match(r.body, /state/) },
+    {
+      name: 'query: not in the enum',
+      head: get('/q?state=sleeping'),
+      status: 400,
+      code: 'request.invalid',
+      check: (r) => assert.match(r.body, /state/),
+    },
     { name: 'invalid percent-encoding', head: post('/items/%E0%A4%A', '{}', JSON_CT), status: 400, code: 'request.invalid' },
     { name: 'invalid percent escape', head: post('/items/%zz', '{}', JSON_CT), status: 400, code: 'request.invalid' },
     { name: 'dot segment', head: get('/echo/../healthz'), status: 400, code: 'request.invalid' },
@@ -212,7 +256,11 @@ void describe('bad requests get the v1 envelope; the server survives', () => {
   void test('a client that disconnects mid-body is noticed and the handler never runs', async () => {
     const before = handled.length;
     await sendAndDrop(port, ['POST /echo HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"a":"'], 50);
-    await waitFor('the dropped /echo request to be counted as aborted', () => infos.some((i) => i.route === '/echo' && i.aborted), { deadlineMs: DEADLINE_MS.local, intervalMs: 20, lastState: () => JSON.stringify(infos.slice(-5)) });
+    await waitFor('the dropped /echo request to be counted as aborted', () => infos.some((i) => i.route === '/echo' && i.aborted), {
+      deadlineMs: DEADLINE_MS.local,
+      intervalMs: 20,
+      lastState: () => JSON.stringify(infos.slice(-5)),
+    });
     const info = infos.find((i) => i.route === '/echo' && i.aborted);
     assert.equal(info?.status, 0);
     assert.equal(handled.length, before);
@@ -220,9 +268,20 @@ void describe('bad requests get the v1 envelope; the server survives', () => {
 
   void test('a slowloris-style trickled body that then aborts is noticed', async () => {
     const count = infos.filter((i) => i.route === '/trickle' && i.aborted).length;
-    const trickle = ['POST /trickle HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\n', 'content-length: 50\r\n\r\n', '{', '"', 'a', '"'];
+    const trickle = [
+      'POST /trickle HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\n',
+      'content-length: 50\r\n\r\n',
+      '{',
+      '"',
+      'a',
+      '"',
+    ];
     await sendAndDrop(port, trickle, 40);
-    await waitFor('the dropped /trickle request to be counted as aborted', () => infos.filter((i) => i.route === '/trickle' && i.aborted).length > count, { deadlineMs: DEADLINE_MS.local, intervalMs: 20, lastState: () => JSON.stringify(infos.slice(-5)) });
+    await waitFor(
+      'the dropped /trickle request to be counted as aborted',
+      () => infos.filter((i) => i.route === '/trickle' && i.aborted).length > count,
+      { deadlineMs: DEADLINE_MS.local, intervalMs: 20, lastState: () => JSON.stringify(infos.slice(-5)) },
+    );
     assert.ok(!handled.includes('trickle'));
   });
 

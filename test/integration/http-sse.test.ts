@@ -88,9 +88,16 @@ void describe('SSE streams', () => {
     let text = '';
     res.setEncoding('utf8');
     res.on('data', (d: string) => (text += d));
-    await until('two heartbeat comments', () => (text.match(/: ping\n\n/g) ?? []).length >= 2, () => `received ${JSON.stringify(text.slice(-200))}`);
+    await until(
+      'two heartbeat comments',
+      () => (text.match(/: ping\n\n/g) ?? []).length >= 2,
+      () => `received ${JSON.stringify(text.slice(-200))}`,
+    );
     const events = text.split('\n\n').filter((b) => b.startsWith('event:'));
-    assert.deepEqual(events, [1, 2, 3].map((i) => `event: output\nid: ${i}\ndata: alpha line ${i}\ndata: second`));
+    assert.deepEqual(
+      events,
+      [1, 2, 3].map((i) => `event: output\nid: ${i}\ndata: alpha line ${i}\ndata: second`),
+    );
     res.destroy();
   });
 
@@ -103,13 +110,21 @@ void describe('SSE streams', () => {
     await until('the sink to see the client go away', () => closedSinks.has(sink));
     assert.equal(sink.closed, true);
     assert.equal(sink.write('data: late\n\n'), false, 'writes after close are refused');
-    await until('no stream left open', () => listener.openStreams().sse === 0, () => `${listener.openStreams().sse} open`);
+    await until(
+      'no stream left open',
+      () => listener.openStreams().sse === 0,
+      () => `${listener.openStreams().sse} open`,
+    );
   });
 
   void test('a slow reader gets every frame, in order, with writes paced by backpressure', async () => {
     const res = await open(listener.port, '/flood');
     res.pause();
-    await until('the producer to meet backpressure', () => bp.backpressured > 0, () => `written ${bp.written} of ${bp.total}`);
+    await until(
+      'the producer to meet backpressure',
+      () => bp.backpressured > 0,
+      () => `written ${bp.written} of ${bp.total}`,
+    );
     // The behaviour under test: for 200 ms the client reads nothing and the producer must stay stopped.
     await sleep(200);
     const writtenWhilePaused = bp.written;
@@ -130,7 +145,10 @@ void describe('SSE streams', () => {
     res.resume();
     await new Promise((r) => res.on('end', r));
     assert.equal(ids.length, bp.total);
-    assert.ok(ids.every((id, k) => id === k), 'frames arrive in order without gaps');
+    assert.ok(
+      ids.every((id, k) => id === k),
+      'frames arrive in order without gaps',
+    );
     assert.ok(bp.drains > 0, 'onWritable resumed the producer');
   });
 
@@ -153,7 +171,11 @@ void describe('SSE streams', () => {
     });
     const res = await open(own.port, '/s');
     const ended = new Promise((r) => res.on('end', r).on('error', r).on('close', r).resume());
-    await until('one open stream', () => own.openStreams().sse === 1, () => `${own.openStreams().sse} open`);
+    await until(
+      'one open stream',
+      () => own.openStreams().sse === 1,
+      () => `${own.openStreams().sse} open`,
+    );
     await own.close();
     await ended;
     assert.equal(own.openStreams().sse, 0);

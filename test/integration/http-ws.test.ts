@@ -31,7 +31,10 @@ const WebSocketClient = createRequire(import.meta.url)('ws') as WsCtor;
 const logger = pino({ level: 'silent' });
 
 /** A connected client that queues incoming text messages. */
-async function connect(url: string, protocols?: string[]): Promise<{ ws: WsClient; next(): Promise<Record<string, unknown>>; closed: Promise<number> }> {
+async function connect(
+  url: string,
+  protocols?: string[],
+): Promise<{ ws: WsClient; next(): Promise<Record<string, unknown>>; closed: Promise<number> }> {
   const ws = new WebSocketClient(url, protocols);
   const queue: string[] = [];
   ws.on('message', (d) => queue.push(d.toString('utf8')));

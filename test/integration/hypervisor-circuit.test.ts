@@ -89,7 +89,10 @@ describe('hypervisor circuit breaker', () => {
       await new Promise((r) => setTimeout(r, 500));
       const healed = await inject(router, { method: 'GET', url: '/healthz/hypervisor' });
       assert.equal(healed.status, 200, healed.text);
-      assert.deepEqual({ ...(healed.json() as object), hosts: undefined }, { status: 'ok', hypervisor: deadUri, circuit: 'closed', hosts: undefined });
+      assert.deepEqual(
+        { ...(healed.json() as object), hosts: undefined },
+        { status: 'ok', hypervisor: deadUri, circuit: 'closed', hosts: undefined },
+      );
       assert.ok((await hv.list()).some((d) => d.name === 'test'));
     } finally {
       await hv.stop();

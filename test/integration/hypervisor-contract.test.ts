@@ -57,9 +57,20 @@ describe('hypervisor port contract (libvirt, test:///default)', () => {
       const t = all.find((d) => d.name === 'test');
       assert.ok(t, 'predefined domain "test" listed');
       assert.match(t.uuid, UUID_RE);
-      assert.deepEqual({ ...t, uuid: '' }, {
-        name: 'test', uuid: '', state: 'running', vcpus: 2, memoryMiB: 8192, host: URI, uptimeSeconds: null, ipAddress: null, metadata: {},
-      });
+      assert.deepEqual(
+        { ...t, uuid: '' },
+        {
+          name: 'test',
+          uuid: '',
+          state: 'running',
+          vcpus: 2,
+          memoryMiB: 8192,
+          host: URI,
+          uptimeSeconds: null,
+          ipAddress: null,
+          metadata: {},
+        },
+      );
       assert.deepEqual(await hv.get('test'), t);
       assert.equal(await hv.get('agent-missing'), null);
       const d = await hv.describe('test');
@@ -148,10 +159,19 @@ describe('hypervisor port contract (libvirt, test:///default)', () => {
       await hv.define(spec('agent-f2'));
       await hv.startDomain('agent-f2');
       // Names are unique per test: the process-wide test:///default state may outlive a port.
-      assert.deepEqual((await hv.list({ prefix: 'agent-f' })).map((d) => d.name), ['agent-f1', 'agent-f2']);
-      assert.deepEqual((await hv.list({ prefix: 'agent-f', states: ['running'] })).map((d) => d.name), ['agent-f2']);
+      assert.deepEqual(
+        (await hv.list({ prefix: 'agent-f' })).map((d) => d.name),
+        ['agent-f1', 'agent-f2'],
+      );
+      assert.deepEqual(
+        (await hv.list({ prefix: 'agent-f', states: ['running'] })).map((d) => d.name),
+        ['agent-f2'],
+      );
       assert.ok((await hv.list({ states: ['stopped'] })).every((d) => d.state === 'stopped'));
-      assert.deepEqual((await hv.list({ states: ['running'] })).filter((d) => d.name === 'test' || d.name.startsWith('agent-f')).map((d) => d.name), ['agent-f2', 'test']);
+      assert.deepEqual(
+        (await hv.list({ states: ['running'] })).filter((d) => d.name === 'test' || d.name.startsWith('agent-f')).map((d) => d.name),
+        ['agent-f2', 'test'],
+      );
       const onHost = await hv.list({ host: URI });
       assert.ok(onHost.length >= 3 && onHost.every((d) => d.host === URI));
     });
@@ -161,10 +181,12 @@ describe('hypervisor port contract (libvirt, test:///default)', () => {
     await withPort(async (hv, events) => {
       const names = Array.from({ length: 20 }, (_, i) => `agent-par-${i}`);
       const t0 = performance.now();
-      const infos = await Promise.all(names.map(async (n) => {
-        await hv.define(spec(n));
-        return hv.startDomain(n);
-      }));
+      const infos = await Promise.all(
+        names.map(async (n) => {
+          await hv.define(spec(n));
+          return hv.startDomain(n);
+        }),
+      );
       const ms = performance.now() - t0;
       assert.ok(infos.every((i) => i.state === 'running'));
       const listed = await hv.list({ prefix: 'agent-par-', states: ['running'] });
@@ -197,7 +219,7 @@ describe('hypervisor port contract (libvirt, test:///default)', () => {
     });
   });
 
-  test('the poller reports changes made behind the port\'s back, once each', async () => {
+  test("the poller reports changes made behind the port's back, once each", async () => {
     await withPort(async (hv, events) => {
       await hv.define(spec('agent-back'));
       await hv.startDomain('agent-back');
@@ -217,7 +239,9 @@ describe('hypervisor port contract (libvirt, test:///default)', () => {
         await hv.pollNow();
         await d.destroy();
         await d.undefine();
-        await raw.domainDefineXML(`<domain type='test'><name>agent-foreign</name><memory unit='MiB'>64</memory><os><type>hvm</type></os></domain>`);
+        await raw.domainDefineXML(
+          `<domain type='test'><name>agent-foreign</name><memory unit='MiB'>64</memory><os><type>hvm</type></os></domain>`,
+        );
         await hv.pollNow();
       } finally {
         await raw.connectClose();

@@ -45,13 +45,16 @@ function makeDaemon(): Daemon {
   const dir = mkdtempSync(join(tmpdir(), 'sbx-libvirtd-'));
   const sock = join(dir, 'libvirt-sock');
   const conf = join(dir, 'libvirtd.conf');
-  writeFileSync(conf, [
-    `unix_sock_dir = "${dir}"`,
-    'auth_unix_rw = "none"',
-    'auth_unix_ro = "none"',
-    `log_outputs = "3:file:${join(dir, 'libvirtd.log')}"`,
-    '',
-  ].join('\n'));
+  writeFileSync(
+    conf,
+    [
+      `unix_sock_dir = "${dir}"`,
+      'auth_unix_rw = "none"',
+      'auth_unix_ro = "none"',
+      `log_outputs = "3:file:${join(dir, 'libvirtd.log')}"`,
+      '',
+    ].join('\n'),
+  );
   if (isRoot) chownSync(dir, NOBODY, NOBODY);
   let child: ChildProcess | null = null;
   return {
@@ -67,7 +70,11 @@ function makeDaemon(): Daemon {
         XDG_CACHE_HOME: join(dir, 'cache'),
         XDG_DATA_HOME: join(dir, 'data'),
       };
-      const c = spawn(LIBVIRTD ?? 'libvirtd', ['-f', conf], { env, stdio: ['ignore', 'ignore', 'pipe'], ...(isRoot ? { uid: NOBODY, gid: NOBODY } : {}) });
+      const c = spawn(LIBVIRTD ?? 'libvirtd', ['-f', conf], {
+        env,
+        stdio: ['ignore', 'ignore', 'pipe'],
+        ...(isRoot ? { uid: NOBODY, gid: NOBODY } : {}),
+      });
       child = c;
       let stderr = '';
       c.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr += s));
@@ -126,7 +133,12 @@ async function assertAgree(hv: LibvirtHypervisor, uri: string, step: string): Pr
 }
 
 /** Waits for the first event `pred` accepts; the timeout lists the events seen. */
-function waitFor(events: HypervisorEvent[], pred: (e: HypervisorEvent) => boolean, what: string, deadlineMs: number = DEADLINE_MS.process): Promise<HypervisorEvent> {
+function waitFor(
+  events: HypervisorEvent[],
+  pred: (e: HypervisorEvent) => boolean,
+  what: string,
+  deadlineMs: number = DEADLINE_MS.process,
+): Promise<HypervisorEvent> {
   return waitForCondition(what, () => events.find(pred), {
     deadlineMs,
     intervalMs: 50,
@@ -134,7 +146,10 @@ function waitFor(events: HypervisorEvent[], pred: (e: HypervisorEvent) => boolea
   });
 }
 
-async function withPort(opts: Omit<LibvirtHypervisorOptions, 'uris'> & { uri: string }, fn: (hv: LibvirtHypervisor, events: HypervisorEvent[]) => Promise<void>): Promise<void> {
+async function withPort(
+  opts: Omit<LibvirtHypervisorOptions, 'uris'> & { uri: string },
+  fn: (hv: LibvirtHypervisor, events: HypervisorEvent[]) => Promise<void>,
+): Promise<void> {
   const { uri, ...rest } = opts;
   const hv = new LibvirtHypervisor({ uris: [uri], ...rest });
   const events: HypervisorEvent[] = [];
@@ -177,9 +192,15 @@ describe('hypervisor port through a libvirt daemon', { skip: skipReason }, () =>
         await assertAgree(hv, uri, 'virsh destroy d2');
 
         virsh(uri, 'start', 'agent-d3');
-        assert.equal((await waitFor(events, (e) => e.vmName === 'agent-d3' && e.type === 'vm.started', 'vm.started for agent-d3')).source, 'poller');
+        assert.equal(
+          (await waitFor(events, (e) => e.vmName === 'agent-d3' && e.type === 'vm.started', 'vm.started for agent-d3')).source,
+          'poller',
+        );
         virsh(uri, 'undefine', 'agent-d1');
-        assert.equal((await waitFor(events, (e) => e.vmName === 'agent-d1' && e.type === 'vm.undefined', 'vm.undefined for agent-d1')).source, 'poller');
+        assert.equal(
+          (await waitFor(events, (e) => e.vmName === 'agent-d1' && e.type === 'vm.undefined', 'vm.undefined for agent-d1')).source,
+          'poller',
+        );
         await assertAgree(hv, uri, 'virsh start d3, undefine d1');
 
         await hv.undefine('agent-d3', { force: true });
@@ -196,7 +217,7 @@ describe('hypervisor port through a libvirt daemon', { skip: skipReason }, () =>
     }
   });
 
-  test('with the virsh event source, outside changes arrive with libvirt\'s exact reason', async () => {
+  test("with the virsh event source, outside changes arrive with libvirt's exact reason", async () => {
     const daemon = makeDaemon();
     await daemon.start();
     try {
@@ -225,7 +246,10 @@ describe('hypervisor port through a libvirt daemon', { skip: skipReason }, () =>
         await hv.startDomain('agent-e1');
         // A negative check: a pause in which a second report of our own start would arrive.
         await new Promise((r) => setTimeout(r, 500));
-        assert.deepEqual(events.filter((e) => e.vmName === 'agent-e1' && e.type === 'vm.started').map((e) => e.source), ['virsh-event', 'sandboxd']);
+        assert.deepEqual(
+          events.filter((e) => e.vmName === 'agent-e1' && e.type === 'vm.started').map((e) => e.source),
+          ['virsh-event', 'sandboxd'],
+        );
       });
     } finally {
       await daemon.stop();
@@ -253,7 +277,10 @@ describe('hypervisor port through a libvirt daemon', { skip: skipReason }, () =>
           await new Promise((r) => setTimeout(r, 100));
         }
         // A new daemon has a fresh test driver: only the predefined domain.
-        assert.deepEqual((await hv.list()).map((d) => d.name), ['test']);
+        assert.deepEqual(
+          (await hv.list()).map((d) => d.name),
+          ['test'],
+        );
         await assertAgree(hv, daemon.uri, 'reconnect');
       });
     } finally {

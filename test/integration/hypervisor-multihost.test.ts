@@ -38,14 +38,27 @@ describe('hypervisor port with several hosts', () => {
       for (const n of ['agent-m1', 'agent-m2', 'agent-m3']) placed.push((await hv.define(spec(n))).host);
       assert.deepEqual(placed, [b, b, a]);
 
-      await assert.rejects(hv.define(spec('agent-m1'), { host: a }), (e: unknown) => e instanceof SvcError && e.code === 'VM_ALREADY_EXISTS');
+      await assert.rejects(
+        hv.define(spec('agent-m1'), { host: a }),
+        (e: unknown) => e instanceof SvcError && e.code === 'VM_ALREADY_EXISTS',
+      );
       const all = await hv.list();
-      assert.deepEqual(all.map((d) => [d.name, d.host]), [
-        ['agent-m1', b], ['agent-m2', b], ['agent-m3', a], ['agent-pinned-1', a], ['agent-pinned-2', a],
-      ]);
+      assert.deepEqual(
+        all.map((d) => [d.name, d.host]),
+        [
+          ['agent-m1', b],
+          ['agent-m2', b],
+          ['agent-m3', a],
+          ['agent-pinned-1', a],
+          ['agent-pinned-2', a],
+        ],
+      );
       assert.equal((await hv.get('agent-m2'))?.host, b);
       assert.equal((await hv.startDomain('agent-m2')).state, 'running');
-      assert.deepEqual((await hv.list({ host: b, states: ['running'] })).map((d) => d.name), ['agent-m2']);
+      assert.deepEqual(
+        (await hv.list({ host: b, states: ['running'] })).map((d) => d.name),
+        ['agent-m2'],
+      );
       await hv.undefine('agent-m2', { force: true });
       assert.equal(await hv.get('agent-m2'), null);
       const h = await hv.health();
@@ -66,7 +79,10 @@ describe('hypervisor port with several hosts', () => {
       await assert.rejects(hv.define(spec('agent-d')), (e: unknown) => e instanceof SvcError && e.code === 'HYPERVISOR_UNAVAILABLE');
       const h = await hv.health();
       assert.equal(h.status, 'degraded');
-      assert.deepEqual(h.hosts.map((x) => x.status), ['ok', 'down']);
+      assert.deepEqual(
+        h.hosts.map((x) => x.status),
+        ['ok', 'down'],
+      );
       assert.deepEqual(await hv.list(), []);
     } finally {
       await hv.stop();

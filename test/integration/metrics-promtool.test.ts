@@ -64,11 +64,24 @@ void test('GET /metrics passes promtool check metrics', { skip }, async () => {
     assert.equal((await fetch(`${base}/nope`)).status, 404); // an error series too
     const text = await (await fetch(`${base}/metrics`)).text();
     const { code, output } = await promtoolCheck(text);
-    const findings = output.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+    const findings = output
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '');
     assert.deepEqual(findings, [SPEC_NAME_EXCEPTION], `promtool findings:\n${output}`);
     assert.equal(code, PROMTOOL_LINT_PROBLEMS, `promtool exit ${String(code)}:\n${output}`);
-    for (const name of ['svc_agents_connected', 'svc_agents_by_status', 'svc_tasks_by_state', 'svc_commands_total', 'svc_commands_by_result',
-      'svc_command_latency_seconds', 'svc_task_outcomes_total', 'svc_agentshare_inbox_bytes', 'svc_session_reconciliations_total', 'svc_sessions_killed_total']) {
+    for (const name of [
+      'svc_agents_connected',
+      'svc_agents_by_status',
+      'svc_tasks_by_state',
+      'svc_commands_total',
+      'svc_commands_by_result',
+      'svc_command_latency_seconds',
+      'svc_task_outcomes_total',
+      'svc_agentshare_inbox_bytes',
+      'svc_session_reconciliations_total',
+      'svc_sessions_killed_total',
+    ]) {
       assert.match(text, new RegExp(`^# TYPE ${name} `, 'm'), `${name} is exposed`);
     }
   } finally {

@@ -26,9 +26,11 @@ import { fwCfgFiles, writeFwCfg } from '../../src/vms/fw-cfg.js';
 import { agentOf, execCollect, operatorClient, startTestServer, waitFor, type TestServer } from './agents-harness.js';
 
 function skipReason(): string | null {
-  if (process.env['SANDBOXD_DEBIAN_IMAGE_TESTS'] !== '1') return 'DEBIAN IMAGE TEST SKIPPED: opt-in with SANDBOXD_DEBIAN_IMAGE_TESTS=1 (builds a debootstrap image: minutes, root, the Debian mirror)';
+  if (process.env['SANDBOXD_DEBIAN_IMAGE_TESTS'] !== '1')
+    return 'DEBIAN IMAGE TEST SKIPPED: opt-in with SANDBOXD_DEBIAN_IMAGE_TESTS=1 (builds a debootstrap image: minutes, root, the Debian mirror)';
   if (process.getuid?.() !== 0) return 'DEBIAN IMAGE TEST SKIPPED: building the image needs root';
-  if (!existsSync('/usr/bin/qemu-system-x86_64') || !existsSync('/usr/bin/qemu-img')) return 'DEBIAN IMAGE TEST SKIPPED: qemu-system-x86_64 / qemu-img are not installed (apt-get install qemu-system-x86 qemu-utils)';
+  if (!existsSync('/usr/bin/qemu-system-x86_64') || !existsSync('/usr/bin/qemu-img'))
+    return 'DEBIAN IMAGE TEST SKIPPED: qemu-system-x86_64 / qemu-img are not installed (apt-get install qemu-system-x86 qemu-utils)';
   return null;
 }
 
@@ -46,53 +48,107 @@ void describe('debian image under plain QEMU', { skip: skip ?? false, timeout: 1
   let qemuExit: Promise<number | null>;
   let bootMs = 0;
 
-  before(async () => {
-    const tree = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-    image = await buildDebianImage({ outDir: join(tmpdir(), 'sandboxd-realvm-images'), agentTree: tree, packageRoot: findPackageRoot(tree) });
-    process.stderr.write(`debian image: ${image.dir} (${image.reused ? 'reused' : 'built'} in ${image.elapsedMs} ms)\n`);
-    work = await mkdtemp(join(tmpdir(), 'sandboxd-debian-boot-'));
-    // QEMU user networking connects the guest's 10.0.2.2:<port> to this host's 127.0.0.1:<port>.
-    ts = await startTestServer({ SVC_GRPC_ADDR: '127.0.0.1:0' });
-  }, { timeout: 900_000 });
+  before(
+    async () => {
+      const tree = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+      image = await buildDebianImage({
+        outDir: join(tmpdir(), 'sandboxd-realvm-images'),
+        agentTree: tree,
+        packageRoot: findPackageRoot(tree),
+      });
+      process.stderr.write(`debian image: ${image.dir} (${image.reused ? 'reused' : 'built'} in ${image.elapsedMs} ms)\n`);
+      work = await mkdtemp(join(tmpdir(), 'sandboxd-debian-boot-'));
+      // QEMU user networking connects the guest's 10.0.2.2:<port> to this host's 127.0.0.1:<port>.
+      ts = await startTestServer({ SVC_GRPC_ADDR: '127.0.0.1:0' });
+    },
+    { timeout: 900_000 },
+  );
 
-  after(async () => {
-    if (qemu !== undefined && qemu.exitCode === null && qemu.signalCode === null) {
-      qemu.kill('SIGKILL');
-      await qemuExit;
-    }
-    await ts?.stop();
-    if (work !== undefined) await rm(work, { recursive: true, force: true });
-  }, { timeout: 120_000 });
+  after(
+    async () => {
+      if (qemu !== undefined && qemu.exitCode === null && qemu.signalCode === null) {
+        qemu.kill('SIGKILL');
+        await qemuExit;
+      }
+      await ts?.stop();
+      if (work !== undefined) await rm(work, { recursive: true, force: true });
+    },
+    { timeout: 120_000 },
+  );
 
   void test('boots, and its agent connects over mTLS with the fw_cfg identity', { timeout: 300_000 }, async () => {
     const certs = await writeAgentBundle(join(work, 'certs'), ts.ca, { instanceId: INSTANCE_ID });
-    const [caPem, certPem, keyPem] = await Promise.all([readFile(certs.ca, 'utf8'), readFile(certs.cert, 'utf8'), readFile(certs.key, 'utf8')]);
+    const [caPem, certPem, keyPem] = await Promise.all([
+      readFile(certs.ca, 'utf8'),
+      readFile(certs.cert, 'utf8'),
+      readFile(certs.key, 'utf8'),
+    ]);
     const fw = join(work, 'fwcfg');
-    await writeFwCfg(fw, {
-      server: `10.0.2.2:${ts.server.ports.grpc}`, agentId: AGENT_ID, instanceId: INSTANCE_ID, profile: 'basic', hostname: AGENT_ID, ipCidr: '10.0.2.15/24', gateway: '10.0.2.2',
-    }, { caPem, certPem, keyPem });
+    await writeFwCfg(
+      fw,
+      {
+        server: `10.0.2.2:${ts.server.ports.grpc}`,
+        agentId: AGENT_ID,
+        instanceId: INSTANCE_ID,
+        profile: 'basic',
+        hostname: AGENT_ID,
+        ipCidr: '10.0.2.15/24',
+        gateway: '10.0.2.2',
+      },
+      { caPem, certPem, keyPem },
+    );
     const overlay = join(work, 'disk.qcow2');
     execFileSync('qemu-img', ['create', '-q', '-f', 'qcow2', '-F', 'raw', '-b', join(image.dir, image.manifest.files.disk), overlay]);
     const args = [
-      '-M', 'pc', '-accel', 'tcg,tb-size=64', '-m', '1024', '-smp', '1', '-nodefaults', '-display', 'none', '-no-reboot',
-      '-serial', `file:${join(work, 'console.log')}`, '-monitor', `unix:${join(work, 'monitor.sock')},server=on,wait=off`,
-      '-kernel', join(image.dir, image.manifest.files.kernel), '-initrd', join(image.dir, image.manifest.files.initrd), '-append', image.manifest.cmdline,
-      '-drive', `file=${overlay},format=qcow2,if=virtio`,
-      '-netdev', 'user,id=n0', '-device', 'virtio-net-pci,netdev=n0,romfile=',
+      '-M',
+      'pc',
+      '-accel',
+      'tcg,tb-size=64',
+      '-m',
+      '1024',
+      '-smp',
+      '1',
+      '-nodefaults',
+      '-display',
+      'none',
+      '-no-reboot',
+      '-serial',
+      `file:${join(work, 'console.log')}`,
+      '-monitor',
+      `unix:${join(work, 'monitor.sock')},server=on,wait=off`,
+      '-kernel',
+      join(image.dir, image.manifest.files.kernel),
+      '-initrd',
+      join(image.dir, image.manifest.files.initrd),
+      '-append',
+      image.manifest.cmdline,
+      '-drive',
+      `file=${overlay},format=qcow2,if=virtio`,
+      '-netdev',
+      'user,id=n0',
+      '-device',
+      'virtio-net-pci,netdev=n0,romfile=',
       ...Object.entries(fwCfgFiles(fw)).flatMap(([name, file]) => ['-fw_cfg', `name=${name},file=${file}`]),
     ];
     const t0 = Date.now();
     qemu = spawn('qemu-system-x86_64', args, { stdio: ['ignore', 'ignore', 'pipe'] });
     let qemuErr = '';
-    qemu.stderr?.on('data', (d: Buffer) => { qemuErr += d.toString(); });
+    qemu.stderr?.on('data', (d: Buffer) => {
+      qemuErr += d.toString();
+    });
     const child = qemu;
     qemuExit = new Promise((res) => child.once('exit', (code) => res(code)));
     const serial = async (): Promise<string> => readFile(join(work, 'console.log'), 'utf8').catch(() => '');
     try {
-      await waitFor('the guest agent to connect', async () => {
-        if (child.exitCode !== null) throw new Error(`QEMU exited ${child.exitCode}: ${qemuErr}`);
-        return (await agentOf(ts, AGENT_ID))?.status === 'Ready';
-      }, 240_000, 250);
+      await waitFor(
+        'the guest agent to connect',
+        async () => {
+          if (child.exitCode !== null) throw new Error(`QEMU exited ${child.exitCode}: ${qemuErr}`);
+          return (await agentOf(ts, AGENT_ID))?.status === 'Ready';
+        },
+        240_000,
+        250,
+      );
     } catch (err) {
       throw new Error(`${(err as Error).message}\n--- serial console ---\n${(await serial()).slice(-6000)}`, { cause: err });
     }
@@ -110,7 +166,11 @@ void describe('debian image under plain QEMU', { skip: skip ?? false, timeout: 1
     const client = await operatorClient(ts);
     try {
       const script = [
-        'echo "user=$(id -un) host=$(hostname)"', 'node --version', 'tmux -V', 'git --version', 'sudo -n true && echo sudo=ok',
+        'echo "user=$(id -un) host=$(hostname)"',
+        'node --version',
+        'tmux -V',
+        'git --version',
+        'sudo -n true && echo sudo=ok',
         'echo "cloud-init=$(systemctl is-active cloud-init-local.service cloud-final.service | sort -u | tr "\\n" " ")"',
         'echo "failed=$(systemctl list-units --state=failed --plain --no-legend | wc -l)"',
         'systemd-analyze 2>/dev/null | head -n 1 || true',
@@ -137,7 +197,18 @@ void describe('debian image under plain QEMU', { skip: skip ?? false, timeout: 1
     // the button driver must be loaded, or the press is lost.
     const client = await operatorClient(ts);
     try {
-      const settle = await execCollect(client, { agentId: AGENT_ID, command: 'sh', args: ['-c', 'sudo udevadm settle --timeout=200; systemctl is-system-running --wait; grep -l "Power Button" /sys/class/input/input*/name | wc -l'] }, 240_000);
+      const settle = await execCollect(
+        client,
+        {
+          agentId: AGENT_ID,
+          command: 'sh',
+          args: [
+            '-c',
+            'sudo udevadm settle --timeout=200; systemctl is-system-running --wait; grep -l "Power Button" /sys/class/input/input*/name | wc -l',
+          ],
+        },
+        240_000,
+      );
       assert.equal(settle.status.code, 0, settle.status.details);
       assert.match(settle.stdout.toString(), /^(running|degraded)\n[1-9]/, settle.stdout.toString());
     } finally {

@@ -95,7 +95,9 @@ function alive(p: Proc): boolean {
 }
 
 function allPids(): number[] {
-  return readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number);
+  return readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number);
 }
 
 /** The NAME=value entries of pid's environment ([] when it is gone). */
@@ -160,7 +162,11 @@ async function assertAllGone(procs: readonly Proc[], when: string): Promise<void
     await new Promise((r) => setTimeout(r, 50));
     left = left.filter(alive);
   }
-  assert.equal(left.length, 0, `${when}, ${left.length} process(es) of the server are still alive ${kGoneMs} ms later:\n${describeProcs(left)}`);
+  assert.equal(
+    left.length,
+    0,
+    `${when}, ${left.length} process(es) of the server are still alive ${kGoneMs} ms later:\n${describeProcs(left)}`,
+  );
 }
 
 interface Server {
@@ -172,7 +178,9 @@ interface Server {
 }
 
 async function serve(root: string, mark: string): Promise<Server> {
-  const passOn = Object.fromEntries(['SANDBOXD_TEST_RUN', 'SANDBOXD_TEST_FILE'].flatMap((k) => (process.env[k] === undefined ? [] : [[k, process.env[k]]])));
+  const passOn = Object.fromEntries(
+    ['SANDBOXD_TEST_RUN', 'SANDBOXD_TEST_FILE'].flatMap((k) => (process.env[k] === undefined ? [] : [[k, process.env[k]]])),
+  );
   const child = spawn(process.execPath, [BIN, 'serve'], {
     env: {
       ...passOn,
@@ -197,7 +205,9 @@ async function serve(root: string, mark: string): Promise<Server> {
   let err = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
   const url = await Promise.race([
     waitFor('the ready line', kReadyMs, () => /sandboxd ready: API and dashboard (http:\/\/127\.0\.0\.1:\d+\/)/.exec(out)?.[1]),
     exit.then((e) => {
@@ -221,7 +231,9 @@ async function agentRegistered(url: string, vm: string): Promise<void> {
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(new Error(`no agent.registered for ${vm} within ${kAgentRegisteredMs} ms`)), kAgentRegisteredMs);
   try {
-    const r = await fetch(new URL(`/api/v1/events?follow=true&since=0&event_type=agent.registered&agent_id=${vm}`, url), { signal: ac.signal });
+    const r = await fetch(new URL(`/api/v1/events?follow=true&since=0&event_type=agent.registered&agent_id=${vm}`, url), {
+      signal: ac.signal,
+    });
     assert.equal(r.status, 200);
     const decoder = new TextDecoder();
     let text = '';
@@ -244,16 +256,25 @@ async function vmWithSession(s: Server, root: string, vm: string): Promise<Proc[
   await registered;
   const session = await api(s.url, 'POST', `/api/v1/agents/${vm}/sessions`, { session_name: 'leftovers', command: kSessionCommand });
   assert.equal(session.status, 200, JSON.stringify(session.json));
-  const procs = await waitFor('the session\'s shell and programs', kSessionRunningMs, () => {
+  const procs = await waitFor("the session's shell and programs", kSessionRunningMs, () => {
     const ps = processesOf(s);
     const running = (re: RegExp): boolean => ps.some((p) => re.test(p.cmdline));
     return running(/^sleep 3600$/) && running(/^sleep 3601$/) && running(/^sleep 3602$/) && running(/^bash$/) ? ps : undefined;
   });
   const cmdlines = procs.map((p) => p.cmdline);
-  assert.ok(cmdlines.some((c) => c.includes('sandbox-agent.js')), `the local agent runs:\n${describeProcs(procs)}`);
-  assert.ok(cmdlines.some((c) => c.startsWith('tmux ')), `a tmux server runs:\n${describeProcs(procs)}`);
+  assert.ok(
+    cmdlines.some((c) => c.includes('sandbox-agent.js')),
+    `the local agent runs:\n${describeProcs(procs)}`,
+  );
+  assert.ok(
+    cmdlines.some((c) => c.startsWith('tmux ')),
+    `a tmux server runs:\n${describeProcs(procs)}`,
+  );
   const tmuxDir = join(root, 'state', 'vms', vm, 'tmux');
-  assert.ok(existsSync(join(tmuxDir, `tmux-${process.getuid?.() ?? 0}`, 'sandboxd')), `the VM's tmux socket is in its own folder ${tmuxDir}`);
+  assert.ok(
+    existsSync(join(tmuxDir, `tmux-${process.getuid?.() ?? 0}`, 'sandboxd')),
+    `the VM's tmux socket is in its own folder ${tmuxDir}`,
+  );
   return procs;
 }
 
@@ -275,7 +296,12 @@ describe('sandboxd serve on the embedded default leaves no process behind', { ti
     s.child.kill('SIGTERM');
     const exit = await Promise.race([
       s.exit,
-      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`sandboxd did not exit within ${kShutdownDeadlineMs + kExitMarginMs} ms of SIGTERM`)), kShutdownDeadlineMs + kExitMarginMs).unref()),
+      new Promise<never>((_, reject) =>
+        setTimeout(
+          () => reject(new Error(`sandboxd did not exit within ${kShutdownDeadlineMs + kExitMarginMs} ms of SIGTERM`)),
+          kShutdownDeadlineMs + kExitMarginMs,
+        ).unref(),
+      ),
     ]);
     // 0: the stop finished within SVC_SHUTDOWN_DEADLINE_MS (past it, sandboxd exits 1).
     assert.equal(exit.code, 0, s.stdout().slice(-4000));
@@ -291,14 +317,23 @@ describe('sandboxd serve on the embedded default leaves no process behind', { ti
     await first.exit;
     const second = await serve(root, mark);
     await assertAllGone(procs, 'after a restart on the same state dir was ready');
-    const reaped = second.stdout().split('\n').filter((l) => l.includes('ended a process that an earlier sandboxd left running'));
+    const reaped = second
+      .stdout()
+      .split('\n')
+      .filter((l) => l.includes('ended a process that an earlier sandboxd left running'));
     // The ones that cannot end on their own. tmux clients can (a client whose terminal went with
     // the killed agent exits by itself, and its cmdline is the server's), so for tmux only the
     // server must be among those logged.
     for (const p of procs.filter((q) => /sandbox-agent\.js|^sleep 360[0-2]$|^bash$/.test(q.cmdline))) {
-      assert.ok(reaped.some((l) => l.includes(`"pid":${p.pid},`)), `the restart logs ending ${p.pid} (${p.cmdline}):\n${reaped.join('\n')}`);
+      assert.ok(
+        reaped.some((l) => l.includes(`"pid":${p.pid},`)),
+        `the restart logs ending ${p.pid} (${p.cmdline}):\n${reaped.join('\n')}`,
+      );
     }
-    assert.ok(reaped.some((l) => l.includes('"cmdline":"tmux ')), `the restart logs ending the tmux server:\n${reaped.join('\n')}`);
+    assert.ok(
+      reaped.some((l) => l.includes('"cmdline":"tmux ')),
+      `the restart logs ending the tmux server:\n${reaped.join('\n')}`,
+    );
     const own = processesOf(second);
     second.child.kill('SIGTERM');
     assert.equal((await second.exit).code, 0, second.stdout().slice(-4000));

@@ -65,8 +65,9 @@ async function waitFor<T>(what: string, probe: () => T | undefined, timeoutMs = 
 }
 
 async function startAndGetUrl(r: Running): Promise<string> {
-  return waitFor(`the ready line (stdout so far: ${r.stdout()} stderr: ${r.stderr()})`, () =>
-    /sandboxd ready: API and dashboard (http:\/\/127\.0\.0\.1:\d+\/)/.exec(r.stdout())?.[1],
+  return waitFor(
+    `the ready line (stdout so far: ${r.stdout()} stderr: ${r.stderr()})`,
+    () => /sandboxd ready: API and dashboard (http:\/\/127\.0\.0\.1:\d+\/)/.exec(r.stdout())?.[1],
   );
 }
 

@@ -33,7 +33,12 @@ export interface SessionsServer {
   readonly wsBase: string;
   readonly sessions: WiredSessions;
   readonly events: EventStore;
-  json<T = Record<string, unknown>>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; body: T }>;
+  json<T = Record<string, unknown>>(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ): Promise<{ status: number; body: T }>;
   stop(): Promise<void>;
 }
 
@@ -52,7 +57,14 @@ export async function startSessionsServer(dir: string, grpcPort = 0, graceSecond
   });
   const logger = pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' });
   const server = await startServer(config, logger, {
-    components: [eventsComponent(), actorsComponent, agentsComponent, sessionsComponent({ graceSeconds }), httpComponent, agentListenerComponent],
+    components: [
+      eventsComponent(),
+      actorsComponent,
+      agentsComponent,
+      sessionsComponent({ graceSeconds }),
+      httpComponent,
+      agentListenerComponent,
+    ],
   });
   const http = { port: server.ports.http };
   const grpc = { port: server.ports.grpc };
@@ -95,7 +107,10 @@ export interface AgentProc {
 }
 
 /** A sandbox-agent with its own tmux server (TMUX_TMPDIR in a short temp dir). */
-export async function spawnSessionAgent(srv: Pick<SessionsServer, 'dir' | 'grpc' | 'secretsDir' | 'trustDomain'>, agentId: string): Promise<AgentProc> {
+export async function spawnSessionAgent(
+  srv: Pick<SessionsServer, 'dir' | 'grpc' | 'secretsDir' | 'trustDomain'>,
+  agentId: string,
+): Promise<AgentProc> {
   const ca = await ensureCa({ secretsDir: srv.secretsDir, trustDomain: srv.trustDomain });
   const certs = join(srv.dir, `certs-${agentId}`);
   await writeAgentBundle(certs, ca, { instanceId: agentId });
@@ -104,7 +119,23 @@ export async function spawnSessionAgent(srv: Pick<SessionsServer, 'dir' | 'grpc'
   // HOME is the (empty) work dir: the sessions' bash reads no ~/.bashrc of whoever runs the tests.
   const env: NodeJS.ProcessEnv = { ...process.env, HOME: work, TMUX_TMPDIR: tmuxDir, TERM: 'xterm-256color', LANG: 'C.UTF-8' };
   for (const k of ['TMUX', 'BASH_ENV', 'ENV']) delete env[k];
-  const args = [AGENT_BIN, '--server', `127.0.0.1:${srv.grpc}`, '--certs', certs, '--agent-id', agentId, '--instance-id', agentId, '--work-dir', work, '--log-level', 'debug', '--reconnect-max-ms', '1000'];
+  const args = [
+    AGENT_BIN,
+    '--server',
+    `127.0.0.1:${srv.grpc}`,
+    '--certs',
+    certs,
+    '--agent-id',
+    agentId,
+    '--instance-id',
+    agentId,
+    '--work-dir',
+    work,
+    '--log-level',
+    'debug',
+    '--reconnect-max-ms',
+    '1000',
+  ];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'], env });
   let log = '';
   child.stderr?.setEncoding('utf8');
@@ -123,7 +154,11 @@ export async function spawnSessionAgent(srv: Pick<SessionsServer, 'dir' | 'grpc'
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       await exited;
       // The agent's tmux server outlives it by design; end it with the test.
-      await new Promise<void>((r) => spawn('tmux', ['-L', 'sandboxd', 'kill-server'], { env, stdio: 'ignore' }).once('exit', () => r()).once('error', () => r()));
+      await new Promise<void>((r) =>
+        spawn('tmux', ['-L', 'sandboxd', 'kill-server'], { env, stdio: 'ignore' })
+          .once('exit', () => r())
+          .once('error', () => r()),
+      );
     },
   };
 }
@@ -232,14 +267,18 @@ export class PtyClient {
    */
   async askUntil(input: string, re: RegExp, what: string, everyMs = 1000, deadlineMs: number = DEADLINE_MS.process): Promise<string> {
     let askedMs = 0;
-    return await this.#until(what, () => {
-      if (re.test(this.#output)) return this.#output;
-      if (Date.now() - askedMs >= everyMs) {
-        askedMs = Date.now();
-        this.type(input);
-      }
-      return undefined;
-    }, deadlineMs);
+    return await this.#until(
+      what,
+      () => {
+        if (re.test(this.#output)) return this.#output;
+        if (Date.now() - askedMs >= everyMs) {
+          askedMs = Date.now();
+          this.type(input);
+        }
+        return undefined;
+      },
+      deadlineMs,
+    );
   }
 
   /**
@@ -248,7 +287,7 @@ export class PtyClient {
    * system bashrc) or one that swallows early input then cannot eat the test's first command.
    */
   async waitForShell(deadlineMs: number = DEADLINE_MS.process): Promise<void> {
-    await this.askUntil(SHELL_PROBE.input, SHELL_PROBE.output, 'the session\'s shell to run a command', 2000, deadlineMs);
+    await this.askUntil(SHELL_PROBE.input, SHELL_PROBE.output, "the session's shell to run a command", 2000, deadlineMs);
   }
 
   /** Waits for the socket to close; resolves with the close code. */
@@ -273,18 +312,31 @@ export class PtyClient {
  * Waits until `agentId` is listed and not Disconnected (its stream is up); the timeout shows the
  * agents the server lists and the tail of the agent's own log.
  */
-export async function waitForAgent(srv: Pick<SessionsServer, 'json'>, agent: AgentProc, agentId: string, deadlineMs: number = DEADLINE_MS.agent): Promise<void> {
-  const listed = async (): Promise<{ id: string; status: string }[]> => (await srv.json<{ agents: { id: string; status: string }[] }>('GET', '/api/v1/agents')).body.agents;
-  await waitFor(`agent ${agentId} to be connected`, async () => (await listed()).some((a) => a.id === agentId && a.status !== 'Disconnected'), {
-    deadlineMs,
-    intervalMs: 100,
-    lastState: async () => `agents ${JSON.stringify(await listed())}; agent log ${tail(agent.log(), 1500)}`,
-  });
+export async function waitForAgent(
+  srv: Pick<SessionsServer, 'json'>,
+  agent: AgentProc,
+  agentId: string,
+  deadlineMs: number = DEADLINE_MS.agent,
+): Promise<void> {
+  const listed = async (): Promise<{ id: string; status: string }[]> =>
+    (await srv.json<{ agents: { id: string; status: string }[] }>('GET', '/api/v1/agents')).body.agents;
+  await waitFor(
+    `agent ${agentId} to be connected`,
+    async () => (await listed()).some((a) => a.id === agentId && a.status !== 'Disconnected'),
+    {
+      deadlineMs,
+      intervalMs: 100,
+      lastState: async () => `agents ${JSON.stringify(await listed())}; agent log ${tail(agent.log(), 1500)}`,
+    },
+  );
 }
 
 /** v1 events of an agent, oldest first. */
 export async function eventsOf(srv: SessionsServer, agentId: string): Promise<{ event_type: string; details: Record<string, unknown> }[]> {
-  const { body } = await srv.json<{ events: { event_type: string; details: Record<string, unknown> }[] }>('GET', `/api/v1/events?agent_id=${encodeURIComponent(agentId)}&limit=5000`);
+  const { body } = await srv.json<{ events: { event_type: string; details: Record<string, unknown> }[] }>(
+    'GET',
+    `/api/v1/events?agent_id=${encodeURIComponent(agentId)}&limit=5000`,
+  );
   return body.events;
 }
 

@@ -10,7 +10,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
-import { PtyClient, pidAlive, spawnSessionAgent, startSessionsServer, tmuxOn, waitForAgent, type AgentProc, type SessionsServer } from './sessions-harness.js';
+import {
+  PtyClient,
+  pidAlive,
+  spawnSessionAgent,
+  startSessionsServer,
+  tmuxOn,
+  waitForAgent,
+  type AgentProc,
+  type SessionsServer,
+} from './sessions-harness.js';
 
 const AGENT = 'sess-live-1';
 let dir = '';
@@ -31,7 +40,12 @@ async function open(sessionId: string): Promise<PtyClient> {
 }
 
 async function create(body: Record<string, unknown>, key?: string): Promise<{ status: number; body: Created & Record<string, unknown> }> {
-  return await srv.json<Created & Record<string, unknown>>('POST', `/api/v1/agents/${AGENT}/sessions`, body, key === undefined ? {} : { 'idempotency-key': key });
+  return await srv.json<Created & Record<string, unknown>>(
+    'POST',
+    `/api/v1/agents/${AGENT}/sessions`,
+    body,
+    key === undefined ? {} : { 'idempotency-key': key },
+  );
 }
 
 before(async () => {
@@ -97,30 +111,53 @@ void describe('sessions with a real agent and real tmux', () => {
   test('DELETE kills the whole process tree, verified', async () => {
     const r = await create({ session_name: 'kill-me', command: 'sleep 1000 & sleep 1001 & wait' });
     assert.equal(r.status, 200, JSON.stringify(r.body));
-    const panes = await waitFor('the tmux session kill-me', async () => {
-      const l = await tmuxOn(agent, ['list-panes', '-t', '=kill-me', '-F', '#{pane_pid}']);
-      return l.code === 0 && l.stdout.trim() !== '' ? l.stdout.trim().split('\n').map(Number) : undefined;
-    }, { deadlineMs: DEADLINE_MS.process, lastState: async () => `sessions on the agent's tmux: ${JSON.stringify((await tmuxOn(agent, ['list-sessions'])).stdout)}` });
+    const panes = await waitFor(
+      'the tmux session kill-me',
+      async () => {
+        const l = await tmuxOn(agent, ['list-panes', '-t', '=kill-me', '-F', '#{pane_pid}']);
+        return l.code === 0 && l.stdout.trim() !== '' ? l.stdout.trim().split('\n').map(Number) : undefined;
+      },
+      {
+        deadlineMs: DEADLINE_MS.process,
+        lastState: async () => `sessions on the agent's tmux: ${JSON.stringify((await tmuxOn(agent, ['list-sessions'])).stdout)}`,
+      },
+    );
     let pids: number[] = [];
-    const tree = await waitFor('the shell and both sleeps in the pane\'s session', async () => {
-      const { execFileSync } = await import('node:child_process');
-      pids = panes.flatMap((p) => execFileSync('pgrep', ['-s', String(p)], { encoding: 'utf8' }).trim().split('\n').filter((x) => x !== '').map(Number));
-      return pids.length >= 3 ? pids : undefined;
-    }, { deadlineMs: DEADLINE_MS.process, lastState: () => `pids ${JSON.stringify(pids)}` });
+    const tree = await waitFor(
+      "the shell and both sleeps in the pane's session",
+      async () => {
+        const { execFileSync } = await import('node:child_process');
+        pids = panes.flatMap((p) =>
+          execFileSync('pgrep', ['-s', String(p)], { encoding: 'utf8' })
+            .trim()
+            .split('\n')
+            .filter((x) => x !== '')
+            .map(Number),
+        );
+        return pids.length >= 3 ? pids : undefined;
+      },
+      { deadlineMs: DEADLINE_MS.process, lastState: () => `pids ${JSON.stringify(pids)}` },
+    );
     const del = await srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${r.body.session_id}?signal=TERM`);
     assert.equal(del.status, 200, JSON.stringify(del.body));
     assert.deepEqual(del.body, { killed: true });
     for (const pid of tree) assert.equal(pidAlive(pid), false, `pid ${pid} is gone`);
     assert.notEqual((await tmuxOn(agent, ['has-session', '-t', '=kill-me'])).code, 0);
     const list = await srv.json<{ sessions: { session_id: string }[] }>('GET', `/api/v1/agents/${AGENT}/sessions`);
-    assert.equal(list.body.sessions.some((s) => s.session_id === r.body.session_id), false);
+    assert.equal(
+      list.body.sessions.some((s) => s.session_id === r.body.session_id),
+      false,
+    );
   });
 
   test('unknown agent and session ids are 404 envelopes; a malformed frame closes that client only', async () => {
     const noAgent = await srv.json<{ error: { code: string } }>('GET', '/api/v1/agents/nobody/sessions');
     assert.equal(noAgent.status, 404);
     assert.equal(noAgent.body.error.code, 'agent.not_found');
-    const noSession = await srv.json<{ error: { code: string } }>('DELETE', `/api/v1/agents/${AGENT}/sessions/00000000-0000-0000-0000-000000000000`);
+    const noSession = await srv.json<{ error: { code: string } }>(
+      'DELETE',
+      `/api/v1/agents/${AGENT}/sessions/00000000-0000-0000-0000-000000000000`,
+    );
     assert.equal(noSession.status, 404);
     assert.equal(noSession.body.error.code, 'session.not_found');
     assert.equal(await PtyClient.refusedStatus(`${srv.wsBase}/api/v1/sessions/nope/pty`), 404);
@@ -153,12 +190,21 @@ void describe('sessions with a real agent and real tmux', () => {
     ctl.type('yes "$(printf %0390d 0)" | head -n 600000; echo "done-$((7*8))"\r');
     // Dropped while the output still runs (membership loses it), and the controller saw it all.
     const membership = async (): Promise<unknown> =>
-      (await srv.json<{ sessions: { session_id: string; membership: { attachment_count: number } }[] }>('GET', `/api/v1/agents/${AGENT}/sessions`)).body.sessions.find((s) => s.session_id === r.body.session_id)?.membership;
-    await waitFor('the stalled client to be dropped (one attachment left)', async () => ((await membership()) as { attachment_count?: number } | undefined)?.attachment_count === 1, {
-      deadlineMs: DEADLINE_MS.endToEnd,
-      intervalMs: 100,
-      lastState: async () => `membership ${JSON.stringify(await membership())}; controller ${ctl.describe()}`,
-    });
+      (
+        await srv.json<{ sessions: { session_id: string; membership: { attachment_count: number } }[] }>(
+          'GET',
+          `/api/v1/agents/${AGENT}/sessions`,
+        )
+      ).body.sessions.find((s) => s.session_id === r.body.session_id)?.membership;
+    await waitFor(
+      'the stalled client to be dropped (one attachment left)',
+      async () => ((await membership()) as { attachment_count?: number } | undefined)?.attachment_count === 1,
+      {
+        deadlineMs: DEADLINE_MS.endToEnd,
+        intervalMs: 100,
+        lastState: async () => `membership ${JSON.stringify(await membership())}; controller ${ctl.describe()}`,
+      },
+    );
     await ctl.waitText(/done-56/, DEADLINE_MS.endToEnd);
     slow.ws.resume();
     // 4413 when the close frame still fits behind the queued bytes; a stalled socket may only

@@ -11,7 +11,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
-import { PtyClient, eventsOf, pidAlive, spawnSessionAgent, startSessionsServer, tmuxOn, waitForAgent, type AgentProc, type SessionsServer } from './sessions-harness.js';
+import {
+  PtyClient,
+  eventsOf,
+  pidAlive,
+  spawnSessionAgent,
+  startSessionsServer,
+  tmuxOn,
+  waitForAgent,
+  type AgentProc,
+  type SessionsServer,
+} from './sessions-harness.js';
 
 const AGENT = 'sess-restart-1';
 const servers: SessionsServer[] = [];
@@ -36,7 +46,6 @@ async function listed(srv: SessionsServer): Promise<Listed[]> {
   const r = await srv.json<{ sessions: Listed[] }>('GET', `/api/v1/agents/${AGENT}/sessions`);
   return r.status === 200 ? r.body.sessions : [];
 }
-
 
 function lastTick(text: string): number {
   const all = [...text.matchAll(/tick-(\d+)/g)].map((m) => Number(m[1]));
@@ -78,32 +87,57 @@ test('after a restart the session is kept and still runs; an unknown tmux sessio
   // Loaded from the store before the agent is back: listed, detached.
   assert.ok((await listed(second)).some((s) => s.session_id === sid));
   await waitForAgent(second, agent, AGENT);
-  await waitFor('the session to run again under the same id', async () => (await listed(second)).find((s) => s.session_id === sid && s.state === 'running'), {
-    deadlineMs: DEADLINE_MS.agent,
-    lastState: async () => `sessions ${JSON.stringify(await listed(second))}; events ${JSON.stringify((await eventsOf(second, AGENT)).map((e) => e.event_type))}`,
-  });
+  await waitFor(
+    'the session to run again under the same id',
+    async () => (await listed(second)).find((s) => s.session_id === sid && s.state === 'running'),
+    {
+      deadlineMs: DEADLINE_MS.agent,
+      lastState: async () =>
+        `sessions ${JSON.stringify(await listed(second))}; events ${JSON.stringify((await eventsOf(second, AGENT)).map((e) => e.event_type))}`,
+    },
+  );
   assert.ok(pidAlive(panePid), 'the long command was not restarted');
 
   const afterRestart = await PtyClient.open(second.wsBase, sid);
   clients.push(afterRestart);
   await afterRestart.join('observer');
-  await waitFor(`new output after the restart (a tick after tick-${tickAtStop + 2})`, () => lastTick(afterRestart.text()) > tickAtStop + 2, {
-    deadlineMs: DEADLINE_MS.process,
-    lastState: () => afterRestart.describe(),
-  });
+  await waitFor(
+    `new output after the restart (a tick after tick-${tickAtStop + 2})`,
+    () => lastTick(afterRestart.text()) > tickAtStop + 2,
+    {
+      deadlineMs: DEADLINE_MS.process,
+      lastState: () => afterRestart.describe(),
+    },
+  );
 
-  const tmuxSessions = async (): Promise<string> => `sessions on the agent's tmux: ${JSON.stringify((await tmuxOn(agent!, ['list-sessions'])).stdout)}`;
-  await waitFor('the unknown tmux session to be killed', async () => (await tmuxOn(agent!, ['has-session', '-t', '=rogue'])).code !== 0, { deadlineMs: DEADLINE_MS.agent, lastState: tmuxSessions });
+  const tmuxSessions = async (): Promise<string> =>
+    `sessions on the agent's tmux: ${JSON.stringify((await tmuxOn(agent!, ['list-sessions'])).stdout)}`;
+  await waitFor('the unknown tmux session to be killed', async () => (await tmuxOn(agent!, ['has-session', '-t', '=rogue'])).code !== 0, {
+    deadlineMs: DEADLINE_MS.agent,
+    lastState: tmuxSessions,
+  });
   await waitFor(`its process (pid ${roguePid}) to be gone`, () => !pidAlive(roguePid), { deadlineMs: DEADLINE_MS.process });
   assert.ok(pidAlive(panePid), 'the known session survived the reconciliation');
 
-  const sessionEvents = async (): Promise<{ event_type: string; details: Record<string, unknown> }[]> => (await eventsOf(second, AGENT)).filter((e) => e.event_type.startsWith('session.'));
-  const events = await waitFor('the reconciliation to complete', async () => {
-    const ev = await sessionEvents();
-    return ev.some((e) => e.event_type === 'session.reconcile_complete' || e.event_type === 'session.reconcile_failed') ? ev : undefined;
-  }, { deadlineMs: DEADLINE_MS.agent, lastState: async () => `events ${JSON.stringify((await sessionEvents()).map((e) => e.event_type))}` });
+  const sessionEvents = async (): Promise<{ event_type: string; details: Record<string, unknown> }[]> =>
+    (await eventsOf(second, AGENT)).filter((e) => e.event_type.startsWith('session.'));
+  const events = await waitFor(
+    'the reconciliation to complete',
+    async () => {
+      const ev = await sessionEvents();
+      return ev.some((e) => e.event_type === 'session.reconcile_complete' || e.event_type === 'session.reconcile_failed') ? ev : undefined;
+    },
+    { deadlineMs: DEADLINE_MS.agent, lastState: async () => `events ${JSON.stringify((await sessionEvents()).map((e) => e.event_type))}` },
+  );
   const types = events.map((e) => e.event_type);
-  const order = ['session.query_sent', 'session.report_received', 'session.reconcile_started', 'session.preserved', 'session.killed', 'session.reconcile_complete'];
+  const order = [
+    'session.query_sent',
+    'session.report_received',
+    'session.reconcile_started',
+    'session.preserved',
+    'session.killed',
+    'session.reconcile_complete',
+  ];
   let at = -1;
   for (const t of order) {
     const i = types.indexOf(t, at + 1);

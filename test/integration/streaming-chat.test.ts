@@ -49,12 +49,16 @@ void describe('chat projection', () => {
       await live.ended;
       assert.deepEqual(asEvents(live.events), exp.events);
 
-      const replay = await SseClient.open(`${ts.base}/api/v1/agent-output/chat?command_id=${exp.command_id}&session_id=${exp.session_id}&replay=true`);
+      const replay = await SseClient.open(
+        `${ts.base}/api/v1/agent-output/chat?command_id=${exp.command_id}&session_id=${exp.session_id}&replay=true`,
+      );
       await replay.ended;
       assert.deepEqual(asEvents(replay.events), exp.events, 'replay=true: the same events');
 
       const cut = 2;
-      const resumed = await SseClient.open(`${ts.base}/api/v1/agent-output/chat?command_id=${exp.command_id}`, { 'last-event-id': exp.events[cut - 1]!.id });
+      const resumed = await SseClient.open(`${ts.base}/api/v1/agent-output/chat?command_id=${exp.command_id}`, {
+        'last-event-id': exp.events[cut - 1]!.id,
+      });
       await resumed.ended;
       assert.deepEqual(asEvents(resumed.events), exp.events.slice(cut), 'Last-Event-ID: the events after it (session from the cursor)');
     });
@@ -64,7 +68,10 @@ void describe('chat projection', () => {
     const exp = expectedOf('api-error');
     const other = await SseClient.open(`${ts.base}/api/v1/agent-output/chat?command_id=${exp.command_id}&session_id=review&replay=true`);
     await other.ended;
-    assert.deepEqual(other.events.map((e) => e.id), exp.events.map((_, i) => `review-${i + 1}`));
+    assert.deepEqual(
+      other.events.map((e) => e.id),
+      exp.events.map((_, i) => `review-${i + 1}`),
+    );
     const defaultSession = await SseClient.open(`${ts.base}/api/v1/agent-output/chat?command_id=${exp.command_id}&replay=true`);
     await defaultSession.ended;
     assert.equal(defaultSession.events[0]?.id, `${exp.command_id}-1`, 'no session_id: the command id');
@@ -82,7 +89,14 @@ void describe('chat projection', () => {
   });
 
   void test('bad queries are 400 envelopes', async () => {
-    for (const q of ['', '?session_id=x', '?command_id=', '?command_id=a&replay=maybe', '?command_id=a&session_id=s1&last_event_id=s2-3', '?command_id=a&last_event_id=nope']) {
+    for (const q of [
+      '',
+      '?session_id=x',
+      '?command_id=',
+      '?command_id=a&replay=maybe',
+      '?command_id=a&session_id=s1&last_event_id=s2-3',
+      '?command_id=a&last_event_id=nope',
+    ]) {
       const res = await fetch(`${ts.base}/api/v1/agent-output/chat${q}`);
       assert.equal(res.status, 400, q);
       assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'request.invalid', q);

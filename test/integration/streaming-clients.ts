@@ -71,7 +71,9 @@ export class SseClient {
   /** Opens `url` (GET); resolves once the response head arrived. */
   static open(url: string, headers: Record<string, string> = {}): Promise<SseClient> {
     return new Promise((resolve, reject) => {
-      const req = request(url, { headers: { accept: 'text/event-stream', ...headers }, agent: false }, (res) => resolve(new SseClient(res)));
+      const req = request(url, { headers: { accept: 'text/event-stream', ...headers }, agent: false }, (res) =>
+        resolve(new SseClient(res)),
+      );
       req.on('error', reject);
       req.end();
     });
@@ -98,12 +100,18 @@ export class SseClient {
 
 /** The chunk objects of agent_output / agent_output.replay events. */
 export function chunksOf(events: readonly SseEvent[]): Array<Record<string, unknown> & { id: string }> {
-  return events.filter((e) => e.event === 'agent_output' || e.event === 'agent_output.replay').map((e) => ({ ...(JSON.parse(e.data) as Record<string, unknown>), id: e.id ?? '' }));
+  return events
+    .filter((e) => e.event === 'agent_output' || e.event === 'agent_output.replay')
+    .map((e) => ({ ...(JSON.parse(e.data) as Record<string, unknown>), id: e.id ?? '' }));
 }
 
 /** The bytes of the chunks (data_base64 decoded), of one stream when given. */
 export function bytesOf(events: readonly SseEvent[], stream?: string): Buffer {
-  return Buffer.concat(chunksOf(events).filter((c) => stream === undefined || c['stream'] === stream).map((c) => Buffer.from(String(c['data_base64']), 'base64')));
+  return Buffer.concat(
+    chunksOf(events)
+      .filter((c) => stream === undefined || c['stream'] === stream)
+      .map((c) => Buffer.from(String(c['data_base64']), 'base64')),
+  );
 }
 
 export function sha256(b: Uint8Array | string): string {
@@ -212,7 +220,11 @@ export class TestWs {
   }
 
   /** Resolves with `pick`'s first answer other than undefined; the timeout shows the last message. */
-  async until<T>(what: string, pick: (messages: Array<Record<string, unknown>>) => T | undefined, deadlineMs: number = DEADLINE_MS.process): Promise<T> {
+  async until<T>(
+    what: string,
+    pick: (messages: Array<Record<string, unknown>>) => T | undefined,
+    deadlineMs: number = DEADLINE_MS.process,
+  ): Promise<T> {
     return await waitFor(what, () => pick(this.messages), {
       deadlineMs,
       intervalMs: 20,

@@ -43,9 +43,16 @@ void describe('agent output SSE', () => {
     const chunks = chunksOf(live.events);
     assert.ok(chunks.length >= 3, `several chunks (${chunks.length})`);
     const cursors = chunks.map((c) => parseOutputCursor(c.id));
-    assert.ok(cursors.every((c) => c !== null), 'every chunk has an id <clock>-<seq>');
+    assert.ok(
+      cursors.every((c) => c !== null),
+      'every chunk has an id <clock>-<seq>',
+    );
     const seqs = cursors.map((c) => c?.seq ?? -1);
-    assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), 'in seq order');
+    assert.deepEqual(
+      seqs,
+      [...seqs].sort((a, b) => a - b),
+      'in seq order',
+    );
     assert.equal(new Set(seqs).size, seqs.length, 'each seq once');
     for (const c of chunks) {
       assert.equal(c['schema'], 'svc.agent_output.v1');
@@ -65,7 +72,11 @@ void describe('agent output SSE', () => {
     await replay.ended;
     const replayed = replay.named('agent_output.replay');
     assert.equal(replayed.length, chunks.length, 'the whole command was replayed');
-    assert.deepEqual(replayed.map((e) => e.id), chunks.map((c) => c.id), 'the same event ids');
+    assert.deepEqual(
+      replayed.map((e) => e.id),
+      chunks.map((c) => c.id),
+      'the same event ids',
+    );
     assert.equal(sha256(bytesOf(replay.events)), sha256(bytesOf(live.events)), 'replay bytes = live bytes (sha256)');
     const texts = (evs: typeof replay.events): string[] => evs.map((e) => (JSON.parse(e.data) as { text: string }).text);
     assert.deepEqual(texts(replayed), texts(live.named('agent_output')), 'the same text');
@@ -102,13 +113,21 @@ void describe('agent output SSE', () => {
     await all.ended;
     const chunks = chunksOf(all.events);
     assert.equal(chunks.length, 1000, `exactly 1000 chunks of the ${liveChunks.length}`);
-    assert.deepEqual(chunks.map((c) => c.id), liveChunks.slice(-1000).map((c) => c.id), 'the newest ones');
+    assert.deepEqual(
+      chunks.map((c) => c.id),
+      liveChunks.slice(-1000).map((c) => c.id),
+      'the newest ones',
+    );
     const byDefault = await SseClient.open(`${ts.base}/api/v1/agent-output/stream?command_id=c-many&replay=true`);
     await byDefault.ended;
     assert.equal(chunksOf(byDefault.events).length, 100, 'default limit 100');
     const few = await SseClient.open(`${ts.base}/api/v1/agent-output/stream?agent_id=${AGENT}&command_id=c-many&replay=true&limit=2`);
     await few.ended;
-    assert.deepEqual(chunksOf(few.events).map((c) => c.id), chunks.slice(-2).map((c) => c.id), 'the newest chunks');
+    assert.deepEqual(
+      chunksOf(few.events).map((c) => c.id),
+      chunks.slice(-2).map((c) => c.id),
+      'the newest chunks',
+    );
     const over = await fetch(`${ts.base}/api/v1/agent-output/stream?command_id=c-many&replay=true&limit=1001`);
     assert.equal(over.status, 400);
     assert.equal(((await over.json()) as { error: { code: string } }).error.code, 'request.invalid');
@@ -122,14 +141,29 @@ void describe('agent output SSE', () => {
     const chunks = chunksOf(full.events);
     assert.ok(chunks.length >= 4, `several chunks (${chunks.length})`);
     const cut = Math.floor(chunks.length / 2);
-    const resumed = await SseClient.open(`${ts.base}/api/v1/agent-output/stream?agent_id=${AGENT}&command_id=c-resume`, { 'last-event-id': chunks[cut - 1]!.id });
+    const resumed = await SseClient.open(`${ts.base}/api/v1/agent-output/stream?agent_id=${AGENT}&command_id=c-resume`, {
+      'last-event-id': chunks[cut - 1]!.id,
+    });
     await resumed.ended;
-    assert.deepEqual(chunksOf(resumed.events).map((c) => c.id), chunks.slice(cut).map((c) => c.id), 'exactly the events after the cursor');
-    assert.equal(sha256(Buffer.concat([bytesOf(full.events.filter((e) => chunks.slice(0, cut).some((c) => c.id === e.id))), bytesOf(resumed.events)])), sha256(bytesOf(full.events)));
+    assert.deepEqual(
+      chunksOf(resumed.events).map((c) => c.id),
+      chunks.slice(cut).map((c) => c.id),
+      'exactly the events after the cursor',
+    );
+    assert.equal(
+      sha256(Buffer.concat([bytesOf(full.events.filter((e) => chunks.slice(0, cut).some((c) => c.id === e.id))), bytesOf(resumed.events)])),
+      sha256(bytesOf(full.events)),
+    );
     // The same through the query parameter, in pages of 1.
-    const paged = await SseClient.open(`${ts.base}/api/v1/agent-output/stream?command_id=c-resume&limit=1&last_event_id=${encodeURIComponent(chunks[0]!.id)}`);
+    const paged = await SseClient.open(
+      `${ts.base}/api/v1/agent-output/stream?command_id=c-resume&limit=1&last_event_id=${encodeURIComponent(chunks[0]!.id)}`,
+    );
     await paged.ended;
-    assert.deepEqual(chunksOf(paged.events).map((c) => c.id), chunks.slice(1).map((c) => c.id), 'paged catch-up');
+    assert.deepEqual(
+      chunksOf(paged.events).map((c) => c.id),
+      chunks.slice(1).map((c) => c.id),
+      'paged catch-up',
+    );
   });
 
   void test('a UTF-8 character split across chunks is whole in the chunk where it ends', async () => {
@@ -185,7 +219,16 @@ void describe('agent output SSE', () => {
 
   void test('metrics of the fanout are exported', async () => {
     const text = await ts.metricsText();
-    for (const name of ['svc_output_sse_subscribers', 'svc_output_ws_connections', 'svc_output_slow_subscribers_total', 'svc_output_gaps_reported_total', 'svc_output_replay_ring_bytes', 'svc_output_replay_rings', 'svc_output_frames_published_total', 'svc_output_replays_total']) {
+    for (const name of [
+      'svc_output_sse_subscribers',
+      'svc_output_ws_connections',
+      'svc_output_slow_subscribers_total',
+      'svc_output_gaps_reported_total',
+      'svc_output_replay_ring_bytes',
+      'svc_output_replay_rings',
+      'svc_output_frames_published_total',
+      'svc_output_replays_total',
+    ]) {
       assert.ok(text.includes(`# TYPE ${name} `), `${name} is exported`);
     }
     const ringBytes = Number(/^svc_output_replay_ring_bytes (\d+)/m.exec(text)?.[1]);

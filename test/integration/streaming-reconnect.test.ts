@@ -46,14 +46,25 @@ void describe('agent output across agent reconnects', () => {
     assert.equal(await ts.result('c-rc'), 0);
     await commandScoped.ended;
     const expected = Array.from({ length: LINES }, (_, i) => `line-${i + 1}\n`).join('');
-    for (const [name, client] of [['command', commandScoped], ['agent', agentScoped]] as const) {
+    for (const [name, client] of [
+      ['command', commandScoped],
+      ['agent', agentScoped],
+    ] as const) {
       await client.until(`${name}: all output`, (evs) => bytesOf(evs).toString() === expected, 30_000);
       const chunks = chunksOf(client.events);
       const cursors = chunks.map((c) => parseOutputCursor(c.id)!);
       const seqs = cursors.map((c) => c.seq);
-      assert.deepEqual(seqs, Array.from({ length: seqs.length }, (_, i) => i + 1), `${name}: seqs 1..n, each once, in order`);
+      assert.deepEqual(
+        seqs,
+        Array.from({ length: seqs.length }, (_, i) => i + 1),
+        `${name}: seqs 1..n, each once, in order`,
+      );
       const clocks = cursors.map((c) => c.clock);
-      assert.deepEqual(clocks, [...clocks].sort((a, b) => a - b), `${name}: clocks increase`);
+      assert.deepEqual(
+        clocks,
+        [...clocks].sort((a, b) => a - b),
+        `${name}: clocks increase`,
+      );
       assert.ok(!client.events.some((e) => e.data.includes('output_gap')), `${name}: no gap`);
     }
     agentScoped.close();

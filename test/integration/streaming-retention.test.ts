@@ -55,12 +55,17 @@ void describe('replay bounds and retention', () => {
     const soon = await SseClient.open(`${ts.base}/api/v1/agent-output/stream?command_id=c-expire&replay=true`);
     await soon.ended;
     assert.equal(bytesOf(soon.events).toString(), 'short-lived\n');
-    await waitFor('the ring to be released', async () => {
-      const s = await SseClient.open(`${ts.base}/api/v1/agent-output/stream?agent_id=${AGENT}&command_id=c-expire&replay=true`);
-      await s.ended;
-      const end = s.events.at(-1);
-      return end !== undefined && end.data.includes('"command_expired"') && chunksOf(s.events).length === 0;
-    }, 20_000, 250);
+    await waitFor(
+      'the ring to be released',
+      async () => {
+        const s = await SseClient.open(`${ts.base}/api/v1/agent-output/stream?agent_id=${AGENT}&command_id=c-expire&replay=true`);
+        await s.ended;
+        const end = s.events.at(-1);
+        return end !== undefined && end.data.includes('"command_expired"') && chunksOf(s.events).length === 0;
+      },
+      20_000,
+      250,
+    );
     const chat = await SseClient.open(`${ts.base}/api/v1/agent-output/chat?command_id=c-expire`);
     await chat.ended;
     assert.equal(chat.events.length, 1);

@@ -13,7 +13,9 @@ import { startStreamingServer, type StreamingServer } from './streaming-harness.
 const AGENT = 'agent-ws-1';
 
 function outputBytes(messages: ReadonlyArray<Record<string, unknown>>, commandId: string): string {
-  return Buffer.concat(messages.filter((m) => m['type'] === 'output' && m['stream_id'] === commandId).map((m) => Buffer.from(String(m['data']), 'base64'))).toString();
+  return Buffer.concat(
+    messages.filter((m) => m['type'] === 'output' && m['stream_id'] === commandId).map((m) => Buffer.from(String(m['data']), 'base64')),
+  ).toString();
 }
 
 void describe('dashboard WebSocket', () => {
@@ -30,10 +32,21 @@ void describe('dashboard WebSocket', () => {
     const hello = await ws.until('hello', (ms) => ms.find((m) => m['type'] === 'server_hello'));
     assert.deepEqual(hello['channels'], { output: [], status: ['*'] });
     await ts.agent(AGENT);
-    const status = await ws.until('agent_status Ready', (ms) => ms.find((m) => m['type'] === 'agent_status' && m['agent_id'] === AGENT && m['status'] === 'Ready'));
+    const status = await ws.until('agent_status Ready', (ms) =>
+      ms.find((m) => m['type'] === 'agent_status' && m['agent_id'] === AGENT && m['status'] === 'Ready'),
+    );
     assert.deepEqual(Object.keys(status).sort(), ['agent_id', 'status', 'timestamp', 'type']);
     const metrics = await ws.until('metrics', (ms) => ms.find((m) => m['type'] === 'metrics' && m['agent_id'] === AGENT));
-    for (const k of ['cpu_percent', 'memory_used_bytes', 'memory_total_bytes', 'disk_used_bytes', 'disk_total_bytes', 'load_avg', 'timestamp']) assert.ok(k in metrics, k);
+    for (const k of [
+      'cpu_percent',
+      'memory_used_bytes',
+      'memory_total_bytes',
+      'disk_used_bytes',
+      'disk_total_bytes',
+      'load_avg',
+      'timestamp',
+    ])
+      assert.ok(k in metrics, k);
     assert.equal((metrics['load_avg'] as unknown[]).length, 3);
 
     await ts.run(AGENT, 'c-ws-before', 'echo not subscribed yet');
@@ -50,7 +63,8 @@ void describe('dashboard WebSocket', () => {
       assert.equal(typeof m['timestamp'], 'number');
       assert.match(String(m['cursor']), /^\d+-\d+$/);
     }
-    const byStream = (s: string): string => Buffer.concat(out.filter((m) => m['stream_type'] === s).map((m) => Buffer.from(String(m['data']), 'base64'))).toString();
+    const byStream = (s: string): string =>
+      Buffer.concat(out.filter((m) => m['stream_type'] === s).map((m) => Buffer.from(String(m['data']), 'base64'))).toString();
     assert.equal(byStream('stdout'), 'hello\n');
     assert.equal(byStream('stderr'), 'world\n');
 
@@ -80,16 +94,28 @@ void describe('dashboard WebSocket', () => {
     assert.equal(joined['code'], 'session.not_found');
     ts.fanout.setJoinSessionHandler((req) => ({ type: 'session_joined', session_id: req.sessionId, role: req.role }));
     ws.send({ type: 'join_session', session_id: 'sess-2', role: 'controller' });
-    assert.deepEqual(await ws.until('joined', (ms) => ms.find((m) => m['session_id'] === 'sess-2')), { type: 'session_joined', session_id: 'sess-2', role: 'controller' });
+    assert.deepEqual(await ws.until('joined', (ms) => ms.find((m) => m['session_id'] === 'sess-2')), {
+      type: 'session_joined',
+      session_id: 'sess-2',
+      role: 'controller',
+    });
     ts.fanout.setJoinSessionHandler(undefined);
     ws.send({ type: 'ping' });
     await ws.until('pong', (ms) => ms.find((m) => m['type'] === 'pong'));
-    for (const bad of [{ type: 'subscribe' }, { type: 'subscribe', agent_id: 'a', channels: ['video'] }, { type: 'join_session', session_id: 's', role: 'boss' }, { type: 'dance' }, [1, 2]]) {
+    for (const bad of [
+      { type: 'subscribe' },
+      { type: 'subscribe', agent_id: 'a', channels: ['video'] },
+      { type: 'join_session', session_id: 's', role: 'boss' },
+      { type: 'dance' },
+      [1, 2],
+    ]) {
       const before = ws.messages.length;
       ws.send(bad);
       // Every client also receives the status channel (metrics, agent_status) whenever an agent
       // reports: the answer is the first message after the request that is not one of those.
-      const reply = await ws.until('error reply', (ms) => ms.slice(before).find((m) => m['type'] !== 'metrics' && m['type'] !== 'agent_status'));
+      const reply = await ws.until('error reply', (ms) =>
+        ms.slice(before).find((m) => m['type'] !== 'metrics' && m['type'] !== 'agent_status'),
+      );
       assert.equal(reply['type'], 'error', JSON.stringify(bad));
       assert.equal(reply['code'], 'request.invalid');
     }

@@ -13,10 +13,15 @@ import { alive, startTaskHarness, until, type Json, type TaskHarness } from './t
 
 async function pidFile(path: string): Promise<number> {
   let pid = 0;
-  await until(`${path} written`, async () => {
-    pid = Number((await readFile(path, 'utf8').catch(() => '')).trim());
-    return pid > 1;
-  }, DEADLINE_MS.agent, async () => `it holds ${JSON.stringify(await readFile(path, 'utf8').catch((err: unknown) => String(err)))}`);
+  await until(
+    `${path} written`,
+    async () => {
+      pid = Number((await readFile(path, 'utf8').catch(() => '')).trim());
+      return pid > 1;
+    },
+    DEADLINE_MS.agent,
+    async () => `it holds ${JSON.stringify(await readFile(path, 'utf8').catch((err: unknown) => String(err)))}`,
+  );
   return pid;
 }
 
@@ -38,7 +43,12 @@ void describe('tasks: cancel and timeout', () => {
     assert.ok(alive(leader) && alive(grandchild));
     // A live reader joined before the cancel.
     const live = h.sse(`/api/v1/tasks/${id}/logs`);
-    await until('progress to show the Bash call', async () => ((await h.request('GET', `/api/v1/tasks/${id}`)).body['progress'] as Json)['current_tool'] === 'Bash', DEADLINE_MS.process, () => h.describeTask(id));
+    await until(
+      'progress to show the Bash call',
+      async () => ((await h.request('GET', `/api/v1/tasks/${id}`)).body['progress'] as Json)['current_tool'] === 'Bash',
+      DEADLINE_MS.process,
+      () => h.describeTask(id),
+    );
 
     const del = await h.request('DELETE', `/api/v1/tasks/${id}`, { reason: 'changed my mind' });
     assert.equal(del.status, 200, del.text);
@@ -53,7 +63,12 @@ void describe('tasks: cancel and timeout', () => {
     assert.ok(log.some((e) => e.event === 'stdout' && e.data.includes(`grandchild sleep started, pid ${grandchild}`)));
     assert.equal(log.at(-1)?.event, 'error');
     assert.equal(log.at(-1)?.data, 'cancelled: changed my mind');
-    await until('the VM to be deleted', async () => (await h.request('GET', `/api/v1/vms/${String(running['vm_name'])}`)).status === 404, DEADLINE_MS.agent, async () => `vm ${(await h.request('GET', `/api/v1/vms/${String(running['vm_name'])}`)).text}`);
+    await until(
+      'the VM to be deleted',
+      async () => (await h.request('GET', `/api/v1/vms/${String(running['vm_name'])}`)).status === 404,
+      DEADLINE_MS.agent,
+      async () => `vm ${(await h.request('GET', `/api/v1/vms/${String(running['vm_name'])}`)).text}`,
+    );
     const again = await h.request('DELETE', `/api/v1/tasks/${id}`, { reason: 'twice' });
     assert.equal(again.status, 400);
   });
@@ -77,14 +92,25 @@ void describe('tasks: cancel and timeout', () => {
     const task = await h.waitTask(id);
     assert.equal(task['state'], 'cancelled');
     const name = `agent-task-${id.slice(5, 13)}`;
-    await until(`VM ${name} to be gone`, async () => (await h.request('GET', `/api/v1/vms/${name}`)).status === 404, DEADLINE_MS.endToEnd, async () => `vm ${(await h.request('GET', `/api/v1/vms/${name}`)).text}`);
+    await until(
+      `VM ${name} to be gone`,
+      async () => (await h.request('GET', `/api/v1/vms/${name}`)).status === 404,
+      DEADLINE_MS.endToEnd,
+      async () => `vm ${(await h.request('GET', `/api/v1/vms/${name}`)).text}`,
+    );
     const log = await h.sse(`/api/v1/tasks/${id}/logs`);
     assert.equal(log.at(-1)?.event, 'error');
   });
 
   void test('unknown and malformed task ids are 404 on every route', async () => {
     for (const id of ['task-00000000-0000-4000-8000-000000000000', 'nope', '..%2F..']) {
-      for (const [method, suffix] of [['GET', ''], ['DELETE', ''], ['GET', '/logs'], ['GET', '/artifacts'], ['GET', '/artifacts/report.md']] as const) {
+      for (const [method, suffix] of [
+        ['GET', ''],
+        ['DELETE', ''],
+        ['GET', '/logs'],
+        ['GET', '/artifacts'],
+        ['GET', '/artifacts/report.md'],
+      ] as const) {
         const r = await h.request(method, `/api/v1/tasks/${id}${suffix}`);
         assert.ok(r.status === 404 || (id.startsWith('..') && r.status === 400), `${method} ${id}${suffix}: ${r.status} ${r.text}`);
         if (r.status === 404) assert.equal((r.body['error'] as Json)['code'], 'task.not_found');

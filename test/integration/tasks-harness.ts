@@ -93,7 +93,14 @@ export async function startTaskHarness(
       hypervisorComponent,
       vmsComponent({ agentConnectTimeoutMs: 120_000, localAgentStopGraceMs: 3000, stopDeadlineMs: 6000 }),
       storageComponent,
-      tasksComponent({ stopDeadlineMs: DEFAULT_TASK_STOP_DEADLINE_MS, vm: { vcpus: 1, memoryMiB: 256, diskGiB: 1 }, keepWorkspaces: true, killGraceMs: 2000, provisionTimeoutMs: 180_000, ...taskOpts }),
+      tasksComponent({
+        stopDeadlineMs: DEFAULT_TASK_STOP_DEADLINE_MS,
+        vm: { vcpus: 1, memoryMiB: 256, diskGiB: 1 },
+        keepWorkspaces: true,
+        killGraceMs: 2000,
+        provisionTimeoutMs: 180_000,
+        ...taskOpts,
+      }),
       serverRoutesComponent,
       httpComponent,
     ],
@@ -121,7 +128,14 @@ export async function startTaskHarness(
   const describeTask = async (id: string): Promise<string> => {
     const r = await request('GET', `/api/v1/tasks/${id}`);
     const b = r.body;
-    const task = JSON.stringify({ status: r.status, state: b['state'], state_message: b['state_message'], error: b['error'], vm: b['vm_name'], progress: b['progress'] });
+    const task = JSON.stringify({
+      status: r.status,
+      state: b['state'],
+      state_message: b['state_message'],
+      error: b['error'],
+      vm: b['vm_name'],
+      progress: b['progress'],
+    });
     let log = '(no log file)';
     try {
       log = tail(readFileSync(join(dir, 'tasks', id, 'log.ndjson'), 'utf8'), 1500);
@@ -133,7 +147,13 @@ export async function startTaskHarness(
   let repoCount = 0;
   let stopped: Promise<void> | undefined;
   return {
-    dir, base, events, agents, vms, tasks, request,
+    dir,
+    base,
+    events,
+    agents,
+    vms,
+    tasks,
+    request,
     async submit(manifest) {
       const r = await request('POST', '/api/v1/tasks', { manifest });
       assert.equal(r.status, 202, r.text);
@@ -142,11 +162,15 @@ export async function startTaskHarness(
       return String(r.body['task_id']);
     },
     async waitTask(id, states = TERMINAL, deadlineMs = 3 * DEADLINE_MS.endToEnd) {
-      return await waitFor(`task ${id} to be ${states.join(' or ')}`, async () => {
-        const r = await request('GET', `/api/v1/tasks/${id}`);
-        assert.equal(r.status, 200, r.text);
-        return states.includes(String(r.body['state'])) ? r.body : undefined;
-      }, { deadlineMs, intervalMs: 100, lastState: () => describeTask(id) });
+      return await waitFor(
+        `task ${id} to be ${states.join(' or ')}`,
+        async () => {
+          const r = await request('GET', `/api/v1/tasks/${id}`);
+          assert.equal(r.status, 200, r.text);
+          return states.includes(String(r.body['state'])) ? r.body : undefined;
+        },
+        { deadlineMs, intervalMs: 100, lastState: () => describeTask(id) },
+      );
     },
     describeTask,
     sse: (path, headers = {}, timeoutMs = 120_000) => readSse(base + path, headers, timeoutMs),
@@ -154,7 +178,10 @@ export async function startTaskHarness(
       const repo = join(dir, 'repos', `repo-${++repoCount}`);
       await mkdir(repo, { recursive: true });
       const git = (...args: string[]): void => {
-        execFileSync('git', ['-c', 'user.email=test@example.com', '-c', 'user.name=Test', '-c', 'init.defaultBranch=main', ...args], { cwd: repo, stdio: 'ignore' });
+        execFileSync('git', ['-c', 'user.email=test@example.com', '-c', 'user.name=Test', '-c', 'init.defaultBranch=main', ...args], {
+          cwd: repo,
+          stdio: 'ignore',
+        });
       };
       git('init', '-q');
       await writeFile(join(repo, 'hello.txt'), 'hello world\n');
@@ -170,7 +197,12 @@ export async function startTaskHarness(
       return repo;
     },
     manifest(repo, prompt, extra = {}) {
-      return { name: 'fix-greeting', repository: { url: repo }, agent: { prompt, model: 'claude-test-1', command: FAKE_COMMAND }, ...extra };
+      return {
+        name: 'fix-greeting',
+        repository: { url: repo },
+        agent: { prompt, model: 'claude-test-1', command: FAKE_COMMAND },
+        ...extra,
+      };
     },
     stop() {
       stopped ??= (async () => {
@@ -185,7 +217,14 @@ export async function startTaskHarness(
 /** A minimal SSE reader over fetch: events until the server ends the stream. */
 export async function readSse(url: string, headers: Record<string, string>, timeoutMs: number): Promise<SseEvent[]> {
   const res = await fetch(url, { headers: { accept: 'text/event-stream', ...headers }, signal: AbortSignal.timeout(timeoutMs) });
-  assert.equal(res.status, 200, await res.clone().text().catch(() => ''));
+  assert.equal(
+    res.status,
+    200,
+    await res
+      .clone()
+      .text()
+      .catch(() => ''),
+  );
   assert.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
   const text = await res.text();
   return parseSse(text);
@@ -224,6 +263,11 @@ export function alive(pid: number): boolean {
 }
 
 /** Polls until `cond` holds (the shared helper with this file's defaults); `lastState` is what a timeout shows. */
-export async function until(what: string, cond: () => boolean | Promise<boolean>, deadlineMs: number = DEADLINE_MS.agent, lastState?: () => string | Promise<string>): Promise<void> {
+export async function until(
+  what: string,
+  cond: () => boolean | Promise<boolean>,
+  deadlineMs: number = DEADLINE_MS.agent,
+  lastState?: () => string | Promise<string>,
+): Promise<void> {
   await waitFor(what, cond, { deadlineMs, intervalMs: 100, ...(lastState !== undefined && { lastState }) });
 }

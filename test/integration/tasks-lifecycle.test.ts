@@ -25,7 +25,9 @@ void describe('tasks: the full walk', () => {
   after(() => h.stop());
 
   void test('a task walks every state in order, counts tool calls, edits the repo, collects checked artifacts and replays its log', async () => {
-    const id = await h.submit(h.manifest(repo, 'Make hello.txt greet the sandbox', { metadata: { id: 'JIRA-7' }, lifecycle: { timeout: '10m' } }));
+    const id = await h.submit(
+      h.manifest(repo, 'Make hello.txt greet the sandbox', { metadata: { id: 'JIRA-7' }, lifecycle: { timeout: '10m' } }),
+    );
     assert.match(id, /^task-[0-9a-f-]{36}$/);
     const task = await h.waitTask(id);
     assert.equal(task['state'], 'completed', JSON.stringify(task));
@@ -43,8 +45,14 @@ void describe('tasks: the full walk', () => {
     // Every move is an event, in order, each with its message.
     const ev = await h.request('GET', '/api/v1/events?event_type=task.state_changed&limit=5000');
     const moves = (ev.body['events'] as Array<{ details: Json; vm_name: string }>).filter((e) => e.details['task_id'] === id);
-    assert.deepEqual(moves.map((e) => e.details['to']), ORDER);
-    assert.deepEqual(moves.map((e) => e.details['from']), [null, ...ORDER.slice(0, -1)]);
+    assert.deepEqual(
+      moves.map((e) => e.details['to']),
+      ORDER,
+    );
+    assert.deepEqual(
+      moves.map((e) => e.details['from']),
+      [null, ...ORDER.slice(0, -1)],
+    );
     for (const m of moves) assert.ok(String(m.details['message']).length > 0);
     assert.equal(moves.at(-1)?.vm_name, task['vm_name']);
 
@@ -53,13 +61,26 @@ void describe('tasks: the full walk', () => {
     assert.equal(await readFile(join(workspace, 'hello.txt'), 'utf8'), 'hello sandbox\nsecond line\n');
     assert.equal(await readFile(join(repo, 'hello.txt'), 'utf8'), 'hello world\nsecond line\n', 'the origin is untouched');
     const { execFileSync } = await import('node:child_process');
-    assert.equal(execFileSync('git', ['rev-list', '--count', 'HEAD'], { cwd: workspace, encoding: 'utf8' }).trim(), '1', 'the clone is shallow');
+    assert.equal(
+      execFileSync('git', ['rev-list', '--count', 'HEAD'], { cwd: workspace, encoding: 'utf8' }).trim(),
+      '1',
+      'the clone is shallow',
+    );
 
     // Artifacts: listed with checksums that match the downloaded bytes.
     const arts = await h.request('GET', `/api/v1/tasks/${id}/artifacts`);
     assert.equal(arts.status, 200, arts.text);
-    const list = arts.body['artifacts'] as Array<{ name: string; path: string; size_bytes: number; content_type: string; checksum: string }>;
-    assert.deepEqual(list.map((a) => a.name), ['patches/changes.diff', 'report.md']);
+    const list = arts.body['artifacts'] as Array<{
+      name: string;
+      path: string;
+      size_bytes: number;
+      content_type: string;
+      checksum: string;
+    }>;
+    assert.deepEqual(
+      list.map((a) => a.name),
+      ['patches/changes.diff', 'report.md'],
+    );
     for (const a of list) {
       assert.equal(a.path, `outbox/${id}/${a.name}`);
       const res = await fetch(`${h.base}/api/v1/tasks/${id}/artifacts/${encodeURIComponent(a.name)}`);
@@ -86,21 +107,45 @@ void describe('tasks: the full walk', () => {
     const last = log.at(-1);
     assert.equal(last?.event, 'completed');
     assert.equal(last?.data, '0');
-    const states = log.filter((e) => e.event === 'event').map((e) => JSON.parse(e.data) as Json).filter((d) => d['kind'] === 'state');
-    assert.deepEqual(states.map((s) => s['to']), ORDER);
-    const stdout = log.filter((e) => e.event === 'stdout').map((e) => e.data).join('');
+    const states = log
+      .filter((e) => e.event === 'event')
+      .map((e) => JSON.parse(e.data) as Json)
+      .filter((d) => d['kind'] === 'state');
+    assert.deepEqual(
+      states.map((s) => s['to']),
+      ORDER,
+    );
+    const stdout = log
+      .filter((e) => e.event === 'stdout')
+      .map((e) => e.data)
+      .join('');
     assert.match(stdout, /"type":"system","subtype":"init"/);
     assert.match(stdout, /"type":"result"/);
-    const toolUses = log.filter((e) => e.event === 'event').map((e) => JSON.parse(e.data) as Json).filter((d) => d['kind'] === 'stream_json');
+    const toolUses = log
+      .filter((e) => e.event === 'event')
+      .map((e) => JSON.parse(e.data) as Json)
+      .filter((d) => d['kind'] === 'stream_json');
     assert.ok(toolUses.length >= 12, `parsed stream-json events: ${toolUses.length}`);
     const ids = log.map((e) => Number(e.id));
-    assert.deepEqual(ids, ids.map((_, i) => i + 1), 'ids are 1, 2, 3, …');
+    assert.deepEqual(
+      ids,
+      ids.map((_, i) => i + 1),
+      'ids are 1, 2, 3, …',
+    );
     // Resuming with Last-Event-ID gives only the rest.
     const rest = await h.sse(`/api/v1/tasks/${id}/logs`, { 'last-event-id': String(ids.length - 2) });
-    assert.deepEqual(rest.map((e) => e.id), [String(ids.length - 1), String(ids.length)]);
+    assert.deepEqual(
+      rest.map((e) => e.id),
+      [String(ids.length - 1), String(ids.length)],
+    );
 
     // The VM is deleted after the task.
-    await until('the task VM deleted', async () => (await h.request('GET', `/api/v1/vms/${String(task['vm_name'])}`)).status === 404, DEADLINE_MS.agent, async () => `vm ${(await h.request('GET', `/api/v1/vms/${String(task['vm_name'])}`)).text}`);
+    await until(
+      'the task VM deleted',
+      async () => (await h.request('GET', `/api/v1/vms/${String(task['vm_name'])}`)).status === 404,
+      DEADLINE_MS.agent,
+      async () => `vm ${(await h.request('GET', `/api/v1/vms/${String(task['vm_name'])}`)).text}`,
+    );
     // Finished tasks cannot be cancelled.
     const del = await h.request('DELETE', `/api/v1/tasks/${id}`, { reason: 'too late' });
     assert.equal(del.status, 400);
@@ -144,7 +189,12 @@ void describe('tasks: the full walk', () => {
     assert.equal(log.at(-1)?.event, 'error');
     assert.match(log.at(-1)?.data ?? '', /exited with code 3/);
     assert.ok(log.some((e) => e.event === 'stderr' && e.data.includes('simulated failure')));
-    await until('failed (destroy) deletes the VM', async () => (await h.request('GET', `/api/v1/vms/${String(task['vm_name'])}`)).status === 404, DEADLINE_MS.agent, async () => `vm ${(await h.request('GET', `/api/v1/vms/${String(task['vm_name'])}`)).text}`);
+    await until(
+      'failed (destroy) deletes the VM',
+      async () => (await h.request('GET', `/api/v1/vms/${String(task['vm_name'])}`)).status === 404,
+      DEADLINE_MS.agent,
+      async () => `vm ${(await h.request('GET', `/api/v1/vms/${String(task['vm_name'])}`)).text}`,
+    );
   });
 
   void test('failure_action preserve keeps the VM: failed_preserved', async () => {
@@ -159,11 +209,14 @@ void describe('tasks: the full walk', () => {
     assert.equal(del.status, 200);
   });
 
-  void test('a repository that cannot be cloned fails the task in staging with git\'s message', async () => {
+  void test("a repository that cannot be cloned fails the task in staging with git's message", async () => {
     const id = await h.submit(h.manifest(join(h.dir, 'no-such-repo'), 'anything'));
     const task = await h.waitTask(id);
     assert.equal(task['state'], 'failed');
-    assert.match(String(task['error']), /^staging failed: git clone failed \(exit code 128\): .*(does not appear to be a git repository|not found|No such)/s);
+    assert.match(
+      String(task['error']),
+      /^staging failed: git clone failed \(exit code 128\): .*(does not appear to be a git repository|not found|No such)/s,
+    );
     assert.equal(task['vm_name'], null, 'no VM was created');
   });
 });

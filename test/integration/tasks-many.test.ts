@@ -21,7 +21,11 @@ void describe('tasks: many at once, list, bad input', () => {
 
   void test('20 tasks submitted at once all complete', async () => {
     const t0 = performance.now();
-    const ids = await Promise.all(Array.from({ length: 20 }, (_, i) => h.submit(h.manifest(repo, `Task number ${i}: greet the sandbox`, { lifecycle: { timeout: '30m' } }))));
+    const ids = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        h.submit(h.manifest(repo, `Task number ${i}: greet the sandbox`, { lifecycle: { timeout: '30m' } })),
+      ),
+    );
     assert.equal(new Set(ids).size, 20);
     const tasks = await Promise.all(ids.map((id) => h.waitTask(id, undefined, 600_000)));
     const ms = performance.now() - t0;
@@ -62,11 +66,23 @@ void describe('tasks: many at once, list, bad input', () => {
     const both = await h.request('GET', '/api/v1/tasks?state=completed,failed&limit=2&offset=1');
     assert.equal(both.body['total_count'], 23);
     assert.equal((both.body['tasks'] as Json[]).length, 2);
-    assert.deepEqual((both.body['tasks'] as Json[]).map((t) => t['id']), everything.slice(1, 3));
+    assert.deepEqual(
+      (both.body['tasks'] as Json[]).map((t) => t['id']),
+      everything.slice(1, 3),
+    );
     const none = await h.request('GET', '/api/v1/tasks?state=running,pending');
     assert.deepEqual(none.body, { tasks: [], total_count: 0 });
 
-    for (const q of ['state=finished', 'state=', 'state=running,,failed', 'limit=0', 'limit=abc', 'limit=100000', 'offset=-1', 'state=failed&state=completed']) {
+    for (const q of [
+      'state=finished',
+      'state=',
+      'state=running,,failed',
+      'limit=0',
+      'limit=abc',
+      'limit=100000',
+      'offset=-1',
+      'state=failed&state=completed',
+    ]) {
       const r = await h.request('GET', `/api/v1/tasks?${q}`);
       assert.equal(r.status, 400, `${q}: ${r.text}`);
       assert.equal((r.body['error'] as Json)['code'], 'request.invalid', q);
@@ -75,7 +91,14 @@ void describe('tasks: many at once, list, bad input', () => {
 
   void test('hostile and malformed manifests are 400 task.invalid_manifest and create nothing', async () => {
     const before = (await h.request('GET', '/api/v1/tasks?limit=1')).body['total_count'];
-    const bomb = ['a: &a ["x","x","x","x","x","x","x","x","x"]', ...Array.from({ length: 20 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [*${String.fromCharCode(97 + i)},*${String.fromCharCode(97 + i)},*${String.fromCharCode(97 + i)}]`)].join('\n');
+    const bomb = [
+      'a: &a ["x","x","x","x","x","x","x","x","x"]',
+      ...Array.from(
+        { length: 20 },
+        (_, i) =>
+          `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [*${String.fromCharCode(97 + i)},*${String.fromCharCode(97 + i)},*${String.fromCharCode(97 + i)}]`,
+      ),
+    ].join('\n');
     const bodies: Array<[string, unknown]> = [
       ['unknown field', { manifest: { name: 'x', repository: { url: repo }, prompt: 'p', sneaky: true } }],
       ['no prompt', { manifest: { name: 'x', repository: { url: repo } } }],
@@ -91,7 +114,14 @@ void describe('tasks: many at once, list, bad input', () => {
       ['huge yaml', { manifest_yaml: `name: x\nprompt: "${'a'.repeat(70_000)}"\nrepository: {url: ${repo}}` }],
       ['not yaml', { manifest_yaml: 'name: [unclosed' }],
       ['manifest is a list', { manifest: [1, 2] }],
-      ['__proto__ label', { manifest: JSON.parse(`{"name":"x","repository":{"url":"${repo}"},"prompt":"p","metadata":{"labels":{"__proto__":"x"}}}`) as unknown }],
+      [
+        '__proto__ label',
+        {
+          manifest: JSON.parse(
+            `{"name":"x","repository":{"url":"${repo}"},"prompt":"p","metadata":{"labels":{"__proto__":"x"}}}`,
+          ) as unknown,
+        },
+      ],
       ['NUL in prompt', { manifest: { name: 'x', repository: { url: repo }, prompt: 'a\u0000b' } }],
     ];
     for (const [what, body] of bodies) {

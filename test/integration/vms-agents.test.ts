@@ -29,14 +29,20 @@ describe('VMs with real agents over mTLS gRPC', () => {
   let server: ServerHandle;
   let agents: AgentService;
   let router: Router;
-  const req = (method: string, url: string, body?: unknown): Promise<InjectResponse> => inject(router, { method, url, ...(body !== undefined ? { body } : {}) });
+  const req = (method: string, url: string, body?: unknown): Promise<InjectResponse> =>
+    inject(router, { method, url, ...(body !== undefined ? { body } : {}) });
   const operation = async (id: string): Promise<Json> => (await req('GET', `/api/v1/operations/${id}`)).json() as Json;
   const waitOp = (id: string, deadlineMs: number = DEADLINE_MS.endToEnd): Promise<Json> =>
-    waitFor(`operation ${id} to finish`, async () => {
-      const op = await operation(id);
-      return op['status'] === 'completed' || op['status'] === 'failed' ? op : undefined;
-    }, { deadlineMs, intervalMs: 100, lastState: async () => JSON.stringify(await operation(id)) });
-  const waitUntil = (what: string, cond: () => boolean): Promise<true> => waitFor(what, cond, { deadlineMs: DEADLINE_MS.process, intervalMs: 50 });
+    waitFor(
+      `operation ${id} to finish`,
+      async () => {
+        const op = await operation(id);
+        return op['status'] === 'completed' || op['status'] === 'failed' ? op : undefined;
+      },
+      { deadlineMs, intervalMs: 100, lastState: async () => JSON.stringify(await operation(id)) },
+    );
+  const waitUntil = (what: string, cond: () => boolean): Promise<true> =>
+    waitFor(what, cond, { deadlineMs: DEADLINE_MS.process, intervalMs: 50 });
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'sandboxd-vms-agents-'));
@@ -53,7 +59,14 @@ describe('VMs with real agents over mTLS gRPC', () => {
       LOG_LEVEL: 'silent',
     });
     server = await startServer(config, pino({ level: 'silent' }), {
-      components: [eventsComponent(), actorsComponent, agentsComponent, agentListenerComponent, hypervisorComponent, vmsComponent({ agentConnectTimeoutMs: 90_000 })],
+      components: [
+        eventsComponent(),
+        actorsComponent,
+        agentsComponent,
+        agentListenerComponent,
+        hypervisorComponent,
+        vmsComponent({ agentConnectTimeoutMs: 90_000 }),
+      ],
     });
     agents = server.agents;
     router = server.router;
@@ -83,7 +96,10 @@ describe('VMs with real agents over mTLS gRPC', () => {
     assert.equal((((await req('GET', `/api/v1/vms/${name}`)).json() as Json)['agent'] as Json)['connected'], false);
 
     assert.equal((await req('POST', `/api/v1/vms/${name}/start`)).status, 200);
-    await waitUntil('agent back', () => agents.registry.get(name)?.status !== 'Disconnected' && (agents.registry.get(name)?.connected_at ?? 0) > firstConnectedAt);
+    await waitUntil(
+      'agent back',
+      () => agents.registry.get(name)?.status !== 'Disconnected' && (agents.registry.get(name)?.connected_at ?? 0) > firstConnectedAt,
+    );
 
     const before = agents.registry.get(name)!.connected_at;
     const d = await req('POST', `/api/v1/vms/${name}/deploy-agent`);

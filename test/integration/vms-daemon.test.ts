@@ -27,13 +27,30 @@ async function startDaemon(): Promise<{ uri: string; stop(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'sbx-vms-libvirtd-'));
   const sock = join(dir, 'libvirt-sock');
   const conf = join(dir, 'libvirtd.conf');
-  writeFileSync(conf, [`unix_sock_dir = "${dir}"`, 'auth_unix_rw = "none"', 'auth_unix_ro = "none"', `log_outputs = "3:file:${join(dir, 'libvirtd.log')}"`, ''].join('\n'));
+  writeFileSync(
+    conf,
+    [
+      `unix_sock_dir = "${dir}"`,
+      'auth_unix_rw = "none"',
+      'auth_unix_ro = "none"',
+      `log_outputs = "3:file:${join(dir, 'libvirtd.log')}"`,
+      '',
+    ].join('\n'),
+  );
   if (isRoot) chownSync(dir, NOBODY, NOBODY);
   const env = {
-    PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin', HOME: dir, XDG_RUNTIME_DIR: join(dir, 'run'),
-    XDG_CONFIG_HOME: join(dir, 'config'), XDG_CACHE_HOME: join(dir, 'cache'), XDG_DATA_HOME: join(dir, 'data'),
+    PATH: process.env['PATH'] ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+    HOME: dir,
+    XDG_RUNTIME_DIR: join(dir, 'run'),
+    XDG_CONFIG_HOME: join(dir, 'config'),
+    XDG_CACHE_HOME: join(dir, 'cache'),
+    XDG_DATA_HOME: join(dir, 'data'),
   };
-  const child: ChildProcess = spawn(LIBVIRTD ?? 'libvirtd', ['-f', conf], { env, stdio: ['ignore', 'ignore', 'pipe'], ...(isRoot ? { uid: NOBODY, gid: NOBODY } : {}) });
+  const child: ChildProcess = spawn(LIBVIRTD ?? 'libvirtd', ['-f', conf], {
+    env,
+    stdio: ['ignore', 'ignore', 'pipe'],
+    ...(isRoot ? { uid: NOBODY, gid: NOBODY } : {}),
+  });
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr += s));
   const deadline = Date.now() + 20_000;
@@ -61,7 +78,14 @@ async function startDaemon(): Promise<{ uri: string; stop(): Promise<void> }> {
 }
 
 const VIRSH_STATES: Record<string, string> = {
-  running: 'running', idle: 'running', paused: 'paused', 'in shutdown': 'shutdown', 'shut off': 'stopped', crashed: 'crashed', pmsuspended: 'suspended', 'no state': 'unknown',
+  running: 'running',
+  idle: 'running',
+  paused: 'paused',
+  'in shutdown': 'shutdown',
+  'shut off': 'stopped',
+  crashed: 'crashed',
+  pmsuspended: 'suspended',
+  'no state': 'unknown',
 };
 
 function virsh(uri: string, ...args: string[]): string {
@@ -114,14 +138,22 @@ describe('VM API through a libvirt daemon (virsh as witness)', { skip }, () => {
       // Behind sandboxd's back.
       const pid = h.svc.localAgents.info(b)!.pid;
       virsh(uri, 'destroy', b);
-      await until('API sees b stopped', async () => ((await h!.req('GET', `/api/v1/vms/${b}`)).json() as { state: string }).state === 'stopped');
-      await until('vm.stopped event for b', () => h!.events.query({ vmName: b, eventType: 'vm.stopped', limit: 10 }).events.some((e) => e.details['source'] !== 'sandboxd'));
-      await until('b\'s agent stopped', () => h!.svc.localAgents.info(b)?.running !== true);
+      await until(
+        'API sees b stopped',
+        async () => ((await h!.req('GET', `/api/v1/vms/${b}`)).json() as { state: string }).state === 'stopped',
+      );
+      await until('vm.stopped event for b', () =>
+        h!.events.query({ vmName: b, eventType: 'vm.stopped', limit: 10 }).events.some((e) => e.details['source'] !== 'sandboxd'),
+      );
+      await until("b's agent stopped", () => h!.svc.localAgents.info(b)?.running !== true);
       assert.equal(h.svc.localAgents.info(b), null, `agent ${pid} stopped with its VM`);
       await assertAgree(h, uri, 'virsh destroy b');
       virsh(uri, 'start', b);
-      await until('API sees b running', async () => ((await h!.req('GET', `/api/v1/vms/${b}`)).json() as { state: string }).state === 'running');
-      await until('b\'s agent back', () => h!.svc.localAgents.info(b)?.running === true);
+      await until(
+        'API sees b running',
+        async () => ((await h!.req('GET', `/api/v1/vms/${b}`)).json() as { state: string }).state === 'running',
+      );
+      await until("b's agent back", () => h!.svc.localAgents.info(b)?.running === true);
       await assertAgree(h, uri, 'virsh start b');
 
       assert.equal((await h.req('DELETE', `/api/v1/vms/${a}?force=true&delete_disk=true`)).status, 200);

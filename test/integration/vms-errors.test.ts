@@ -25,7 +25,10 @@ function errorOf(r: { json(): unknown }): { code: string; message: string } {
 
 function sshKey(): string {
   const { publicKey } = generateKeyPairSync('ed25519');
-  return sshpk.parseKey(publicKey.export({ type: 'spki', format: 'pem' }), 'pem').toString('ssh').replace(/ \(unnamed\)$/, '');
+  return sshpk
+    .parseKey(publicKey.export({ type: 'spki', format: 'pem' }), 'pem')
+    .toString('ssh')
+    .replace(/ \(unnamed\)$/, '');
 }
 
 describe('VM API error paths', () => {
@@ -91,9 +94,15 @@ describe('VM API error paths', () => {
   test('unknown VMs are 404 VM_NOT_FOUND on every route; unknown operations 404 OPERATION_NOT_FOUND', async () => {
     const n = uniqueName('ghost');
     const routes: [string, string][] = [
-      ['GET', `/api/v1/vms/${n}`], ['POST', `/api/v1/vms/${n}/start`], ['POST', `/api/v1/vms/${n}/stop`],
-      ['POST', `/api/v1/vms/${n}/destroy`], ['POST', `/api/v1/vms/${n}/restart`], ['POST', `/api/v1/vms/${n}/deploy-agent`],
-      ['DELETE', `/api/v1/vms/${n}`], ['GET', `/api/v1/vms/${'x'.repeat(65)}`], ['GET', '/api/v1/vms/bad%20name'],
+      ['GET', `/api/v1/vms/${n}`],
+      ['POST', `/api/v1/vms/${n}/start`],
+      ['POST', `/api/v1/vms/${n}/stop`],
+      ['POST', `/api/v1/vms/${n}/destroy`],
+      ['POST', `/api/v1/vms/${n}/restart`],
+      ['POST', `/api/v1/vms/${n}/deploy-agent`],
+      ['DELETE', `/api/v1/vms/${n}`],
+      ['GET', `/api/v1/vms/${'x'.repeat(65)}`],
+      ['GET', '/api/v1/vms/bad%20name'],
     ];
     for (const [method, url] of routes) {
       const r = await h.req(method, url);
@@ -128,7 +137,13 @@ describe('VM API error paths', () => {
   test('bad restart bodies and queries are 400', async () => {
     const n = uniqueName('badq');
     await h.createVm(n, { start: false });
-    for (const body of [{ mode: 'soft' }, { timeout_seconds: -1 }, { timeout_seconds: 3601 }, { timeout_seconds: '5' }, { mode: 'hard', extra: 1 }]) {
+    for (const body of [
+      { mode: 'soft' },
+      { timeout_seconds: -1 },
+      { timeout_seconds: 3601 },
+      { timeout_seconds: '5' },
+      { mode: 'hard', extra: 1 },
+    ]) {
       const r = await h.req('POST', `/api/v1/vms/${n}/restart`, body);
       assert.equal(r.status, 400, `${JSON.stringify(body)} → ${r.text}`);
       assert.equal(errorOf(r).code, 'request.invalid');
@@ -147,7 +162,11 @@ describe('VM API error paths', () => {
     assert.equal(r.status, 202);
     const id = String((r.json() as { operation: Json }).operation['id']);
     // While the create runs, other changes are refused with a message naming it.
-    for (const [method, url] of [['DELETE', `/api/v1/vms/${n}?force=true`], ['POST', `/api/v1/vms/${n}/stop`], ['POST', `/api/v1/vms/${n}/restart`]] as const) {
+    for (const [method, url] of [
+      ['DELETE', `/api/v1/vms/${n}?force=true`],
+      ['POST', `/api/v1/vms/${n}/stop`],
+      ['POST', `/api/v1/vms/${n}/restart`],
+    ] as const) {
       const busy = await h.req(method, url);
       assert.equal(busy.status, 409, `${method} ${url} → ${busy.text}`);
       assert.equal(errorOf(busy).code, 'VM_BUSY');
@@ -158,7 +177,10 @@ describe('VM API error paths', () => {
     const op = await h.waitOp(id);
     assert.equal(op['status'], 'failed');
     assert.equal(op['error_code'], 'PROVISIONING_ERROR');
-    assert.match(String(op['error']), /timed out after 4 s waiting for the agent of VM .* to connect \(agent process \d+ is running; see .*agent\.log\)/);
+    assert.match(
+      String(op['error']),
+      /timed out after 4 s waiting for the agent of VM .* to connect \(agent process \d+ is running; see .*agent\.log\)/,
+    );
     assert.equal(op['result'], undefined);
     assert.equal(op['progress_percent'], 70);
     assert.ok(typeof op['completed_at'] === 'string');
@@ -181,11 +203,22 @@ describe('VM API error paths', () => {
       SVC_HYPERVISOR_VIRSH_EVENTS: 'off',
       SVC_HYPERVISOR_POLL_INTERVAL_MS: '60000',
     });
-    const vms = vmsComponent({ agents: { byVm: () => null }, grpcAddress: { host: '127.0.0.1', port: 1 }, caProvider: () => Promise.reject(new Error('unused')) });
-    const server = await startServer(config, pino({ level: 'silent' }), { components: [eventsComponent(), actorsComponent, hypervisorComponent, vms] });
+    const vms = vmsComponent({
+      agents: { byVm: () => null },
+      grpcAddress: { host: '127.0.0.1', port: 1 },
+      caProvider: () => Promise.reject(new Error('unused')),
+    });
+    const server = await startServer(config, pino({ level: 'silent' }), {
+      components: [eventsComponent(), actorsComponent, hypervisorComponent, vms],
+    });
     try {
       const router = server.router;
-      for (const [method, url, body] of [['GET', '/api/v1/vms', undefined], ['GET', '/api/v1/vms/agent-x', undefined], ['POST', '/api/v1/vms', { name: 'agent-x' }], ['POST', '/api/v1/vms/agent-x/start', undefined]] as const) {
+      for (const [method, url, body] of [
+        ['GET', '/api/v1/vms', undefined],
+        ['GET', '/api/v1/vms/agent-x', undefined],
+        ['POST', '/api/v1/vms', { name: 'agent-x' }],
+        ['POST', '/api/v1/vms/agent-x/start', undefined],
+      ] as const) {
         const r = await inject(router, { method, url, ...(body !== undefined ? { body } : {}) });
         assert.equal(r.status, 503, `${method} ${url} → ${r.text}`);
         assert.equal(errorOf(r).code, 'HYPERVISOR_UNAVAILABLE');

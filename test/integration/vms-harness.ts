@@ -75,16 +75,14 @@ export async function startVmHarness(
     if (ref.svc === undefined) throw new Error('service not started');
     return ref.svc;
   };
-  const agents: AgentLookup =
-    agentsFactory?.({ svc: svcOf, unreachable }) ??
-    {
-      byVm: (name) => {
-        const a = ref.svc?.localAgents.info(name);
-        if (a === undefined || a === null || unreachable.has(name)) return null;
-        if (Date.now() - a.startedAtMs < (connectDelayMs.get(name) ?? 0)) return null;
-        return { connected: a.running, connected_at: a.startedAtMs, hostname: `${name}.local`, ip_address: '127.0.0.1' };
-      },
-    };
+  const agents: AgentLookup = agentsFactory?.({ svc: svcOf, unreachable }) ?? {
+    byVm: (name) => {
+      const a = ref.svc?.localAgents.info(name);
+      if (a === undefined || a === null || unreachable.has(name)) return null;
+      if (Date.now() - a.startedAtMs < (connectDelayMs.get(name) ?? 0)) return null;
+      return { connected: a.running, connected_at: a.startedAtMs, hostname: `${name}.local`, ip_address: '127.0.0.1' };
+    },
+  };
   const ca = await createStandaloneCa('sandbox.local');
   const vmsOptions: VmsComponentOptions = {
     agents,
@@ -108,16 +106,29 @@ export async function startVmHarness(
     inject(router, { method, url, ...(body !== undefined ? { body } : {}) });
   const waitOp = (id: string, deadlineMs: number = DEADLINE_MS.agent): Promise<Record<string, unknown>> => {
     let last = '';
-    return waitFor(`operation ${id} to finish`, async () => {
-      const r = await req('GET', `/api/v1/operations/${id}`);
-      assert.equal(r.status, 200, r.text);
-      last = r.text;
-      const op = r.json() as Record<string, unknown>;
-      return op['status'] === 'completed' || op['status'] === 'failed' ? op : undefined;
-    }, { deadlineMs, intervalMs: 50, lastState: () => last });
+    return waitFor(
+      `operation ${id} to finish`,
+      async () => {
+        const r = await req('GET', `/api/v1/operations/${id}`);
+        assert.equal(r.status, 200, r.text);
+        last = r.text;
+        const op = r.json() as Record<string, unknown>;
+        return op['status'] === 'completed' || op['status'] === 'failed' ? op : undefined;
+      },
+      { deadlineMs, intervalMs: 50, lastState: () => last },
+    );
   };
   return {
-    hv, actors, svc, router, events, stateDir, unreachable, connectDelayMs, req, waitOp,
+    hv,
+    actors,
+    svc,
+    router,
+    events,
+    stateDir,
+    unreachable,
+    connectDelayMs,
+    req,
+    waitOp,
     async createVm(name, body = {}) {
       const r = await req('POST', '/api/v1/vms', { name, ...body });
       assert.equal(r.status, 202, r.text);

@@ -157,7 +157,15 @@ describe('VM lifecycle through the API (test:///default, worker shards)', () => 
 
     // The event store saw the lifecycle and the operations, with vm_name set.
     const types = h.events.query({ vmName: name, limit: 1000 }).events.map((e) => e.event_type);
-    for (const t of ['vm.defined', 'vm.started', 'vm.shutdown', 'vm.stopped', 'vm.undefined', 'vm.operation.started', 'vm.operation.completed']) {
+    for (const t of [
+      'vm.defined',
+      'vm.started',
+      'vm.shutdown',
+      'vm.stopped',
+      'vm.undefined',
+      'vm.operation.started',
+      'vm.operation.completed',
+    ]) {
       assert.ok(types.includes(t), `${t} in ${types.join(',')}`);
     }
   });
@@ -191,21 +199,38 @@ describe('VM lifecycle through the API (test:///default, worker shards)', () => 
     await h.createVm(b, { start: false });
     const all = (await h.req('GET', '/api/v1/vms')).json() as { vms: Json[]; total: number };
     assert.equal(all.total, all.vms.length);
-    assert.ok(all.vms.every((v) => String(v['name']).startsWith('agent-')), 'default prefix agent-');
+    assert.ok(
+      all.vms.every((v) => String(v['name']).startsWith('agent-')),
+      'default prefix agent-',
+    );
     assert.ok(all.vms.some((v) => v['name'] === a) && all.vms.some((v) => v['name'] === b));
-    assert.deepEqual(Object.keys(all.vms.find((v) => v['name'] === a)!).sort(), ['ip_address', 'memory_mb', 'name', 'state', 'uptime_seconds', 'uuid', 'vcpus']);
+    assert.deepEqual(Object.keys(all.vms.find((v) => v['name'] === a)!).sort(), [
+      'ip_address',
+      'memory_mb',
+      'name',
+      'state',
+      'uptime_seconds',
+      'uuid',
+      'vcpus',
+    ]);
     const running = (await h.req('GET', '/api/v1/vms?state=running')).json() as { vms: Json[] };
     assert.ok(running.vms.some((v) => v['name'] === a) && !running.vms.some((v) => v['name'] === b));
     const stopped = (await h.req('GET', '/api/v1/vms?state=stopped')).json() as { vms: Json[] };
     assert.ok(stopped.vms.some((v) => v['name'] === b) && !stopped.vms.some((v) => v['name'] === a));
     const star = (await h.req('GET', '/api/v1/vms?prefix=*')).json() as { vms: Json[] };
-    assert.ok(star.vms.some((v) => v['name'] === 'test'), 'the predefined test domain with prefix=*');
+    assert.ok(
+      star.vms.some((v) => v['name'] === 'test'),
+      'the predefined test domain with prefix=*',
+    );
     const mine = (await h.req('GET', `/api/v1/vms?prefix=${a}`)).json() as { vms: Json[]; total: number };
-    assert.deepEqual(mine.vms.map((v) => v['name']), [a]);
+    assert.deepEqual(
+      mine.vms.map((v) => v['name']),
+      [a],
+    );
     for (const n of [a, b]) assert.equal((await h.req('DELETE', `/api/v1/vms/${n}?force=true&delete_disk=true`)).status, 200);
   });
 
-  test('a VM stopped and started behind sandboxd\'s back: events, and its agent follows', async () => {
+  test("a VM stopped and started behind sandboxd's back: events, and its agent follows", async () => {
     const name = uniqueName('back');
     await h.createVm(name);
     const pid = h.svc.localAgents.info(name)!.pid;

@@ -46,7 +46,10 @@ for (const mode of ['workers', 'inline'] as const) {
       const deployId = String((deploy.json() as { operation: Json }).operation['id']);
       const queued = (await h.req('GET', `/api/v1/operations/${deployId}`)).json() as Json;
       assert.equal(queued['status'], 'pending', 'a queued operation is pending until its turn');
-      assert.deepEqual((await h.svc.queue(a)).map((j) => j.kind), ['restart', 'stop', 'start', 'deploy_agent']);
+      assert.deepEqual(
+        (await h.svc.queue(a)).map((j) => j.kind),
+        ['restart', 'stop', 'start', 'deploy_agent'],
+      );
 
       // B is another actor: its stop finishes while A's restart still runs.
       const bStop = await h.req('POST', `/api/v1/vms/${b}/stop`);
@@ -67,17 +70,26 @@ for (const mode of ['workers', 'inline'] as const) {
         .events.filter((e) => ['vm.started', 'vm.stopped', 'vm.shutdown'].includes(e.event_type))
         .map((e) => `${e.event_type}:${String(e.details['reason'])}`);
       assert.deepEqual(lifecycle, [
-        'vm.stopped:destroyed', 'vm.started:booted', // restart (hard)
-        'vm.shutdown:requested', 'vm.stopped:shutdown', // stop
+        'vm.stopped:destroyed',
+        'vm.started:booted', // restart (hard)
+        'vm.shutdown:requested',
+        'vm.stopped:shutdown', // stop
         'vm.started:booted', // start
       ]);
-      const ops = h.events.query({ since: mark, vmName: a, eventType: 'vm.operation.*', limit: 100 }).events.map((e) => `${e.event_type}:${String(e.details['job'])}`);
-      assert.deepEqual(ops, ['vm.operation.started:restart', 'vm.operation.completed:restart', 'vm.operation.started:deploy_agent', 'vm.operation.completed:deploy_agent']);
+      const ops = h.events
+        .query({ since: mark, vmName: a, eventType: 'vm.operation.*', limit: 100 })
+        .events.map((e) => `${e.event_type}:${String(e.details['job'])}`);
+      assert.deepEqual(ops, [
+        'vm.operation.started:restart',
+        'vm.operation.completed:restart',
+        'vm.operation.started:deploy_agent',
+        'vm.operation.completed:deploy_agent',
+      ]);
       h.connectDelayMs.delete(a);
       for (const n of [a, b]) assert.equal((await h.req('DELETE', `/api/v1/vms/${n}?force=true&delete_disk=true`)).status, 200);
     });
 
-    test('reprovision(agentId) queues a deploy-agent operation for the agent\'s VM', async () => {
+    test("reprovision(agentId) queues a deploy-agent operation for the agent's VM", async () => {
       const n = uniqueName('reprov');
       await h.createVm(n);
       const pid = h.svc.localAgents.info(n)!.pid;
@@ -97,7 +109,10 @@ for (const mode of ['workers', 'inline'] as const) {
       const refused = await h.svc.reprovision('agent-nobody-here');
       assert.equal(refused.status, 'queued');
       const failed = await h.waitOp(refused.operation_id);
-      assert.deepEqual([failed['status'], failed['type'], failed['target'], failed['error_code']], ['failed', 'vm_create', 'agent-nobody-here', 'VM_NOT_FOUND']);
+      assert.deepEqual(
+        [failed['status'], failed['type'], failed['target'], failed['error_code']],
+        ['failed', 'vm_create', 'agent-nobody-here', 'VM_NOT_FOUND'],
+      );
       assert.equal((await h.req('DELETE', `/api/v1/vms/${n}?force=true&delete_disk=true`)).status, 200);
     });
 
@@ -106,7 +121,7 @@ for (const mode of ['workers', 'inline'] as const) {
       h.unreachable.add(n);
       const r = await h.req('POST', '/api/v1/vms', { name: n });
       const id = String((r.json() as { operation: Json }).operation['id']);
-      await waitFor('create waiting for its agent', () => ((h.svc.operations.get(id)?.progress_percent ?? 0) >= 70));
+      await waitFor('create waiting for its agent', () => (h.svc.operations.get(id)?.progress_percent ?? 0) >= 70);
       h.svc.handleShardRestart(h.actors.shardOf(vmOpsActorId(n)), [vmOpsActorId(n)]);
       const op = (await h.req('GET', `/api/v1/operations/${id}`)).json() as Json;
       assert.equal(op['status'], 'failed');

@@ -31,7 +31,10 @@ export async function scratchViolations(imports: readonly ScratchImport[], roots
   const root = mkdtempSync(join(tmpdir(), 'layers-'));
   try {
     copyFileSync(join(repoRoot, '.dependency-cruiser.cjs'), join(root, '.dependency-cruiser.cjs'));
-    writeFileSync(join(root, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', allowJs: true } }));
+    writeFileSync(
+      join(root, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', allowJs: true } }),
+    );
     const write = (path: string, text: string): void => {
       mkdirSync(dirname(join(root, path)), { recursive: true });
       writeFileSync(join(root, path), text);
@@ -44,10 +47,14 @@ export async function scratchViolations(imports: readonly ScratchImport[], roots
     }
     for (const [from, lines] of bySource) write(from, lines.join(''));
     // depcruise exits non-zero when it finds violations; its JSON report is on stdout either way.
-    const out = await run(join(repoRoot, 'node_modules', '.bin', 'depcruise'), ['--config', '.dependency-cruiser.cjs', '--output-type', 'json', ...roots], {
-      cwd: root,
-      maxBuffer: 1 << 26,
-    }).catch((err: { stdout?: string }) => ({ stdout: err.stdout ?? '' }));
+    const out = await run(
+      join(repoRoot, 'node_modules', '.bin', 'depcruise'),
+      ['--config', '.dependency-cruiser.cjs', '--output-type', 'json', ...roots],
+      {
+        cwd: root,
+        maxBuffer: 1 << 26,
+      },
+    ).catch((err: { stdout?: string }) => ({ stdout: err.stdout ?? '' }));
     const report = JSON.parse(out.stdout) as { summary: { violations: Violation[]; totalCruised: number } };
     assert.equal(report.summary.totalCruised, new Set(imports.flatMap((p) => [p.from, p.to])).size, 'every scratch module was cruised');
     return report.summary.violations.map((v) => `${v.rule.name}: ${v.from} -> ${v.to}`).sort();

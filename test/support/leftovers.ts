@@ -40,7 +40,9 @@ function isZombie(pid: number): boolean {
 export function findLeftovers(runId: string, exclude: ReadonlySet<number> = new Set()): Leftover[] {
   let pids: number[];
   try {
-    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d)).map(Number);
+    pids = readdirSync('/proc')
+      .filter((d) => /^\d+$/.test(d))
+      .map(Number);
   } catch {
     return [];
   }

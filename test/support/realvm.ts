@@ -42,7 +42,8 @@ export interface RealVmEnv {
  */
 export function skipReason(): string | null {
   if (process.env['SANDBOXD_REALVM_TESTS'] === '0') return 'REAL-VM TESTS SKIPPED: turned off by SANDBOXD_REALVM_TESTS=0';
-  if (process.getuid?.() !== 0) return 'REAL-VM TESTS SKIPPED: they need root (libvirt qemu:///system, bridges); run npm test as root to include them';
+  if (process.getuid?.() !== 0)
+    return 'REAL-VM TESTS SKIPPED: they need root (libvirt qemu:///system, bridges); run npm test as root to include them';
   const has = (b: string): boolean => ['/usr/bin', '/usr/sbin', '/bin', '/sbin'].some((d) => existsSync(`${d}/${b}`));
   if (!has('qemu-system-x86_64') && !has('apt-get')) return 'REAL-VM TESTS SKIPPED: no qemu-system-x86_64 and no apt-get to install it';
   return null;
@@ -50,9 +51,17 @@ export function skipReason(): string | null {
 
 export async function startRealVmEnv(tag: string): Promise<RealVmEnv> {
   const tree = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-  const image = await buildMinimalImage({ outDir: join(tmpdir(), 'sandboxd-realvm-images'), agentTree: tree, packageRoot: findPackageRoot(tree) });
+  const image = await buildMinimalImage({
+    outDir: join(tmpdir(), 'sandboxd-realvm-images'),
+    agentTree: tree,
+    packageRoot: findPackageRoot(tree),
+  });
   const n = (process.pid % 40) + 200;
-  const net: NetworkSpec = { name: `sbxt-${tag}-${process.pid}`, bridge: `sbxt${tag.slice(0, 3)}${process.pid % 10000}`.slice(0, 15), hostAddress: `192.168.${n}.1` };
+  const net: NetworkSpec = {
+    name: `sbxt-${tag}-${process.pid}`,
+    bridge: `sbxt${tag.slice(0, 3)}${process.pid % 10000}`.slice(0, 15),
+    hostAddress: `192.168.${n}.1`,
+  };
   const prep = await prepareHost({ network: net });
   const dir = await mkdtemp(join(tmpdir(), 'sandboxd-realvm-'));
   await chmod(dir, 0o711); // QEMU (libvirt-qemu) traverses to the VMs' overlays and fw_cfg files
@@ -87,9 +96,17 @@ export async function startRealVmEnv(tag: string): Promise<RealVmEnv> {
   }
   const base = `http://127.0.0.1:${server.ports.http}`;
   const ca = await ensureCa({ secretsDir: server.config.secretsDir, trustDomain: server.config.trustDomain });
-  const virsh = (...args: string[]): string => execFileSync('virsh', ['-c', 'qemu:///system', ...args], { encoding: 'utf8', timeout: 60_000 });
+  const virsh = (...args: string[]): string =>
+    execFileSync('virsh', ['-c', 'qemu:///system', ...args], { encoding: 'utf8', timeout: 60_000 });
   return {
-    server, dir, ca, grpcTarget: `127.0.0.1:${server.ports.grpc}`, net, prep, imageDir: image.dir, virsh,
+    server,
+    dir,
+    ca,
+    grpcTarget: `127.0.0.1:${server.ports.grpc}`,
+    net,
+    prep,
+    imageDir: image.dir,
+    virsh,
     async waitOp(id, timeoutMs) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
@@ -111,15 +128,27 @@ export async function startRealVmEnv(tag: string): Promise<RealVmEnv> {
         for (const line of virsh('list', '--all', '--name').split('\n')) {
           const name = line.trim();
           if (!name.startsWith('agent-rv')) continue;
-          try { virsh('destroy', name); } catch { /* not running */ }
-          try { virsh('undefine', name); } catch { /* gone */ }
+          try {
+            virsh('destroy', name);
+          } catch {
+            /* not running */
+          }
+          try {
+            virsh('undefine', name);
+          } catch {
+            /* gone */
+          }
         }
       } catch (err) {
         problems.push(err);
       }
       await removeNetwork(net.name, net.bridge);
       for (const pid of Object.values(prep.started)) {
-        try { process.kill(pid, 'SIGTERM'); } catch { /* already gone */ }
+        try {
+          process.kill(pid, 'SIGTERM');
+        } catch {
+          /* already gone */
+        }
       }
       await rm(dir, { recursive: true, force: true });
       if (problems.length > 0) throw problems[0] instanceof Error ? problems[0] : new Error(String(problems[0]));

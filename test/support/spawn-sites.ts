@@ -42,7 +42,11 @@ const PROGRAM_AT: ReadonlyMap<string, number> = new Map([
   ['startCollecting', 3],
 ]);
 /** Project functions that take a whole argv (program first) at the index. */
-const ARGV_AT: ReadonlyMap<string, number> = new Map([['inRoot', 1], ['chrootArgs', 1], ['execArgv', 0]]);
+const ARGV_AT: ReadonlyMap<string, number> = new Map([
+  ['inRoot', 1],
+  ['chrootArgs', 1],
+  ['execArgv', 0],
+]);
 
 type Spawner = 'program' | 'shell' | 'fork';
 
@@ -79,7 +83,11 @@ export function scanSource(file: string, text: string): SpawnSite[] {
   const visit = (node: ts.Node): void => {
     if (ts.isCallExpression(node)) {
       const e = node.expression;
-      const name = ts.isIdentifier(e) ? e.text : ts.isPropertyAccessExpression(e) && ts.isIdentifier(e.expression) && namespaces.has(e.expression.text) ? e.name.text : undefined;
+      const name = ts.isIdentifier(e)
+        ? e.text
+        : ts.isPropertyAccessExpression(e) && ts.isIdentifier(e.expression) && namespaces.has(e.expression.text)
+          ? e.name.text
+          : undefined;
       const kind = name === undefined ? undefined : ts.isIdentifier(e) ? spawners.get(name) : kindOf(name);
       const at = name === undefined ? undefined : PROGRAM_AT.get(name);
       const argvAt = name === undefined ? undefined : ARGV_AT.get(name);
@@ -91,7 +99,12 @@ export function scanSource(file: string, text: string): SpawnSite[] {
         const arr = node.arguments[argvAt];
         if (arr !== undefined && ts.isArrayLiteralExpression(arr)) fromArgvArray(node, arr);
       }
-    } else if (ts.isReturnStatement(node) && node.expression !== undefined && ts.isArrayLiteralExpression(node.expression) && /Argv$/.test(enclosingFunctionName(node) ?? '')) {
+    } else if (
+      ts.isReturnStatement(node) &&
+      node.expression !== undefined &&
+      ts.isArrayLiteralExpression(node.expression) &&
+      /Argv$/.test(enclosingFunctionName(node) ?? '')
+    ) {
       fromArgvArray(node, node.expression);
     } else if (ts.isPropertyAssignment(node) && ts.isIdentifier(node.name) && node.name.text === 'executablePath') {
       for (const p of literals(node.initializer, strings)) add(node, p);
@@ -130,16 +143,32 @@ function spawnersOf(sf: ts.SourceFile): { spawners: Map<string, Spawner>; namesp
     const visit = (n: ts.Node): void => {
       let name: string | undefined;
       let kind: Spawner | undefined;
-      if (ts.isVariableDeclaration(n) && ts.isObjectBindingPattern(n.name) && n.initializer !== undefined && dynamicImportOf(n.initializer) !== undefined) {
+      if (
+        ts.isVariableDeclaration(n) &&
+        ts.isObjectBindingPattern(n.name) &&
+        n.initializer !== undefined &&
+        dynamicImportOf(n.initializer) !== undefined
+      ) {
         for (const el of n.name.elements) {
-          const imported = el.propertyName !== undefined && ts.isIdentifier(el.propertyName) ? el.propertyName.text : ts.isIdentifier(el.name) ? el.name.text : '';
+          const imported =
+            el.propertyName !== undefined && ts.isIdentifier(el.propertyName)
+              ? el.propertyName.text
+              : ts.isIdentifier(el.name)
+                ? el.name.text
+                : '';
           if (ts.isIdentifier(el.name) && !spawners.has(el.name.text)) {
             spawners.set(el.name.text, kindOf(imported));
             grew = true;
           }
         }
-      } else if (ts.isVariableDeclaration(n) && ts.isIdentifier(n.name) && n.initializer !== undefined && ts.isCallExpression(n.initializer)
-        && ts.isIdentifier(n.initializer.expression) && n.initializer.expression.text === 'promisify') {
+      } else if (
+        ts.isVariableDeclaration(n) &&
+        ts.isIdentifier(n.name) &&
+        n.initializer !== undefined &&
+        ts.isCallExpression(n.initializer) &&
+        ts.isIdentifier(n.initializer.expression) &&
+        n.initializer.expression.text === 'promisify'
+      ) {
         const arg = n.initializer.arguments[0];
         name = n.name.text;
         kind = arg !== undefined && ts.isIdentifier(arg) ? spawners.get(arg.text) : undefined;
@@ -194,7 +223,8 @@ export function scanTree(root: string, dirs: readonly string[]): SpawnSite[] {
     for (const e of entries) {
       const p = join(dir, e.name);
       if (e.isDirectory() && e.name !== 'node_modules' && e.name !== 'vendor') walk(p);
-      else if (e.isFile() && /\.(ts|mjs|js|cjs)$/.test(e.name) && !e.name.endsWith('.d.ts')) out.push(...scanSource(relative(root, p), readFileSync(p, 'utf8')));
+      else if (e.isFile() && /\.(ts|mjs|js|cjs)$/.test(e.name) && !e.name.endsWith('.d.ts'))
+        out.push(...scanSource(relative(root, p), readFileSync(p, 'utf8')));
     }
   };
   for (const d of dirs) walk(join(root, d));
@@ -233,7 +263,10 @@ function literals(e: ts.Expression | undefined, strings: ReadonlyMap<string, rea
   if (ts.isParenthesizedExpression(e) || ts.isAsExpression(e) || ts.isNonNullExpression(e)) return literals(e.expression, strings);
   if (ts.isIdentifier(e)) return [...(strings.get(e.text) ?? [])];
   if (ts.isConditionalExpression(e)) return [...literals(e.whenTrue, strings), ...literals(e.whenFalse, strings)];
-  if (ts.isBinaryExpression(e) && (e.operatorToken.kind === ts.SyntaxKind.QuestionQuestionToken || e.operatorToken.kind === ts.SyntaxKind.BarBarToken)) {
+  if (
+    ts.isBinaryExpression(e) &&
+    (e.operatorToken.kind === ts.SyntaxKind.QuestionQuestionToken || e.operatorToken.kind === ts.SyntaxKind.BarBarToken)
+  ) {
     return [...literals(e.left, strings), ...literals(e.right, strings)];
   }
   if (ts.isPropertyAccessExpression(e) && e.getText() === 'process.execPath') return ['node'];
@@ -247,9 +280,14 @@ function literals(e: ts.Expression | undefined, strings: ReadonlyMap<string, rea
 function constStrings(sf: ts.SourceFile): Map<string, string[]> {
   const m = new Map<string, string[]>();
   const visit = (n: ts.Node): void => {
-    if ((ts.isVariableDeclaration(n) || ts.isParameter(n) || ts.isBindingElement(n)) && ts.isIdentifier(n.name) && n.initializer !== undefined) {
+    if (
+      (ts.isVariableDeclaration(n) || ts.isParameter(n) || ts.isBindingElement(n)) &&
+      ts.isIdentifier(n.name) &&
+      n.initializer !== undefined
+    ) {
       const values = literals(n.initializer, m);
-      if (values.length > 0 && (!ts.isVariableDeclaration(n) || (n.parent.flags & ts.NodeFlags.Const) !== 0)) m.set(n.name.text, [...(m.get(n.name.text) ?? []), ...values]);
+      if (values.length > 0 && (!ts.isVariableDeclaration(n) || (n.parent.flags & ts.NodeFlags.Const) !== 0))
+        m.set(n.name.text, [...(m.get(n.name.text) ?? []), ...values]);
     }
     ts.forEachChild(n, visit);
   };

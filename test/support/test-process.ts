@@ -26,7 +26,8 @@ function describeHandle(h: unknown): string {
   const name = (h as { constructor?: { name?: string } } | null)?.constructor?.name ?? typeof h;
   const o = h as Record<string, unknown>;
   if (typeof o['spawnargs'] === 'object') return `${name} pid ${String(o['pid'])}: ${(o['spawnargs'] as string[]).join(' ').slice(0, 200)}`;
-  if (typeof o['remotePort'] === 'number') return `${name} ${String(o['localAddress'])}:${String(o['localPort'])} -> ${String(o['remoteAddress'])}:${String(o['remotePort'])}`;
+  if (typeof o['remotePort'] === 'number')
+    return `${name} ${String(o['localAddress'])}:${String(o['localPort'])} -> ${String(o['remoteAddress'])}:${String(o['remotePort'])}`;
   if (typeof o['address'] === 'function') {
     try {
       return `${name} listening on ${JSON.stringify((o['address'] as () => unknown).call(h))}`;
@@ -57,12 +58,15 @@ if (process.env['NODE_TEST_CONTEXT'] !== undefined && /\.test\.js$/.test(process
   process.env['HOME'] = home;
   process.env['TMUX_TMPDIR'] = tmux;
   process.env['SANDBOXD_TEST_FILE'] = file;
-  for (const k of ['XDG_CONFIG_HOME', 'XDG_STATE_HOME', 'XDG_CACHE_HOME', 'XDG_DATA_HOME', 'XDG_RUNTIME_DIR', 'TMUX']) delete process.env[k];
+  for (const k of ['XDG_CONFIG_HOME', 'XDG_STATE_HOME', 'XDG_CACHE_HOME', 'XDG_DATA_HOME', 'XDG_RUNTIME_DIR', 'TMUX'])
+    delete process.env[k];
   process.on('exit', () => rmSync(home, { recursive: true, force: true }));
 
   after(() => {
     setTimeout(() => {
-      process.stderr.write(`${file}: still running ${kOutliveMs / 1000} s after its tests finished; open handles:\n${openHandlesReport()}\n`);
+      process.stderr.write(
+        `${file}: still running ${kOutliveMs / 1000} s after its tests finished; open handles:\n${openHandlesReport()}\n`,
+      );
       process.exit(1);
     }, kOutliveMs).unref();
   });

@@ -158,7 +158,11 @@ export async function settled<T>(what: string, promise: Promise<T>, opts: Omit<W
  * itself): runs `wait(deadlineMs)`, and turns its timeout (an error named TimeoutError) into this
  * module's message with the last state. Other errors pass through unchanged.
  */
-export async function waitWithin<T>(what: string, wait: (deadlineMs: number) => Promise<T>, opts: Omit<WaitOptions, 'wake' | 'intervalMs'>): Promise<T> {
+export async function waitWithin<T>(
+  what: string,
+  wait: (deadlineMs: number) => Promise<T>,
+  opts: Omit<WaitOptions, 'wake' | 'intervalMs'>,
+): Promise<T> {
   try {
     return await wait(opts.deadlineMs);
   } catch (err) {

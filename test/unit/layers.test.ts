@@ -27,7 +27,11 @@ const forbidden: readonly { rule: string; from: string; to: string }[] = [
   { rule: 'the-wire-types-are-a-leaf', from: 'src/wire/probe-util.ts', to: 'src/util/deadline.ts' },
   { rule: 'the-wire-types-are-a-leaf', from: 'src/wire/probe-client.ts', to: 'src/client/api-client.ts' },
   { rule: 'the-wire-types-are-a-leaf', from: 'src/wire/probe-actors.ts', to: 'actors/protocol/agent-frames.ts' },
-  { rule: 'the-bench-imports-no-test-but-the-support-kit', from: 'native-bench/scenarios/probe.ts', to: 'test/integration/agents-harness.ts' },
+  {
+    rule: 'the-bench-imports-no-test-but-the-support-kit',
+    from: 'native-bench/scenarios/probe.ts',
+    to: 'test/integration/agents-harness.ts',
+  },
   { rule: 'the-bench-imports-no-test-but-the-support-kit', from: 'native-bench/probe.ts', to: 'test/unit/layers.test.ts' },
   { rule: 'the-support-kit-imports-no-test', from: 'test/support/probe.ts', to: 'test/integration/vms-harness.ts' },
   { rule: 'the-support-kit-imports-no-test', from: 'test/support/probe-bench.ts', to: 'native-bench/harness.ts' },
@@ -66,9 +70,6 @@ const allowed: readonly { from: string; to: string }[] = [
 void describe('src layering rules', () => {
   void test('each rule names the import that breaks it, and only those', async () => {
     const seen = await scratchViolations([...forbidden, ...allowed], ['src', 'actors', 'native-bench', 'test']);
-    assert.deepEqual(
-      seen,
-      forbidden.map((f) => `${f.rule}: ${f.from} -> ${f.to}`).sort(),
-    );
+    assert.deepEqual(seen, forbidden.map((f) => `${f.rule}: ${f.from} -> ${f.to}`).sort());
   });
 });

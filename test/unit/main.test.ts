@@ -15,9 +15,16 @@ import { createMetrics } from '../../src/observability/metrics.js';
 
 const config = loadConfig({ SVC_STATE_DIR: '/nonexistent/sandboxd-main-test', LOG_LEVEL: 'silent' });
 const logger = pino({ level: 'silent' });
-const opts = (components: Component[]): { components: Component[]; metrics: ReturnType<typeof createMetrics> } => ({ components, metrics: createMetrics({ defaultMetrics: false }) });
+const opts = (components: Component[]): { components: Component[]; metrics: ReturnType<typeof createMetrics> } => ({
+  components,
+  metrics: createMetrics({ defaultMetrics: false }),
+});
 
-function part(name: string, log: string[], extra: Partial<Component> & { frames?: number[]; onStart?: (ctx: ComponentContext) => void } = {}): Component {
+function part(
+  name: string,
+  log: string[],
+  extra: Partial<Component> & { frames?: number[]; onStart?: (ctx: ComponentContext) => void } = {},
+): Component {
   return {
     name,
     ...(extra.readiness !== undefined && { readiness: extra.readiness }),
@@ -25,7 +32,9 @@ function part(name: string, log: string[], extra: Partial<Component> & { frames?
       log.push(`start ${name}`);
       extra.onStart?.(ctx);
       return Promise.resolve({
-        ...(extra.frames !== undefined && { frames: new Map(extra.frames.map((k) => [k, (kind: number, key: string) => void log.push(`${name} got ${kind} ${key}`)])) }),
+        ...(extra.frames !== undefined && {
+          frames: new Map(extra.frames.map((k) => [k, (kind: number, key: string) => void log.push(`${name} got ${kind} ${key}`)])),
+        }),
         stop: () => {
           log.push(`stop ${name}`);
           return Promise.resolve();
@@ -39,7 +48,11 @@ void describe('startServer with a list of components', () => {
   void test('starts in order, routes each frame kind to its component, stops in reverse', async () => {
     const log: string[] = [];
     let ctx: ComponentContext | undefined;
-    const server = await startServer(config, logger, opts([part('a', log, { frames: [16] }), part('b', log, { frames: [34], onStart: (c) => (ctx = c) })]));
+    const server = await startServer(
+      config,
+      logger,
+      opts([part('a', log, { frames: [16] }), part('b', log, { frames: [34], onStart: (c) => (ctx = c) })]),
+    );
     ctx?.dispatchFrame(34, 'k1', new Uint8Array());
     ctx?.dispatchFrame(16, 'k2', new Uint8Array());
     ctx?.dispatchFrame(99, 'nobody', new Uint8Array());
@@ -49,14 +62,20 @@ void describe('startServer with a list of components', () => {
 
   void test('a frame kind claimed twice is a start-up error naming both; what started is stopped', async () => {
     const log: string[] = [];
-    await assert.rejects(startServer(config, logger, opts([part('a', log, { frames: [16, 17] }), part('b', log, { frames: [17] }), part('c', log)])), /frame kind 17 is claimed by both a and b/);
+    await assert.rejects(
+      startServer(config, logger, opts([part('a', log, { frames: [16, 17] }), part('b', log, { frames: [17] }), part('c', log)])),
+      /frame kind 17 is claimed by both a and b/,
+    );
     assert.deepEqual(log, ['start a', 'start b', 'stop b', 'stop a']);
   });
 
   void test('a service no earlier component provides is a start-up error naming who needs it', async () => {
     const log: string[] = [];
     const needy = part('needy', log, { onStart: (c) => void c.need('vms') });
-    await assert.rejects(startServer(config, logger, opts([part('a', log), needy])), /component needy needs vms, which no component listed before it provides/);
+    await assert.rejects(
+      startServer(config, logger, opts([part('a', log), needy])),
+      /component needy needs vms, which no component listed before it provides/,
+    );
     assert.deepEqual(log, ['start a', 'start needy', 'stop a']);
   });
 
@@ -65,9 +84,11 @@ void describe('startServer with a list of components', () => {
     const store = new EventStore();
     const seen: unknown[] = [];
     const provider = part('provider', log, { readiness: ['p'], onStart: (c) => c.provide('events', store) });
-    const user = part('user', log, { onStart: (c) => {
-      seen.push(c.need('events'), c.readiness.state().reason);
-    } });
+    const user = part('user', log, {
+      onStart: (c) => {
+        seen.push(c.need('events'), c.readiness.state().reason);
+      },
+    });
     const server = await startServer(config, logger, opts([provider, user]));
     assert.deepEqual(seen, [store, 'ok']);
     assert.equal(server.find('events'), store);

@@ -30,4 +30,8 @@ export function aliasesOf(verb: string): string[] {
     .map(([alias]) => alias);
 }
 
-export const NO_WAIT: FlagSpec = { name: 'no-wait', type: 'boolean', description: 'return the operation at once instead of waiting for it' };
+export const NO_WAIT: FlagSpec = {
+  name: 'no-wait',
+  type: 'boolean',
+  description: 'return the operation at once instead of waiting for it',
+};

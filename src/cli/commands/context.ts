@@ -3,7 +3,15 @@
  * (config.ts). Local commands: they never call the server.
  */
 import { str, UsageError } from '../args.js';
-import { checkContextName, checkUrl, DEFAULT_CONTEXT_NAME, DEFAULT_SERVER, loadConfigFile, saveConfigFile, type SbxContext } from '../config.js';
+import {
+  checkContextName,
+  checkUrl,
+  DEFAULT_CONTEXT_NAME,
+  DEFAULT_SERVER,
+  loadConfigFile,
+  saveConfigFile,
+  type SbxContext,
+} from '../config.js';
 import { ExitCode } from '../exit-codes.js';
 import { renderFields, renderTable } from '../format.js';
 import type { CommandDef } from './command.js';
@@ -69,7 +77,12 @@ const setCmd: CommandDef = {
   args: [NAME],
   flags: [
     { name: 'server', type: 'string', value: 'URL', description: `HTTP API address (default ${DEFAULT_SERVER} for a new context)` },
-    { name: 'ws', type: 'string', value: 'URL', description: 'WebSocket base for terminals (default: the server with ws://); empty to clear' },
+    {
+      name: 'ws',
+      type: 'string',
+      value: 'URL',
+      description: 'WebSocket base for terminals (default: the server with ws://); empty to clear',
+    },
     { name: 'role', type: 'string', value: 'ROLE', description: 'your role on this server (an actor fallback); empty to clear' },
     { name: 'actor', type: 'string', value: 'NAME', description: 'actor name for this context; empty to clear' },
     { name: 'use', type: 'boolean', description: 'also make it the current context' },
@@ -91,7 +104,8 @@ const setCmd: CommandDef = {
     if (flags['use'] === true || file.current === null || file.contexts[file.current] === undefined) file.current = name;
     await saveConfigFile(ctx.configPath, file);
     if (ctx.json) ctx.printJson({ name, context: next, current: file.current === name });
-    else ctx.out(`context ${name} ${old === undefined ? 'created' : 'updated'}${file.current === name ? ' (current)' : ''}: ${next.server}`);
+    else
+      ctx.out(`context ${name} ${old === undefined ? 'created' : 'updated'}${file.current === name ? ' (current)' : ''}: ${next.server}`);
     return undefined;
   },
 };

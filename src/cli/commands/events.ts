@@ -31,9 +31,15 @@ function filters(flags: FlagValues): EventFilters {
 /** One human line: `12:00:01  #42  vm.started  vm=agent-a agent=a1  {details}`. */
 export function eventLine(e: EventRecord, color: boolean): string {
   const t = Number.isFinite(Date.parse(e.timestamp)) ? new Date(e.timestamp).toISOString().slice(11, 19) : e.timestamp;
-  const where = [e.vm_name !== '' ? `vm=${e.vm_name}` : '', e.agent_id !== '' ? `agent=${e.agent_id}` : ''].filter((s) => s !== '').join(' ');
+  const where = [e.vm_name !== '' ? `vm=${e.vm_name}` : '', e.agent_id !== '' ? `agent=${e.agent_id}` : '']
+    .filter((s) => s !== '')
+    .join(' ');
   const details = Object.keys(e.details).length > 0 ? JSON.stringify(e.details) : '';
-  return sanitize([paint(t, 'dim', color), paint(`#${e.id}`, 'dim', color), paint(e.event_type, 'cyan', color), where, details].filter((s) => s !== '').join('  '));
+  return sanitize(
+    [paint(t, 'dim', color), paint(`#${e.id}`, 'dim', color), paint(e.event_type, 'cyan', color), where, details]
+      .filter((s) => s !== '')
+      .join('  '),
+  );
 }
 
 function print(ctx: CommandContext, e: EventRecord): void {
@@ -67,7 +73,9 @@ const tail: CommandDef = {
     const stream = ctx.api.tailEvents(filters(flags), {
       signal: ctx.signal,
       onReconnect: ({ delayMs, error }) => {
-        ctx.err(`sbx: ${error !== null ? `${error.code}: ${error.message}; ` : 'stream ended; '}reconnecting in ${(delayMs / 1000).toFixed(1)}s`);
+        ctx.err(
+          `sbx: ${error !== null ? `${error.code}: ${error.message}; ` : 'stream ended; '}reconnecting in ${(delayMs / 1000).toFixed(1)}s`,
+        );
       },
     });
     for await (const e of stream) print(ctx, e);

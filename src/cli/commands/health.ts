@@ -21,7 +21,10 @@ const health: CommandDef = {
           ['uptime', duration(deep.uptime_seconds)],
           ['agents', String(deep.agent_count)],
           ['active tasks', String(deep.active_tasks)],
-          ['actors', `${deep.actors.mode}, ${deep.actors.shards} shard${deep.actors.shards === 1 ? '' : 's'}, ${deep.actors.restarts} restart${deep.actors.restarts === 1 ? '' : 's'}`],
+          [
+            'actors',
+            `${deep.actors.mode}, ${deep.actors.shards} shard${deep.actors.shards === 1 ? '' : 's'}, ${deep.actors.restarts} restart${deep.actors.restarts === 1 ? '' : 's'}`,
+          ],
           ['uWebSockets.js', deep.uws.native ? 'native' : `fallback (${deep.uws.detail})`],
           ...deep.degraded_reasons.map((r) => ['degraded', r] as const),
         ]),

@@ -38,13 +38,19 @@ const create: CommandDef = {
     const command = str(flags, 'command');
     const name = str(flags, 'name');
     const key = str(flags, 'idempotency-key');
-    const res = await ctx.api.createSession(agent, { ...(command !== undefined ? { command } : {}), ...(name !== undefined ? { session_name: name } : {}) }, {
-      signal: ctx.signal,
-      ...(key !== undefined ? { idempotencyKey: key } : {}),
-    });
+    const res = await ctx.api.createSession(
+      agent,
+      { ...(command !== undefined ? { command } : {}), ...(name !== undefined ? { session_name: name } : {}) },
+      {
+        signal: ctx.signal,
+        ...(key !== undefined ? { idempotencyKey: key } : {}),
+      },
+    );
     if (bool(flags, 'attach')) {
       if (!ctx.json) ctx.err(`session ${res.session_id} (${res.session_name}) created`);
-      return attachTerminal(ctx, res.session_id, true, async () => (await ctx.api.listSessions(agent, { signal: ctx.signal })).sessions.some((s) => s.session_id === res.session_id));
+      return attachTerminal(ctx, res.session_id, true, async () =>
+        (await ctx.api.listSessions(agent, { signal: ctx.signal })).sessions.some((s) => s.session_id === res.session_id),
+      );
     }
     if (ctx.json) ctx.printJson(res);
     else {

@@ -54,7 +54,11 @@ function taskFields(ctx: CommandContext, t: Task): string {
 }
 
 function finalOutcome(t: Task): void {
-  if (t.state !== 'completed') throw new OutcomeFailedError(`task.${t.state}`, `task ${t.id} ${t.state}${t.error !== null ? `: ${t.error}` : t.state_message !== '' ? `: ${t.state_message}` : ''}`);
+  if (t.state !== 'completed')
+    throw new OutcomeFailedError(
+      `task.${t.state}`,
+      `task ${t.id} ${t.state}${t.error !== null ? `: ${t.error}` : t.state_message !== '' ? `: ${t.state_message}` : ''}`,
+    );
 }
 
 /** How long a log without --follow may pause before the "log so far" is considered printed, ms. */
@@ -66,7 +70,8 @@ function eventText(data: unknown): string | null {
   // The coding agent's stream-json lines are in stdout already; the parsed copies are for programs (--json).
   if (o['kind'] === 'stream_json') return null;
   const kind = typeof o['kind'] === 'string' ? o['kind'] : 'event';
-  if (kind === 'state' && typeof o['to'] === 'string') return `[state] ${o['to']}${typeof o['message'] === 'string' && o['message'] !== '' ? ` — ${o['message']}` : ''}`;
+  if (kind === 'state' && typeof o['to'] === 'string')
+    return `[state] ${o['to']}${typeof o['message'] === 'string' && o['message'] !== '' ? ` — ${o['message']}` : ''}`;
   const rest = Object.fromEntries(Object.entries(o).filter(([k]) => k !== 'kind'));
   return `[${kind}] ${typeof o['message'] === 'string' ? o['message'] : JSON.stringify(rest)}`;
 }
@@ -94,7 +99,10 @@ async function streamLogs(ctx: CommandContext, id: string, follow: boolean): Pro
       onOpen: () => {
         if (idleMode) arm();
       },
-      onReconnect: ({ delayMs, error }) => ctx.err(`sbx: ${error !== null ? `${error.code}: ${error.message}; ` : ''}reconnecting to the log in ${(delayMs / 1000).toFixed(1)}s`),
+      onReconnect: ({ delayMs, error }) =>
+        ctx.err(
+          `sbx: ${error !== null ? `${error.code}: ${error.message}; ` : ''}reconnecting to the log in ${(delayMs / 1000).toFixed(1)}s`,
+        ),
     });
     for await (const ev of stream) {
       if (idleMode) arm();
@@ -140,7 +148,8 @@ const submit: CommandDef = {
   ],
   async run(ctx, { flags }) {
     const file = str(flags, 'file');
-    if (file === undefined) throw new UsageError('task submit needs -f FILE (or -f - for stdin)', 'usage: sbx task submit -f manifest.yaml [--wait] [--follow]');
+    if (file === undefined)
+      throw new UsageError('task submit needs -f FILE (or -f - for stdin)', 'usage: sbx task submit -f manifest.yaml [--wait] [--follow]');
     const text = file === '-' ? await readAll(ctx.io.stdin) : await readFile(file, 'utf8');
     const res = await ctx.api.submitTask(submissionOf(text, file), { signal: ctx.signal });
     if (!res.accepted) {
@@ -185,7 +194,10 @@ const list: CommandDef = {
     const state = str(flags, 'state');
     const limit = int(flags, 'limit', 1);
     const offset = int(flags, 'offset', 0);
-    const res = await ctx.api.listTasks({ ...(state !== undefined ? { state } : {}), ...(limit !== undefined ? { limit } : {}), ...(offset !== undefined ? { offset } : {}) }, { signal: ctx.signal });
+    const res = await ctx.api.listTasks(
+      { ...(state !== undefined ? { state } : {}), ...(limit !== undefined ? { limit } : {}), ...(offset !== undefined ? { offset } : {}) },
+      { signal: ctx.signal },
+    );
     if (ctx.json) {
       ctx.printJson(res);
       return undefined;
@@ -258,7 +270,13 @@ const artifacts: CommandDef = {
   args: [ID],
   flags: [
     { name: 'download', type: 'string', value: 'NAME', description: 'download this artifact' },
-    { name: 'output', short: 'o', type: 'string', value: 'FILE', description: "where to write it (default: its base name here; '-' for stdout)" },
+    {
+      name: 'output',
+      short: 'o',
+      type: 'string',
+      value: 'FILE',
+      description: "where to write it (default: its base name here; '-' for stdout)",
+    },
   ],
   async run(ctx, { args, flags }) {
     const id = args[0] as string;

@@ -18,7 +18,10 @@ async function followAccepted(ctx: CommandContext, accepted: OperationAccepted, 
   for (const w of accepted.warnings ?? []) ctx.err(`sbx: warning: ${w}`);
   if (noWait) {
     if (ctx.json) ctx.printJson(accepted);
-    else ctx.out(`${accepted.operation.type} ${accepted.operation.target}: operation ${accepted.operation.id} ${accepted.operation.status} (sbx ops wait ${accepted.operation.id})`);
+    else
+      ctx.out(
+        `${accepted.operation.type} ${accepted.operation.target}: operation ${accepted.operation.id} ${accepted.operation.status} (sbx ops wait ${accepted.operation.id})`,
+      );
     return null;
   }
   const op = await waitWithProgress(ctx, accepted.operation.id);
@@ -52,9 +55,13 @@ const list: CommandDef = {
   ],
   async run(ctx, { flags }) {
     const state = str(flags, 'state');
-    if (state !== undefined && state !== 'running' && state !== 'stopped' && state !== 'all') throw new UsageError('--state must be running, stopped or all');
+    if (state !== undefined && state !== 'running' && state !== 'stopped' && state !== 'all')
+      throw new UsageError('--state must be running, stopped or all');
     const prefix = str(flags, 'prefix');
-    const res = await ctx.api.listVms({ ...(state !== undefined ? { state } : {}), ...(prefix !== undefined ? { prefix } : {}) }, { signal: ctx.signal });
+    const res = await ctx.api.listVms(
+      { ...(state !== undefined ? { state } : {}), ...(prefix !== undefined ? { prefix } : {}) },
+      { signal: ctx.signal },
+    );
     if (ctx.json) ctx.printJson(res);
     else ctx.out(vmTable(ctx, res.vms));
     return undefined;
@@ -145,7 +152,12 @@ function lifecycle(verb: 'start' | 'stop' | 'destroy', summary: string): Command
     flags: [],
     async run(ctx, { args }) {
       const name = args[0] as string;
-      const res = verb === 'start' ? await ctx.api.startVm(name, { signal: ctx.signal }) : verb === 'stop' ? await ctx.api.stopVm(name, { signal: ctx.signal }) : await ctx.api.destroyVm(name, { signal: ctx.signal });
+      const res =
+        verb === 'start'
+          ? await ctx.api.startVm(name, { signal: ctx.signal })
+          : verb === 'stop'
+            ? await ctx.api.stopVm(name, { signal: ctx.signal })
+            : await ctx.api.destroyVm(name, { signal: ctx.signal });
       if (ctx.json) ctx.printJson(res);
       else ctx.out(`${res.vm.name}: ${paint(res.vm.state, stateColor(res.vm.state), ctx.color)} — ${res.message}`);
       return undefined;
@@ -160,7 +172,12 @@ const restart: CommandDef = {
   args: [NAME],
   flags: [
     { name: 'hard', type: 'boolean', description: 'force off instead of an ACPI shutdown' },
-    { name: 'timeout', type: 'number', value: 'SECONDS', description: 'wait this long for a graceful shutdown before forcing (default 60)' },
+    {
+      name: 'timeout',
+      type: 'number',
+      value: 'SECONDS',
+      description: 'wait this long for a graceful shutdown before forcing (default 60)',
+    },
     NO_WAIT,
   ],
   async run(ctx, { args, flags }) {
@@ -186,7 +203,11 @@ const remove: CommandDef = {
     { name: 'delete-disk', type: 'boolean', description: 'remove its disk too' },
   ],
   async run(ctx, { args, flags }) {
-    const res = await ctx.api.deleteVm(args[0] as string, { force: bool(flags, 'force'), deleteDisk: bool(flags, 'delete-disk') }, { signal: ctx.signal });
+    const res = await ctx.api.deleteVm(
+      args[0] as string,
+      { force: bool(flags, 'force'), deleteDisk: bool(flags, 'delete-disk') },
+      { signal: ctx.signal },
+    );
     if (ctx.json) ctx.printJson(res);
     else ctx.out(res.deleted ? `VM ${res.name} deleted${res.disk_deleted ? ' (disk removed)' : ''}` : `VM ${res.name} was not deleted`);
     return undefined;

@@ -30,7 +30,8 @@ export interface EventRow {
 }
 
 /** A line in the log: an event, or a marker the view renders as a divider. */
-export type LogEntry = { readonly kind: 'event'; readonly event: EventRow } | { readonly kind: 'marker'; readonly text: string; readonly key: string };
+export type LogEntry =
+  { readonly kind: 'event'; readonly event: EventRow } | { readonly kind: 'marker'; readonly text: string; readonly key: string };
 
 export function filterFromQuery(q: URLSearchParams): EventFilter {
   return { type: q.get('type') ?? '', agentId: q.get('agent') ?? '', vmName: q.get('vm') ?? '' };
@@ -52,7 +53,10 @@ export function filterToQuery(f: EventFilter): URLSearchParams {
  */
 export function eventsApiQuery(f: EventFilter, opts: { since?: number; follow?: boolean; limit?: number } = {}): URLSearchParams {
   const q = new URLSearchParams();
-  const t = f.type.trim().toLowerCase().replace(/[^a-z0-9_.*]/g, '');
+  const t = f.type
+    .trim()
+    .toLowerCase()
+    .replace(/[^a-z0-9_.*]/g, '');
   if (t !== '') q.set('event_type', t.endsWith('.') ? `${t}*` : t.endsWith('*') ? `${t.replace(/\*+$/, '')}*` : t);
   if (f.agentId.trim() !== '') q.set('agent_id', f.agentId.trim());
   if (f.vmName.trim() !== '') q.set('vm_name', f.vmName.trim());

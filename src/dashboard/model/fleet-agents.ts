@@ -92,7 +92,10 @@ export class FleetAgents {
       seen.add(a.id);
       const prev = this.#rows.get(a.id);
       const polled = polledMetrics(a);
-      const metrics = prev?.metrics !== undefined && prev.metrics !== null && (polled === null || prev.metrics.atMs > polled.atMs) ? prev.metrics : polled;
+      const metrics =
+        prev?.metrics !== undefined && prev.metrics !== null && (polled === null || prev.metrics.atMs > polled.atMs)
+          ? prev.metrics
+          : polled;
       const keepLiveStatus = prev !== undefined && prev.statusReceivedAtMs > requestedAtMs;
       const row: AgentRow = {
         agent: a,
@@ -101,8 +104,15 @@ export class FleetAgents {
         metrics,
       };
       if (requestedAtMs - (this.#liveAtMs.get(a.id) ?? Number.NEGATIVE_INFINITY) > LIVE_FRESH_MS) {
-        if (row.status === 'Disconnected') this.history.push(a.id, { atMs: requestedAtMs, cpuPercent: Number.NaN, memoryUsedBytes: 0, memoryTotalBytes: 0 });
-        else if (metrics !== null) this.history.push(a.id, { atMs: requestedAtMs, cpuPercent: metrics.cpuPercent, memoryUsedBytes: metrics.memoryUsedBytes, memoryTotalBytes: metrics.memoryTotalBytes });
+        if (row.status === 'Disconnected')
+          this.history.push(a.id, { atMs: requestedAtMs, cpuPercent: Number.NaN, memoryUsedBytes: 0, memoryTotalBytes: 0 });
+        else if (metrics !== null)
+          this.history.push(a.id, {
+            atMs: requestedAtMs,
+            cpuPercent: metrics.cpuPercent,
+            memoryUsedBytes: metrics.memoryUsedBytes,
+            memoryTotalBytes: metrics.memoryTotalBytes,
+          });
       }
       if (prev === undefined || !sameRow(prev, row)) changed.add(a.id);
       this.#rows.set(a.id, row);
@@ -134,7 +144,12 @@ export class FleetAgents {
     };
     this.#rows.set(m.agent_id, { ...prev, metrics });
     this.#liveAtMs.set(m.agent_id, receivedAtMs);
-    this.history.push(m.agent_id, { atMs: receivedAtMs, cpuPercent: m.cpu_percent, memoryUsedBytes: m.memory_used_bytes, memoryTotalBytes: m.memory_total_bytes });
+    this.history.push(m.agent_id, {
+      atMs: receivedAtMs,
+      cpuPercent: m.cpu_percent,
+      memoryUsedBytes: m.memory_used_bytes,
+      memoryTotalBytes: m.memory_total_bytes,
+    });
     return true;
   }
 

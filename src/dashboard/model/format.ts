@@ -117,9 +117,23 @@ export function shortId(id: string, max = 16): string {
  * The top bar's one-line fleet summary: `12 agents, 10 ready · 3 of 4 VMs running`; parts not
  * loaded yet are left out; an empty fleet reads `No agents · No VMs`.
  */
-export function fleetSummaryText(f: { agentsLoaded: boolean; agents: number; ready: number; vmsLoaded: boolean; vms: number; vmsRunning: number }): string {
+export function fleetSummaryText(f: {
+  agentsLoaded: boolean;
+  agents: number;
+  ready: number;
+  vmsLoaded: boolean;
+  vms: number;
+  vmsRunning: number;
+}): string {
   const parts: string[] = [];
-  if (f.agentsLoaded) parts.push(f.agents === 0 ? 'No agents' : f.ready === f.agents ? `${plural(f.agents, 'agent')}, all ready` : `${plural(f.agents, 'agent')}, ${f.ready} ready`);
+  if (f.agentsLoaded)
+    parts.push(
+      f.agents === 0
+        ? 'No agents'
+        : f.ready === f.agents
+          ? `${plural(f.agents, 'agent')}, all ready`
+          : `${plural(f.agents, 'agent')}, ${f.ready} ready`,
+    );
   if (f.vmsLoaded) parts.push(f.vms === 0 ? 'No VMs' : `${f.vmsRunning} of ${plural(f.vms, 'VM')} running`);
   return parts.join(' · ');
 }

@@ -58,9 +58,11 @@ export const href = {
   fleet: (): string => '#/',
   agent: (agentId: string): string => `#/agents/${enc(agentId)}`,
   terminal: (agentId: string, sessionId: string): string => `#/agents/${enc(agentId)}/sessions/${enc(sessionId)}`,
-  tasks: (query?: URLSearchParams): string => (query !== undefined && [...query.keys()].length > 0 ? `#/tasks?${query.toString()}` : '#/tasks'),
+  tasks: (query?: URLSearchParams): string =>
+    query !== undefined && [...query.keys()].length > 0 ? `#/tasks?${query.toString()}` : '#/tasks',
   task: (taskId: string): string => `#/tasks/${enc(taskId)}`,
-  events: (query?: URLSearchParams): string => (query !== undefined && [...query.keys()].length > 0 ? `#/events?${query.toString()}` : '#/events'),
+  events: (query?: URLSearchParams): string =>
+    query !== undefined && [...query.keys()].length > 0 ? `#/events?${query.toString()}` : '#/events',
 };
 
 /** The top-level section a route belongs to (for the navigation highlight). */

@@ -16,7 +16,10 @@ export function taskStateFilter(value: string): string[] | undefined {
   const v = value.trim();
   if (v === '') return undefined;
   if (v === 'active') return [...ACTIVE_TASK_STATES];
-  const states = v.split(',').map((s) => s.trim()).filter((s) => ALL_STATES.has(s));
+  const states = v
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => ALL_STATES.has(s));
   return states.length > 0 ? states : undefined;
 }
 
@@ -125,7 +128,10 @@ export function describeTaskEvent(data: unknown): string {
       return `▸ workspace ${str(e['path'])}${commit !== '' ? ` at commit ${commit.slice(0, 12)}` : ''}`;
     }
     case 'command_exited': {
-      const how = e['killed'] === true ? ` (killed${e['timed_out_by'] !== null && e['timed_out_by'] !== undefined ? ` by the ${str(e['timed_out_by'])} timeout` : ''})` : '';
+      const how =
+        e['killed'] === true
+          ? ` (killed${e['timed_out_by'] !== null && e['timed_out_by'] !== undefined ? ` by the ${str(e['timed_out_by'])} timeout` : ''})`
+          : '';
       return `▸ the command exited with code ${str(e['exit_code'])}${how}`;
     }
     case 'gap':

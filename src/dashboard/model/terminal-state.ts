@@ -71,7 +71,15 @@ export function reduceTerminal(s: TerminalState, ev: TerminalEvent): TerminalSta
     case 'role_assigned': {
       const requested = ev.requested ?? s.requested;
       const downgraded = requested === 'controller' && ev.granted === 'observer';
-      return { ...s, phase: 'attached', requested, granted: ev.granted, downgraded, failures: 0, message: downgraded ? reasonText(ev.reason) : '' };
+      return {
+        ...s,
+        phase: 'attached',
+        requested,
+        granted: ev.granted,
+        downgraded,
+        failures: 0,
+        message: downgraded ? reasonText(ev.reason) : '',
+      };
     }
     case 'replay_reset':
       // The server could not resume from our cursor: the screen is cleared and redrawn from fromSeq.
@@ -81,12 +89,29 @@ export function reduceTerminal(s: TerminalState, ev: TerminalEvent): TerminalSta
     case 'error':
       return { ...s, message: `${ev.code}: ${ev.message}` };
     case 'exit':
-      return { ...s, phase: 'ended', granted: null, message: ev.exitCode === null ? 'the session ended' : `the session ended (exit code ${ev.exitCode})` };
+      return {
+        ...s,
+        phase: 'ended',
+        granted: null,
+        message: ev.exitCode === null ? 'the session ended' : `the session ended (exit code ${ev.exitCode})`,
+      };
     case 'socket_closed': {
       if (s.phase === 'ended' || s.phase === 'closed') return s;
-      if (FINAL_CLOSE_CODES.has(ev.code)) return { ...s, phase: 'ended', granted: null, message: ev.reason !== '' ? ev.reason : `the server closed the terminal (${ev.code})` };
+      if (FINAL_CLOSE_CODES.has(ev.code))
+        return {
+          ...s,
+          phase: 'ended',
+          granted: null,
+          message: ev.reason !== '' ? ev.reason : `the server closed the terminal (${ev.code})`,
+        };
       const why = ev.reason !== '' ? ev.reason : s.phase === 'connecting' ? 'cannot connect' : 'connection lost';
-      return { ...s, phase: 'waiting', granted: null, failures: s.failures + 1, message: s.message !== '' && s.phase === 'connecting' ? s.message : why };
+      return {
+        ...s,
+        phase: 'waiting',
+        granted: null,
+        failures: s.failures + 1,
+        message: s.message !== '' && s.phase === 'connecting' ? s.message : why,
+      };
     }
     case 'user_closed':
       return { ...s, phase: 'closed', granted: null };

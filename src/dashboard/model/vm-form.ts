@@ -34,7 +34,8 @@ export interface CreateVmBody {
 
 export type VmFormField = keyof VmFormInput;
 
-export type VmFormResult = { readonly ok: true; readonly body: CreateVmBody } | { readonly ok: false; readonly errors: Partial<Record<VmFormField, string>> };
+export type VmFormResult =
+  { readonly ok: true; readonly body: CreateVmBody } | { readonly ok: false; readonly errors: Partial<Record<VmFormField, string>> };
 
 /** The form's initial values (the server's defaults). */
 export function defaultVmForm(): VmFormInput {
@@ -51,7 +52,8 @@ function intField(text: string, field: keyof typeof VM_LIMITS, label: string, er
   const lim = VM_LIMITS[field];
   const t = text.trim();
   const v = /^\d+$/.test(t) ? Number(t) : Number.NaN;
-  if (!Number.isSafeInteger(v) || v < lim.min || v > lim.max) errors[field] = `${label} must be a whole number from ${lim.min} to ${lim.max}`;
+  if (!Number.isSafeInteger(v) || v < lim.min || v > lim.max)
+    errors[field] = `${label} must be a whole number from ${lim.min} to ${lim.max}`;
   return v;
 }
 

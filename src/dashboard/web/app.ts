@@ -41,7 +41,15 @@ async function viewFor(route: Route): Promise<ViewFactory> {
       return eventsView;
     default:
       return (_app, r) => ({
-        el: h('div', { class: 'page' }, emptyState('Nothing here', `No view matches ${r.view === 'not-found' ? r.hash : ''}.`, h('a', { class: 'btn', href: '#/' }, 'Go to the fleet'))),
+        el: h(
+          'div',
+          { class: 'page' },
+          emptyState(
+            'Nothing here',
+            `No view matches ${r.view === 'not-found' ? r.hash : ''}.`,
+            h('a', { class: 'btn', href: '#/' }, 'Go to the fleet'),
+          ),
+        ),
         title: 'Not found',
       });
   }
@@ -52,7 +60,10 @@ export function startApp(root: HTMLElement): AppContext {
   const toasts = new Toasts();
   const live = new LiveSocket(api);
   const monitor = new ConnectionMonitor(live);
-  const fleet = new FleetService(api, live, { onPollError: (err, delayMs) => monitor.apiFailed(err, delayMs), onPollOk: () => monitor.apiOk() });
+  const fleet = new FleetService(api, live, {
+    onPollError: (err, delayMs) => monitor.apiFailed(err, delayMs),
+    onPollOk: () => monitor.apiOk(),
+  });
   const app: AppContext = {
     api,
     toasts,
@@ -84,7 +95,12 @@ export function startApp(root: HTMLElement): AppContext {
     h(
       'header',
       { class: 'topbar' },
-      h('a', { class: 'brand', href: '#/', 'aria-label': 'sandboxd home' }, h('span', { class: 'brand-mark', 'aria-hidden': 'true' }), 'sandboxd'),
+      h(
+        'a',
+        { class: 'brand', href: '#/', 'aria-label': 'sandboxd home' },
+        h('span', { class: 'brand-mark', 'aria-hidden': 'true' }),
+        'sandboxd',
+      ),
       h('nav', { class: 'nav', 'aria-label': 'Main' }, ...navLinks.values()),
       h('div', { class: 'topbar-right' }, counts, monitor.pill),
     ),
@@ -97,7 +113,17 @@ export function startApp(root: HTMLElement): AppContext {
   const renderCounts = (): void => {
     const ready = fleet.agents.countByStatus().get('Ready') ?? 0;
     const vmRunning = fleet.vms.filter((v) => v.state === 'running').length;
-    setText(counts, fleetSummaryText({ agentsLoaded: fleet.agents.loaded, agents: fleet.agents.size, ready, vmsLoaded: fleet.vmsLoaded, vms: fleet.vms.length, vmsRunning: vmRunning }));
+    setText(
+      counts,
+      fleetSummaryText({
+        agentsLoaded: fleet.agents.loaded,
+        agents: fleet.agents.size,
+        ready,
+        vmsLoaded: fleet.vmsLoaded,
+        vms: fleet.vms.length,
+        vmsRunning: vmRunning,
+      }),
+    );
   };
   fleet.changes.on(renderCounts);
 

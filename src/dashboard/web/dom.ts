@@ -11,7 +11,11 @@ type Attrs = Record<string, string | number | boolean | null | undefined | Event
  * `h('button', {class: 'btn', onclick: fn, disabled: true}, 'Start')`. Attributes starting with
  * `on` are listeners; `true` sets a boolean attribute, `false`/null/undefined leave it out.
  */
-export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs | null = null, ...children: Child[]): HTMLElementTagNameMap[K] {
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Attrs | null = null,
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
   const el = document.createElement(tag);
   if (attrs !== null) setAttrs(el, attrs);
   append(el, children);
@@ -61,7 +65,11 @@ export function uid(prefix = 'id'): string {
 }
 
 /** A labelled form field: label, control, hint and an error slot wired with aria-describedby. */
-export function field(label: string, control: HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement, hint?: string): { el: HTMLElement; error: HTMLElement } {
+export function field(
+  label: string,
+  control: HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement,
+  hint?: string,
+): { el: HTMLElement; error: HTMLElement } {
   const id = control.id !== '' ? control.id : (control.id = uid('f'));
   const error = h('div', { class: 'field-error', id: `${id}-error`, role: 'alert' });
   const hintEl = hint !== undefined ? h('div', { class: 'field-hint', id: `${id}-hint` }, hint) : null;

@@ -33,7 +33,9 @@ export function macFromName(name: string): string {
 
 /** Escapes text or attribute content (both quote kinds, so either quoting is safe). */
 export function escapeXml(value: string): string {
-  return value.replace(/[&<>"']/g, (c) => (c === '&' ? '&amp;' : c === '<' ? '&lt;' : c === '>' ? '&gt;' : c === '"' ? '&quot;' : '&apos;'));
+  return value.replace(/[&<>"']/g, (c) =>
+    c === '&' ? '&amp;' : c === '<' ? '&lt;' : c === '>' ? '&gt;' : c === '"' ? '&quot;' : '&apos;',
+  );
 }
 
 /** Reverses escapeXml and numeric character references (for values read back from libvirt). */
@@ -114,7 +116,9 @@ function metadataXml(m: DomainMetadata): string {
       });
     lines.push(`<${p}:labels>${items.join('')}</${p}:labels>`);
   }
-  return [`<metadata>`, `  <${p}:vm xmlns:${p}='${METADATA_NS}'>`, ...lines.map((l) => `    ${l}`), `  </${p}:vm>`, `</metadata>`].join('\n  ');
+  return [`<metadata>`, `  <${p}:vm xmlns:${p}='${METADATA_NS}'>`, ...lines.map((l) => `    ${l}`), `  </${p}:vm>`, `</metadata>`].join(
+    '\n  ',
+  );
 }
 
 /** `<domain type='test'>`: what the test driver needs (it runs no guest, so no devices). */
@@ -197,14 +201,17 @@ function qemuDevicesXml(name: string, q: QemuDomainSpec): string[] {
     if (!NETWORK_RE.test(q.network)) throw invalid('network must be 1-64 characters of A-Z a-z 0-9 _ . -');
     const mac = q.macAddress ?? macFromName(name);
     if (!MAC_RE.test(mac)) throw invalid('macAddress must look like 52:54:00:12:34:56');
-    out.push(`<interface type='network'><mac address='${mac.toLowerCase()}'/><source network='${escapeXml(q.network)}'/><model type='virtio'/></interface>`);
+    out.push(
+      `<interface type='network'><mac address='${mac.toLowerCase()}'/><source network='${escapeXml(q.network)}'/><model type='virtio'/></interface>`,
+    );
   }
   out.push(
     q.serialLogPath !== undefined
       ? `<serial type='file'><source path='${path('qemu.serialLogPath', q.serialLogPath)}' append='on'/><target port='0'/></serial>`
       : `<serial type='pty'><target port='0'/></serial>`,
   );
-  if (q.vsockCid !== undefined) out.push(`<vsock model='virtio'><cid auto='no' address='${int('qemu.vsockCid', q.vsockCid, 3, 0xfffffffe)}'/></vsock>`);
+  if (q.vsockCid !== undefined)
+    out.push(`<vsock model='virtio'><cid auto='no' address='${int('qemu.vsockCid', q.vsockCid, 3, 0xfffffffe)}'/></vsock>`);
   out.push(`<rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>`);
   out.push(`<panic model='isa'/>`);
   out.push(`<memballoon model='none'/>`);
@@ -213,7 +220,9 @@ function qemuDevicesXml(name: string, q: QemuDomainSpec): string[] {
 
 /** Our metadata, read back from a domain's XML ({} when the domain was not made by sandboxd). */
 export function parseMetadata(xml: string): DomainMetadata {
-  const root = new RegExp(`<([A-Za-z_][\\w.-]*):vm\\b[^>]*=\\s*["']${METADATA_NS.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}["'][^>]*>([\\s\\S]*?)</\\1:vm>`).exec(xml);
+  const root = new RegExp(
+    `<([A-Za-z_][\\w.-]*):vm\\b[^>]*=\\s*["']${METADATA_NS.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}["'][^>]*>([\\s\\S]*?)</\\1:vm>`,
+  ).exec(xml);
   if (root === null) return {};
   const p = root[1] ?? NS_PREFIX;
   const body = root[2] ?? '';

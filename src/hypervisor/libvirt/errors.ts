@@ -7,14 +7,7 @@ import { SvcError } from '../../core/errors.js';
 import { TimeoutError } from '../../util/deadline.js';
 
 export type FailureKind =
-  | 'not-found'
-  | 'already-exists'
-  | 'already-active'
-  | 'not-active'
-  | 'not-paused'
-  | 'unavailable'
-  | 'timeout'
-  | 'other';
+  'not-found' | 'already-exists' | 'already-active' | 'not-active' | 'not-paused' | 'unavailable' | 'timeout' | 'other';
 
 const RULES: readonly [FailureKind, RegExp][] = [
   ['not-found', /domain not found|no domain with matching/i],

@@ -166,7 +166,10 @@ export class VirshEventSource {
       if (Date.now() - startedAt > 60_000) this.#failures = 0;
       const delayMs = Math.min(60_000, 1000 * 2 ** this.#failures) * (0.5 + Math.random());
       this.#failures++;
-      this.#opts.logger?.warn({ hypervisor: label, why, stderr: lastStderr.trim(), retry_ms: Math.round(delayMs) }, 'virsh event source exited');
+      this.#opts.logger?.warn(
+        { hypervisor: label, why, stderr: lastStderr.trim(), retry_ms: Math.round(delayMs) },
+        'virsh event source exited',
+      );
       this.#restartTimer = setTimeout(() => this.#spawn(), delayMs);
       this.#restartTimer.unref();
     };

@@ -13,10 +13,12 @@ const SEVERITY: Record<CircuitState, number> = { closed: 0, 'half-open': 1, open
 export type AcceleratorOf = (uri: string) => { accelerator: 'kvm' | 'tcg' | null; reason: string | null };
 
 export async function probeHealth(links: readonly HostLink[], acceleratorOf: AcceleratorOf): Promise<HypervisorHealth> {
-  const hosts = await Promise.all(links.map(async (link) => {
-    const acc = acceleratorOf(link.uri);
-    return { ...(await probeHost(link)), accelerator: acc.accelerator, acceleratorReason: acc.reason };
-  }));
+  const hosts = await Promise.all(
+    links.map(async (link) => {
+      const acc = acceleratorOf(link.uri);
+      return { ...(await probeHost(link)), accelerator: acc.accelerator, acceleratorReason: acc.reason };
+    }),
+  );
   const up = hosts.filter((h) => h.status === 'ok').length;
   const status = up === hosts.length ? 'ok' : up > 0 ? 'degraded' : 'down';
   const circuit = hosts.map((h) => h.circuit).reduce<CircuitState>((a, b) => (SEVERITY[b] > SEVERITY[a] ? b : a), 'closed');

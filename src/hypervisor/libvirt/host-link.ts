@@ -98,12 +98,19 @@ export class HostLink {
    * HYPERVISOR_UNAVAILABLE (circuit open, timeout, broken connection, stopped) or with the
    * binding's own failure for domain-level errors (callers map those with the VM name).
    */
-  async call<T>(kind: CallKind, what: string, fn: (conn: Hypervisor) => Promise<T>, opts: { signal?: AbortSignal; budgetMs?: number } = {}): Promise<T> {
+  async call<T>(
+    kind: CallKind,
+    what: string,
+    fn: (conn: Hypervisor) => Promise<T>,
+    opts: { signal?: AbortSignal; budgetMs?: number } = {},
+  ): Promise<T> {
     if (this.#closed) throw this.#unavailable(`${what}: the hypervisor connection is stopped`);
     const admission = this.#breaker.admit();
     this.#noteCircuit();
     if (!admission.ok) {
-      throw this.#unavailable(`circuit open after ${this.#breaker.consecutiveFailures} consecutive failures (last: ${this.#breaker.lastError})`);
+      throw this.#unavailable(
+        `circuit open after ${this.#breaker.consecutiveFailures} consecutive failures (last: ${this.#breaker.lastError})`,
+      );
     }
     const budgetMs = opts.budgetMs ?? (kind === 'read' ? this.readBudgetMs : this.writeBudgetMs);
     const deadlineMs = Date.now() + budgetMs;
@@ -159,10 +166,13 @@ export class HostLink {
       timer = setTimeout(() => reject(new TimeoutError(`${what}: connecting to ${this.label} took too long`)), Math.max(0, remainingMs));
       timer.unref();
     });
-    const aborted = signal === undefined ? null : new Promise<never>((_, reject) => {
-      if (signal.aborted) reject(signal.reason as Error);
-      signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
-    });
+    const aborted =
+      signal === undefined
+        ? null
+        : new Promise<never>((_, reject) => {
+            if (signal.aborted) reject(signal.reason as Error);
+            signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+          });
     try {
       return await Promise.race(aborted === null ? [opening, timeout] : [opening, timeout, aborted]);
     } finally {
@@ -200,8 +210,12 @@ export class HostLink {
   }
 
   #unavailable(message: string): SvcError {
-    const retryAfterSeconds = this.#breaker.state === 'closed' ? Math.max(1, Math.ceil(this.readBudgetMs / 1000)) : this.retryAfterSeconds();
-    return new SvcError('HYPERVISOR_UNAVAILABLE', `hypervisor ${this.label} unavailable: ${message}`, { host: this.label, retryAfterSeconds });
+    const retryAfterSeconds =
+      this.#breaker.state === 'closed' ? Math.max(1, Math.ceil(this.readBudgetMs / 1000)) : this.retryAfterSeconds();
+    return new SvcError('HYPERVISOR_UNAVAILABLE', `hypervisor ${this.label} unavailable: ${message}`, {
+      host: this.label,
+      retryAfterSeconds,
+    });
   }
 
   #noteCircuit(): void {
@@ -209,7 +223,11 @@ export class HostLink {
     if (now === this.#lastCircuit) return;
     const before = this.#lastCircuit;
     this.#lastCircuit = now;
-    if (now === 'open') this.#logger?.warn({ hypervisor: this.label, retry_after_s: this.retryAfterSeconds(), last_error: this.#breaker.lastError }, 'hypervisor circuit open');
+    if (now === 'open')
+      this.#logger?.warn(
+        { hypervisor: this.label, retry_after_s: this.retryAfterSeconds(), last_error: this.#breaker.lastError },
+        'hypervisor circuit open',
+      );
     else if (now === 'closed' && before !== 'closed') this.#logger?.info({ hypervisor: this.label }, 'hypervisor circuit closed');
   }
 }

@@ -65,9 +65,21 @@ export class Inventory {
   }
 
   /** One call on a host, with binding failures mapped to the error table (VM name in the message). */
-  async call<T>(link: HostLink, kind: 'read' | 'write', op: string, name: string | undefined, opts: CallOptions, fn: (conn: Hypervisor) => Promise<T>): Promise<T> {
+  async call<T>(
+    link: HostLink,
+    kind: 'read' | 'write',
+    op: string,
+    name: string | undefined,
+    opts: CallOptions,
+    fn: (conn: Hypervisor) => Promise<T>,
+  ): Promise<T> {
     try {
-      return await link.call(kind, `${op}${name === undefined ? '' : ` ${name}`}`, fn, opts.signal === undefined ? {} : { signal: opts.signal });
+      return await link.call(
+        kind,
+        `${op}${name === undefined ? '' : ` ${name}`}`,
+        fn,
+        opts.signal === undefined ? {} : { signal: opts.signal },
+      );
     } catch (err) {
       throw toSvcError(err, { ...(name !== undefined ? { name } : {}), host: link.label, op, retryAfterSeconds: link.retryAfterSeconds() });
     }
@@ -143,5 +155,4 @@ export class Inventory {
       metadata,
     };
   }
-
 }

@@ -102,7 +102,8 @@ export class LibvirtHypervisor implements HypervisorPort {
           },
         }),
     );
-    if (new Set(this.#links.map((l) => l.label)).size !== this.#links.length) throw new Error('hypervisor URIs must differ after redaction');
+    if (new Set(this.#links.map((l) => l.label)).size !== this.#links.length)
+      throw new Error('hypervisor URIs must differ after redaction');
     this.#tracker = new EventTracker((e) => this.#emit(e));
     this.#inv = new Inventory(this.#links, this.#tracker);
     this.#poller = new DomainPoller(opts.pollIntervalMs ?? 1000, () => this.#sweepAll().then(() => undefined));
@@ -127,7 +128,11 @@ export class LibvirtHypervisor implements HypervisorPort {
     this.#phase = 'started';
     for (const link of this.#links) {
       const acc = this.#acceleratorFor(link.uri);
-      if (acc.accelerator !== null) this.#opts.logger?.info({ host: link.label, accelerator: acc.accelerator, reason: acc.reason }, `new VMs on ${link.label} use ${acc.accelerator === 'kvm' ? 'KVM' : 'TCG (no usable KVM)'}`);
+      if (acc.accelerator !== null)
+        this.#opts.logger?.info(
+          { host: link.label, accelerator: acc.accelerator, reason: acc.reason },
+          `new VMs on ${link.label} use ${acc.accelerator === 'kvm' ? 'KVM' : 'TCG (no usable KVM)'}`,
+        );
     }
     for (const v of this.#virsh) v.start();
     await this.#poller.start(); // first sweep: opens the connections and takes the silent baseline
@@ -198,7 +203,8 @@ export class LibvirtHypervisor implements HypervisorPort {
       // qemu domains record what they were defined to run on (shown as the VM's accelerator).
       const { accelerator } = this.#acceleratorFor(link.uri);
       const metadata = accelerator === null ? (spec.metadata ?? {}) : { ...spec.metadata, accelerator };
-      const xml = accelerator === null ? testDomainXml(withUuid) : qemuDomainXml({ ...withUuid, metadata }, accelerator === 'kvm' ? 'kvm' : 'qemu');
+      const xml =
+        accelerator === null ? testDomainXml(withUuid) : qemuDomainXml({ ...withUuid, metadata }, accelerator === 'kvm' ? 'kvm' : 'qemu');
       this.#tracker.pin(link.label, spec.name);
       try {
         const { raw, seq } = await this.#inv.call(link, 'write', 'define', spec.name, opts, async (conn) => {
@@ -312,25 +318,39 @@ export class LibvirtHypervisor implements HypervisorPort {
   #onVirshLine(link: HostLink, line: VirshEventLine): void {
     if (line.kind === 'reboot') {
       this.#emit({
-        type: 'vm.rebooted', vmName: line.name, uuid: null, host: link.label, reason: 'guest', source: 'virsh-event',
-        state: 'running', previousState: 'running', uptimeSeconds: this.#tracker.uptimeSeconds(link.label, line.name), timestampMs: Date.now(),
+        type: 'vm.rebooted',
+        vmName: line.name,
+        uuid: null,
+        host: link.label,
+        reason: 'guest',
+        source: 'virsh-event',
+        state: 'running',
+        previousState: 'running',
+        uptimeSeconds: this.#tracker.uptimeSeconds(link.label, line.name),
+        timestampMs: Date.now(),
       });
       return;
     }
     const ctx: ChangeContext =
-      line.event === 'stopped' ? { stopReason: line.detail || 'unknown' } : line.event === 'started' ? { startReason: line.detail || 'booted' } : {};
+      line.event === 'stopped'
+        ? { stopReason: line.detail || 'unknown' }
+        : line.event === 'started'
+          ? { startReason: line.detail || 'booted' }
+          : {};
     const seq = this.#tracker.beginLook();
-    void this.#inv.call(link, 'read', 'event refresh', line.name, {}, async (conn) => {
-      const d = await lookupDomain(conn, line.name);
-      return d === null ? null : readDomainOrNull(d);
-    }).then(
-      (raw) => {
-        // libvirt reports a crash as Stopped Crashed when on_crash destroys the domain.
-        const seen = raw !== null && line.event === 'stopped' && line.detail === 'crashed' ? { ...raw, state: 'crashed' as const } : raw;
-        this.#tracker.observeOne(link.label, line.name, seen, seq, 'virsh-event', ctx);
-      },
-      () => undefined, // the poller will catch up
-    );
+    void this.#inv
+      .call(link, 'read', 'event refresh', line.name, {}, async (conn) => {
+        const d = await lookupDomain(conn, line.name);
+        return d === null ? null : readDomainOrNull(d);
+      })
+      .then(
+        (raw) => {
+          // libvirt reports a crash as Stopped Crashed when on_crash destroys the domain.
+          const seen = raw !== null && line.event === 'stopped' && line.detail === 'crashed' ? { ...raw, state: 'crashed' as const } : raw;
+          this.#tracker.observeOne(link.label, line.name, seen, seq, 'virsh-event', ctx);
+        },
+        () => undefined, // the poller will catch up
+      );
   }
 
   /** What new qemu VMs get, and why (null on test-driver hosts). */
@@ -355,7 +375,10 @@ export class LibvirtHypervisor implements HypervisorPort {
   async #withNameLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
     const prev = this.#nameLocks.get(name) ?? Promise.resolve();
     const run = prev.then(fn, fn);
-    const tail = run.then(() => undefined, () => undefined);
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
     this.#nameLocks.set(name, tail);
     try {
       return await run;

@@ -10,8 +10,16 @@ import { scratchViolations } from '../../support/layers-scratch.js';
 
 /** from → to, as repository paths; each must break exactly the named rule. */
 const forbidden: readonly { rule: string; from: string; to: string }[] = [
-  { rule: 'src-reaches-actors-only-through-the-runtime-face-and-the-protocol', from: 'src/streaming/probe.ts', to: 'actors/replay/encode.ts' },
-  { rule: 'src-reaches-actors-only-through-the-runtime-face-and-the-protocol', from: 'src/agent-link/probe.ts', to: 'actors/runtime/worker-shard.ts' },
+  {
+    rule: 'src-reaches-actors-only-through-the-runtime-face-and-the-protocol',
+    from: 'src/streaming/probe.ts',
+    to: 'actors/replay/encode.ts',
+  },
+  {
+    rule: 'src-reaches-actors-only-through-the-runtime-face-and-the-protocol',
+    from: 'src/agent-link/probe.ts',
+    to: 'actors/runtime/worker-shard.ts',
+  },
   { rule: 'the-protocol-imports-no-other-actors-folder', from: 'actors/protocol/probe.ts', to: 'actors/runtime/ticker.ts' },
   { rule: 'the-ring-imports-no-other-actors-folder', from: 'actors/ring/probe.ts', to: 'actors/protocol/frames.ts' },
   { rule: 'the-actor-runtime-never-imports-domain-actors', from: 'actors/runtime/probe.ts', to: 'actors/agent-connection/agent-view.ts' },
@@ -36,9 +44,6 @@ const allowed: readonly { from: string; to: string }[] = [
 void describe('actors layering rules', () => {
   void test('each rule names the import that breaks it, and only those', async () => {
     const seen = await scratchViolations([...forbidden, ...allowed], ['src', 'actors']);
-    assert.deepEqual(
-      seen,
-      forbidden.map((f) => `${f.rule}: ${f.from} -> ${f.to}`).sort(),
-    );
+    assert.deepEqual(seen, forbidden.map((f) => `${f.rule}: ${f.from} -> ${f.to}`).sort());
   });
 });

@@ -35,10 +35,25 @@ async function gauge(metrics: ReturnType<typeof createMetrics>, name: string, st
 void describe('AgentRegistry', () => {
   void test('list() gives the spec Agent fields only, sorted by id; optional objects only when known', () => {
     const r = new AgentRegistry();
-    r.apply(snapshot('b', 'Ready', { metrics: { cpu_percent: 1, memory_used_bytes: 2, memory_total_bytes: 3, disk_used_bytes: 4, disk_total_bytes: 5, load_avg: [1, 2, 3], uptime_seconds: 6 } }));
+    r.apply(
+      snapshot('b', 'Ready', {
+        metrics: {
+          cpu_percent: 1,
+          memory_used_bytes: 2,
+          memory_total_bytes: 3,
+          disk_used_bytes: 4,
+          disk_total_bytes: 5,
+          load_avg: [1, 2, 3],
+          uptime_seconds: 6,
+        },
+      }),
+    );
     r.apply(snapshot('a', 'Starting', { system_info: { os: 'Linux', kernel: '6', cpu_cores: 2, memory_bytes: 1, disk_bytes: 1 } }));
     const list = r.list();
-    assert.deepEqual(list.map((a) => a.id), ['a', 'b']);
+    assert.deepEqual(
+      list.map((a) => a.id),
+      ['a', 'b'],
+    );
     assert.deepEqual(list[0], {
       id: 'a',
       hostname: 'a.local',
@@ -83,6 +98,9 @@ void describe('AgentRegistry', () => {
     r.apply(snapshot('a', 'Ready'));
     r.apply(snapshot('a', 'Busy'));
     r.remove('a');
-    assert.deepEqual(changes.map((c) => (c.kind === 'updated' ? `${c.previousStatus ?? '-'}>${c.agent.status}` : 'removed')), ['->Ready', 'Ready>Busy', 'removed']);
+    assert.deepEqual(
+      changes.map((c) => (c.kind === 'updated' ? `${c.previousStatus ?? '-'}>${c.agent.status}` : 'removed')),
+      ['->Ready', 'Ready>Busy', 'removed'],
+    );
   });
 });

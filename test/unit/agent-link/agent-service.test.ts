@@ -18,7 +18,10 @@ function service(retentionSeconds = 600): { svc: AgentService; events: EventStor
   const metrics = createMetrics({ defaultMetrics: false });
   const events = new EventStore();
   // the server's logger, writing nowhere, with its error lines counted as main.ts counts them
-  const { logger } = createLogger({ format: 'json', level: 'info', file: null, rotation: 'none', retentionDays: 7 }, { destination: new Writable({ write: (_c, _e, cb) => cb() }) });
+  const { logger } = createLogger(
+    { format: 'json', level: 'info', file: null, rotation: 'none', retentionDays: 7 },
+    { destination: new Writable({ write: (_c, _e, cb) => cb() }) },
+  );
   countErrorLines(logger, metrics.errorsLoggedTotal);
   const svc = new AgentService({
     config: {
@@ -63,7 +66,18 @@ void describe('AgentService frame routing', () => {
     const { svc, events, metrics } = service();
     assert.equal(svc.onEmit(AgentFrameKind.kFrameAgentSnapshot, 'a', encodeJson(snap('a', 'Ready'))), true);
     assert.equal(svc.registry.get('a')?.status, 'Ready');
-    svc.onEmit(AgentFrameKind.kFrameAgentEvent, 'a', encodeJson({ event_type: 'agent.registered', agent_id: 'a', vm_name: '', timestamp: new Date(0).toISOString(), details: { x: 1 }, trace_id: null }));
+    svc.onEmit(
+      AgentFrameKind.kFrameAgentEvent,
+      'a',
+      encodeJson({
+        event_type: 'agent.registered',
+        agent_id: 'a',
+        vm_name: '',
+        timestamp: new Date(0).toISOString(),
+        details: { x: 1 },
+        trace_id: null,
+      }),
+    );
     assert.equal(events.query({ limit: 10 }).events[0]?.event_type, 'agent.registered');
     svc.onEmit(AgentFrameKind.kFrameAgentMetric, 'a', encodeJson({ type: 'command_started' }));
     svc.onEmit(AgentFrameKind.kFrameAgentMetric, 'a', encodeJson({ type: 'command_finished', result: 'killed', latency_seconds: 0.25 }));
@@ -88,10 +102,22 @@ void describe('AgentService frame routing', () => {
     const { svc } = service();
     const seen: CommandEvent[] = [];
     const off = svc.subscribeCommands((e) => seen.push(e));
-    svc.onEmit(AgentFrameKind.kFrameCommandOutput, 'c-1', encodeOutputFrame({ stream: 2, eof: false, seq: 1, offset: 0, timestampMs: 5 }, Buffer.from('hi')));
-    svc.onEmit(AgentFrameKind.kFrameCommandGap, 'c-1', encodeJson({ agent_id: 'a', command_id: 'c-1', first_seq: 2, last_seq: 3, lost_bytes: 9, reason: 'r' }));
+    svc.onEmit(
+      AgentFrameKind.kFrameCommandOutput,
+      'c-1',
+      encodeOutputFrame({ stream: 2, eof: false, seq: 1, offset: 0, timestampMs: 5 }, Buffer.from('hi')),
+    );
+    svc.onEmit(
+      AgentFrameKind.kFrameCommandGap,
+      'c-1',
+      encodeJson({ agent_id: 'a', command_id: 'c-1', first_seq: 2, last_seq: 3, lost_bytes: 9, reason: 'r' }),
+    );
     off();
-    svc.onEmit(AgentFrameKind.kFrameCommandOutput, 'c-1', encodeOutputFrame({ stream: 1, eof: false, seq: 4, offset: 0, timestampMs: 5 }, Buffer.from('no')));
+    svc.onEmit(
+      AgentFrameKind.kFrameCommandOutput,
+      'c-1',
+      encodeOutputFrame({ stream: 1, eof: false, seq: 4, offset: 0, timestampMs: 5 }, Buffer.from('no')),
+    );
     assert.equal(seen.length, 2);
     assert.deepEqual(seen[0]?.kind === 'output' && [seen[0].stream, seen[0].data.toString(), seen[0].seq], ['stderr', 'hi', 1]);
     assert.equal(seen[1]?.kind, 'gap');

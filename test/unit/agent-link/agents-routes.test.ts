@@ -46,7 +46,9 @@ void describe('agent routes', () => {
     const { router } = setup();
     const res = await inject(router, { method: 'GET', url: '/api/v1/agents' });
     assert.equal(res.status, 200);
-    assert.deepEqual(res.json(), { agents: [{ id: 'agent-a', hostname: 'h', ip_address: '10.0.0.2', status: 'Ready', connected_at: 1, last_heartbeat: 2 }] });
+    assert.deepEqual(res.json(), {
+      agents: [{ id: 'agent-a', hostname: 'h', ip_address: '10.0.0.2', status: 'Ready', connected_at: 1, last_heartbeat: 2 }],
+    });
   });
 
   void test('POST reprovision: 202 {operation_id, status: queued} with the operation the VM feature queued', async () => {

@@ -36,7 +36,12 @@ describe('parseArgs', () => {
       [[], /missing ID/],
       [['a', 'b', 'c'], /unexpected argument "c"/],
     ];
-    for (const [tokens, re] of cases) assert.throws(() => parseArgs(tokens, FLAGS, ARGS), (e: unknown) => e instanceof UsageError && re.test(e.message), tokens.join(' '));
+    for (const [tokens, re] of cases)
+      assert.throws(
+        () => parseArgs(tokens, FLAGS, ARGS),
+        (e: unknown) => e instanceof UsageError && re.test(e.message),
+        tokens.join(' '),
+      );
   });
 
   test('--help skips the argument checks', () => {
@@ -44,7 +49,11 @@ describe('parseArgs', () => {
   });
 
   test('command flags shadow global flags of the same name (context set --server)', () => {
-    const p = parseArgs(['lab', '--server', 'http://x:1'], [{ name: 'server', type: 'string', description: 'the context server' }], [{ name: 'NAME', required: true, description: '' }]);
+    const p = parseArgs(
+      ['lab', '--server', 'http://x:1'],
+      [{ name: 'server', type: 'string', description: 'the context server' }],
+      [{ name: 'NAME', required: true, description: '' }],
+    );
     assert.equal(p.flags['server'], 'http://x:1');
   });
 
@@ -69,7 +78,13 @@ describe('findCommand', () => {
   });
 
   test('unknown nouns and verbs are usage errors with the choices', () => {
-    assert.throws(() => findCommand(['vms']), (e: unknown) => e instanceof UsageError && /unknown command "vms"/.test(e.message) && /vm, agent/.test(e.hint ?? ''));
-    assert.throws(() => findCommand(['vm', 'boot']), (e: unknown) => e instanceof UsageError && /list\|get\|create/.test(e.hint ?? ''));
+    assert.throws(
+      () => findCommand(['vms']),
+      (e: unknown) => e instanceof UsageError && /unknown command "vms"/.test(e.message) && /vm, agent/.test(e.hint ?? ''),
+    );
+    assert.throws(
+      () => findCommand(['vm', 'boot']),
+      (e: unknown) => e instanceof UsageError && /list\|get\|create/.test(e.hint ?? ''),
+    );
   });
 });

@@ -60,7 +60,10 @@ describe('contexts file', () => {
     const path = join(d, 'sbx', 'config.json');
     await mkdir(join(d, 'sbx'));
     await writeFile(path, '{"version": 1, "contexts": {"a": {"server": 5}}}');
-    await assert.rejects(loadConfigFile(path), (e: unknown) => e instanceof ConfigFileError && e.message.includes(path) && /contexts\.a\.server/.test(e.message));
+    await assert.rejects(
+      loadConfigFile(path),
+      (e: unknown) => e instanceof ConfigFileError && e.message.includes(path) && /contexts\.a\.server/.test(e.message),
+    );
     await writeFile(path, '{not json');
     await assert.rejects(loadConfigFile(path), /not valid JSON/);
     assert.match(await readFile(path, 'utf8'), /not json/, 'a broken file is never overwritten by reading it');
@@ -84,7 +87,10 @@ describe('resolveSettings', () => {
     assert.equal(resolveSettings({ context: 'prod' }, { SBX_CONTEXT: 'lab' }, FILE, os).contextName, 'prod');
     const prod = resolveSettings({}, { SBX_CONTEXT: 'prod' }, FILE, os);
     assert.equal(prod.ws, 'wss://sbx.example:8443');
-    assert.throws(() => resolveSettings({ context: 'staging' }, {}, FILE, os), (e: unknown) => e instanceof ConfigFileError && /known: lab, prod/.test(e.message));
+    assert.throws(
+      () => resolveSettings({ context: 'staging' }, {}, FILE, os),
+      (e: unknown) => e instanceof ConfigFileError && /known: lab, prod/.test(e.message),
+    );
     assert.throws(() => resolveSettings({ server: 'ftp://x' }, {}, FILE, os), /must start with http:\/\/ or https:\/\//);
   });
 

@@ -25,7 +25,18 @@ describe('sbx', () => {
   test('--help lists every noun, the exit codes and the detach key', async () => {
     const r = await sbx(['--help']);
     assert.equal(r.code, 0);
-    for (const s of ['vm create', 'agent list', 'session attach', 'task submit', 'events tail', 'ops wait', 'health', 'context use', 'exit codes:', 'Ctrl-]']) {
+    for (const s of [
+      'vm create',
+      'agent list',
+      'session attach',
+      'task submit',
+      'events tail',
+      'ops wait',
+      'health',
+      'context use',
+      'exit codes:',
+      'Ctrl-]',
+    ]) {
       assert.ok(r.stdout.includes(s), s);
     }
     const one = await sbx(['task', 'submit', '--help']);
@@ -63,12 +74,17 @@ describe('sbx', () => {
 
     // The first context became current.
     let cur = JSON.parse((await sbx(['context', 'current', '--json'], env)).stdout) as Record<string, unknown>;
-    assert.deepEqual([cur['name'], cur['server'], cur['actor'], cur['actor_source']], ['lab', 'http://10.1.1.1:8122', 'operator', 'context role']);
+    assert.deepEqual(
+      [cur['name'], cur['server'], cur['actor'], cur['actor_source']],
+      ['lab', 'http://10.1.1.1:8122', 'operator', 'context role'],
+    );
 
     assert.equal((await sbx(['context', 'use', 'prod'], env)).code, 0);
     cur = JSON.parse((await sbx(['context', 'current', '--json', '--actor', 'bob'], env)).stdout) as Record<string, unknown>;
     assert.deepEqual([cur['name'], cur['ws'], cur['actor'], cur['actor_source']], ['prod', 'wss://p.example', 'bob', '--actor']);
-    cur = JSON.parse((await sbx(['context', 'current', '--json'], { ...env, SBX_CONTEXT: 'lab', SVC_GATEWAY_SSH_ACTOR: 'envy' })).stdout) as Record<string, unknown>;
+    cur = JSON.parse(
+      (await sbx(['context', 'current', '--json'], { ...env, SBX_CONTEXT: 'lab', SVC_GATEWAY_SSH_ACTOR: 'envy' })).stdout,
+    ) as Record<string, unknown>;
     assert.deepEqual([cur['name'], cur['actor']], ['lab', 'envy']);
 
     const list = await sbx(['context', 'list'], env);
@@ -80,7 +96,10 @@ describe('sbx', () => {
     assert.match(bad.stderr, /no context named "nope" \(known: lab, prod\)/);
 
     assert.equal((await sbx(['context', 'delete', 'prod'], env)).code, 0);
-    const after = JSON.parse((await sbx(['context', 'list', '--json'], env)).stdout) as { current: string | null; contexts: Record<string, unknown> };
+    const after = JSON.parse((await sbx(['context', 'list', '--json'], env)).stdout) as {
+      current: string | null;
+      contexts: Record<string, unknown>;
+    };
     assert.equal(after.current, null);
     assert.deepEqual(Object.keys(after.contexts), ['lab']);
   });

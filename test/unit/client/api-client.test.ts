@@ -26,7 +26,9 @@ before(async () => {
       const path = (req.url ?? '').split('?')[0] ?? '';
       const h = routes.get(`${req.method} ${path}`);
       if (h === undefined) {
-        res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 'route.not_found', message: `no route ${path}` } }));
+        res
+          .writeHead(404, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ error: { code: 'route.not_found', message: `no route ${path}` } }));
         return;
       }
       h(req, res, body);
@@ -47,7 +49,9 @@ const json = (res: ServerResponse, status: number, body: unknown, headers: Recor
 
 describe('ApiClient requests', () => {
   test('a v1 error envelope becomes ApiError with the status, code and message', async () => {
-    routes.set('GET /api/v1/vms/agent-x', (_q, res) => json(res, 404, { error: { code: 'VM_NOT_FOUND', message: "VM 'agent-x' not found" } }));
+    routes.set('GET /api/v1/vms/agent-x', (_q, res) =>
+      json(res, 404, { error: { code: 'VM_NOT_FOUND', message: "VM 'agent-x' not found" } }),
+    );
     const api = new ApiClient({ baseUrl: base });
     await assert.rejects(api.getVm('agent-x'), (err: unknown) => {
       assert.ok(err instanceof ApiError);
@@ -102,7 +106,10 @@ describe('ApiClient requests', () => {
 
   test('a server that does not answer in time is ApiError timeout', async () => {
     routes.set('GET /healthz', () => undefined);
-    await assert.rejects(new ApiClient({ baseUrl: base, timeoutMs: 200 }).healthz(), (err: unknown) => err instanceof ApiError && err.code === 'timeout');
+    await assert.rejects(
+      new ApiClient({ baseUrl: base, timeoutMs: 200 }).healthz(),
+      (err: unknown) => err instanceof ApiError && err.code === 'timeout',
+    );
   });
 
   test('waitForOperation polls until completed and reports each change', async () => {
@@ -124,7 +131,10 @@ describe('ApiClient requests', () => {
       json(res, 200, op);
     });
     const seenProgress: number[] = [];
-    const op = await new ApiClient({ baseUrl: base }).waitForOperation('op-1', { pollMs: 20, onProgress: (o) => seenProgress.push(o.progress_percent) });
+    const op = await new ApiClient({ baseUrl: base }).waitForOperation('op-1', {
+      pollMs: 20,
+      onProgress: (o) => seenProgress.push(o.progress_percent),
+    });
     assert.equal(op.status, 'completed');
     assert.deepEqual(seenProgress, [40, 100]);
   });
@@ -132,7 +142,15 @@ describe('ApiClient requests', () => {
 
 describe('ApiClient streams', () => {
   test('tailEvents resumes after a dropped connection from the last event id (since)', async () => {
-    const record = (id: number): EventRecord => ({ id, event_type: 'vm.started', vm_name: 'agent-a', timestamp: new Date().toISOString(), details: {}, agent_id: '', trace_id: null });
+    const record = (id: number): EventRecord => ({
+      id,
+      event_type: 'vm.started',
+      vm_name: 'agent-a',
+      timestamp: new Date().toISOString(),
+      details: {},
+      agent_id: '',
+      trace_id: null,
+    });
     let connections = 0;
     routes.set('GET /api/v1/events', (req, res) => {
       const url = new URL(req.url ?? '', base);
@@ -160,7 +178,10 @@ describe('ApiClient streams', () => {
     const ac = new AbortController();
     const ids: number[] = [];
     let reconnects = 0;
-    for await (const e of new ApiClient({ baseUrl: base }).tailEvents({ event_type: 'vm.*' }, { signal: ac.signal, onReconnect: () => reconnects++ })) {
+    for await (const e of new ApiClient({ baseUrl: base }).tailEvents(
+      { event_type: 'vm.*' },
+      { signal: ac.signal, onReconnect: () => reconnects++ },
+    )) {
       ids.push(e.id);
       if (ids.length === 3) ac.abort();
     }
@@ -169,7 +190,15 @@ describe('ApiClient streams', () => {
   });
 
   test('tailEvents starts over when the server restarted and its event ids began again', async () => {
-    const record = (id: number): EventRecord => ({ id, event_type: 'vm.started', vm_name: 'agent-a', timestamp: new Date().toISOString(), details: {}, agent_id: '', trace_id: null });
+    const record = (id: number): EventRecord => ({
+      id,
+      event_type: 'vm.started',
+      vm_name: 'agent-a',
+      timestamp: new Date().toISOString(),
+      details: {},
+      agent_id: '',
+      trace_id: null,
+    });
     let connections = 0;
     const sinceSeen: (string | null)[] = [];
     routes.set('GET /api/v1/events', (req, res) => {
@@ -200,7 +229,9 @@ describe('ApiClient streams', () => {
   });
 
   test('a 4xx on open rejects with ApiError instead of retrying', async () => {
-    routes.set('GET /api/v1/tasks/task-x/logs', (_q, res) => json(res, 404, { error: { code: 'task.not_found', message: 'no task task-x' } }));
+    routes.set('GET /api/v1/tasks/task-x/logs', (_q, res) =>
+      json(res, 404, { error: { code: 'task.not_found', message: 'no task task-x' } }),
+    );
     const it = new ApiClient({ baseUrl: base }).taskLogs('task-x');
     await assert.rejects(it.next(), (err: unknown) => err instanceof ApiError && err.code === 'task.not_found');
   });
@@ -224,7 +255,16 @@ describe('ApiClient streams', () => {
 
   test('agentOutput decodes chunks and errors, and resumes with Last-Event-ID without replaying again', async () => {
     const chunk = (text: string): string =>
-      JSON.stringify({ schema: 'svc.agent_output.v1', event_type: 'agent_output', agent_id: 'a1', command_id: 'c1', stream: 'stdout', timestamp_ms: 1, data_base64: btoa(text), text });
+      JSON.stringify({
+        schema: 'svc.agent_output.v1',
+        event_type: 'agent_output',
+        agent_id: 'a1',
+        command_id: 'c1',
+        stream: 'stdout',
+        timestamp_ms: 1,
+        data_base64: btoa(text),
+        text,
+      });
     const queries: string[] = [];
     routes.set('GET /api/v1/agent-output/stream', (req, res) => {
       queries.push(`${new URL(req.url ?? '', base).search} ${String(req.headers['last-event-id'])}`);
@@ -234,12 +274,17 @@ describe('ApiClient streams', () => {
         res.write(`id: 9-1\nevent: agent_output.replay\ndata: ${chunk('old')}\n\n`);
         res.end(`id: 9-2\nevent: agent_output\ndata: ${chunk('new')}\n\n`);
       } else {
-        res.write(`event: agent_output.error\ndata: {"schema":"svc.agent_output.v1","event_type":"agent_output.error","code":"stream_end","message":"done","reason":"command_finished"}\n\n`);
+        res.write(
+          `event: agent_output.error\ndata: {"schema":"svc.agent_output.v1","event_type":"agent_output.error","code":"stream_end","message":"done","reason":"command_finished"}\n\n`,
+        );
       }
     });
     const ac = new AbortController();
     const got: string[] = [];
-    for await (const ev of new ApiClient({ baseUrl: base }).agentOutput({ command_id: 'c1', replay: true, limit: 10 }, { signal: ac.signal })) {
+    for await (const ev of new ApiClient({ baseUrl: base }).agentOutput(
+      { command_id: 'c1', replay: true, limit: 10 },
+      { signal: ac.signal },
+    )) {
       got.push(ev.type === 'agent_output.error' ? `error ${ev.error.code}` : `${ev.type} ${ev.id ?? ''} ${ev.chunk.text}`);
       if (ev.type === 'agent_output.error') ac.abort();
     }

@@ -12,7 +12,15 @@ import { build } from 'esbuild';
 const ENTRY = fileURLToPath(new URL('../../../../src/client/index.ts', import.meta.url));
 
 test('src/client bundles for the browser with no Node built-ins and no server code', async () => {
-  const out = await build({ entryPoints: [ENTRY], bundle: true, platform: 'browser', format: 'esm', write: false, logLevel: 'silent', metafile: true });
+  const out = await build({
+    entryPoints: [ENTRY],
+    bundle: true,
+    platform: 'browser',
+    format: 'esm',
+    write: false,
+    logLevel: 'silent',
+    metafile: true,
+  });
   const inputs = Object.keys(out.metafile.inputs);
   assert.ok(inputs.length > 5, inputs.join(', '));
   const ours = (p: string): boolean => p.includes('src/client/') || p.includes('src/wire/');

@@ -59,7 +59,12 @@ describe('PtyConnection', () => {
     assert.equal(ws.protocols, 'pty-ws.v1');
     ws.open();
     ws.serverSends({ op: 'binding_hello', binding: 'pty-ws.v1', version: 1 });
-    assert.deepEqual(ws.sent[0], { op: 'pty.join_session', role: 'controller', terminal_size: { cols: 100, rows: 30 }, client_label: 'sbx alice' });
+    assert.deepEqual(ws.sent[0], {
+      op: 'pty.join_session',
+      role: 'controller',
+      terminal_size: { cols: 100, rows: 30 },
+      client_label: 'sbx alice',
+    });
     ws.serverSends({ op: 'pty.role_assigned', role: 'controller', requested_role: 'controller' });
     assert.equal(conn.role, 'controller');
     assert.deepEqual(roles, ['controller->controller']);
@@ -96,7 +101,12 @@ describe('PtyConnection', () => {
 
   test('a downgraded controller request is reported, and an observer cannot type or resize', async () => {
     const roles: string[] = [];
-    const conn = new PtyConnection(ScriptedSocket, 'ws://h/x', { role: 'controller', cols: 80, rows: 24, onRole: (g, i) => roles.push(`${i.requested}->${g}:${i.reason ?? ''}`) });
+    const conn = new PtyConnection(ScriptedSocket, 'ws://h/x', {
+      role: 'controller',
+      cols: 80,
+      rows: 24,
+      onRole: (g, i) => roles.push(`${i.requested}->${g}:${i.reason ?? ''}`),
+    });
     const ws = ScriptedSocket.last as ScriptedSocket;
     ws.open();
     ws.serverSends({ op: 'binding_hello' });
@@ -113,7 +123,12 @@ describe('PtyConnection', () => {
 
   test('ignores frames that are not JSON objects and reports error frames', () => {
     const errors: string[] = [];
-    new PtyConnection(ScriptedSocket, 'ws://h/x', { role: 'observer', cols: 80, rows: 24, onError: (c, m, fatal) => errors.push(`${c}: ${m} ${fatal}`) });
+    new PtyConnection(ScriptedSocket, 'ws://h/x', {
+      role: 'observer',
+      cols: 80,
+      rows: 24,
+      onError: (c, m, fatal) => errors.push(`${c}: ${m} ${fatal}`),
+    });
     const ws = ScriptedSocket.last as ScriptedSocket;
     ws.open();
     ws.onmessage?.({ data: 'not json' });

@@ -56,7 +56,10 @@ describe('configuration', () => {
       SVC_MAX_BODY_BYTES: '12 parsecs',
     });
     for (const name of ['LOG_FORMAT', 'SVC_HTTP_ADDR', 'SVC_ACTOR_SHARDS', 'LOG_FILE_RETENTION_DAYS', 'SVC_ACTORS', 'SVC_MAX_BODY_BYTES']) {
-      assert.ok(problems.some((p) => p.startsWith(name)), `${name} should be named in ${problems.join(' | ')}`);
+      assert.ok(
+        problems.some((p) => p.startsWith(name)),
+        `${name} should be named in ${problems.join(' | ')}`,
+      );
     }
   });
 
@@ -94,7 +97,10 @@ describe('configuration', () => {
     );
     assert.equal(c.maxBodyBytes, 4 * 1024 * 1024);
     assert.equal(c.enableDirectRuntimeSsh, true);
-    assert.deepEqual(c.gatewaySshTargets, [['i-1', '10.0.0.5:22'], ['i-2', '10.0.0.6:22']]);
+    assert.deepEqual(c.gatewaySshTargets, [
+      ['i-1', '10.0.0.5:22'],
+      ['i-2', '10.0.0.6:22'],
+    ]);
     assert.equal(c.orchServeEndpoint, 'wss://orch.example/ws');
     assert.equal(c.secretsDir, '/srv/secrets');
     assert.equal(c.trustDomain, 'fleet.example');

@@ -21,10 +21,18 @@ import {
   toProtoStatus,
 } from '../../../src/core/agent-status.js';
 
-const WIRE_NAMES: Record<string, string> = { Starting: 'STARTING', Ready: 'READY', Busy: 'BUSY', Error: 'ERROR', ShuttingDown: 'SHUTTING_DOWN', Stale: 'STALE', Disconnected: 'DISCONNECTED' };
+const WIRE_NAMES: Record<string, string> = {
+  Starting: 'STARTING',
+  Ready: 'READY',
+  Busy: 'BUSY',
+  Error: 'ERROR',
+  ShuttingDown: 'SHUTTING_DOWN',
+  Stale: 'STALE',
+  Disconnected: 'DISCONNECTED',
+};
 
 void describe('agent status', () => {
-  void test('the values are the spec\'s, in its order', () => {
+  void test("the values are the spec's, in its order", () => {
     assert.deepEqual([...AGENT_STATUSES], ['Starting', 'Ready', 'Busy', 'Error', 'ShuttingDown', 'Stale', 'Disconnected']);
   });
 
@@ -40,7 +48,8 @@ void describe('agent status', () => {
 
   void test('agents report only Starting, Ready, Busy, Error, ShuttingDown; the rest is unspecified', () => {
     for (const s of REPORTED_STATUSES) assert.equal(reportedStatusFromProto(PROTO_AGENT_STATUS[s]), s);
-    for (const n of [0, v1.AgentStatus.STALE, v1.AgentStatus.DISCONNECTED, 99, -1, null, undefined]) assert.equal(reportedStatusFromProto(n), null);
+    for (const n of [0, v1.AgentStatus.STALE, v1.AgentStatus.DISCONNECTED, 99, -1, null, undefined])
+      assert.equal(reportedStatusFromProto(n), null);
   });
 
   void test('table: every connected status can reach Disconnected; Disconnected only leads to Starting; no self-moves', () => {
@@ -52,12 +61,15 @@ void describe('agent status', () => {
 
   void test('the Markdown version has one row per allowed move', () => {
     const rows = agentStatusTableMarkdown().split('\n').slice(2);
-    assert.equal(rows.length, AGENT_STATUSES.reduce((n, s) => n + AGENT_STATUS_TABLE[s].length, 0));
+    assert.equal(
+      rows.length,
+      AGENT_STATUSES.reduce((n, s) => n + AGENT_STATUS_TABLE[s].length, 0),
+    );
     assert.ok(rows.includes('| Ready | Stale | no heartbeat for SVC_AGENT_STALE_AFTER_SECONDS |'));
     assert.ok(rows.includes('| Disconnected | Starting | registration accepted on a new stream |'));
   });
 
-  void test('whatever happens to an agent, the actor\'s moves are all in the table', () => {
+  void test("whatever happens to an agent, the actor's moves are all in the table", () => {
     type Ev = { t: 'register' } | { t: 'beat'; s: (typeof REPORTED_STATUSES)[number] } | { t: 'missed' } | { t: 'end' };
     const ev = fc.oneof(
       fc.constant<Ev>({ t: 'register' }),

@@ -19,7 +19,10 @@ function machine(): { m: StateMachine<Light>; moves: Transition<Light>[]; logs: 
     table: TABLE,
     now: () => 42,
     logFields: { junction: 'j1' },
-    logger: { info: (obj) => logs.push({ level: 'info', obj: obj as Record<string, unknown> }), warn: (obj) => logs.push({ level: 'warn', obj: obj as Record<string, unknown> }) },
+    logger: {
+      info: (obj) => logs.push({ level: 'info', obj: obj as Record<string, unknown> }),
+      warn: (obj) => logs.push({ level: 'warn', obj: obj as Record<string, unknown> }),
+    },
     onTransition: (t) => moves.push(t),
   });
   return { m, moves, logs };
@@ -56,6 +59,12 @@ void describe('StateMachine', () => {
 
   void test('the Markdown table lists every allowed move with its trigger', () => {
     const md = transitionTableMarkdown(TABLE, { red: { green: 'timer' } });
-    assert.deepEqual(md.split('\n'), ['| From | To | Trigger |', '|---|---|---|', '| red | green | timer |', '| green | yellow |  |', '| yellow | red |  |']);
+    assert.deepEqual(md.split('\n'), [
+      '| From | To | Trigger |',
+      '|---|---|---|',
+      '| red | green | timer |',
+      '| green | yellow |  |',
+      '| yellow | red |  |',
+    ]);
   });
 });

@@ -9,16 +9,35 @@ describe('event store', () => {
     s.append({ event_type: 'agent.connected', agent_id: 'a1' });
     s.append({ event_type: 'agent.registered', agent_id: 'a1' });
     const all = s.query({ limit: 100 });
-    assert.deepEqual(all.events.map((e) => e.id), [1, 2, 3]);
+    assert.deepEqual(
+      all.events.map((e) => e.id),
+      [1, 2, 3],
+    );
     assert.equal(all.total_count, 3);
     assert.equal(all.last_event_id, 3);
     assert.deepEqual(all.events[0], {
-      id: 1, event_type: 'vm.started', vm_name: 'agent-a', timestamp: '2026-01-01T00:00:00.000Z', details: {}, agent_id: '', trace_id: null,
+      id: 1,
+      event_type: 'vm.started',
+      vm_name: 'agent-a',
+      timestamp: '2026-01-01T00:00:00.000Z',
+      details: {},
+      agent_id: '',
+      trace_id: null,
     });
-    assert.deepEqual(s.query({ eventType: 'agent.*', limit: 100 }).events.map((e) => e.id), [2, 3]);
-    assert.deepEqual(s.query({ since: 2, limit: 100 }).events.map((e) => e.id), [3]);
+    assert.deepEqual(
+      s.query({ eventType: 'agent.*', limit: 100 }).events.map((e) => e.id),
+      [2, 3],
+    );
+    assert.deepEqual(
+      s.query({ since: 2, limit: 100 }).events.map((e) => e.id),
+      [3],
+    );
     const page = s.query({ limit: 2 });
-    assert.deepEqual(page.events.map((e) => e.id), [2, 3], 'the newest matches, oldest first');
+    assert.deepEqual(
+      page.events.map((e) => e.id),
+      [2, 3],
+      'the newest matches, oldest first',
+    );
     assert.equal(page.total_count, 3);
   });
 
@@ -26,7 +45,10 @@ describe('event store', () => {
     const s = new EventStore({ maxEvents: 5, maxBytes: 1_000_000 });
     for (let i = 0; i < 20; i++) s.append({ event_type: 'vm.defined', details: { i } });
     const page = s.query({ limit: 100 });
-    assert.deepEqual(page.events.map((e) => e.id), [16, 17, 18, 19, 20]);
+    assert.deepEqual(
+      page.events.map((e) => e.id),
+      [16, 17, 18, 19, 20],
+    );
     const big = new EventStore({ maxEvents: 1000, maxBytes: 2000 });
     for (let i = 0; i < 50; i++) big.append({ event_type: 'vm.defined', details: { pad: 'x'.repeat(200) } });
     assert.ok(big.stats().bytes <= 2000);

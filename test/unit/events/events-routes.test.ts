@@ -18,13 +18,24 @@ describe('POST/GET /api/v1/events', () => {
     const post = await inject(router, {
       method: 'POST',
       url: '/api/v1/events',
-      body: { event_type: 'vm.started', vm_name: 'agent-x', timestamp: '2026-02-03T04:05:06Z', details: { reason: 'booted' }, agent_id: '', trace_id: null },
+      body: {
+        event_type: 'vm.started',
+        vm_name: 'agent-x',
+        timestamp: '2026-02-03T04:05:06Z',
+        details: { reason: 'booted' },
+        agent_id: '',
+        trace_id: null,
+      },
     });
     assert.equal(post.status, 200);
     assert.deepEqual(post.json(), { received: true });
     const list = await inject(router, { method: 'GET', url: '/api/v1/events?vm_name=agent-x' });
     assert.equal(list.status, 200);
-    const body = list.json() as { events: { event_type: string; timestamp: string; details: unknown }[]; total_count: number; last_event_id: number };
+    const body = list.json() as {
+      events: { event_type: string; timestamp: string; details: unknown }[];
+      total_count: number;
+      last_event_id: number;
+    };
     assert.equal(body.total_count, 1);
     assert.equal(body.last_event_id, 1);
     assert.equal(body.events[0]?.event_type, 'vm.started');
@@ -127,7 +138,10 @@ describe('POST/GET /api/v1/events', () => {
     // Combined with the other filters and limit; total_count counts the matches before limit.
     assert.deepEqual(await ids(`since=${encodeURIComponent('2026-01-01T00:00:00Z')}&vm_name=agent-b`), [3, 4]);
     const limited = await list(`since=${encodeURIComponent('2026-01-01T00:00:00Z')}&limit=2`);
-    assert.deepEqual(limited.events.map((e) => e.id), [3, 4]);
+    assert.deepEqual(
+      limited.events.map((e) => e.id),
+      [3, 4],
+    );
     assert.equal(limited.total_count, 4);
     assert.equal(limited.last_event_id, 4);
     // The integer cursor keeps its meaning.
@@ -139,7 +153,10 @@ describe('POST/GET /api/v1/events', () => {
     const { router, events } = setup();
     events.append({ event_type: 'vm.started', timestamp: '2026-03-01T10:00:00Z' });
     events.append({ event_type: 'vm.stopped', timestamp: '2026-03-01T10:00:05Z' });
-    const r = await inject(router, { method: 'GET', url: `/api/v1/events?follow=true&since=${encodeURIComponent('2026-03-01T10:00:01Z')}` });
+    const r = await inject(router, {
+      method: 'GET',
+      url: `/api/v1/events?follow=true&since=${encodeURIComponent('2026-03-01T10:00:01Z')}`,
+    });
     assert.ok(r.sse, 'an SSE stream');
     const sink = new MemorySseSink();
     await r.sse.start(sink, r.sse.view);

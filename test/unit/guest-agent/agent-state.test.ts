@@ -4,15 +4,24 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { AGENT_STATE_TABLE, AGENT_STATES, AgentStateCause, LIVE_AGENT_STATES, agentLifecycle, agentStateTableMarkdown } from '../../../src/guest-agent/agent-state.js';
+import {
+  AGENT_STATE_TABLE,
+  AGENT_STATES,
+  AgentStateCause,
+  LIVE_AGENT_STATES,
+  agentLifecycle,
+  agentStateTableMarkdown,
+} from '../../../src/guest-agent/agent-state.js';
 
 function recordingLogger(): { info: (o: object, m?: string) => void; warn: (o: object, m?: string) => void; lines: string[] } {
   const lines: string[] = [];
-  const push = (level: string) => (obj: object, msg?: string): void => {
-    const o = obj as Record<string, unknown>;
-    const reason = typeof o['reason'] === 'string' ? ` reason=${o['reason']}` : '';
-    lines.push(`${level} ${msg ?? ''} cause=${typeof o['cause'] === 'string' ? o['cause'] : '?'}${reason}`);
-  };
+  const push =
+    (level: string) =>
+    (obj: object, msg?: string): void => {
+      const o = obj as Record<string, unknown>;
+      const reason = typeof o['reason'] === 'string' ? ` reason=${o['reason']}` : '';
+      lines.push(`${level} ${msg ?? ''} cause=${typeof o['cause'] === 'string' ? o['cause'] : '?'}${reason}`);
+    };
   return { lines, info: push('info'), warn: push('warn') };
 }
 
@@ -21,8 +30,14 @@ void describe('guest agent lifecycle', () => {
     for (const s of LIVE_AGENT_STATES) assert.ok(AGENT_STATE_TABLE[s].includes('stopping'), s);
     assert.deepEqual(AGENT_STATE_TABLE.stopped, []);
     const rows = agentStateTableMarkdown().split('\n').slice(2);
-    assert.equal(rows.length, AGENT_STATES.reduce((n, s) => n + AGENT_STATE_TABLE[s].length, 0));
-    assert.ok(rows.every((r) => !r.endsWith('|  |')), 'every move has a trigger');
+    assert.equal(
+      rows.length,
+      AGENT_STATES.reduce((n, s) => n + AGENT_STATE_TABLE[s].length, 0),
+    );
+    assert.ok(
+      rows.every((r) => !r.endsWith('|  |')),
+      'every move has a trigger',
+    );
   });
 
   void test('a connection cycle and a stop: each move logged with its cause (and reason), counted', () => {
@@ -34,7 +49,11 @@ void describe('guest agent lifecycle', () => {
     assert.ok(life.transition(['registered'], 'connecting', AgentStateCause.streamEnded, { reason: 'server closed' }));
     assert.equal(life.transition(['idle'], 'connecting', AgentStateCause.dialing), false, 'redialing while connecting is no move');
     assert.ok(life.transition(LIVE_AGENT_STATES, 'stopping', AgentStateCause.stopRequested, { reason: 'SIGTERM' }));
-    assert.equal(life.transition(['registered'], 'connecting', AgentStateCause.streamEnded), false, 'a stream ending while stopping changes nothing');
+    assert.equal(
+      life.transition(['registered'], 'connecting', AgentStateCause.streamEnded),
+      false,
+      'a stream ending while stopping changes nothing',
+    );
     assert.ok(life.transition(['stopping'], 'stopped', AgentStateCause.stopCompleted));
     assert.deepEqual(logger.lines, [
       'info agent lifecycle: idle -> connecting cause=dialing',

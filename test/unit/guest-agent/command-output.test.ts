@@ -58,7 +58,9 @@ describe('CommandOutput', () => {
     const streams: OutputStreamName[] = ['stdout', 'stderr', 'log'];
     fc.assert(
       fc.property(
-        fc.array(fc.record({ s: fc.constantFrom(...streams), data: fc.uint8Array({ maxLength: 300 }), flush: fc.boolean() }), { maxLength: 60 }),
+        fc.array(fc.record({ s: fc.constantFrom(...streams), data: fc.uint8Array({ maxLength: 300 }), flush: fc.boolean() }), {
+          maxLength: 60,
+        }),
         fc.integer({ min: 1, max: 200 }),
         (writes, max) => {
           const { out, chunks } = collector(max);

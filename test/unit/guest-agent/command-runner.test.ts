@@ -18,11 +18,10 @@ function run(command: string, args: string[], extra: Partial<CommandSpec> = {}, 
   const out = new CommandOutput({ commandId: 'cmd-1', emit: (c) => chunks.push(c) });
   const s: CommandSpec = { commandId: 'cmd-1', command, args, cwd: tmp, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, ...extra };
   const command_ = startPipeCommand(s, out, drainAfterExitMs);
-  const text = (stream: ChunkEntry['stream']): string => Buffer.concat(chunks.filter((c) => c.stream === stream).map((c) => c.data)).toString();
+  const text = (stream: ChunkEntry['stream']): string =>
+    Buffer.concat(chunks.filter((c) => c.stream === stream).map((c) => c.data)).toString();
   return { command: command_, chunks, text };
 }
-
-
 
 describe('pipe command runner', () => {
   test('runs without a shell: arguments arrive verbatim', async () => {
@@ -75,7 +74,10 @@ describe('pipe command runner', () => {
 
   test('the command leads its own process group; terminate kills the grandchildren too', async () => {
     const r = run('sh', ['-c', 'sleep 1000 & echo "child=$!"; sleep 1000']);
-    await waitFor('the background child\'s pid', () => /child=\d+/.test(r.text('stdout')), { deadlineMs: DEADLINE_MS.process, lastState: () => `stdout ${tail(r.text('stdout'))}` });
+    await waitFor("the background child's pid", () => /child=\d+/.test(r.text('stdout')), {
+      deadlineMs: DEADLINE_MS.process,
+      lastState: () => `stdout ${tail(r.text('stdout'))}`,
+    });
     const child = Number(/child=(\d+)/.exec(r.text('stdout'))?.[1]);
     assert.equal(running(child), true);
     await r.command.terminate(2000);

@@ -25,7 +25,9 @@ function manager(opts: { isRoot?: boolean; killGraceMs?: number } = {}) {
     ...(opts.isRoot !== undefined ? { isRoot: opts.isRoot } : {}),
   });
   const text = (id: string, stream: ChunkEntry['stream']): string =>
-    Buffer.concat(entries.filter((e): e is ChunkEntry => e.kind === 'chunk' && e.commandId === id && e.stream === stream).map((e) => e.data)).toString();
+    Buffer.concat(
+      entries.filter((e): e is ChunkEntry => e.kind === 'chunk' && e.commandId === id && e.stream === stream).map((e) => e.data),
+    ).toString();
   /** What command `id` did so far, for a timeout message. */
   const seen = (id: string): string => {
     const cmd = m.list().find((c) => c.commandId === id);
@@ -33,8 +35,12 @@ function manager(opts: { isRoot?: boolean; killGraceMs?: number } = {}) {
     return `stdout ${tail(text(id, 'stdout'), 300)}, log ${tail(text(id, 'log'), 300)}, ${cmd === undefined ? 'not running' : `running as pid ${cmd.pid}, its process group ${group}`}`;
   };
   const resultOf = (id: string): Promise<ResultEntry> =>
-    waitFor(`the result of ${id}`, () => entries.find((e): e is ResultEntry => e.kind === 'result' && e.commandId === id), { deadlineMs: DEADLINE_MS.process, lastState: () => seen(id) });
-  const until = (id: string, what: string, cond: () => boolean): Promise<true> => waitFor(what, cond, { deadlineMs: DEADLINE_MS.process, lastState: () => seen(id) });
+    waitFor(`the result of ${id}`, () => entries.find((e): e is ResultEntry => e.kind === 'result' && e.commandId === id), {
+      deadlineMs: DEADLINE_MS.process,
+      lastState: () => seen(id),
+    });
+  const until = (id: string, what: string, cond: () => boolean): Promise<true> =>
+    waitFor(what, cond, { deadlineMs: DEADLINE_MS.process, lastState: () => seen(id) });
   return { m, entries, resultOf, text, until };
 }
 
@@ -57,7 +63,7 @@ describe('CommandManager', () => {
   test('timeout_seconds kills the whole process group and names the timer', async () => {
     const { m, resultOf, text, until } = manager({ killGraceMs: 500 });
     m.start(req('t1', 'sh', ['-c', 'sleep 1000 & echo "child=$!"; sleep 1000'], { timeoutSeconds: 1 }));
-    await until('t1', 'the background child\'s pid', () => /child=\d+/.test(text('t1', 'stdout')));
+    await until('t1', "the background child's pid", () => /child=\d+/.test(text('t1', 'stdout')));
     const child = Number(/child=(\d+)/.exec(text('t1', 'stdout'))?.[1]);
     const r = await resultOf('t1');
     assert.equal(r.timedOutBy, TIMED_OUT_BY_TIMEOUT);
@@ -109,7 +115,7 @@ describe('CommandManager', () => {
     // forgotten by the exec, so sleep never dies and the shell waits for it with the interrupt
     // held (measured: 11 hangs in 100 runs under load, none once sleep was seen in the group).
     const pid = m.list().find((c) => c.commandId === 'p1')?.pid ?? -1;
-    await until('p1', 'sleep to run in the command\'s process group', () => groupMembers(pid).some((p) => p.comm === 'sleep'));
+    await until('p1', "sleep to run in the command's process group", () => groupMembers(pid).some((p) => p.comm === 'sleep'));
     m.control({ commandId: 'p1', signal: { signalNumber: 2 } });
     assert.equal((await resultOf('p1')).exitCode, 130);
   });

@@ -29,15 +29,19 @@ describe('agent config', () => {
   });
 
   test('environment variables fill in, flags win', () => {
-    const cfg = parseAgentConfig(['--profile=gpu', '--labels', 'zone=a,tier=2'], {
-      SANDBOX_AGENT_SERVER: 'mgmt.internal:9000',
-      SANDBOX_AGENT_CERTS: 'certs',
-      SANDBOX_AGENT_ID: 'agent-02',
-      SANDBOX_AGENT_INSTANCE_ID: 'i-2',
-      SANDBOX_AGENT_PROFILE: 'ignored',
-      SANDBOX_AGENT_OUTPUT_BUFFER: '1MiB',
-      PATH: '/usr/bin',
-    }, '/home/a');
+    const cfg = parseAgentConfig(
+      ['--profile=gpu', '--labels', 'zone=a,tier=2'],
+      {
+        SANDBOX_AGENT_SERVER: 'mgmt.internal:9000',
+        SANDBOX_AGENT_CERTS: 'certs',
+        SANDBOX_AGENT_ID: 'agent-02',
+        SANDBOX_AGENT_INSTANCE_ID: 'i-2',
+        SANDBOX_AGENT_PROFILE: 'ignored',
+        SANDBOX_AGENT_OUTPUT_BUFFER: '1MiB',
+        PATH: '/usr/bin',
+      },
+      '/home/a',
+    );
     assert.equal(cfg.profile, 'gpu');
     assert.deepEqual(cfg.labels, { zone: 'a', tier: '2' });
     assert.equal(cfg.certsDir, '/home/a/certs');
@@ -68,7 +72,17 @@ describe('agent config', () => {
 
   test('--help is reported, and the usage lists every flag', () => {
     assert.throws(() => parseAgentConfig(['--help'], {}, '/'), AgentHelpRequested);
-    for (const flag of ['--server', '--certs', '--agent-id', '--instance-id', '--profile', '--labels', '--work-dir', '--log-format', '--log-level']) {
+    for (const flag of [
+      '--server',
+      '--certs',
+      '--agent-id',
+      '--instance-id',
+      '--profile',
+      '--labels',
+      '--work-dir',
+      '--log-format',
+      '--log-level',
+    ]) {
       assert.ok(AGENT_USAGE.includes(flag), flag);
     }
   });

@@ -51,7 +51,10 @@ describe('OutputBuffer', () => {
     assert.equal(gap.reason, GAP_REASON_BUFFER_FULL);
     const rest = got.slice(1).map((e) => (e.kind === 'chunk' ? e.seq : -1));
     assert.equal(gap.lastSeq + 1, rest[0], 'chunks resume right after the gap');
-    assert.deepEqual(rest, Array.from({ length: 20 - gap.lastSeq }, (_, i) => gap.lastSeq + 1 + i));
+    assert.deepEqual(
+      rest,
+      Array.from({ length: 20 - gap.lastSeq }, (_, i) => gap.lastSeq + 1 + i),
+    );
     assert.equal(gap.lostBytes, gap.lastSeq * 1000);
     assert.equal(b.stats().evictedBytes, gap.lostBytes);
   });
@@ -71,10 +74,13 @@ describe('OutputBuffer', () => {
     b.push(chunk('b', 1, 10));
     b.next();
     b.next();
-    assert.deepEqual(b.cursors().sort((x, y) => x.commandId.localeCompare(y.commandId)), [
-      { commandId: 'a', lastSeq: 2 },
-      { commandId: 'b', lastSeq: 0 },
-    ]);
+    assert.deepEqual(
+      b.cursors().sort((x, y) => x.commandId.localeCompare(y.commandId)),
+      [
+        { commandId: 'a', lastSeq: 2 },
+        { commandId: 'b', lastSeq: 0 },
+      ],
+    );
   });
 
   test('rewind resends what the server lacks, in order, and drops what it holds', () => {
@@ -151,10 +157,24 @@ describe('OutputBuffer', () => {
       | { op: 'release' }
       | { op: 'disconnect'; lostInFlight: number; serverRestart: boolean };
     const opArb: fc.Arbitrary<Op> = fc.oneof(
-      { weight: 6, arbitrary: fc.record({ op: fc.constant('push' as const), cmd: fc.integer({ min: 0, max: 2 }), bytes: fc.integer({ min: 0, max: 300 }) }) },
+      {
+        weight: 6,
+        arbitrary: fc.record({
+          op: fc.constant('push' as const),
+          cmd: fc.integer({ min: 0, max: 2 }),
+          bytes: fc.integer({ min: 0, max: 300 }),
+        }),
+      },
       { weight: 3, arbitrary: fc.record({ op: fc.constant('send' as const), n: fc.integer({ min: 1, max: 8 }) }) },
       { weight: 1, arbitrary: fc.constant({ op: 'release' as const }) },
-      { weight: 1, arbitrary: fc.record({ op: fc.constant('disconnect' as const), lostInFlight: fc.integer({ min: 0, max: 5 }), serverRestart: fc.boolean() }) },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          op: fc.constant('disconnect' as const),
+          lostInFlight: fc.integer({ min: 0, max: 5 }),
+          serverRestart: fc.boolean(),
+        }),
+      },
     );
     fc.assert(
       fc.property(fc.array(opArb, { maxLength: 120 }), fc.integer({ min: 1, max: 2000 }), (ops, capacity) => {

@@ -26,7 +26,6 @@ function run(command: string, args: string[], pty = PTY_DEFAULTS) {
   return { ...started, chunks, text };
 }
 
-
 describe('PTY runner', () => {
   test('a program that writes 10 MiB and exits at once loses nothing (20 of 20 runs)', async () => {
     // base64 -w0: no newlines, so the terminal's \n → \r\n translation cannot change the bytes.
@@ -41,7 +40,11 @@ describe('PTY runner', () => {
       const got = Buffer.concat(r.chunks.map((c) => c.data));
       const want = readFileSync(file);
       assert.equal(got.length, want.length, `run ${i}: ${want.length - got.length} bytes missing`);
-      assert.equal(createHash('sha256').update(got).digest('hex'), createHash('sha256').update(want).digest('hex'), `run ${i}: sha256 differs`);
+      assert.equal(
+        createHash('sha256').update(got).digest('hex'),
+        createHash('sha256').update(want).digest('hex'),
+        `run ${i}: sha256 differs`,
+      );
       // The stream is well-formed: seqs 1..n, contiguous offsets, eof only on the last chunk.
       r.chunks.forEach((c, k) => {
         assert.equal(c.seq, k + 1);
@@ -72,8 +75,15 @@ describe('PTY runner', () => {
   });
 
   test('terminal size and TERM come from the request, and resize reaches the program', async () => {
-    const r = run('bash', ['--norc', '--noprofile', '-c', 'echo "term=$TERM size=$(stty size)"; read x; echo "after=$(stty size)"'], { cols: 100, rows: 30, term: 'xterm-256color' });
-    await waitFor('the initial size', () => r.text().includes('size=30 100'), { deadlineMs: DEADLINE_MS.process, lastState: () => `output ${tail(r.text())}` });
+    const r = run('bash', ['--norc', '--noprofile', '-c', 'echo "term=$TERM size=$(stty size)"; read x; echo "after=$(stty size)"'], {
+      cols: 100,
+      rows: 30,
+      term: 'xterm-256color',
+    });
+    await waitFor('the initial size', () => r.text().includes('size=30 100'), {
+      deadlineMs: DEADLINE_MS.process,
+      lastState: () => `output ${tail(r.text())}`,
+    });
     assert.match(r.text(), /term=xterm-256color/);
     assert.equal(r.command.resize(132, 43), true);
     r.command.writeStdin(Buffer.from('go\r'), false);
@@ -95,7 +105,10 @@ describe('PTY runner', () => {
 
   test('a signal reaches the whole process group', async () => {
     const r = run('bash', ['-c', 'sleep 1000 & echo "child=$!"; wait']);
-    await waitFor('the background child\'s pid', () => /child=\d+/.test(r.text()), { deadlineMs: DEADLINE_MS.process, lastState: () => `output ${tail(r.text())}` });
+    await waitFor("the background child's pid", () => /child=\d+/.test(r.text()), {
+      deadlineMs: DEADLINE_MS.process,
+      lastState: () => `output ${tail(r.text())}`,
+    });
     const child = Number(/child=(\d+)/.exec(r.text())?.[1]);
     assert.equal(r.command.signal(2), true);
     const exit = await r.command.exited;
@@ -107,7 +120,9 @@ describe('PTY runner', () => {
     for (let i = 0; i < 50; i++) {
       const r = run('sleep', ['1000']);
       assert.equal(r.command.signal(9), true);
-      const exit = await settled(`run ${i}: sleep to die of the SIGKILL sent right after start`, r.command.exited, { deadlineMs: DEADLINE_MS.local }).catch((err: unknown) => {
+      const exit = await settled(`run ${i}: sleep to die of the SIGKILL sent right after start`, r.command.exited, {
+        deadlineMs: DEADLINE_MS.local,
+      }).catch((err: unknown) => {
         process.kill(r.command.pid, 'SIGKILL');
         throw err;
       });
@@ -117,7 +132,10 @@ describe('PTY runner', () => {
 
   test('terminate: SIGTERM, then SIGKILL after the grace for a program that ignores it', async () => {
     const r = run('bash', ['-c', "trap '' TERM; echo ready; sleep 1000"]);
-    await waitFor('the trap to be installed', () => r.text().includes('ready'), { deadlineMs: DEADLINE_MS.process, lastState: () => `output ${tail(r.text())}` });
+    await waitFor('the trap to be installed', () => r.text().includes('ready'), {
+      deadlineMs: DEADLINE_MS.process,
+      lastState: () => `output ${tail(r.text())}`,
+    });
     const t0 = Date.now();
     await r.command.terminate(300);
     const exit = await r.command.exited;
@@ -132,4 +150,3 @@ describe('PTY runner', () => {
     assert.equal(r.command.resize(90, 20), false);
   });
 });
-

@@ -18,10 +18,14 @@ function setup() {
     emit: (e) => entries.push(e),
   });
   const sessions = new SessionManager([new CommandSessionBackend(commands)]);
-  const resultOf = (id: string): ResultEntry | undefined => entries.find((e): e is ResultEntry => e.kind === 'result' && e.commandId === id);
+  const resultOf = (id: string): ResultEntry | undefined =>
+    entries.find((e): e is ResultEntry => e.kind === 'result' && e.commandId === id);
   /** Waits until every command has a pid (it was spawned); the timeout lists them. */
   const started = (): Promise<true> =>
-    waitFor('every command to be started', () => commands.list().every((c) => c.pid > 0), { deadlineMs: DEADLINE_MS.process, lastState: () => JSON.stringify(commands.list().map((c) => [c.commandId, c.pid])) });
+    waitFor('every command to be started', () => commands.list().every((c) => c.pid > 0), {
+      deadlineMs: DEADLINE_MS.process,
+      lastState: () => JSON.stringify(commands.list().map((c) => [c.commandId, c.pid])),
+    });
   return { commands, sessions, resultOf, started };
 }
 
@@ -54,7 +58,12 @@ describe('sessions', () => {
     commands.start({ commandId: 'k2', command: 'sleep', args: ['1000'], sessionId: 'kill-me' });
     commands.start({ commandId: 'k3', command: 'sleep', args: ['1000'], sessionName: 'stranger' });
     await started();
-    const r = await sessions.reconcile({ keepSessionIds: ['keep-me'], killSessionIds: ['kill-me', 'long-gone'], killUnrecognized: true, gracePeriodSeconds: 1 });
+    const r = await sessions.reconcile({
+      keepSessionIds: ['keep-me'],
+      killSessionIds: ['kill-me', 'long-gone'],
+      killUnrecognized: true,
+      gracePeriodSeconds: 1,
+    });
     assert.deepEqual(r.kept, ['keep-me']);
     assert.deepEqual([...r.killed].sort(), ['k3', 'kill-me', 'long-gone']);
     assert.deepEqual(r.failed, []);

@@ -28,10 +28,13 @@ void describe('TmuxSessionBackend', () => {
     };
     const b = new TmuxSessionBackend({ env: {}, run });
     const s = await b.list();
-    assert.deepEqual(s.map((x) => [x.commandId, x.sessionName, x.pid, x.startedAtMs]), [
-      ['tmux:term-1', 'term-1', 42, 1_700_000_000_000],
-      ['tmux:rogue', 'rogue', 43, 1_700_000_001_000],
-    ]);
+    assert.deepEqual(
+      s.map((x) => [x.commandId, x.sessionName, x.pid, x.startedAtMs]),
+      [
+        ['tmux:term-1', 'term-1', 42, 1_700_000_000_000],
+        ['tmux:rogue', 'rogue', 43, 1_700_000_001_000],
+      ],
+    );
     list = { exitCode: 1, stdout: '', stderr: 'no server running on /tmp/tmux-0/sandboxd' };
     assert.deepEqual(await b.list(), []);
     assert.equal(await b.kill('not-tmux', 1000), 'not_found');

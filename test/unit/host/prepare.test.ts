@@ -21,6 +21,9 @@ void describe('host prepare', () => {
 
   void test('malformed names are refused before anything is touched', async () => {
     await assert.rejects(prepareHost({ network: { name: 'bad name', bridge: 'x', hostAddress: '10.0.0.1' }, install: false }), /malformed/);
-    await assert.rejects(prepareHost({ network: { name: 'ok', bridge: 'a-bridge-name-too-long', hostAddress: '10.0.0.1' }, install: false }), /malformed/);
+    await assert.rejects(
+      prepareHost({ network: { name: 'ok', bridge: 'a-bridge-name-too-long', hostAddress: '10.0.0.1' }, install: false }),
+      /malformed/,
+    );
   });
 });

@@ -39,13 +39,25 @@ void describe('parseBody', () => {
   });
 
   void test('a body without a JSON content type is 400 request.unsupported_media_type', () => {
-    assert.equal(codeOf(() => parseBody('json', {}, enc('{}'))), 'request.unsupported_media_type');
-    assert.equal(codeOf(() => parseBody('json', { 'content-type': 'text/plain' }, enc('{}'))), 'request.unsupported_media_type');
+    assert.equal(
+      codeOf(() => parseBody('json', {}, enc('{}'))),
+      'request.unsupported_media_type',
+    );
+    assert.equal(
+      codeOf(() => parseBody('json', { 'content-type': 'text/plain' }, enc('{}'))),
+      'request.unsupported_media_type',
+    );
   });
 
   void test('malformed JSON and invalid UTF-8 are 400 request.malformed_json', () => {
-    assert.equal(codeOf(() => parseBody('json', JSON_HEADERS, enc('{"a":'))), 'request.malformed_json');
-    assert.equal(codeOf(() => parseBody('json', JSON_HEADERS, new Uint8Array([0x22, 0xff, 0x22]))), 'request.malformed_json');
+    assert.equal(
+      codeOf(() => parseBody('json', JSON_HEADERS, enc('{"a":'))),
+      'request.malformed_json',
+    );
+    assert.equal(
+      codeOf(() => parseBody('json', JSON_HEADERS, new Uint8Array([0x22, 0xff, 0x22]))),
+      'request.malformed_json',
+    );
   });
 
   void test('raw and none routes never parse', () => {
@@ -77,10 +89,16 @@ void describe('parseBody', () => {
 
 void describe('body size', () => {
   void test('a declared length over the limit is 413 before reading', () => {
-    assert.equal(codeOf(() => declaredBodyLength({ 'content-length': '2000' }, 1000)), 'request.body_too_large');
+    assert.equal(
+      codeOf(() => declaredBodyLength({ 'content-length': '2000' }, 1000)),
+      'request.body_too_large',
+    );
     assert.equal(declaredBodyLength({ 'content-length': '1000' }, 1000), 1000);
     assert.equal(declaredBodyLength({}, 1000), undefined);
-    assert.equal(codeOf(() => declaredBodyLength({ 'content-length': 'abc' }, 1000)), 'request.invalid');
+    assert.equal(
+      codeOf(() => declaredBodyLength({ 'content-length': 'abc' }, 1000)),
+      'request.invalid',
+    );
   });
 
   void test('the collector joins chunks in order and refuses bytes past the limit', () => {
@@ -131,11 +149,23 @@ void describe('query helpers', () => {
     assert.equal(parseBoolParam(q('force=true'), 'force'), true);
     assert.equal(parseBoolParam(q('force=0'), 'force'), false);
     assert.equal(parseBoolParam(q(''), 'force', { default: false }), false);
-    assert.equal(codeOf(() => parseBoolParam(q('force=yes'), 'force')), 'request.invalid');
+    assert.equal(
+      codeOf(() => parseBoolParam(q('force=yes'), 'force')),
+      'request.invalid',
+    );
     assert.equal(parseEnumParam(q('state=running'), 'state', ['running', 'failed'] as const), 'running');
-    assert.equal(codeOf(() => parseEnumParam(q('state=x'), 'state', ['running'])), 'request.invalid');
+    assert.equal(
+      codeOf(() => parseEnumParam(q('state=x'), 'state', ['running'])),
+      'request.invalid',
+    );
     assert.equal(parseStringParam(q('name=agent-1'), 'name', { pattern: /^agent-[a-z0-9-]+$/ }), 'agent-1');
-    assert.equal(codeOf(() => parseStringParam(q(''), 'name', { required: true })), 'request.invalid');
-    assert.equal(codeOf(() => parseStringParam(q(`name=${'x'.repeat(20)}`), 'name', { maxLength: 10 })), 'request.invalid');
+    assert.equal(
+      codeOf(() => parseStringParam(q(''), 'name', { required: true })),
+      'request.invalid',
+    );
+    assert.equal(
+      codeOf(() => parseStringParam(q(`name=${'x'.repeat(20)}`), 'name', { maxLength: 10 })),
+      'request.invalid',
+    );
   });
 });

@@ -125,7 +125,13 @@ void describe('SSE frames', () => {
 
 void test('errors that carry retryAfterSeconds get a Retry-After header', async () => {
   const router = new Router();
-  router.add({ method: 'GET', path: '/busy', handler: () => { throw new SvcError('HYPERVISOR_UNAVAILABLE', 'circuit open', { retryAfterSeconds: 29.2 }); } });
+  router.add({
+    method: 'GET',
+    path: '/busy',
+    handler: () => {
+      throw new SvcError('HYPERVISOR_UNAVAILABLE', 'circuit open', { retryAfterSeconds: 29.2 });
+    },
+  });
   const r = await inject(router, { method: 'GET', url: '/busy' });
   assert.equal(r.status, 503);
   assert.equal(r.headers['retry-after'], '30');

@@ -17,8 +17,16 @@ const live = (sink: LiveSink, opts: Partial<LiveSubscriberOptions> = {}): LiveSu
   new LiveSubscriber(sink, { slowFrame: encodeSlowSubscriberSse, ...opts });
 
 const enc = new TextEncoder();
-const ev = (id: string, size = 10): { frame: Uint8Array; cursor: string } => ({ frame: enc.encode(`id: ${id}\ndata: ${'x'.repeat(size)}\n\n`), cursor: id });
-const ids = (sink: MemorySseSink): string[] => sink.frames.join('').split('\n').filter((l) => l.startsWith('id: ')).map((l) => l.slice(4));
+const ev = (id: string, size = 10): { frame: Uint8Array; cursor: string } => ({
+  frame: enc.encode(`id: ${id}\ndata: ${'x'.repeat(size)}\n\n`),
+  cursor: id,
+});
+const ids = (sink: MemorySseSink): string[] =>
+  sink.frames
+    .join('')
+    .split('\n')
+    .filter((l) => l.startsWith('id: '))
+    .map((l) => l.slice(4));
 
 void describe('LiveSubscriber joins', () => {
   void test('replay pages go out while live frames are held; resumeLive keeps only the new ones', () => {
@@ -117,21 +125,31 @@ void describe('LiveSubscriber joins', () => {
     // Events 1..n with clock = seq. The actor answers after event `k` was emitted: the replay has
     // events (cursor, k]; live events k+1..n arrive around it. The client gets cursor+1..n exactly once.
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 40 }), fc.nat(40), fc.nat(40), fc.nat(40), fc.integer({ min: 1, max: 7 }), (n, c, k0, subAt0, page) => {
-        const cursor = c % (n + 1);
-        const k = Math.max(cursor, k0 % (n + 1));
-        const subAt = Math.min(k, subAt0 % (n + 1)); // live frames published after subscribing: subAt+1..n
-        const sink = new MemorySseSink();
-        const sub = live(sink, { holdLive: true });
-        for (let s = subAt + 1; s <= k; s++) sub.send(ev(`${s}-${s}`).frame, `${s}-${s}`);
-        const replay = Array.from({ length: k - cursor }, (_, i) => ev(`${cursor + i + 1}-${cursor + i + 1}`));
-        for (let i = 0; i < replay.length; i += page) sub.sendReplay(replay.slice(i, i + page));
-        const mid = Math.floor((k + n) / 2);
-        for (let s = k + 1; s <= mid; s++) sub.send(ev(`${s}-${s}`).frame, `${s}-${s}`);
-        sub.resumeLive([], afterOutputClock(k));
-        for (let s = mid + 1; s <= n; s++) sub.send(ev(`${s}-${s}`).frame, `${s}-${s}`);
-        assert.deepEqual(ids(sink), Array.from({ length: n - cursor }, (_, i) => `${cursor + i + 1}-${cursor + i + 1}`));
-      }),
+      fc.property(
+        fc.integer({ min: 1, max: 40 }),
+        fc.nat(40),
+        fc.nat(40),
+        fc.nat(40),
+        fc.integer({ min: 1, max: 7 }),
+        (n, c, k0, subAt0, page) => {
+          const cursor = c % (n + 1);
+          const k = Math.max(cursor, k0 % (n + 1));
+          const subAt = Math.min(k, subAt0 % (n + 1)); // live frames published after subscribing: subAt+1..n
+          const sink = new MemorySseSink();
+          const sub = live(sink, { holdLive: true });
+          for (let s = subAt + 1; s <= k; s++) sub.send(ev(`${s}-${s}`).frame, `${s}-${s}`);
+          const replay = Array.from({ length: k - cursor }, (_, i) => ev(`${cursor + i + 1}-${cursor + i + 1}`));
+          for (let i = 0; i < replay.length; i += page) sub.sendReplay(replay.slice(i, i + page));
+          const mid = Math.floor((k + n) / 2);
+          for (let s = k + 1; s <= mid; s++) sub.send(ev(`${s}-${s}`).frame, `${s}-${s}`);
+          sub.resumeLive([], afterOutputClock(k));
+          for (let s = mid + 1; s <= n; s++) sub.send(ev(`${s}-${s}`).frame, `${s}-${s}`);
+          assert.deepEqual(
+            ids(sink),
+            Array.from({ length: n - cursor }, (_, i) => `${cursor + i + 1}-${cursor + i + 1}`),
+          );
+        },
+      ),
     );
   });
 });

@@ -21,7 +21,16 @@ function frames(count: number, chunkBytes = 4096): Array<{ frame: Uint8Array; cu
   const out = [];
   for (let seq = 1; seq <= count; seq++) {
     const bytes = new Uint8Array(chunkBytes).fill(0x61 + (seq % 26));
-    const chunk: ReplayChunk = { kind: 'chunk', seq, stream: 'stdout', offset: (seq - 1) * chunkBytes, timestampMs: seq, clock: 1000 + seq, eof: false, bytes };
+    const chunk: ReplayChunk = {
+      kind: 'chunk',
+      seq,
+      stream: 'stdout',
+      offset: (seq - 1) * chunkBytes,
+      timestampMs: seq,
+      clock: 1000 + seq,
+      eof: false,
+      bytes,
+    };
     const ev = live.next(chunk);
     out.push({ frame: encodeOutputSse(ev), cursor: ev.cursor });
   }
@@ -105,7 +114,10 @@ void describe('LiveSubscriber', () => {
     const replay = fs.slice(2, 6);
     sub.resumeLive(replay, afterOutputClock(1006));
     for (const f of fs.slice(8)) sub.send(f.frame, f.cursor);
-    assert.deepEqual(ids(sink), fs.slice(2).map((f) => f.cursor));
+    assert.deepEqual(
+      ids(sink),
+      fs.slice(2).map((f) => f.cursor),
+    );
     assert.equal(sub.holding, false);
   });
 
@@ -120,7 +132,10 @@ void describe('LiveSubscriber', () => {
     assert.equal(sub.closed, false, '20 live frames fit the bound');
     sink.setBackpressure(false);
     for (const f of fs.slice(320)) sub.send(f.frame, f.cursor);
-    assert.deepEqual(ids(sink), fs.map((f) => f.cursor));
+    assert.deepEqual(
+      ids(sink),
+      fs.map((f) => f.cursor),
+    );
     const stalled = new MemorySseSink();
     const sub2 = live(stalled, { holdLive: true, maxQueuedBytes: 256 * 1024, cursor: 'before' });
     stalled.setBackpressure(true);
@@ -129,7 +144,7 @@ void describe('LiveSubscriber', () => {
     assert.equal(sub2.cutOff, true);
   });
 
-  void test('cut off while holding: the error carries the client\'s own cursor', () => {
+  void test("cut off while holding: the error carries the client's own cursor", () => {
     const sink = new MemorySseSink();
     const sub = live(sink, { holdLive: true, maxQueuedBytes: 10_000, cursor: '77-3' });
     for (const f of frames(5)) sub.send(f.frame, f.cursor);
@@ -142,24 +157,32 @@ void describe('LiveSubscriber', () => {
   void test('fast-check: under any backpressure pattern a subscriber gets an in-order prefix, and is either complete or cut off', () => {
     const fs = frames(60, 1000);
     fc.assert(
-      fc.property(fc.array(fc.boolean(), { minLength: 60, maxLength: 60 }), fc.integer({ min: 0, max: 20_000 }), (pressure, maxQueuedBytes) => {
-        const sink = new MemorySseSink();
-        const sub = live(sink, { maxQueuedBytes });
-        fs.forEach((f, i) => {
-          if (pressure[i] !== undefined) sink.setBackpressure(pressure[i]);
-          sub.send(f.frame, f.cursor);
-        });
-        sink.setBackpressure(false);
-        const events = parseSse(sink.frames.join(''));
-        const outputs = events.filter((e) => e.event === 'agent_output').map((e) => e.id);
-        assert.deepEqual(outputs, fs.slice(0, outputs.length).map((f) => f.cursor), 'an in-order prefix, nothing skipped');
-        if (sub.cutOff) {
-          assert.equal(events.at(-1)!.event, 'agent_output.error');
-          assert.equal(events.filter((e) => e.event === 'agent_output.error').length, 1);
-        } else {
-          assert.equal(outputs.length, fs.length);
-        }
-      }),
+      fc.property(
+        fc.array(fc.boolean(), { minLength: 60, maxLength: 60 }),
+        fc.integer({ min: 0, max: 20_000 }),
+        (pressure, maxQueuedBytes) => {
+          const sink = new MemorySseSink();
+          const sub = live(sink, { maxQueuedBytes });
+          fs.forEach((f, i) => {
+            if (pressure[i] !== undefined) sink.setBackpressure(pressure[i]);
+            sub.send(f.frame, f.cursor);
+          });
+          sink.setBackpressure(false);
+          const events = parseSse(sink.frames.join(''));
+          const outputs = events.filter((e) => e.event === 'agent_output').map((e) => e.id);
+          assert.deepEqual(
+            outputs,
+            fs.slice(0, outputs.length).map((f) => f.cursor),
+            'an in-order prefix, nothing skipped',
+          );
+          if (sub.cutOff) {
+            assert.equal(events.at(-1)!.event, 'agent_output.error');
+            assert.equal(events.filter((e) => e.event === 'agent_output.error').length, 1);
+          } else {
+            assert.equal(outputs.length, fs.length);
+          }
+        },
+      ),
       { numRuns: 200 },
     );
   });

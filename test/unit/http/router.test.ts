@@ -97,10 +97,13 @@ void describe('Router.match', () => {
 
   void test('any path matches or fails with a table code, never throws', () => {
     fc.assert(
-      fc.property(fc.array(fc.oneof(fc.string(), fc.constantFrom('api', 'v1', 'agents', '%', '%2', '..', '')), { maxLength: 6 }), (segs) => {
-        const m = r.match('GET', `/${segs.join('/')}`);
-        if (!m.ok) assert.ok(['route.not_found', 'route.method_not_allowed', 'request.invalid'].includes(m.error.code));
-      }),
+      fc.property(
+        fc.array(fc.oneof(fc.string(), fc.constantFrom('api', 'v1', 'agents', '%', '%2', '..', '')), { maxLength: 6 }),
+        (segs) => {
+          const m = r.match('GET', `/${segs.join('/')}`);
+          if (!m.ok) assert.ok(['route.not_found', 'route.method_not_allowed', 'request.invalid'].includes(m.error.code));
+        },
+      ),
     );
   });
 });

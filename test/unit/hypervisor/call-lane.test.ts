@@ -20,13 +20,21 @@ describe('CallLane', () => {
     let inFlight = 0;
     let peak = 0;
     const order: number[] = [];
-    await Promise.all(Array.from({ length: 6 }, (_, i) => lane.run(async () => {
-      inFlight++;
-      peak = Math.max(peak, inFlight);
-      await new Promise((r) => setTimeout(r, 5));
-      inFlight--;
-      order.push(i);
-    }, Date.now() + 10_000, 'op')));
+    await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        lane.run(
+          async () => {
+            inFlight++;
+            peak = Math.max(peak, inFlight);
+            await new Promise((r) => setTimeout(r, 5));
+            inFlight--;
+            order.push(i);
+          },
+          Date.now() + 10_000,
+          'op',
+        ),
+      ),
+    );
     assert.equal(peak, 2);
     assert.deepEqual(order.slice(0, 2).sort(), [0, 1]);
   });
@@ -34,11 +42,17 @@ describe('CallLane', () => {
   test('a call past its deadline is answered at once but keeps its slot until it returns', async () => {
     const lane = new CallLane(1);
     const hung = deferred<string>();
-    await assert.rejects(lane.run(() => hung.promise, Date.now() + 30, 'hung call'), (e: unknown) => e instanceof TimeoutError && /hung call/.test(e.message));
+    await assert.rejects(
+      lane.run(() => hung.promise, Date.now() + 30, 'hung call'),
+      (e: unknown) => e instanceof TimeoutError && /hung call/.test(e.message),
+    );
     assert.equal(lane.stuck, 1);
     assert.equal(lane.active, 1);
     // The next call cannot get the slot and times out waiting.
-    await assert.rejects(lane.run(() => Promise.resolve('x'), Date.now() + 30, 'next'), /waited for a free slot/);
+    await assert.rejects(
+      lane.run(() => Promise.resolve('x'), Date.now() + 30, 'next'),
+      /waited for a free slot/,
+    );
     hung.resolve('late');
     await new Promise((r) => setImmediate(r));
     assert.equal(lane.stuck, 0);
@@ -47,7 +61,10 @@ describe('CallLane', () => {
 
   test('rejections pass through; an abort signal stops the wait', async () => {
     const lane = new CallLane(1);
-    await assert.rejects(lane.run(() => Promise.reject(new Error('nope')), Date.now() + 1000, 'op'), /nope/);
+    await assert.rejects(
+      lane.run(() => Promise.reject(new Error('nope')), Date.now() + 1000, 'op'),
+      /nope/,
+    );
     const hung = deferred<void>();
     const first = lane.run(() => hung.promise, Date.now() + 10_000, 'first');
     const ac = new AbortController();

@@ -4,12 +4,20 @@ import { EventTracker, type SeenDomain } from '../../../src/hypervisor/event-tra
 import type { HypervisorEvent, VmState } from '../../../src/hypervisor/port.js';
 
 const H = 'test:///default';
-const d = (name: string, state: VmState, id: number | null = state === 'stopped' ? null : 1, uuid = `u-${name}`): SeenDomain => ({ name, uuid, state, id });
+const d = (name: string, state: VmState, id: number | null = state === 'stopped' ? null : 1, uuid = `u-${name}`): SeenDomain => ({
+  name,
+  uuid,
+  state,
+  id,
+});
 
 function setup(): { t: EventTracker; events: HypervisorEvent[]; advance: (ms: number) => void } {
   const events: HypervisorEvent[] = [];
   let now = 1_000_000;
-  const t = new EventTracker((e) => events.push(e), () => now);
+  const t = new EventTracker(
+    (e) => events.push(e),
+    () => now,
+  );
   return { t, events, advance: (ms) => void (now += ms) };
 }
 const names = (events: HypervisorEvent[]): string[] => events.map((e) => `${e.type}:${e.vmName}:${e.reason}:${e.source}`);

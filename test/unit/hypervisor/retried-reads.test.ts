@@ -9,7 +9,10 @@ import type { DomainInfo, HypervisorPort } from '../../../src/hypervisor/port.js
 import { withRetriedReads } from '../../../src/hypervisor/retried-reads.js';
 
 const unavailable = (retryAfterSeconds: number): SvcError =>
-  new SvcError('HYPERVISOR_UNAVAILABLE', 'hypervisor test:///default unavailable: get vm took longer than 2000 ms', { host: 'test:///default', retryAfterSeconds });
+  new SvcError('HYPERVISOR_UNAVAILABLE', 'hypervisor test:///default unavailable: get vm took longer than 2000 ms', {
+    host: 'test:///default',
+    retryAfterSeconds,
+  });
 
 /** A port whose get and startDomain fail with the queued errors first, then answer; counts calls. */
 class FlakyPort {

@@ -38,7 +38,13 @@ describe('transitionEvents', () => {
       fc.property(fc.constantFrom(...VM_STATES), fc.constantFrom(...VM_STATES), (a, b) => {
         const ev = types(o(a), o(b));
         if (a === b) assert.deepEqual(ev, []);
-        if (a !== b && known.includes(a) && known.includes(b) && !(a === 'crashed' && b === 'stopped') && !(a === 'shutdown' && b === 'running')) {
+        if (
+          a !== b &&
+          known.includes(a) &&
+          known.includes(b) &&
+          !(a === 'crashed' && b === 'stopped') &&
+          !(a === 'shutdown' && b === 'running')
+        ) {
           assert.ok(ev.length > 0, `${a} → ${b} gave no event`);
         }
       }),

@@ -14,7 +14,10 @@ test('URI kinds', () => {
 });
 
 test('redaction drops passwords and secret-looking query values, keeps the rest', () => {
-  assert.equal(redactUri('qemu+ssh://ops:hunter2@host/system?keyfile=/root/.ssh/id&no_verify=1'), 'qemu+ssh://ops@host/system?keyfile=redacted&no_verify=1');
+  assert.equal(
+    redactUri('qemu+ssh://ops:hunter2@host/system?keyfile=/root/.ssh/id&no_verify=1'),
+    'qemu+ssh://ops@host/system?keyfile=redacted&no_verify=1',
+  );
   assert.equal(redactUri('qemu+tls://host/system?pkipath=/etc/pki'), 'qemu+tls://host/system?pkipath=redacted');
   assert.equal(redactUri('test+unix:///default?socket=/run/x.sock'), 'test+unix:///default?socket=/run/x.sock');
   assert.equal(redactUri('test:///default'), 'test:///default');

@@ -46,7 +46,13 @@ void describe('ensureCa', () => {
     const verify = await openssl(['verify', '-CAfile', 'ca.pem', 'server.pem'], secrets);
     assert.equal(verify.code, 0, verify.out);
     const ext = await openssl(['x509', '-in', 'server.pem', '-noout', '-ext', 'subjectAltName,extendedKeyUsage'], secrets);
-    for (const want of ['DNS:localhost', 'IP Address:127.0.0.1', 'IP Address:0:0:0:0:0:0:0:1', 'URI:spiffe://sandbox.local/server', 'TLS Web Server Authentication']) {
+    for (const want of [
+      'DNS:localhost',
+      'IP Address:127.0.0.1',
+      'IP Address:0:0:0:0:0:0:0:1',
+      'URI:spiffe://sandbox.local/server',
+      'TLS Web Server Authentication',
+    ]) {
       assert.ok(ext.out.includes(want), `server.pem lacks ${want}:\n${ext.out}`);
     }
     const serverDays = (ca.serverNotAfter.getTime() - Date.now()) / DAY_MS;
@@ -135,8 +141,27 @@ void describe('ensureCa', () => {
   void test('adopts a P-256 CA made by openssl and refuses an RSA one', async (t) => {
     const secrets = await tempDir(t);
     const made = await openssl(
-      ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-days', '30',
-        '-subj', '/CN=operator CA', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'],
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:P-256',
+        '-nodes',
+        '-keyout',
+        'ca-key.pem',
+        '-out',
+        'ca.pem',
+        '-days',
+        '30',
+        '-subj',
+        '/CN=operator CA',
+        '-addext',
+        'basicConstraints=critical,CA:TRUE',
+        '-addext',
+        'keyUsage=critical,keyCertSign,cRLSign',
+      ],
       secrets,
     );
     assert.equal(made.code, 0, made.out);
@@ -149,7 +174,10 @@ void describe('ensureCa', () => {
     assert.equal(verify.code, 0, verify.out);
 
     const rsaDir = await tempDir(t);
-    const rsa = await openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=rsa'], rsaDir);
+    const rsa = await openssl(
+      ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=rsa'],
+      rsaDir,
+    );
     assert.equal(rsa.code, 0, rsa.out);
     await chmod(join(rsaDir, 'ca-key.pem'), 0o600);
     await assert.rejects(ensureCa({ secretsDir: rsaDir, trustDomain: TD }), /ECDSA P-256/);
@@ -174,7 +202,10 @@ void describe('client certificates', () => {
     const verify = await openssl(['verify', '-CAfile', 'ca.pem', 'agent.pem'], out);
     assert.equal(verify.code, 0, verify.out);
     assert.match(verify.out, /agent\.pem: OK/);
-    const text = await openssl(['x509', '-in', 'agent.pem', '-noout', '-subject', '-ext', 'subjectAltName,extendedKeyUsage,basicConstraints'], out);
+    const text = await openssl(
+      ['x509', '-in', 'agent.pem', '-noout', '-subject', '-ext', 'subjectAltName,extendedKeyUsage,basicConstraints'],
+      out,
+    );
     assert.match(text.out, /URI:spiffe:\/\/sandbox\.local\/agent\/i-0001/);
     assert.match(text.out, /TLS Web Client Authentication/);
     assert.match(text.out, /CN\s*=\s*agent-i-0001/);
@@ -202,7 +233,11 @@ void describe('client certificates', () => {
     const ca = await createStandaloneCa(TD);
     const out = await tempDir(t);
     for (const bad of ['', '.', '..', '../etc', 'a/b', 'a b', 'x'.repeat(129), 'é', 'a%2f', 'a\nb']) {
-      await assert.rejects(issueAgentCert(ca, { instanceId: bad }), (err: unknown) => err instanceof SvcError && err.code === 'request.invalid', `instance id ${JSON.stringify(bad)}`);
+      await assert.rejects(
+        issueAgentCert(ca, { instanceId: bad }),
+        (err: unknown) => err instanceof SvcError && err.code === 'request.invalid',
+        `instance id ${JSON.stringify(bad)}`,
+      );
       await assert.rejects(writeOperatorBundle(out, ca, { name: bad }), SvcError);
     }
     assert.deepEqual(await readdir(out), []);

@@ -18,10 +18,14 @@ interface Run {
 async function certs(argv: string[], secretsDir: string, trustDomain = 'sandbox.local'): Promise<Run> {
   let stdout = '';
   let stderr = '';
-  const code = await runCertsCommand(argv, { secretsDir, trustDomain }, {
-    stdout: { write: (s: string) => (stdout += s) },
-    stderr: { write: (s: string) => (stderr += s) },
-  });
+  const code = await runCertsCommand(
+    argv,
+    { secretsDir, trustDomain },
+    {
+      stdout: { write: (s: string) => (stdout += s) },
+      stderr: { write: (s: string) => (stderr += s) },
+    },
+  );
   return { code, stdout, stderr };
 }
 

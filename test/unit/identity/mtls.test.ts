@@ -7,7 +7,14 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import tls from 'node:tls';
-import { createStandaloneCa, ensureCa, issueAgentCert, issueOperatorCert, type CaMaterial, type IssuedCert } from '../../../src/identity/ca.js';
+import {
+  createStandaloneCa,
+  ensureCa,
+  issueAgentCert,
+  issueOperatorCert,
+  type CaMaterial,
+  type IssuedCert,
+} from '../../../src/identity/ca.js';
 import { checkAgentMetadata, identityFromPeerCertificate, type PeerIdentity } from '../../../src/identity/spiffe.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -128,7 +135,13 @@ void describe('mTLS handshake with ensureCa material', () => {
   });
 
   void test('the server certificate verifies for localhost, 127.0.0.1 and ::1', async () => {
-    const sock = tls.connect({ host: '127.0.0.1', port, servername: 'localhost', ca: ca.caCertPem, ...creds(await issueAgentCert(ca, { instanceId: 'i-2' })) });
+    const sock = tls.connect({
+      host: '127.0.0.1',
+      port,
+      servername: 'localhost',
+      ca: ca.caCertPem,
+      ...creds(await issueAgentCert(ca, { instanceId: 'i-2' })),
+    });
     const peer = await new Promise<tls.PeerCertificate>((resolve, reject) => {
       sock.once('secureConnect', () => resolve(sock.getPeerCertificate()));
       sock.once('error', reject);

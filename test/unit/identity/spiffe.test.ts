@@ -85,7 +85,7 @@ void describe('parseSpiffeId', () => {
 });
 
 void describe('parseSubjectAltName', () => {
-  void test('splits Node\'s format and unquotes JSON-quoted values', () => {
+  void test("splits Node's format and unquotes JSON-quoted values", () => {
     assert.deepEqual(parseSubjectAltName('DNS:localhost, IP Address:127.0.0.1, URI:spiffe://sandbox.local/server'), [
       { type: 'DNS', value: 'localhost' },
       { type: 'IP Address', value: '127.0.0.1' },
@@ -100,7 +100,10 @@ void describe('parseSubjectAltName', () => {
   void test('returns null for strings it does not understand, and never throws', () => {
     assert.equal(parseSubjectAltName('URI:"unterminated'), null);
     assert.equal(parseSubjectAltName('no colon here'), null);
-    fc.assert(fc.property(fc.string({ unit: 'binary', maxLength: 80 }), (s) => void parseSubjectAltName(s)), { numRuns: 3000 });
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 80 }), (s) => void parseSubjectAltName(s)),
+      { numRuns: 3000 },
+    );
   });
 });
 
@@ -112,13 +115,25 @@ void describe('identityFromPeerCertificate', () => {
   });
 
   void test('reads subjectaltname when no raw DER is given', () => {
-    assert.deepEqual(identityFromPeerCertificate({ subjectaltname: 'URI:spiffe://sandbox.local/agent/i-1' }, TD), { kind: 'agent', instanceId: 'i-1' });
-    assert.deepEqual(identityFromPeerCertificate({ subjectaltname: 'DNS:vm-1, URI:https://example.com/x, URI:spiffe://sandbox.local/agent/i-1' }, TD), {
+    assert.deepEqual(identityFromPeerCertificate({ subjectaltname: 'URI:spiffe://sandbox.local/agent/i-1' }, TD), {
       kind: 'agent',
       instanceId: 'i-1',
     });
-    assert.equal(identityFromPeerCertificate({ subjectaltname: 'URI:spiffe://sandbox.local/agent/a, URI:spiffe://sandbox.local/agent/b' }, TD), null);
-    assert.equal(identityFromPeerCertificate({ subjectaltname: 'URI:spiffe://sandbox.local/agent/a, URI:spiffe://other.local/agent/a' }, TD), null);
+    assert.deepEqual(
+      identityFromPeerCertificate({ subjectaltname: 'DNS:vm-1, URI:https://example.com/x, URI:spiffe://sandbox.local/agent/i-1' }, TD),
+      {
+        kind: 'agent',
+        instanceId: 'i-1',
+      },
+    );
+    assert.equal(
+      identityFromPeerCertificate({ subjectaltname: 'URI:spiffe://sandbox.local/agent/a, URI:spiffe://sandbox.local/agent/b' }, TD),
+      null,
+    );
+    assert.equal(
+      identityFromPeerCertificate({ subjectaltname: 'URI:spiffe://sandbox.local/agent/a, URI:spiffe://other.local/agent/a' }, TD),
+      null,
+    );
     assert.equal(identityFromPeerCertificate({ subjectaltname: 'URI:spiffe://other.local/agent/a' }, TD), null);
     assert.equal(identityFromPeerCertificate({ subjectaltname: 'DNS:localhost' }, TD), null);
   });
@@ -126,7 +141,10 @@ void describe('identityFromPeerCertificate', () => {
   void test('raw DER wins over a subjectaltname string that disagrees', async () => {
     const issued = await issueAgentCert(await createStandaloneCa(TD), { instanceId: 'real' });
     const raw = new X509Certificate(issued.certPem).raw;
-    assert.deepEqual(identityFromPeerCertificate({ raw, subjectaltname: 'URI:spiffe://sandbox.local/agent/forged' }, TD), { kind: 'agent', instanceId: 'real' });
+    assert.deepEqual(identityFromPeerCertificate({ raw, subjectaltname: 'URI:spiffe://sandbox.local/agent/forged' }, TD), {
+      kind: 'agent',
+      instanceId: 'real',
+    });
   });
 
   void test('a URI crafted to smuggle a second SAN entry is refused', async () => {
@@ -143,7 +161,11 @@ void describe('identityFromPeerCertificate', () => {
   });
 
   void test('traversal and empty ids in a real certificate are refused', async () => {
-    for (const value of ['spiffe://sandbox.local/agent/../operator/root', 'spiffe://sandbox.local/agent/', 'spiffe://sandbox.local/operator/']) {
+    for (const value of [
+      'spiffe://sandbox.local/agent/../operator/root',
+      'spiffe://sandbox.local/agent/',
+      'spiffe://sandbox.local/operator/',
+    ]) {
       const raw = await certWithSans([{ type: 'url', value }]);
       assert.equal(identityFromPeerCertificate({ raw }, TD), null, value);
     }
@@ -151,7 +173,13 @@ void describe('identityFromPeerCertificate', () => {
 
   void test('garbage DER is no identity, not an exception', () => {
     assert.equal(identityFromPeerCertificate({ raw: Buffer.from('not a certificate') }, TD), null);
-    fc.assert(fc.property(fc.uint8Array({ minLength: 1, maxLength: 200 }), (bytes) => void identityFromPeerCertificate({ raw: Buffer.from(bytes) }, TD)), { numRuns: 300 });
+    fc.assert(
+      fc.property(
+        fc.uint8Array({ minLength: 1, maxLength: 200 }),
+        (bytes) => void identityFromPeerCertificate({ raw: Buffer.from(bytes) }, TD),
+      ),
+      { numRuns: 300 },
+    );
   });
 });
 

@@ -37,7 +37,11 @@ void describe('debian image build', () => {
   });
 
   void test('the kernel package and release come from the resolved set', () => {
-    assert.deepEqual(kernelOf(inputs.packages), { name: 'linux-image-6.1.0-56-cloud-amd64', version: '6.1.192-2', release: '6.1.0-56-cloud-amd64' });
+    assert.deepEqual(kernelOf(inputs.packages), {
+      name: 'linux-image-6.1.0-56-cloud-amd64',
+      version: '6.1.192-2',
+      release: '6.1.0-56-cloud-amd64',
+    });
     assert.throws(() => kernelOf(['linux-image-cloud-amd64=6.1.192-2']), /no versioned linux-image/);
   });
 
@@ -45,10 +49,19 @@ void describe('debian image build', () => {
     const dir = await mkdtemp(join(tmpdir(), 'sbx-debimg-'));
     try {
       await writeFile(join(dir, 'disk.ext4'), '');
-      const manifest = { kind: 'debian', files: { kernel: 'vmlinux', initrd: 'initrd.img', disk: 'disk.ext4', packages: 'packages.txt' }, cmdline: DEBIAN_CMDLINE };
+      const manifest = {
+        kind: 'debian',
+        files: { kernel: 'vmlinux', initrd: 'initrd.img', disk: 'disk.ext4', packages: 'packages.txt' },
+        cmdline: DEBIAN_CMDLINE,
+      };
       await writeFile(join(dir, 'manifest.json'), JSON.stringify(manifest));
       assert.equal((await readDebianManifest(dir))?.kind, 'debian');
-      assert.deepEqual(await loadBootImage(join(dir, 'disk.ext4')), { kernel: join(dir, 'vmlinux'), initrd: join(dir, 'initrd.img'), cmdline: DEBIAN_CMDLINE, disk: join(dir, 'disk.ext4') });
+      assert.deepEqual(await loadBootImage(join(dir, 'disk.ext4')), {
+        kernel: join(dir, 'vmlinux'),
+        initrd: join(dir, 'initrd.img'),
+        cmdline: DEBIAN_CMDLINE,
+        disk: join(dir, 'disk.ext4'),
+      });
       await rm(join(dir, 'disk.ext4'));
       assert.equal(await readDebianManifest(dir), null, 'a folder without its disk is not reused');
     } finally {
@@ -81,7 +94,17 @@ void describe('debian root helpers', () => {
   void test('the epoch is the newest packaged file under /usr; cleaning leaves a fresh machine', async () => {
     const root = await mkdtemp(join(tmpdir(), 'sbx-root-'));
     try {
-      for (const d of ['var/lib/dpkg/info', 'usr/bin', 'etc', 'var/lib/apt/lists/partial', 'var/cache/apt/archives/partial', 'var/log/apt', 'var/lib/dbus', 'tmp']) await mkdir(join(root, d), { recursive: true });
+      for (const d of [
+        'var/lib/dpkg/info',
+        'usr/bin',
+        'etc',
+        'var/lib/apt/lists/partial',
+        'var/cache/apt/archives/partial',
+        'var/log/apt',
+        'var/lib/dbus',
+        'tmp',
+      ])
+        await mkdir(join(root, d), { recursive: true });
       await writeFile(join(root, 'usr/bin/a'), 'a');
       await writeFile(join(root, 'usr/bin/b'), 'b');
       await utimes(join(root, 'usr/bin/a'), 1_600_000_000, 1_600_000_000);

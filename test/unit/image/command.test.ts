@@ -6,7 +6,14 @@ import { IMAGE_USAGE, parseBuildArgs, runImageCommand } from '../../../src/image
 async function runCmd(argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const code = await runImageCommand(argv, { stdout: (t) => { out += t; }, stderr: (t) => { err += t; } });
+  const code = await runImageCommand(argv, {
+    stdout: (t) => {
+      out += t;
+    },
+    stderr: (t) => {
+      err += t;
+    },
+  });
   return { code, out, err };
 }
 

@@ -3,20 +3,42 @@ import { execFileSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import {
-  CLOUD_CFG, DEBIAN_AGENT_DIR, DEBIAN_NODE_PATH, DISABLED_UNITS, ENABLED_UNITS, ENV_FILTER, FW_CFG_MARKER, FW_CFG_SETUP, INITRAMFS_MODULES, MASKED_UNITS,
-  SANDBOX_AGENT_UNIT, SKIP_WITH_FW_CFG, SKIPPED_WITH_FW_CFG, debianGuestFiles, initramfsFiles,
+  CLOUD_CFG,
+  DEBIAN_AGENT_DIR,
+  DEBIAN_NODE_PATH,
+  DISABLED_UNITS,
+  ENABLED_UNITS,
+  ENV_FILTER,
+  FW_CFG_MARKER,
+  FW_CFG_SETUP,
+  INITRAMFS_MODULES,
+  MASKED_UNITS,
+  SANDBOX_AGENT_UNIT,
+  SKIP_WITH_FW_CFG,
+  SKIPPED_WITH_FW_CFG,
+  debianGuestFiles,
+  initramfsFiles,
 } from '../../../src/image/debian-guest-files.js';
 import { agentEnv, fwCfgFiles } from '../../../src/vms/fw-cfg.js';
 
 const settings = {
-  server: '192.168.213.1:8120', agentId: 'agent-a', instanceId: '0e5c1f7e-7a4b-4c5d-9e1f-2a3b4c5d6e7f', profile: 'basic',
-  hostname: 'agent-a', ipCidr: '192.168.213.10/24', gateway: '192.168.213.1',
+  server: '192.168.213.1:8120',
+  agentId: 'agent-a',
+  instanceId: '0e5c1f7e-7a4b-4c5d-9e1f-2a3b4c5d6e7f',
+  profile: 'basic',
+  hostname: 'agent-a',
+  ipCidr: '192.168.213.10/24',
+  gateway: '192.168.213.1',
 };
 
 /** Runs the guest's agent.env filter with `input` on stdin; its output and the variables it set. */
 function filter(input: string): { out: string; vars: string } {
   const out = execFileSync('sh', ['-c', ENV_FILTER], { input, encoding: 'utf8' });
-  const vars = execFileSync('sh', ['-c', `${ENV_FILTER} >/dev/null\nprintf '%s|' "$SBX_AGENT_ID" "$SBX_INSTANCE_ID" "$SBX_SERVER" "$SBX_HOSTNAME" "$SBX_IP" "$SBX_GW"`], { input, encoding: 'utf8' });
+  const vars = execFileSync(
+    'sh',
+    ['-c', `${ENV_FILTER} >/dev/null\nprintf '%s|' "$SBX_AGENT_ID" "$SBX_INSTANCE_ID" "$SBX_SERVER" "$SBX_HOSTNAME" "$SBX_IP" "$SBX_GW"`],
+    { input, encoding: 'utf8' },
+  );
   return { out, vars };
 }
 
@@ -68,7 +90,13 @@ void describe('debian image guest files', () => {
   void test('cloud-init, networkd and wait-online are skipped with the fw_cfg identity, and cloud-init probes no network datasource', () => {
     assert.deepEqual(parseUnit(SKIP_WITH_FW_CFG).get('Unit')?.get('ConditionPathExists'), [`!${FW_CFG_MARKER}`]);
     const paths = debianGuestFiles().map((f) => f.path);
-    for (const u of ['cloud-init-local.service', 'cloud-init.service', 'cloud-config.service', 'cloud-final.service', 'systemd-networkd-wait-online.service']) {
+    for (const u of [
+      'cloud-init-local.service',
+      'cloud-init.service',
+      'cloud-config.service',
+      'cloud-final.service',
+      'systemd-networkd-wait-online.service',
+    ]) {
       assert.ok(SKIPPED_WITH_FW_CFG.includes(u), u);
       assert.ok(paths.includes(`/etc/systemd/system/${u}.d/sandboxd.conf`), u);
     }
@@ -91,11 +119,23 @@ void describe('debian image guest files', () => {
     const text = agentEnv(settings);
     const r = filter(text);
     assert.equal(r.out, text);
-    assert.equal(r.vars, `${settings.agentId}|${settings.instanceId}|${settings.server}|${settings.hostname}|${settings.ipCidr}|${settings.gateway}|`);
+    assert.equal(
+      r.vars,
+      `${settings.agentId}|${settings.instanceId}|${settings.server}|${settings.hostname}|${settings.ipCidr}|${settings.gateway}|`,
+    );
   });
 
   void test('the guest drops lines that are not plain SBX_ settings, and cannot be made to run anything', () => {
-    const hostile = ['SBX_HOSTNAME=a;touch /tmp/pwned', 'SBX_IP=$(id)', 'PATH=/evil', 'SBX_gw=1.2.3.4', 'SBX_SERVER=`reboot`', 'SBX_AGENT_ID=ok-1', 'garbage', 'SBX_GW='].join('\n');
+    const hostile = [
+      'SBX_HOSTNAME=a;touch /tmp/pwned',
+      'SBX_IP=$(id)',
+      'PATH=/evil',
+      'SBX_gw=1.2.3.4',
+      'SBX_SERVER=`reboot`',
+      'SBX_AGENT_ID=ok-1',
+      'garbage',
+      'SBX_GW=',
+    ].join('\n');
     const r = filter(`${hostile}\n`);
     assert.equal(r.out, 'SBX_AGENT_ID=ok-1\n');
     assert.equal(r.vars, 'ok-1||||||');
@@ -109,22 +149,31 @@ void describe('debian image guest files', () => {
   void test('property: whatever agent.env holds, every line that passes is SBX_NAME=plain-value and came from the input', () => {
     const line = fc.oneof(
       fc.string({ maxLength: 40 }).filter((s) => !s.includes('\n') && !s.includes('\0')),
-      fc.tuple(fc.constantFrom('SBX_IP', 'SBX_SERVER', 'SBX_X', 'sbx_a', 'SBX-Y'), fc.string({ maxLength: 20 }).filter((s) => !s.includes('\n') && !s.includes('\0'))).map(([k, v]) => `${k}=${v}`),
+      fc
+        .tuple(
+          fc.constantFrom('SBX_IP', 'SBX_SERVER', 'SBX_X', 'sbx_a', 'SBX-Y'),
+          fc.string({ maxLength: 20 }).filter((s) => !s.includes('\n') && !s.includes('\0')),
+        )
+        .map(([k, v]) => `${k}=${v}`),
     );
-    fc.assert(fc.property(fc.array(line, { maxLength: 8 }), (lines) => {
-      const input = `${lines.join('\n')}\n`;
-      const out = execFileSync('sh', ['-c', ENV_FILTER], { input, encoding: 'utf8' });
-      for (const l of out.split('\n').filter((x) => x !== '')) {
-        assert.match(l, /^SBX_[A-Z_]*=[A-Za-z0-9_.:/@+-]+$/);
-        assert.ok(lines.includes(l), l);
-      }
-    }), { numRuns: 60 });
+    fc.assert(
+      fc.property(fc.array(line, { maxLength: 8 }), (lines) => {
+        const input = `${lines.join('\n')}\n`;
+        const out = execFileSync('sh', ['-c', ENV_FILTER], { input, encoding: 'utf8' });
+        for (const l of out.split('\n').filter((x) => x !== '')) {
+          assert.match(l, /^SBX_[A-Z_]*=[A-Za-z0-9_.:/@+-]+$/);
+          assert.ok(lines.includes(l), l);
+        }
+      }),
+      { numRuns: 60 },
+    );
   });
 
   void test('initramfs-tools gets a module list (no MODULES=dep in a chroot) with virtio, ext4 and fw_cfg', () => {
     const [conf, modules] = initramfsFiles();
     assert.match(conf?.content ?? '', /^MODULES=list$/m);
-    for (const m of ['virtio_pci', 'virtio_blk', 'virtio_net', 'ext4', 'qemu_fw_cfg']) assert.ok(INITRAMFS_MODULES.includes(m) && (modules?.content ?? '').split('\n').includes(m), m);
+    for (const m of ['virtio_pci', 'virtio_blk', 'virtio_net', 'ext4', 'qemu_fw_cfg'])
+      assert.ok(INITRAMFS_MODULES.includes(m) && (modules?.content ?? '').split('\n').includes(m), m);
   });
 
   void test('every guest file has an absolute path, a sane mode and a final newline', () => {

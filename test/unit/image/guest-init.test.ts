@@ -4,8 +4,13 @@ import { FW_CFG_PREFIX, GUEST_INIT, GUEST_MODULES } from '../../../src/image/gue
 import { agentEnv, fwCfgFiles, pickAddress } from '../../../src/vms/fw-cfg.js';
 
 const settings = {
-  server: '192.168.213.1:8120', agentId: 'agent-a', instanceId: '0e5c1f7e-7a4b-4c5d-9e1f-2a3b4c5d6e7f', profile: 'basic',
-  hostname: 'agent-a', ipCidr: '192.168.213.10/24', gateway: '192.168.213.1',
+  server: '192.168.213.1:8120',
+  agentId: 'agent-a',
+  instanceId: '0e5c1f7e-7a4b-4c5d-9e1f-2a3b4c5d6e7f',
+  profile: 'basic',
+  hostname: 'agent-a',
+  ipCidr: '192.168.213.10/24',
+  gateway: '192.168.213.1',
 };
 
 void describe('minimal guest image', () => {
@@ -44,7 +49,17 @@ void describe('minimal guest image', () => {
 void describe('overlay of a built image', () => {
   void test('is never smaller than its raw base (a truncated ext4 does not mount), and says the base format', async () => {
     const { overlayArgs } = await import('../../../src/vms/qemu-files.js');
-    assert.deepEqual(overlayArgs('/img/disk.ext4', '/v/disk.qcow2', 1, 2 * 1024 ** 3), ['create', '-f', 'qcow2', '-F', 'raw', '-b', '/img/disk.ext4', '/v/disk.qcow2', String(2 * 1024 ** 3)]);
+    assert.deepEqual(overlayArgs('/img/disk.ext4', '/v/disk.qcow2', 1, 2 * 1024 ** 3), [
+      'create',
+      '-f',
+      'qcow2',
+      '-F',
+      'raw',
+      '-b',
+      '/img/disk.ext4',
+      '/v/disk.qcow2',
+      String(2 * 1024 ** 3),
+    ]);
     assert.equal(overlayArgs('/img/disk.ext4', '/v/disk.qcow2', 50, 2 * 1024 ** 3).at(-1), '50G');
     assert.equal(overlayArgs('/img/base.qcow2', '/v/disk.qcow2', 50)[4], 'qcow2');
   });

@@ -52,14 +52,17 @@ void describe('image files', () => {
   void test('files that are not bzImages are refused, never misread', () => {
     assert.throws(() => bzImagePayload(Buffer.alloc(100)), /not a bzImage/);
     assert.throws(() => bzImagePayload(fakeBzImage(Buffer.from('plain text payload'), 1)), /unknown compression/);
-    fc.assert(fc.property(fc.uint8Array({ maxLength: 4096 }), (bytes) => {
-      try {
-        const p = bzImagePayload(Buffer.from(bytes));
-        assert.ok(p.data.length >= 4);
-      } catch (err) {
-        assert.match((err as Error).message, /bzImage/);
-      }
-    }), { numRuns: 300 });
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 4096 }), (bytes) => {
+        try {
+          const p = bzImagePayload(Buffer.from(bytes));
+          assert.ok(p.data.length >= 4);
+        } catch (err) {
+          assert.match((err as Error).message, /bzImage/);
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 
   void test('filesystem UUIDs are stable per hash and well-formed', () => {

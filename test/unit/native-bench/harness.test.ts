@@ -14,23 +14,39 @@ const seenSignals: AbortSignal[] = [];
 const seenSeconds: number[] = [];
 const fake: Record<string, BenchScenario> = {
   quick: {
-    name: 'quick', description: 'resolves at once', unit: 'MB/s', target: { ratioAtLeast: 0.4 },
+    name: 'quick',
+    description: 'resolves at once',
+    unit: 'MB/s',
+    target: { ratioAtLeast: 0.4 },
     run: ({ seconds }) => {
       seenSeconds.push(seconds);
       return Promise.resolve({ value: 42, ceiling: 84, extra: { records: 10, lost: 0, scenario: 'spoofed', ratio: 99 } });
     },
   },
   bare: { name: 'bare', description: 'no ceiling, no target', unit: 'ms', run: () => Promise.resolve({ value: 3.14159, ceiling: null }) },
-  missed: { name: 'missed', description: 'misses its target', unit: 'ms', target: { valueAtMost: 1 }, run: () => Promise.resolve({ value: 7, ceiling: null }) },
+  missed: {
+    name: 'missed',
+    description: 'misses its target',
+    unit: 'ms',
+    target: { valueAtMost: 1 },
+    run: () => Promise.resolve({ value: 7, ceiling: null }),
+  },
   hangs: {
-    name: 'hangs', description: 'never settles and ignores its signal', unit: 'MB/s',
+    name: 'hangs',
+    description: 'never settles and ignores its signal',
+    unit: 'MB/s',
     run: ({ signal }) => {
       seenSignals.push(signal);
       return new Promise(() => undefined);
     },
   },
   throws: { name: 'throws', description: 'rejects', unit: 'MB/s', run: () => Promise.reject(new Error('worker crashed')) },
-  lossy: { name: 'lossy', description: 'reports a problem', unit: 'MB/s', run: () => Promise.resolve({ value: 1, ceiling: 2, problems: ['3 records lost'] }) },
+  lossy: {
+    name: 'lossy',
+    description: 'reports a problem',
+    unit: 'MB/s',
+    run: () => Promise.resolve({ value: 1, ceiling: 2, problems: ['3 records lost'] }),
+  },
   nan: { name: 'nan', description: 'returns garbage', unit: 'MB/s', run: () => Promise.resolve({ value: Number.NaN, ceiling: 1 }) },
 };
 const all = Object.values(fake);
@@ -47,7 +63,10 @@ async function bench(argv: string[], opts: { scenarios?: BenchScenario[]; signal
   });
   const lines = out.split('\n').filter((l) => l !== '');
   return {
-    code, out, err, lines,
+    code,
+    out,
+    err,
+    lines,
     /** stdout parsed as result lines (throws unless every line is JSON) */
     get results(): ResultLine[] {
       return lines.map((l) => JSON.parse(l) as ResultLine);
@@ -111,7 +130,10 @@ void describe('bench harness', () => {
     assert.equal(hardLimitMs(5), 25_000);
   });
 
-  for (const [name, why] of [['throws', /worker crashed/], ['nan', /not a finite number/]] as const) {
+  for (const [name, why] of [
+    ['throws', /worker crashed/],
+    ['nan', /not a finite number/],
+  ] as const) {
     void test(`a scenario that ${name === 'nan' ? 'returns a non-number' : 'rejects'} gets an error line and a non-zero exit`, async () => {
       const r = await bench([name]);
       assert.equal(r.code, EXIT_FAILED);
@@ -160,7 +182,12 @@ void describe('bench harness', () => {
       return Promise.resolve({ scenario: s.name, value: 1, unit: s.unit, ceiling: null, ratio: null, target: null, pass: true });
     };
     let out = '';
-    const deps = { scenarios: [fake.quick!, fake.bare!], stdout: { write: (t: string) => (out += t) }, stderr: { write: () => true }, isolate };
+    const deps = {
+      scenarios: [fake.quick!, fake.bare!],
+      stdout: { write: (t: string) => (out += t) },
+      stderr: { write: () => true },
+      isolate,
+    };
     assert.equal(await runBench([], deps), EXIT_OK);
     assert.deepEqual(isolated, ['quick', 'bare']);
     assert.equal(out.trim().split('\n').length, 2);
@@ -184,7 +211,10 @@ void describe('runIsolated', () => {
     const dir = mkdtempSync(join(tmpdir(), 'bench-iso-'));
     t.after(() => rmSync(dir, { recursive: true, force: true }));
     const good = join(dir, 'good.mjs');
-    writeFileSync(good, `process.stderr.write('progress\\n'); console.log(JSON.stringify({ scenario: process.argv[2], value: 1, unit: 'MB/s', ceiling: 2, ratio: 0.5, target: null, pass: true, args: process.argv.slice(3) }));`);
+    writeFileSync(
+      good,
+      `process.stderr.write('progress\\n'); console.log(JSON.stringify({ scenario: process.argv[2], value: 1, unit: 'MB/s', ceiling: 2, ratio: 0.5, target: null, pass: true, args: process.argv.slice(3) }));`,
+    );
     const line = await runIsolated(good, fake.quick!, 0.5);
     assert.equal(line.value, 1);
     assert.deepEqual(line.args, ['--seconds', '0.5', '--in-process']);

@@ -12,7 +12,12 @@ import { DEADLINE_MS, waitFor } from '../../support/wait.js';
 
 const BASE: LogConfig = { format: 'json', level: 'info', file: null, rotation: 'none', retentionDays: 7 };
 
-function counted(cfg: Partial<LogConfig> = {}): { log: ReturnType<typeof createLogger>; metrics: Metrics; lines: string[]; detach: () => void } {
+function counted(cfg: Partial<LogConfig> = {}): {
+  log: ReturnType<typeof createLogger>;
+  metrics: Metrics;
+  lines: string[];
+  detach: () => void;
+} {
   const lines: string[] = [];
   const destination = new Writable({
     write(chunk: Buffer, _enc, cb) {
@@ -66,7 +71,7 @@ void describe('countErrorLines', () => {
     assert.deepEqual(await errorCounts(metrics), { main: 1 });
   });
 
-  void test('a worker shard\'s forwarded error line counts once; its warn line does not', async () => {
+  void test("a worker shard's forwarded error line counts once; its warn line does not", async () => {
     const { log, metrics, lines } = counted();
     const system = await ActorSystem.start({
       mode: 'workers',
@@ -80,10 +85,14 @@ void describe('countErrorLines', () => {
       await system.call('l-1', 'log', { level: 'warn', msg: 'worker warns' });
       await system.call('l-1', 'log', { level: 'error', msg: 'worker fails' });
       // the worker's lines travel on their own port: wait until both have arrived
-      await waitFor('the worker\'s error line', async () => {
-        await log.flush();
-        return lines.some((l) => l.includes('worker fails'));
-      }, { deadlineMs: DEADLINE_MS.local, intervalMs: 10, lastState: () => JSON.stringify(lines.slice(-5)) });
+      await waitFor(
+        "the worker's error line",
+        async () => {
+          await log.flush();
+          return lines.some((l) => l.includes('worker fails'));
+        },
+        { deadlineMs: DEADLINE_MS.local, intervalMs: 10, lastState: () => JSON.stringify(lines.slice(-5)) },
+      );
       assert.ok(lines.some((l) => l.includes('worker warns')));
       assert.ok(lines.some((l) => l.includes('worker fails')));
       assert.deepEqual(await errorCounts(metrics), { actors: 1 });

@@ -125,7 +125,7 @@ void describe('createLogger', () => {
     for (const line of log.text().trim().split('\n')) JSON.parse(line);
   });
 
-  void test('the caller\'s objects are not modified by redaction', () => {
+  void test("the caller's objects are not modified by redaction", () => {
     const log = logTo();
     const obj = { nested: { password: 'hunter2-password' } };
     log.logger.info(obj, 'x');
@@ -145,16 +145,34 @@ void describe('createLogger', () => {
   });
 
   void test('property: a secret-named key anywhere in a logged object never shows its value', () => {
-    const secretKey = fc.constantFrom('password', 'db_password', 'token', 'agentToken', 'secret', 'apiKey', 'x-api-key', 'private_key', 'key_pem', 'authorization', 'Cookie');
+    const secretKey = fc.constantFrom(
+      'password',
+      'db_password',
+      'token',
+      'agentToken',
+      'secret',
+      'apiKey',
+      'x-api-key',
+      'private_key',
+      'key_pem',
+      'authorization',
+      'Cookie',
+    );
     const plainKey = fc.constantFrom('a', 'b', 'items', 'meta', 'vm', 'cfg');
     fc.assert(
-      fc.property(fc.array(fc.oneof(plainKey, fc.nat(3)), { maxLength: 7 }), secretKey, fc.stringMatching(/^[a-z0-9]{12,24}$/), (path, key, value) => {
-        let leaf: Record<string, unknown> = { [key]: `S3CR3T${value}` };
-        for (const step of [...path].reverse()) leaf = typeof step === 'number' ? { list: Array.from({ length: step + 1 }, () => leaf) } : { [step]: leaf };
-        const log = logTo();
-        log.logger.info(leaf, 'p');
-        assert.ok(!log.text().includes(`S3CR3T${value}`), log.text());
-      }),
+      fc.property(
+        fc.array(fc.oneof(plainKey, fc.nat(3)), { maxLength: 7 }),
+        secretKey,
+        fc.stringMatching(/^[a-z0-9]{12,24}$/),
+        (path, key, value) => {
+          let leaf: Record<string, unknown> = { [key]: `S3CR3T${value}` };
+          for (const step of [...path].reverse())
+            leaf = typeof step === 'number' ? { list: Array.from({ length: step + 1 }, () => leaf) } : { [step]: leaf };
+          const log = logTo();
+          log.logger.info(leaf, 'p');
+          assert.ok(!log.text().includes(`S3CR3T${value}`), log.text());
+        },
+      ),
       { numRuns: 300 },
     );
   });

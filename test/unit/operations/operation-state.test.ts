@@ -16,7 +16,14 @@ function op(now = (): number => 1_700_000_000_000): OperationProgress {
 describe('operation state machine', () => {
   test('a new operation is pending at 0 % with no completed_at, result or error', () => {
     const j = operationJson(op().snapshot());
-    assert.deepEqual(j, { id: 'op-1', type: 'vm_create', status: 'pending', target: 'agent-a', created_at: '2023-11-14T22:13:20.000Z', progress_percent: 0 });
+    assert.deepEqual(j, {
+      id: 'op-1',
+      type: 'vm_create',
+      status: 'pending',
+      target: 'agent-a',
+      created_at: '2023-11-14T22:13:20.000Z',
+      progress_percent: 0,
+    });
   });
 
   test('pending → running → completed: progress climbs, ends at 100 with the result', () => {
@@ -66,7 +73,8 @@ describe('operation state machine', () => {
     assert.deepEqual(OPERATION_STATUS_TABLE.completed, []);
     assert.deepEqual(OPERATION_STATUS_TABLE.failed, []);
     const md = operationStatusTableMarkdown();
-    for (const [from, tos] of Object.entries(OPERATION_STATUS_TABLE)) for (const to of tos) assert.ok(md.includes(`| ${from} | ${to} |`), `${from}->${to}`);
+    for (const [from, tos] of Object.entries(OPERATION_STATUS_TABLE))
+      for (const to of tos) assert.ok(md.includes(`| ${from} | ${to} |`), `${from}->${to}`);
   });
 
   test('any sequence of calls keeps the invariants (property)', () => {
@@ -82,7 +90,14 @@ describe('operation state machine', () => {
         let lastSeq = o.snapshot().seq;
         let lastProgress = 0;
         for (const c of calls) {
-          const changed = c.k === 'start' ? o.start() : c.k === 'progress' ? o.progress(c.p) : c.k === 'complete' ? o.complete({ ok: true }) : o.fail({ code: 'server.internal', message: 'e' });
+          const changed =
+            c.k === 'start'
+              ? o.start()
+              : c.k === 'progress'
+                ? o.progress(c.p)
+                : c.k === 'complete'
+                  ? o.complete({ ok: true })
+                  : o.fail({ code: 'server.internal', message: 'e' });
           const s = o.snapshot();
           assert.ok(OPERATION_STATUSES.includes(s.status));
           assert.equal(s.seq > lastSeq, changed, 'seq grows exactly when something changed');

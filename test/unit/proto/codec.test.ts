@@ -66,7 +66,10 @@ for (const [envelope, oneofName] of ENVELOPES) {
 void describe('Exec messages round trip', () => {
   for (const name of ['ExecRequest', 'ExecOutput']) {
     void test(name, () => {
-      fc.assert(fc.property(messageArbitrary(reflect(name)), (value) => void assertRoundTrip(name, value)), { numRuns: 100 });
+      fc.assert(
+        fc.property(messageArbitrary(reflect(name)), (value) => void assertRoundTrip(name, value)),
+        { numRuns: 100 },
+      );
     });
   }
 });
@@ -157,7 +160,10 @@ void describe('hostile bytes', () => {
 
   for (const name of TARGETS) {
     void test(`${name}: random bytes never crash the decoder`, () => {
-      fc.assert(fc.property(fc.uint8Array({ maxLength: 512 }), (bytes) => decodeSafely(name, bytes)), { numRuns: 2000 });
+      fc.assert(
+        fc.property(fc.uint8Array({ maxLength: 512 }), (bytes) => decodeSafely(name, bytes)),
+        { numRuns: 2000 },
+      );
     });
 
     void test(`${name}: mutated valid messages never crash the decoder`, () => {
@@ -170,7 +176,10 @@ void describe('hostile bytes', () => {
           for (const [at, value] of edits) if (out.length > 0) out[at % out.length] = value;
           return out.subarray(0, out.length === 0 ? 0 : cut % (out.length + 1));
         });
-      fc.assert(fc.property(mutated, (bytes) => decodeSafely(name, bytes)), { numRuns: 1000 });
+      fc.assert(
+        fc.property(mutated, (bytes) => decodeSafely(name, bytes)),
+        { numRuns: 1000 },
+      );
     });
   }
 

@@ -77,7 +77,13 @@ void describe('a grpc-js client built from proto/ alone (@grpc/proto-loader)', (
     }).finish();
     const msg = service.Connect!.requestDeserialize(Buffer.from(bytes)) as {
       payload: string;
-      registration: { agent_id: string; instance_id: string; labels: Record<string, string>; system: { memory_bytes: string; disk_bytes: string }; cursors: { command_id: string; last_seq: string }[] };
+      registration: {
+        agent_id: string;
+        instance_id: string;
+        labels: Record<string, string>;
+        system: { memory_bytes: string; disk_bytes: string };
+        cursors: { command_id: string; last_seq: string }[];
+      };
     };
     assert.equal(msg.payload, 'registration');
     assert.equal(msg.registration.agent_id, 'agent-01');
@@ -90,7 +96,12 @@ void describe('a grpc-js client built from proto/ alone (@grpc/proto-loader)', (
 
   void test('the static code reads what it sends: RegistrationAck, CommandRequest, PtyControl', () => {
     const ack = service.Connect!.responseSerialize({
-      registration_ack: { accepted: true, heartbeat_interval_seconds: 30, server_time_ms: '1700000000000', cursors: [{ command_id: 'c-1', last_seq: '9' }] },
+      registration_ack: {
+        accepted: true,
+        heartbeat_interval_seconds: 30,
+        server_time_ms: '1700000000000',
+        cursors: [{ command_id: 'c-1', last_seq: '9' }],
+      },
     });
     const decodedAck = v1.ManagementMessage.decode(ack);
     assert.equal(decodedAck.payload, 'registrationAck');
@@ -99,27 +110,40 @@ void describe('a grpc-js client built from proto/ alone (@grpc/proto-loader)', (
     assert.equal(decodedAck.registrationAck?.cursors?.[0]?.lastSeq, 9);
 
     const cmd = v1.ManagementMessage.decode(
-      service.Connect!.responseSerialize({ command: { command_id: 'c-2', command: 'bash', args: ['-c', 'echo hi'], allocate_pty: true, pty_cols: 120, env: { A: '1' } } }),
+      service.Connect!.responseSerialize({
+        command: { command_id: 'c-2', command: 'bash', args: ['-c', 'echo hi'], allocate_pty: true, pty_cols: 120, env: { A: '1' } },
+      }),
     );
     assert.equal(cmd.command?.commandId, 'c-2');
     assert.deepEqual(cmd.command?.args, ['-c', 'echo hi']);
     assert.equal(cmd.command?.ptyCols, 120);
     assert.deepEqual({ ...cmd.command?.env }, { A: '1' });
 
-    const sig = v1.ManagementMessage.decode(service.Connect!.responseSerialize({ pty_control: { command_id: 'c-2', signal: { signal_number: 15 } } }));
+    const sig = v1.ManagementMessage.decode(
+      service.Connect!.responseSerialize({ pty_control: { command_id: 'c-2', signal: { signal_number: 15 } } }),
+    );
     assert.ok(sig.ptyControl instanceof v1.PtyControl);
     assert.equal(sig.ptyControl.action, 'signal');
     assert.equal(sig.ptyControl?.signal?.signalNumber, 15);
   });
 
   void test('Exec: request from the foreign client, output from the static code', () => {
-    const req = v1.ExecRequest.decode(service.Exec!.requestSerialize({ agent_id: 'agent-01', command: 'uname', args: ['-a'], timeout_seconds: 5 }));
+    const req = v1.ExecRequest.decode(
+      service.Exec!.requestSerialize({ agent_id: 'agent-01', command: 'uname', args: ['-a'], timeout_seconds: 5 }),
+    );
     assert.equal(req.agentId, 'agent-01');
     assert.deepEqual(req.args, ['-a']);
     assert.equal(req.timeoutSeconds, 5);
 
     const out = service.Exec!.responseDeserialize(
-      Buffer.from(v1.ExecOutput.encode({ stream: v1.ExecOutput.Stream.STREAM_STDERR, data: Buffer.from('oops'), exitCode: 2, complete: true }).finish()),
+      Buffer.from(
+        v1.ExecOutput.encode({
+          stream: v1.ExecOutput.Stream.STREAM_STDERR,
+          data: Buffer.from('oops'),
+          exitCode: 2,
+          complete: true,
+        }).finish(),
+      ),
     ) as { stream: string; data: Buffer; exit_code: number; complete: boolean };
     assert.equal(out.stream, 'STREAM_STDERR');
     assert.equal(out.data.toString(), 'oops');

@@ -75,7 +75,15 @@ describe('dashboard routes', () => {
   });
 
   test('unknown or unsafe asset names are a 404 envelope (or 400 from the router), never a file', async () => {
-    for (const url of ['/assets/nope.js', '/assets/', '/assets/..%2Findex.html', '/assets/.env', '/assets/a%00b', '/assets/sub/app-AAAA1111.js', '/assets/%2e%2e/%2e%2e/etc/passwd']) {
+    for (const url of [
+      '/assets/nope.js',
+      '/assets/',
+      '/assets/..%2Findex.html',
+      '/assets/.env',
+      '/assets/a%00b',
+      '/assets/sub/app-AAAA1111.js',
+      '/assets/%2e%2e/%2e%2e/etc/passwd',
+    ]) {
       const r = await inject(router, { method: 'GET', url });
       assert.ok(r.status === 404 || r.status === 400, `${url}: ${r.status}`);
       const body = r.json() as { error: { code: string } };

@@ -51,7 +51,8 @@ void describe('metrics', () => {
   void test('/metrics serves the Prometheus text format with every spec metric and its type', async () => {
     const { text, contentType } = await scrape();
     assert.match(contentType ?? '', /^text\/plain; version=0\.0\.4/);
-    for (const [name, type] of [...SPEC_4_1_METRICS, ...OUR_METRICS]) assert.ok(text.includes(`# TYPE ${name} ${type}\n`), `${name} ${type}`);
+    for (const [name, type] of [...SPEC_4_1_METRICS, ...OUR_METRICS])
+      assert.ok(text.includes(`# TYPE ${name} ${type}\n`), `${name} ${type}`);
     assert.match(text, /^svc_agents_connected 2$/m);
     assert.match(text, /^process_cpu_user_seconds_total /m);
   });
@@ -75,7 +76,10 @@ void describe('metrics', () => {
       const suffixes = type === 'histogram' ? ['_bucket{', '_sum ', '_count ', '_sum{', '_count{'] : ['{', ' '];
       assert.ok(samples.length > 0, `${name} has samples`);
       for (const l of samples) {
-        assert.ok(suffixes.some((s) => l.startsWith(name + s)), `sample line of ${name}: ${l}`);
+        assert.ok(
+          suffixes.some((s) => l.startsWith(name + s)),
+          `sample line of ${name}: ${l}`,
+        );
       }
     }
     assert.match(text, /^svc_commands_by_result\{result="success"\} 1$/m);

@@ -29,7 +29,10 @@ test('createSessions wires routes, WS routes and reconciliation on a durable sto
       stateDir: join(dir, 'sessions'),
       agents: { get: (id) => (id === 'a1' ? { agentId: 'a1', instanceId: 'i1', connected: true } : undefined) },
       port,
-      transport: { sendSessionQuery: (a) => sent.push(`query ${a}`), sendSessionReconcile: (a, m) => sent.push(`reconcile ${a} kill=${m.killSessionIds.join(',')}`) },
+      transport: {
+        sendSessionQuery: (a) => sent.push(`query ${a}`),
+        sendSessionReconcile: (a, m) => sent.push(`reconcile ${a} kill=${m.killSessionIds.join(',')}`),
+      },
       urls: { httpBaseUrl: 'http://127.0.0.1:8122', wsBaseUrl: 'ws://127.0.0.1:8121' },
       emit: (e) => events.push(e),
       metrics: { sessionReconciliationsTotal: counter, sessionsKilledTotal: counter },
@@ -39,11 +42,17 @@ test('createSessions wires routes, WS routes and reconciliation on a durable sto
     const s = make();
     const router = new Router();
     s.registerRoutes(router);
-    assert.deepEqual(s.wsRoutes.map((r) => r.path), ['/api/v1/sessions/:session_id/pty', '/ws/sessions/:session_id/orchestrate']);
+    assert.deepEqual(
+      s.wsRoutes.map((r) => r.path),
+      ['/api/v1/sessions/:session_id/pty', '/ws/sessions/:session_id/orchestrate'],
+    );
     const created = await inject(router, { method: 'POST', url: '/api/v1/agents/a1/sessions', body: { command: 'vim' } });
     assert.equal(created.status, 200);
     const id = (created.json() as { session_id: string }).session_id;
-    assert.match(started[0] ?? '', /^tmux -L sandboxd -f \/dev\/null start-server ; .* new-session -A -s terminal-[0-9a-f]{8} -x 80 -y 24 -- \/bin\/sh -c vim sandboxd-session$/);
+    assert.match(
+      started[0] ?? '',
+      /^tmux -L sandboxd -f \/dev\/null start-server ; .* new-session -A -s terminal-[0-9a-f]{8} -x 80 -y 24 -- \/bin\/sh -c vim sandboxd-session$/,
+    );
     assert.deepEqual((await inject(router, { method: 'GET', url: '/api/v1/hitl' })).json(), { requests: [] });
     await s.stop();
     await s.stop();
@@ -51,7 +60,14 @@ test('createSessions wires routes, WS routes and reconciliation on a durable sto
     const again = make();
     assert.equal(again.registry.get(id)?.state, 'detached');
     again.agentConnected('a1');
-    assert.ok(again.reconciler.reportReceived('a1', { sessions: [{ sessionId: id, commandId: again.registry.get(id)?.commandId ?? '' }, { sessionId: 'other', commandId: 'x' }] }));
+    assert.ok(
+      again.reconciler.reportReceived('a1', {
+        sessions: [
+          { sessionId: id, commandId: again.registry.get(id)?.commandId ?? '' },
+          { sessionId: 'other', commandId: 'x' },
+        ],
+      }),
+    );
     assert.deepEqual(sent, ['query a1', 'reconcile a1 kill=other']);
     assert.equal(again.registry.get(id)?.state, 'running');
     again.agentDisconnected('a1');

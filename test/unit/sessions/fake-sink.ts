@@ -80,7 +80,13 @@ export class FakeSink implements FrameSink {
   /** Decoded output bytes received (JSON or binary), in order. */
   output(): string {
     return this.frames
-      .map((f) => (f.op === 'pty.output' ? Buffer.from(f['data'] as string, 'base64').toString() : f.op === 'binary' ? (f as { data: Buffer }).data.toString() : ''))
+      .map((f) =>
+        f.op === 'pty.output'
+          ? Buffer.from(f['data'] as string, 'base64').toString()
+          : f.op === 'binary'
+            ? (f as { data: Buffer }).data.toString()
+            : '',
+      )
       .join('');
   }
   seqs(): number[] {

@@ -14,7 +14,7 @@ describe('HITL detector', () => {
   test('recognises the documented prompts at the cursor', () => {
     const cases: [string, string][] = [
       ['$ sudo apt install x\r\n[sudo] password for agent: ', 'sudo'],
-      ['agent@10.0.0.5\'s password: ', 'password'],
+      ["agent@10.0.0.5's password: ", 'password'],
       ["Password for 'https://user@github.com': ", 'password'],
       ["Enter passphrase for key '/home/agent/.ssh/id_ed25519': ", 'password'],
       ['New password:', 'password'],
@@ -34,9 +34,22 @@ describe('HITL detector', () => {
   });
 
   test('shell prompts, ordinary output and mid-line mentions are not prompts', () => {
-    for (const raw of ['agent@vm:~$ ', 'root@vm:/# ', '> ', 'Compiling... 45%', 'the password: field is required', 'build finished', 'Continue? maybe later', '']) {
+    for (const raw of [
+      'agent@vm:~$ ',
+      'root@vm:/# ',
+      '> ',
+      'Compiling... 45%',
+      'the password: field is required',
+      'build finished',
+      'Continue? maybe later',
+      '',
+    ]) {
       assert.equal(kind(`x\r\n${raw}\r\n`), null, JSON.stringify(raw));
-      assert.equal(kind(raw === 'the password: field is required' || raw === 'Continue? maybe later' ? raw : `x\r\n${raw}`), null, JSON.stringify(raw));
+      assert.equal(
+        kind(raw === 'the password: field is required' || raw === 'Continue? maybe later' ? raw : `x\r\n${raw}`),
+        null,
+        JSON.stringify(raw),
+      );
     }
   });
 
@@ -72,8 +85,37 @@ describe('HITL detector', () => {
       }),
       { numRuns: 2000 },
     );
-    const ansi = fc.array(fc.oneof(fc.constantFrom('\x1b[', '\x1b]', '\x1b', '\r', '\n', '\b', '\t', ';', '?', 'H', 'K', 'J', '1', '2', 'Password: ', '[y/N] ', '\x07', '\x1b\\')), { maxLength: 80 }).map((a) => a.join(''));
-    fc.assert(fc.property(ansi, (s) => void detectPrompt(s, 24)), { numRuns: 2000 });
+    const ansi = fc
+      .array(
+        fc.oneof(
+          fc.constantFrom(
+            '\x1b[',
+            '\x1b]',
+            '\x1b',
+            '\r',
+            '\n',
+            '\b',
+            '\t',
+            ';',
+            '?',
+            'H',
+            'K',
+            'J',
+            '1',
+            '2',
+            'Password: ',
+            '[y/N] ',
+            '\x07',
+            '\x1b\\',
+          ),
+        ),
+        { maxLength: 80 },
+      )
+      .map((a) => a.join(''));
+    fc.assert(
+      fc.property(ansi, (s) => void detectPrompt(s, 24)),
+      { numRuns: 2000 },
+    );
   });
 
   test('the tail is bounded and never starts inside a cut escape sequence', () => {
@@ -87,7 +129,12 @@ describe('HITL detector', () => {
 });
 
 describe('HitlService and routes', () => {
-  function setup(): { svc: HitlService; written: string[]; router: Router; sessions: Map<string, { agentId: string; commandId: string; rows: number }> } {
+  function setup(): {
+    svc: HitlService;
+    written: string[];
+    router: Router;
+    sessions: Map<string, { agentId: string; commandId: string; rows: number }>;
+  } {
     const written: string[] = [];
     const sessions = new Map([['s1', { agentId: 'a1', commandId: 'c1', rows: 24 }]]);
     let n = 0;
@@ -113,11 +160,25 @@ describe('HitlService and routes', () => {
   test('a waiting prompt appears in GET /api/v1/hitl; respond writes the answer and Enter, then resolves', async () => {
     const { svc, written, router } = setup();
     svc.output('s1', enc('Reading package lists... Done\r\nDo you want to continue? [Y/n] '));
-    assert.deepEqual((await inject(router, { method: 'GET', url: '/api/v1/hitl' })).json(), { requests: [] }, 'not before the output settles');
+    assert.deepEqual(
+      (await inject(router, { method: 'GET', url: '/api/v1/hitl' })).json(),
+      { requests: [] },
+      'not before the output settles',
+    );
     await settle();
     const list = (await inject(router, { method: 'GET', url: '/api/v1/hitl' })).json();
     assert.deepEqual(list, {
-      requests: [{ id: 'hitl-1', session_id: 's1', agent_id: 'a1', command_id: 'c1', kind: 'confirm', prompt: 'Do you want to continue? [Y/n]', created_at: '2026-01-02T03:04:05.000Z' }],
+      requests: [
+        {
+          id: 'hitl-1',
+          session_id: 's1',
+          agent_id: 'a1',
+          command_id: 'c1',
+          kind: 'confirm',
+          prompt: 'Do you want to continue? [Y/n]',
+          created_at: '2026-01-02T03:04:05.000Z',
+        },
+      ],
     });
     const res = await inject(router, { method: 'POST', url: '/api/v1/hitl/hitl-1/respond', body: { response: 'y' } });
     assert.equal(res.status, 200);
@@ -140,10 +201,16 @@ describe('HitlService and routes', () => {
     svc.output('s1', enc(''));
     svc.output('s1', enc('\x1b[?25h'));
     await settle();
-    assert.deepEqual(svc.list().map((r) => r.id), ['hitl-1']);
+    assert.deepEqual(
+      svc.list().map((r) => r.id),
+      ['hitl-1'],
+    );
     svc.output('s1', enc('\r\nPress Enter to continue'));
     await settle();
-    assert.deepEqual(svc.list().map((r) => [r.id, r.kind]), [['hitl-2', 'press_enter']]);
+    assert.deepEqual(
+      svc.list().map((r) => [r.id, r.kind]),
+      [['hitl-2', 'press_enter']],
+    );
     svc.output('s1', enc('\r\nworking...\r\n'));
     await settle();
     assert.deepEqual(svc.list(), []);

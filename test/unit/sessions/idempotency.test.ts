@@ -39,7 +39,10 @@ describe('IdempotencyCache', () => {
   test('same key, different body: 409 idempotency.key_conflict', async () => {
     const cache = new IdempotencyCache();
     await cache.run('a', 'k', h1, () => Promise.resolve({ status: 200, json: {} }));
-    await assert.rejects(cache.run('a', 'k', h2, () => Promise.resolve({ status: 200, json: {} })), (e: unknown) => e instanceof SvcError && e.code === 'idempotency.key_conflict' && e.httpStatus === 409);
+    await assert.rejects(
+      cache.run('a', 'k', h2, () => Promise.resolve({ status: 200, json: {} })),
+      (e: unknown) => e instanceof SvcError && e.code === 'idempotency.key_conflict' && e.httpStatus === 409,
+    );
   });
 
   test('a duplicate while the first runs: 409 idempotency.in_progress with Retry-After 1', async () => {
@@ -51,7 +54,10 @@ describe('IdempotencyCache', () => {
     const rendered = renderError(err);
     assert.equal(rendered.status, 409);
     assert.equal(rendered.headers['retry-after'], '1');
-    await assert.rejects(cache.run('a', 'k', h2, () => Promise.resolve({ status: 200, json: {} })), (e: unknown) => e instanceof SvcError && e.code === 'idempotency.key_conflict');
+    await assert.rejects(
+      cache.run('a', 'k', h2, () => Promise.resolve({ status: 200, json: {} })),
+      (e: unknown) => e instanceof SvcError && e.code === 'idempotency.key_conflict',
+    );
     gate.resolve({ status: 200, json: { ok: 1 } });
     assert.equal((await first).replayed, false);
     assert.equal((await cache.run('a', 'k', h1, () => Promise.reject(new Error('not run')))).replayed, true);
@@ -99,7 +105,10 @@ describe('IdempotencyCache', () => {
     assert.equal(parseIdempotencyKey({}), undefined);
     assert.equal(parseIdempotencyKey({ 'idempotency-key': 'a'.repeat(255) }), 'a'.repeat(255));
     for (const bad of ['', 'a'.repeat(256), 'has space', 'tab\t', 'ünï']) {
-      assert.throws(() => parseIdempotencyKey({ 'idempotency-key': bad }), (e: unknown) => e instanceof SvcError && e.code === 'request.invalid');
+      assert.throws(
+        () => parseIdempotencyKey({ 'idempotency-key': bad }),
+        (e: unknown) => e instanceof SvcError && e.code === 'request.invalid',
+      );
     }
   });
 

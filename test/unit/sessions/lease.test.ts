@@ -67,7 +67,7 @@ describe('controller lease and membership', () => {
   });
 });
 
-describe('a session client\'s bounded queue (LiveSubscriber over a WebSocket)', () => {
+describe("a session client's bounded queue (LiveSubscriber over a WebSocket)", () => {
   test('a client that stops reading is cut off at the bound with slow_consumer and 4413; the other keeps getting frames', () => {
     const slow = new FakeSink();
     const fast = new FakeSink();
@@ -114,17 +114,24 @@ describe('ReplayBuffer', () => {
 
   test('property: bytes never exceed the bound and seqs stay increasing', () => {
     fc.assert(
-      fc.property(fc.array(fc.tuple(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 0, max: 400 })), { maxLength: 200 }), fc.integer({ min: 0, max: 3000 }), (steps, max) => {
-        const rb = new ReplayBuffer(max);
-        let seq = 0;
-        for (const [gap, len] of steps) {
-          seq += gap;
-          rb.append(seq, new Uint8Array(len));
-          assert.ok(rb.bytes <= max);
-          const seqs = rb.since(undefined).frames.map((f) => f.seq);
-          assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b));
-        }
-      }),
+      fc.property(
+        fc.array(fc.tuple(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 0, max: 400 })), { maxLength: 200 }),
+        fc.integer({ min: 0, max: 3000 }),
+        (steps, max) => {
+          const rb = new ReplayBuffer(max);
+          let seq = 0;
+          for (const [gap, len] of steps) {
+            seq += gap;
+            rb.append(seq, new Uint8Array(len));
+            assert.ok(rb.bytes <= max);
+            const seqs = rb.since(undefined).frames.map((f) => f.seq);
+            assert.deepEqual(
+              seqs,
+              [...seqs].sort((a, b) => a - b),
+            );
+          }
+        },
+      ),
     );
   });
 });

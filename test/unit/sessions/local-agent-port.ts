@@ -40,7 +40,14 @@ export class LocalAgentPort implements SessionAgentPort {
   startPty(_agentId: string, req: PtyCommandRequest): Promise<void> {
     if (!this.connected) return Promise.reject(new SvcError('server.unavailable', 'agent not connected'));
     const [file, ...args] = req.argv;
-    const pty = ptySpawn(file ?? 'false', args, { name: req.term, cols: req.cols, rows: req.rows, cwd: this.#h.dir, env: this.#h.env, encoding: null });
+    const pty = ptySpawn(file ?? 'false', args, {
+      name: req.term,
+      cols: req.cols,
+      rows: req.rows,
+      cwd: this.#h.dir,
+      env: this.#h.env,
+      encoding: null,
+    });
     const run: Running = { pty, req, seq: 0, detached: false };
     this.running.set(req.commandId, run);
     pty.onData((d) => {
@@ -93,7 +100,13 @@ export class LocalAgentPort implements SessionAgentPort {
 
   /** SessionReport.sessions, as the agent builds it from its commands. */
   report(): { commandId: string; sessionId: string; sessionName: string; isPty: boolean; pid: number }[] {
-    return [...this.running.values()].map((r) => ({ commandId: r.req.commandId, sessionId: r.req.sessionId, sessionName: r.req.sessionName, isPty: true, pid: r.pty.pid }));
+    return [...this.running.values()].map((r) => ({
+      commandId: r.req.commandId,
+      sessionId: r.req.sessionId,
+      sessionName: r.req.sessionName,
+      isPty: true,
+      pid: r.pty.pid,
+    }));
   }
 
   /** SessionReconcile: kill the listed sessions (their tmux sessions, whole), answer the ack. */
@@ -105,7 +118,9 @@ export class LocalAgentPort implements SessionAgentPort {
         ack.killedSessionIds.push(id);
         continue;
       }
-      const res = await this.#h.exec(tmuxKillArgv({ socket: this.#h.socket, sessionName: r.req.sessionName, signal: 'TERM', graceSeconds: msg.gracePeriodSeconds }));
+      const res = await this.#h.exec(
+        tmuxKillArgv({ socket: this.#h.socket, sessionName: r.req.sessionName, signal: 'TERM', graceSeconds: msg.gracePeriodSeconds }),
+      );
       (killOutcomeOf(res.exitCode) === 'failed' ? ack.failedToKill : ack.killedSessionIds).push(id);
     }
     return ack;

@@ -1,8 +1,20 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { decodeOutputBinary, encodeBinaryInput, encodeClientFrame, encodeOutputBinary, encodeOutputJson } from '../../../src/sessions/pty-ws-frames.js';
-import { decodeClientFrame, kMaxClientFrameBytes, kMaxInputBytes, type ClientFrame, type JoinFrame } from '../../../src/sessions/pty-ws-protocol.js';
+import {
+  decodeOutputBinary,
+  encodeBinaryInput,
+  encodeClientFrame,
+  encodeOutputBinary,
+  encodeOutputJson,
+} from '../../../src/sessions/pty-ws-frames.js';
+import {
+  decodeClientFrame,
+  kMaxClientFrameBytes,
+  kMaxInputBytes,
+  type ClientFrame,
+  type JoinFrame,
+} from '../../../src/sessions/pty-ws-protocol.js';
 
 const enc = (o: unknown): Uint8Array => new TextEncoder().encode(typeof o === 'string' ? o : JSON.stringify(o));
 const decode = (o: unknown): ReturnType<typeof decodeClientFrame> => decodeClientFrame(enc(o), false);
@@ -22,10 +34,28 @@ const joinArb: fc.Arbitrary<JoinFrame> = fc.record({
   role: fc.option(fc.constantFrom('controller' as const, 'observer' as const), { nil: undefined }),
   sessionBackend: fc.option(fc.string({ maxLength: 32 }), { nil: undefined }),
   sessionClass: fc.option(fc.string({ maxLength: 32 }), { nil: undefined }),
-  argv: fc.option(fc.array(fc.string({ maxLength: 20 }).filter((s) => !s.includes('\0')), { minLength: 1, maxLength: 5 }), { nil: undefined }),
-  cwd: fc.option(fc.string({ maxLength: 20 }).map((s) => `/${s.replace(/\0/g, '')}`), { nil: undefined }),
-  env: fc.option(fc.dictionary(fc.stringMatching(/^[A-Za-z_][A-Za-z0-9_]{0,10}$/), fc.string({ maxLength: 20 }).filter((s) => !s.includes('\0')), { maxKeys: 5 }), { nil: undefined }),
-  terminalSize: fc.option(fc.record({ cols: fc.integer({ min: 1, max: 1000 }), rows: fc.integer({ min: 1, max: 1000 }) }), { nil: undefined }),
+  argv: fc.option(
+    fc.array(
+      fc.string({ maxLength: 20 }).filter((s) => !s.includes('\0')),
+      { minLength: 1, maxLength: 5 },
+    ),
+    { nil: undefined },
+  ),
+  cwd: fc.option(
+    fc.string({ maxLength: 20 }).map((s) => `/${s.replace(/\0/g, '')}`),
+    { nil: undefined },
+  ),
+  env: fc.option(
+    fc.dictionary(
+      fc.stringMatching(/^[A-Za-z_][A-Za-z0-9_]{0,10}$/),
+      fc.string({ maxLength: 20 }).filter((s) => !s.includes('\0')),
+      { maxKeys: 5 },
+    ),
+    { nil: undefined },
+  ),
+  terminalSize: fc.option(fc.record({ cols: fc.integer({ min: 1, max: 1000 }), rows: fc.integer({ min: 1, max: 1000 }) }), {
+    nil: undefined,
+  }),
   replayFrom: fc.option(fc.maxSafeNat(), { nil: undefined }),
   binaryOutput: fc.boolean(),
   clientLabel: fc.option(fc.string({ maxLength: 128 }), { nil: undefined }),
@@ -34,21 +64,40 @@ const joinArb: fc.Arbitrary<JoinFrame> = fc.record({
 const frameArb: fc.Arbitrary<ClientFrame> = fc.oneof(
   joinArb,
   fc.uint8Array({ maxLength: 512 }).map((data) => ({ op: 'pty.session_input' as const, data })),
-  fc.record({ op: fc.constant('pty.session_resize' as const), cols: fc.integer({ min: 1, max: 1000 }), rows: fc.integer({ min: 1, max: 1000 }) }),
+  fc.record({
+    op: fc.constant('pty.session_resize' as const),
+    cols: fc.integer({ min: 1, max: 1000 }),
+    rows: fc.integer({ min: 1, max: 1000 }),
+  }),
   fc.record({ op: fc.constant('pty.request_role' as const), role: fc.constantFrom('controller' as const, 'observer' as const) }),
   fc.constant({ op: 'pty.leave_session' as const }),
-  fc.record({ op: fc.constantFrom('ping' as const, 'pong' as const), id: fc.option(fc.oneof(fc.string({ maxLength: 64 }), fc.integer()), { nil: undefined }) }),
+  fc.record({
+    op: fc.constantFrom('ping' as const, 'pong' as const),
+    id: fc.option(fc.oneof(fc.string({ maxLength: 64 }), fc.integer()), { nil: undefined }),
+  }),
 );
 
 describe('pty-ws.v1 client frames', () => {
   test('valid frames decode to their typed form', () => {
-    const j = decode({ op: 'pty.join_session', role: 'controller', terminal_size: { cols: 120, rows: 40 }, replay_from: 17, binary_output: true });
+    const j = decode({
+      op: 'pty.join_session',
+      role: 'controller',
+      terminal_size: { cols: 120, rows: 40 },
+      replay_from: 17,
+      binary_output: true,
+    });
     assert.ok(j.ok && j.frame.op === 'pty.join_session');
-    assert.deepEqual([j.frame.role, j.frame.terminalSize, j.frame.replayFrom, j.frame.binaryOutput], ['controller', { cols: 120, rows: 40 }, 17, true]);
+    assert.deepEqual(
+      [j.frame.role, j.frame.terminalSize, j.frame.replayFrom, j.frame.binaryOutput],
+      ['controller', { cols: 120, rows: 40 }, 17, true],
+    );
     const i = decode({ op: 'pty.session_input', data: Buffer.from('ls\r').toString('base64') });
     assert.ok(i.ok && i.frame.op === 'pty.session_input');
     assert.equal(Buffer.from(i.frame.data).toString(), 'ls\r');
-    assert.deepEqual(decode({ op: 'pty.session_resize', cols: 100, rows: 30 }), { ok: true, frame: { op: 'pty.session_resize', cols: 100, rows: 30 } });
+    assert.deepEqual(decode({ op: 'pty.session_resize', cols: 100, rows: 30 }), {
+      ok: true,
+      frame: { op: 'pty.session_resize', cols: 100, rows: 30 },
+    });
     assert.deepEqual(decode({ op: 'ping', id: 'x' }), { ok: true, frame: { op: 'ping', id: 'x' } });
     const b = decodeClientFrame(encodeBinaryInput(new Uint8Array([3])), true);
     assert.ok(b.ok && b.frame.op === 'pty.session_input');
@@ -89,7 +138,10 @@ describe('pty-ws.v1 client frames', () => {
     assert.equal((decodeClientFrame(new Uint8Array([0xff, 0xfe]), false) as { code: string }).code, 'malformed_frame');
     assert.equal((decodeClientFrame(new Uint8Array([1, 2, 3, 4, 5]), true) as { code: string }).code, 'malformed_frame');
     assert.equal((decodeClientFrame(new Uint8Array(kMaxClientFrameBytes + 1), false) as { code: string }).code, 'frame_too_large');
-    assert.equal((decodeClientFrame(encodeBinaryInput(new Uint8Array(kMaxInputBytes + 1)), true) as { code: string }).code, 'frame_too_large');
+    assert.equal(
+      (decodeClientFrame(encodeBinaryInput(new Uint8Array(kMaxInputBytes + 1)), true) as { code: string }).code,
+      'frame_too_large',
+    );
   });
 
   test('fuzz: arbitrary bytes, strings and JSON never throw', () => {
@@ -107,7 +159,26 @@ describe('pty-ws.v1 client frames', () => {
       { numRuns: 2000 },
     );
     const opLike = fc.record(
-      { op: fc.constantFrom('pty.join_session', 'pty.session_input', 'pty.session_resize', 'pty.request_role', 'pty.leave_session', 'ping', 'pong'), role: fc.jsonValue(), data: fc.jsonValue(), cols: fc.jsonValue(), rows: fc.jsonValue(), terminal_size: fc.jsonValue(), env: fc.jsonValue(), argv: fc.jsonValue(), id: fc.jsonValue(), replay_from: fc.jsonValue() },
+      {
+        op: fc.constantFrom(
+          'pty.join_session',
+          'pty.session_input',
+          'pty.session_resize',
+          'pty.request_role',
+          'pty.leave_session',
+          'ping',
+          'pong',
+        ),
+        role: fc.jsonValue(),
+        data: fc.jsonValue(),
+        cols: fc.jsonValue(),
+        rows: fc.jsonValue(),
+        terminal_size: fc.jsonValue(),
+        env: fc.jsonValue(),
+        argv: fc.jsonValue(),
+        id: fc.jsonValue(),
+        replay_from: fc.jsonValue(),
+      },
       { requiredKeys: ['op'] },
     );
     fc.assert(

@@ -60,13 +60,17 @@ async function connect(url: string, protocols?: string[]): Promise<Conn> {
     outputBytes: () => outBytes,
     send: (f) => ws.send(encodeClientFrame(f)),
     next(op) {
-      return waitFor(`a ${op} frame`, () => {
-        while (read < frames.length) {
-          const f = frames[read++];
-          if (f?.['op'] === op) return f;
-        }
-        return undefined;
-      }, { deadlineMs: DEADLINE_MS.local, intervalMs: 5, lastState: () => `frames ${frames.map((x) => String(x['op'])).join(',')}` });
+      return waitFor(
+        `a ${op} frame`,
+        () => {
+          while (read < frames.length) {
+            const f = frames[read++];
+            if (f?.['op'] === op) return f;
+          }
+          return undefined;
+        },
+        { deadlineMs: DEADLINE_MS.local, intervalMs: 5, lastState: () => `frames ${frames.map((x) => String(x['op'])).join(',')}` },
+      );
     },
   };
 }
@@ -81,7 +85,20 @@ function refusedStatus(url: string, protocols?: string[]): Promise<number> {
 }
 
 function join(over: Partial<JoinFrame> = {}): JoinFrame {
-  return { op: 'pty.join_session', role: undefined, sessionBackend: undefined, sessionClass: undefined, argv: undefined, cwd: undefined, env: undefined, terminalSize: undefined, replayFrom: undefined, binaryOutput: false, clientLabel: undefined, ...over };
+  return {
+    op: 'pty.join_session',
+    role: undefined,
+    sessionBackend: undefined,
+    sessionClass: undefined,
+    argv: undefined,
+    cwd: undefined,
+    env: undefined,
+    terminalSize: undefined,
+    replayFrom: undefined,
+    binaryOutput: false,
+    clientLabel: undefined,
+    ...over,
+  };
 }
 
 describe('session WebSocket routes over real sockets', { timeout: 120_000 }, () => {
@@ -101,7 +118,13 @@ describe('session WebSocket routes over real sockets', { timeout: 120_000 }, () 
   hubs.set('s1', hub);
 
   before(async () => {
-    listener = await startHttpListener({ host: '127.0.0.1', port: 0, router: new Router(), logger: pino({ level: 'silent' }), wsRoutes: sessionWsRoutes({ hub: (id) => hubs.get(id) }) });
+    listener = await startHttpListener({
+      host: '127.0.0.1',
+      port: 0,
+      router: new Router(),
+      logger: pino({ level: 'silent' }),
+      wsRoutes: sessionWsRoutes({ hub: (id) => hubs.get(id) }),
+    });
     base = `ws://127.0.0.1:${listener.port}`;
   });
   after(async () => {

@@ -40,7 +40,16 @@ class Counter {
 
 const KNOWN = [rec({ sessionId: 's-run' }), rec({ sessionId: 's-lost' }), rec({ sessionId: 's-tmux', sessionName: 'build' })];
 const REPORT = wireReport([
-  { commandId: 'cmd-s-run', sessionId: 's-run', sessionName: 'terminal-s-run', sessionType: v1.SessionType.INTERACTIVE, command: 'tmux -L sandboxd new-session …', pid: 100, isPty: true, startedAtMs: 1 },
+  {
+    commandId: 'cmd-s-run',
+    sessionId: 's-run',
+    sessionName: 'terminal-s-run',
+    sessionType: v1.SessionType.INTERACTIVE,
+    command: 'tmux -L sandboxd new-session …',
+    pid: 100,
+    isPty: true,
+    startedAtMs: 1,
+  },
   { commandId: 'tmux:build', sessionName: 'build', sessionType: v1.SessionType.INTERACTIVE, isPty: true },
   { commandId: 'cmd-stranger', sessionId: 'stranger', sessionName: 'evil', sessionType: v1.SessionType.INTERACTIVE, isPty: true, pid: 200 },
   { commandId: 'task-cmd-9', sessionName: 'task-9', sessionType: v1.SessionType.HEADLESS, pid: 300 },
@@ -50,14 +59,32 @@ const REPORT = wireReport([
 describe('reconciliation plan', () => {
   test('known sessions are kept (by id, command or tmux name), unknown ones killed, the rest re-attached', () => {
     const plan = planReconcile(KNOWN, REPORT, (cmd) => cmd.startsWith('task-'));
-    assert.deepEqual(plan.keep.map((k) => [k.id, k.sessionId]), [['s-run', 's-run'], ['tmux:build', 's-tmux'], ['task-cmd-9', undefined]]);
-    assert.deepEqual(plan.kill.map((k) => k.id), ['stranger']);
+    assert.deepEqual(
+      plan.keep.map((k) => [k.id, k.sessionId]),
+      [
+        ['s-run', 's-run'],
+        ['tmux:build', 's-tmux'],
+        ['task-cmd-9', undefined],
+      ],
+    );
+    assert.deepEqual(
+      plan.kill.map((k) => k.id),
+      ['stranger'],
+    );
     assert.deepEqual(plan.running, ['s-run']);
     assert.deepEqual(plan.reattach, ['s-lost', 's-tmux']);
     const msg = reconcileMessage(plan);
-    assert.deepEqual(msg, { keepSessionIds: ['s-run', 'tmux:build', 'task-cmd-9'], killSessionIds: ['stranger'], killUnrecognized: false, gracePeriodSeconds: 5 });
+    assert.deepEqual(msg, {
+      keepSessionIds: ['s-run', 'tmux:build', 'task-cmd-9'],
+      killSessionIds: ['stranger'],
+      killUnrecognized: false,
+      gracePeriodSeconds: 5,
+    });
     const back = v1.SessionReconcile.decode(v1.SessionReconcile.encode(v1.SessionReconcile.create(msg)).finish());
-    assert.deepEqual([back.keepSessionIds, back.killSessionIds, back.killUnrecognized, back.gracePeriodSeconds], [msg.keepSessionIds, msg.killSessionIds, false, 5]);
+    assert.deepEqual(
+      [back.keepSessionIds, back.killSessionIds, back.killUnrecognized, back.gracePeriodSeconds],
+      [msg.keepSessionIds, msg.killSessionIds, false, 5],
+    );
   });
 
   test('an empty report keeps nothing, kills nothing and re-attaches every known session', () => {
@@ -69,18 +96,23 @@ describe('reconciliation plan', () => {
   test('property: every reported id is in exactly one of keep and kill; known ids are never killed', () => {
     const ids = fc.constantFrom('s-run', 's-lost', 's-tmux', 'x1', 'x2', 'tmux:build', 'tmux:other', '');
     fc.assert(
-      fc.property(fc.array(fc.record({ sessionId: ids, commandId: fc.constantFrom('cmd-s-run', 'cmd-s-lost', 'c9', 'tmux:build', '') }), { maxLength: 12 }), (sessions) => {
-        const plan = planReconcile(KNOWN, { sessions });
-        const keep = new Set(plan.keep.map((k) => k.id));
-        const kill = new Set(plan.kill.map((k) => k.id));
-        for (const id of keep) assert.ok(!kill.has(id));
-        for (const s of sessions) {
-          const id = s.sessionId || s.commandId;
-          if (id === '') continue;
-          assert.ok(keep.has(id) !== kill.has(id));
-          if (KNOWN.some((r) => r.sessionId === s.sessionId || r.commandId === s.commandId)) assert.ok(keep.has(id), id);
-        }
-      }),
+      fc.property(
+        fc.array(fc.record({ sessionId: ids, commandId: fc.constantFrom('cmd-s-run', 'cmd-s-lost', 'c9', 'tmux:build', '') }), {
+          maxLength: 12,
+        }),
+        (sessions) => {
+          const plan = planReconcile(KNOWN, { sessions });
+          const keep = new Set(plan.keep.map((k) => k.id));
+          const kill = new Set(plan.kill.map((k) => k.id));
+          for (const id of keep) assert.ok(!kill.has(id));
+          for (const s of sessions) {
+            const id = s.sessionId || s.commandId;
+            if (id === '') continue;
+            assert.ok(keep.has(id) !== kill.has(id));
+            if (KNOWN.some((r) => r.sessionId === s.sessionId || r.commandId === s.commandId)) assert.ok(keep.has(id), id);
+          }
+        },
+      ),
     );
   });
 });
@@ -94,19 +126,28 @@ describe('ReconcileRun events', () => {
     const r = run.reportReceived(REPORT, KNOWN, { isKnownCommand: (c) => c.startsWith('task-') });
     assert.ok(r);
     assert.equal(run.reportReceived(REPORT, KNOWN), null, 'a second report is ignored');
-    const ack = v1.SessionReconcileAck.decode(v1.SessionReconcileAck.encode({ agentId: 'agent-1', killedSessionIds: ['stranger'], keptSessionIds: ['s-run', 'tmux:build', 'task-cmd-9'] }).finish());
+    const ack = v1.SessionReconcileAck.decode(
+      v1.SessionReconcileAck.encode({
+        agentId: 'agent-1',
+        killedSessionIds: ['stranger'],
+        keptSessionIds: ['s-run', 'tmux:build', 'task-cmd-9'],
+      }).finish(),
+    );
     assert.ok(run.ackReceived(ack));
     assert.equal(run.ackReceived(ack), false);
-    assert.deepEqual(events.map((e) => e.event_type), [
-      'session.query_sent',
-      'session.report_received',
-      'session.reconcile_started',
-      'session.preserved',
-      'session.preserved',
-      'session.preserved',
-      'session.killed',
-      'session.reconcile_complete',
-    ]);
+    assert.deepEqual(
+      events.map((e) => e.event_type),
+      [
+        'session.query_sent',
+        'session.report_received',
+        'session.reconcile_started',
+        'session.preserved',
+        'session.preserved',
+        'session.preserved',
+        'session.killed',
+        'session.reconcile_complete',
+      ],
+    );
     assert.ok(events.every((e) => e.agent_id === 'agent-1'));
     assert.equal(events[6]?.details['session_id'], 'stranger');
     assert.equal(events[4]?.details['reattach'], true, 'the tmux-only session is preserved and re-attached');
@@ -125,14 +166,24 @@ describe('ReconcileRun events', () => {
 });
 
 describe('SessionReconciler timers and transport', () => {
-  function setup(over: { reportTimeoutMs?: number; ackTimeoutMs?: number } = {}): { r: SessionReconciler; sent: string[]; events: string[] } {
+  function setup(over: { reportTimeoutMs?: number; ackTimeoutMs?: number } = {}): {
+    r: SessionReconciler;
+    sent: string[];
+    events: string[];
+  } {
     const sent: string[] = [];
     const events: string[] = [];
     const transport: ReconcileTransport = {
       sendSessionQuery: (a, q) => sent.push(`query:${a}:${String(q.reportAll)}`),
       sendSessionReconcile: (a, m) => sent.push(`reconcile:${a}:${m.killSessionIds.join(',')}`),
     };
-    const r = new SessionReconciler({ sessions: { listByAgent: () => KNOWN }, transport, emit: (e) => events.push(`${e.event_type}:${String((e.details['reason'] as string | undefined) ?? '')}`), graceSeconds: 1, ...over });
+    const r = new SessionReconciler({
+      sessions: { listByAgent: () => KNOWN },
+      transport,
+      emit: (e) => events.push(`${e.event_type}:${String((e.details['reason'] as string | undefined) ?? '')}`),
+      graceSeconds: 1,
+      ...over,
+    });
     return { r, sent, events };
   }
 
@@ -141,7 +192,10 @@ describe('SessionReconciler timers and transport', () => {
     const sent: string[] = [];
     const r = new SessionReconciler({
       sessions: { listByAgent: () => KNOWN },
-      transport: { sendSessionQuery: () => sent.push('query'), sendSessionReconcile: (_a, m) => sent.push(`reconcile grace=${m.gracePeriodSeconds}`) },
+      transport: {
+        sendSessionQuery: () => sent.push('query'),
+        sendSessionReconcile: (_a, m) => sent.push(`reconcile grace=${m.gracePeriodSeconds}`),
+      },
       emit: () => undefined,
       onPlan: (a, p) => plans.push(`${a}:${p.reattach.join(',')}`),
     });

@@ -7,7 +7,20 @@ import { DEADLINE_MS, waitFor } from '../../support/wait.js';
 import { FakeSink } from './fake-sink.js';
 
 function join(over: Partial<JoinFrame> = {}): JoinFrame {
-  return { op: 'pty.join_session', role: undefined, sessionBackend: undefined, sessionClass: undefined, argv: undefined, cwd: undefined, env: undefined, terminalSize: undefined, replayFrom: undefined, binaryOutput: false, clientLabel: undefined, ...over };
+  return {
+    op: 'pty.join_session',
+    role: undefined,
+    sessionBackend: undefined,
+    sessionClass: undefined,
+    argv: undefined,
+    cwd: undefined,
+    env: undefined,
+    terminalSize: undefined,
+    replayFrom: undefined,
+    binaryOutput: false,
+    clientLabel: undefined,
+    ...over,
+  };
 }
 
 interface Rig {
@@ -65,7 +78,10 @@ describe('SessionHub', () => {
     assert.equal(hello?.op, 'binding_hello');
     assert.equal(hello?.['binding'], 'pty-ws.v1');
     const host = hello?.['session_host'] as { backends: { session_backend: string; session_class: string; supported: boolean }[] };
-    assert.deepEqual(host.backends.filter((b) => b.supported).map((b) => `${b.session_backend}/${b.session_class}`), ['tmux/managed']);
+    assert.deepEqual(
+      host.backends.filter((b) => b.supported).map((b) => `${b.session_backend}/${b.session_class}`),
+      ['tmux/managed'],
+    );
     assert.ok(host.backends.some((b) => b.session_backend === 'native' && b.session_class === 'direct' && !b.supported));
     assert.deepEqual((hello?.['session'] as { current_seq: number }).current_seq, 0);
     assert.ok((hello?.['supported_operations'] as string[]).includes('pty.join_session'));
@@ -76,8 +92,14 @@ describe('SessionHub', () => {
     const ctl = connect(join({ role: 'controller' }));
     const obs = connect(join());
     const ctl2 = connect(join({ role: 'controller' }));
-    assert.deepEqual([ctl.last('pty.role_assigned')?.['role'], ctl.last('pty.role_assigned')?.['requested_role']], ['controller', 'controller']);
-    assert.deepEqual([obs.last('pty.role_assigned')?.['role'], obs.last('pty.role_assigned')?.['requested_role']], ['observer', 'observer']);
+    assert.deepEqual(
+      [ctl.last('pty.role_assigned')?.['role'], ctl.last('pty.role_assigned')?.['requested_role']],
+      ['controller', 'controller'],
+    );
+    assert.deepEqual(
+      [obs.last('pty.role_assigned')?.['role'], obs.last('pty.role_assigned')?.['requested_role']],
+      ['observer', 'observer'],
+    );
     const r2 = ctl2.last('pty.role_assigned');
     assert.deepEqual([r2?.['role'], r2?.['requested_role'], r2?.['reason']], ['observer', 'controller', 'lease_held']);
     hub.handle(ctl, { op: 'pty.session_input', data: text('echo hi\r') });
@@ -98,17 +120,26 @@ describe('SessionHub', () => {
     assert.deepEqual(inputs, []);
     assert.deepEqual(resizes, []);
     const errs = obs.all('error');
-    assert.deepEqual(errs.map((e) => [e['code'], e['fatal']]), [['input_not_permitted', false], ['input_not_permitted', false]]);
+    assert.deepEqual(
+      errs.map((e) => [e['code'], e['fatal']]),
+      [
+        ['input_not_permitted', false],
+        ['input_not_permitted', false],
+      ],
+    );
     assert.equal(obs.closed, false);
   });
 
-  test('the controller\'s join size and resizes reach the PTY and every client learns the size', () => {
+  test("the controller's join size and resizes reach the PTY and every client learns the size", () => {
     const { hub, resizes, connect } = rig();
     const obs = connect(join());
     const ctl = connect(join({ role: 'controller', terminalSize: { cols: 120, rows: 40 } }));
     hub.handle(ctl, { op: 'pty.session_resize', cols: 100, rows: 30 });
     assert.deepEqual(resizes, ['120x40', '100x30']);
-    assert.deepEqual(obs.all('pty.resize').map((f) => `${String(f['cols'])}x${String(f['rows'])}`), ['120x40', '100x30']);
+    assert.deepEqual(
+      obs.all('pty.resize').map((f) => `${String(f['cols'])}x${String(f['rows'])}`),
+      ['120x40', '100x30'],
+    );
     assert.deepEqual(hub.terminalSize, { cols: 100, rows: 30 });
   });
 
@@ -155,7 +186,10 @@ describe('SessionHub', () => {
     for (let seq = 1; seq <= 100; seq++) hub.output(seq, chunk);
     assert.equal(slow.closeCode, 4413);
     assert.equal(slow.last('error')?.['code'], 'slow_consumer');
-    assert.deepEqual(fast.seqs(), Array.from({ length: 100 }, (_, i) => i + 1));
+    assert.deepEqual(
+      fast.seqs(),
+      Array.from({ length: 100 }, (_, i) => i + 1),
+    );
     assert.deepEqual(hub.membership().controllers, []);
     hub.handle(slow, { op: 'pty.session_input', data: text('x') });
     assert.deepEqual(inputs, []);
@@ -180,7 +214,13 @@ describe('SessionHub', () => {
 
   test('unsupported selections fail closed before anything reaches the PTY (4501)', () => {
     const { connect, inputs, resizes } = rig();
-    for (const sel of [{ sessionBackend: 'screen' }, { sessionClass: 'direct' }, { argv: ['/bin/sh'] }, { env: { A: 'b' } }, { cwd: '/tmp' }]) {
+    for (const sel of [
+      { sessionBackend: 'screen' },
+      { sessionClass: 'direct' },
+      { argv: ['/bin/sh'] },
+      { env: { A: 'b' } },
+      { cwd: '/tmp' },
+    ]) {
       const c = connect(join({ role: 'controller', terminalSize: { cols: 10, rows: 5 }, ...sel }));
       assert.equal(c.closeCode, 4501, JSON.stringify(sel));
       assert.equal(c.last('error')?.['code'], 'unsupported_selection');
@@ -223,7 +263,12 @@ describe('SessionHub', () => {
     const { hub, connect } = rig();
     const c = connect(join());
     hub.setStatus('detached', false);
-    assert.deepEqual(c.last('pty.session_status'), { op: 'pty.session_status', session_id: 's1', state: 'detached', agent_connected: false });
+    assert.deepEqual(c.last('pty.session_status'), {
+      op: 'pty.session_status',
+      session_id: 's1',
+      state: 'detached',
+      agent_connected: false,
+    });
     const late = connect(join());
     assert.equal(late.last('pty.session_status')?.['state'], 'detached');
     hub.close(0, 'exited');
@@ -234,15 +279,23 @@ describe('SessionHub', () => {
     assert.equal(hub.clientCount, 0);
   });
 
-  test('the hub\'s own timer pings and reaps (unref\'d interval)', async () => {
+  test("the hub's own timer pings and reaps (unref'd interval)", async () => {
     const pinging = rig({ pingIntervalMs: 20, pongTimeoutMs: 60_000, now: Date.now });
     const c = pinging.connect(join());
-    await waitFor('two pings from the hub\'s own timer', () => c.all('ping').length >= 2, { deadlineMs: DEADLINE_MS.local, intervalMs: 10, lastState: () => c.describe() });
+    await waitFor("two pings from the hub's own timer", () => c.all('ping').length >= 2, {
+      deadlineMs: DEADLINE_MS.local,
+      intervalMs: 10,
+      lastState: () => c.describe(),
+    });
     assert.equal(c.closed, false);
     pinging.hub.close(null, 'test over');
     const reaping = rig({ pingIntervalMs: 20, pongTimeoutMs: 50, now: Date.now });
     const d = reaping.connect(join());
-    await waitFor('the silent client to be reaped after its pong timeout', () => d.closed, { deadlineMs: DEADLINE_MS.local, intervalMs: 10, lastState: () => d.describe() });
+    await waitFor('the silent client to be reaped after its pong timeout', () => d.closed, {
+      deadlineMs: DEADLINE_MS.local,
+      intervalMs: 10,
+      lastState: () => d.describe(),
+    });
     assert.equal(d.closeCode, 4408);
     assert.equal(reaping.hub.clientCount, 0);
   });

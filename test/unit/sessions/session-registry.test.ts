@@ -67,7 +67,12 @@ describe('SessionRegistry', () => {
     assert.ok(reg.transition(r.sessionId, ['detached'], 'running', SessionCause.reported));
     assert.ok(reg.transition(r.sessionId, ['running'], 'closed', SessionCause.exited));
     assert.equal(reg.transition(r.sessionId, ['closed'], 'running', SessionCause.reported), false);
-    assert.deepEqual(changes, ['starting->running:pty_started', 'running->detached:agent_disconnected', 'detached->running:reported', 'running->closed:exited']);
+    assert.deepEqual(changes, [
+      'starting->running:pty_started',
+      'running->detached:agent_disconnected',
+      'detached->running:reported',
+      'running->closed:exited',
+    ]);
     assert.match(sessionTransitionsMarkdown(), /\| detached \| running \| reported, reattached \|/);
   });
 
@@ -119,11 +124,24 @@ describe('SessionRegistry', () => {
     assert.deepEqual(c.join_message, { type: 'join_session', session_id: r.sessionId, role: 'controller' });
     assert.equal(c.pty_ws_subprotocol, 'pty-ws.v1');
     assert.equal(c.default_role, 'observer');
-    assert.deepEqual([c.session_backend, c.session_class, c.supported_session_backends, c.supported_session_classes], ['tmux', 'managed', ['tmux'], ['managed']]);
+    assert.deepEqual(
+      [c.session_backend, c.session_class, c.supported_session_backends, c.supported_session_classes],
+      ['tmux', 'managed', ['tmux'], ['managed']],
+    );
     assert.deepEqual([c.observe_supported, c.drive_supported, c.reattach_supported], [true, true, true]);
     assert.equal(c.chat_source, 'stream-json');
     assert.equal(c.chat_stream_url, `http://127.0.0.1:8122/api/v1/agent-output/chat?command_id=${r.commandId}&session_id=${r.sessionId}`);
-    const e = listEntryOf(r, { membership: { controllers: [], observers: ['c1'], attachment_count: 1 }, agentConnected: true, hasScreen: true, newestSeq: 7, maxClientLagBytes: 0 }, URLS);
+    const e = listEntryOf(
+      r,
+      {
+        membership: { controllers: [], observers: ['c1'], attachment_count: 1 },
+        agentConnected: true,
+        hasScreen: true,
+        newestSeq: 7,
+        maxClientLagBytes: 0,
+      },
+      URLS,
+    );
     assert.equal(e.session_type, 'interactive');
     assert.equal(e.created_at_secs, Math.floor(r.createdAtMs / 1000));
     assert.deepEqual(e.liveness, { agent_connected: true, has_screen: true, replay_newest_seq: 7, max_client_lag: 0 });

@@ -17,25 +17,55 @@ function code(fn: () => unknown): ErrorCode | 'ok' {
 describe('POST sessions body', () => {
   test('all fields are optional: defaults bash, generated name, tmux/managed', () => {
     for (const body of [undefined, null, {}]) {
-      assert.deepEqual(parseCreateSessionBody(body), { command: 'bash', sessionName: undefined, sessionBackend: 'tmux', sessionClass: 'managed' });
+      assert.deepEqual(parseCreateSessionBody(body), {
+        command: 'bash',
+        sessionName: undefined,
+        sessionBackend: 'tmux',
+        sessionClass: 'managed',
+      });
     }
-    assert.deepEqual(parseCreateSessionBody({ command: 'htop -d 5', session_name: 'Build_1-x', session_backend: 'tmux', session_class: 'managed' }), {
-      command: 'htop -d 5',
-      sessionName: 'Build_1-x',
-      sessionBackend: 'tmux',
-      sessionClass: 'managed',
-    });
+    assert.deepEqual(
+      parseCreateSessionBody({ command: 'htop -d 5', session_name: 'Build_1-x', session_backend: 'tmux', session_class: 'managed' }),
+      {
+        command: 'htop -d 5',
+        sessionName: 'Build_1-x',
+        sessionBackend: 'tmux',
+        sessionClass: 'managed',
+      },
+    );
     assert.equal(parseCreateSessionBody({ command: 'for i in 1 2; do\n\techo $i\ndone' }).command, 'for i in 1 2; do\n\techo $i\ndone');
   });
 
   test('backends and classes: tmux/managed only; spec-named backends 501, unknown 400; other classes 501', () => {
-    for (const b of ['screen', 'zellij', 'native']) assert.equal(code(() => parseCreateSessionBody({ session_backend: b })), 'session_backend.not_implemented');
-    assert.equal(code(() => parseCreateSessionBody({ session_backend: 'tmuxx' })), 'request.invalid');
-    assert.equal(code(() => parseCreateSessionBody({ session_backend: 5 })), 'request.invalid');
-    assert.equal(code(() => parseCreateSessionBody({ session_class: 'direct' })), 'session_class.not_implemented');
-    assert.equal(code(() => parseCreateSessionBody({ session_class: 'ephemeral' })), 'session_class.not_implemented');
-    assert.equal(code(() => parseCreateSessionBody({ session_class: 'Bad Class!' })), 'request.invalid');
-    assert.equal(code(() => parseCreateSessionBody({ session_backend: 'screen', session_class: 'direct' })), 'session_backend.not_implemented');
+    for (const b of ['screen', 'zellij', 'native'])
+      assert.equal(
+        code(() => parseCreateSessionBody({ session_backend: b })),
+        'session_backend.not_implemented',
+      );
+    assert.equal(
+      code(() => parseCreateSessionBody({ session_backend: 'tmuxx' })),
+      'request.invalid',
+    );
+    assert.equal(
+      code(() => parseCreateSessionBody({ session_backend: 5 })),
+      'request.invalid',
+    );
+    assert.equal(
+      code(() => parseCreateSessionBody({ session_class: 'direct' })),
+      'session_class.not_implemented',
+    );
+    assert.equal(
+      code(() => parseCreateSessionBody({ session_class: 'ephemeral' })),
+      'session_class.not_implemented',
+    );
+    assert.equal(
+      code(() => parseCreateSessionBody({ session_class: 'Bad Class!' })),
+      'request.invalid',
+    );
+    assert.equal(
+      code(() => parseCreateSessionBody({ session_backend: 'screen', session_class: 'direct' })),
+      'session_backend.not_implemented',
+    );
   });
 
   test('bad input is 400: unknown fields, wrong types, names, blank or control-character commands', () => {
@@ -59,8 +89,16 @@ describe('POST sessions body', () => {
       { session_name: 'x'.repeat(65) },
       { session_name: 3 },
     ];
-    for (const b of bad) assert.equal(code(() => parseCreateSessionBody(b)), 'request.invalid', JSON.stringify(b));
-    assert.equal(code(() => parseCreateSessionBody({ command: 'a'.repeat(8192) })), 'ok');
+    for (const b of bad)
+      assert.equal(
+        code(() => parseCreateSessionBody(b)),
+        'request.invalid',
+        JSON.stringify(b),
+      );
+    assert.equal(
+      code(() => parseCreateSessionBody({ command: 'a'.repeat(8192) })),
+      'ok',
+    );
   });
 
   test('any JSON value gives a result or a 400/501 SvcError, never another exception (property)', () => {
@@ -80,7 +118,11 @@ describe('DELETE signal', () => {
     assert.equal(parseKillSignal(new URLSearchParams('signal=sigint')), 'INT');
     assert.equal(parseKillSignal(new URLSearchParams('signal=Hup')), 'HUP');
     for (const q of ['signal=USR1', 'signal=', 'signal=9', 'signal=TERM&signal=KILL', 'signal=SIGSIGTERM']) {
-      assert.equal(code(() => parseKillSignal(new URLSearchParams(q))), 'request.invalid', q);
+      assert.equal(
+        code(() => parseKillSignal(new URLSearchParams(q))),
+        'request.invalid',
+        q,
+      );
     }
   });
 });

@@ -30,12 +30,29 @@ const URLS = { httpBaseUrl: 'http://127.0.0.1:8122', wsBaseUrl: 'ws://127.0.0.1:
 const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
 
 function join(over: Partial<JoinFrame> = {}): JoinFrame {
-  return { op: 'pty.join_session', role: undefined, sessionBackend: undefined, sessionClass: undefined, argv: undefined, cwd: undefined, env: undefined, terminalSize: undefined, replayFrom: undefined, binaryOutput: false, clientLabel: undefined, ...over };
+  return {
+    op: 'pty.join_session',
+    role: undefined,
+    sessionBackend: undefined,
+    sessionClass: undefined,
+    argv: undefined,
+    cwd: undefined,
+    env: undefined,
+    terminalSize: undefined,
+    replayFrom: undefined,
+    binaryOutput: false,
+    clientLabel: undefined,
+    ...over,
+  };
 }
 
 /** Waits until `cond` holds for what `sink` received; the timeout shows its last frames and output. */
 function untilSeen(sink: FakeSink, what: string, cond: () => boolean): Promise<true> {
-  return waitFor(what, cond, { deadlineMs: DEADLINE_MS.process, wake: (recheck) => sink.onFrame(recheck), lastState: () => sink.describe() });
+  return waitFor(what, cond, {
+    deadlineMs: DEADLINE_MS.process,
+    wake: (recheck) => sink.onFrame(recheck),
+    lastState: () => sink.describe(),
+  });
 }
 
 function alive(pid: number): boolean {
@@ -70,7 +87,11 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     const killed = { value: 0 };
     const counter = (c: { value: number }) => ({ inc: (n = 1) => void (c.value += n) });
     const registry = new SessionRegistry({ store });
-    const hitl: HitlService = new HitlService({ writeInput: (sid, d) => service.writeInput(sid, d), sessionInfo: (sid) => service.hitlInfo(sid), settleMs: 100 });
+    const hitl: HitlService = new HitlService({
+      writeInput: (sid, d) => service.writeInput(sid, d),
+      sessionInfo: (sid) => service.hitlInfo(sid),
+      settleMs: 100,
+    });
     const service: SessionService = new SessionService({
       registry,
       agents: { get: (id) => agents.get(id) },
@@ -91,7 +112,8 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
       graceSeconds: 1,
       onPlan: (a, p) => service.applyPlan(a, p),
       transport: {
-        sendSessionQuery: (agentId) => queueMicrotask(() => reconciler.reportReceived(agentId, { sessions: port.report(), timestampMs: Date.now() })),
+        sendSessionQuery: (agentId) =>
+          queueMicrotask(() => reconciler.reportReceived(agentId, { sessions: port.report(), timestampMs: Date.now() })),
         sendSessionReconcile: (agentId, msg) => {
           port
             .reconcile(msg)
@@ -106,13 +128,18 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     return { store, service, router, events, reconciler, hitl, killed };
   }
 
-  async function create(s: Server, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: SessionCreateResponse; headers: Record<string, string> }> {
+  async function create(
+    s: Server,
+    body: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<{ status: number; json: SessionCreateResponse; headers: Record<string, string> }> {
     const r = await inject(s.router, { method: 'POST', url: '/api/v1/agents/agent-1/sessions', body, headers });
     return { status: r.status, json: r.json() as SessionCreateResponse, headers: r.headers };
   }
 
   async function list(s: Server): Promise<SessionListEntry[]> {
-    return ((await inject(s.router, { method: 'GET', url: '/api/v1/agents/agent-1/sessions' })).json() as { sessions: SessionListEntry[] }).sessions;
+    return ((await inject(s.router, { method: 'GET', url: '/api/v1/agents/agent-1/sessions' })).json() as { sessions: SessionListEntry[] })
+      .sessions;
   }
 
   before(() => {
@@ -153,8 +180,8 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     hub.handle(obs, { op: 'pty.session_input', data: enc('echo OBSERVER-WAS-HERE\r') });
     assert.equal(obs.last('error')?.['code'], 'input_not_permitted');
     hub.handle(ctl, { op: 'pty.session_input', data: enc('echo hello-$((6*7)); stty size\r') });
-    await untilSeen(obs, 'the observer to see the controller\'s command', () => obs.output().includes('hello-42'));
-    await untilSeen(obs, 'stty size to show the controller\'s size', () => obs.output().includes('30 100'));
+    await untilSeen(obs, "the observer to see the controller's command", () => obs.output().includes('hello-42'));
+    await untilSeen(obs, "stty size to show the controller's size", () => obs.output().includes('30 100'));
     hub.handle(ctl, { op: 'pty.session_resize', cols: 90, rows: 20 });
     // The resize travels PTY → tmux client → tmux server → pane asynchronously: ask until it shows.
     let asked = 0;
@@ -183,7 +210,12 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     assert.equal(b.status, 200);
     assert.equal(b.headers['idempotency-replayed'], 'true');
     assert.deepEqual(b.json, a.json);
-    const c = await inject(s.router, { method: 'POST', url: '/api/v1/agents/agent-1/sessions', body: { command: 'top' }, headers: { 'idempotency-key': 'key-1' } });
+    const c = await inject(s.router, {
+      method: 'POST',
+      url: '/api/v1/agents/agent-1/sessions',
+      body: { command: 'top' },
+      headers: { 'idempotency-key': 'key-1' },
+    });
     assert.equal(c.status, 409);
     assert.equal((c.json() as { error: { code: string } }).error.code, 'idempotency.key_conflict');
     assert.equal((await list(s)).length, 1);
@@ -216,7 +248,10 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     assert.equal(ctl.closeCode, 1000);
     assert.deepEqual(await list(s), []);
     assert.equal(s.killed.value, 1);
-    assert.deepEqual(s.events.map((e) => e.event_type), ['agent.pty.created', 'agent.pty.closed']);
+    assert.deepEqual(
+      s.events.map((e) => e.event_type),
+      ['agent.pty.created', 'agent.pty.closed'],
+    );
     const again = await inject(s.router, { method: 'DELETE', url: `/api/v1/agents/agent-1/sessions/${res.json.session_id}` });
     assert.equal(again.status, 404);
     assert.equal((again.json() as { error: { code: string } }).error.code, 'session.not_found');
@@ -239,7 +274,10 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     assert.equal(r503.status, 503);
     assert.equal((await create(s, {})).status, 503);
     const entries = await list(s);
-    assert.deepEqual(entries.map((e) => [e.session_id, e.state, e.liveness.agent_connected]), [[ok.json.session_id, 'detached', false]]);
+    assert.deepEqual(
+      entries.map((e) => [e.session_id, e.state, e.liveness.agent_connected]),
+      [[ok.json.session_id, 'detached', false]],
+    );
     s.store.close();
   });
 
@@ -271,27 +309,40 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
 
     const s2 = startServer();
     const before = await list(s2);
-    assert.deepEqual(before.map((e) => [e.session_id, e.state]), [[id, 'detached']]);
+    assert.deepEqual(
+      before.map((e) => [e.session_id, e.state]),
+      [[id, 'detached']],
+    );
     s2.service.agentConnected('agent-1');
     s2.reconciler.agentRegistered('agent-1');
-    await waitFor('the reconciliation to finish', () => s2.events.some((e) => e.event_type === 'session.reconcile_complete' || e.event_type === 'session.reconcile_failed'), {
-      deadlineMs: DEADLINE_MS.process,
-      lastState: () => `events ${JSON.stringify(s2.events.map((e) => e.event_type))}`,
-    });
-    assert.deepEqual(s2.events.map((e) => e.event_type), [
-      'session.query_sent',
-      'session.report_received',
-      'session.reconcile_started',
-      'session.preserved',
-      'session.killed',
-      'session.reconcile_complete',
-    ]);
+    await waitFor(
+      'the reconciliation to finish',
+      () => s2.events.some((e) => e.event_type === 'session.reconcile_complete' || e.event_type === 'session.reconcile_failed'),
+      {
+        deadlineMs: DEADLINE_MS.process,
+        lastState: () => `events ${JSON.stringify(s2.events.map((e) => e.event_type))}`,
+      },
+    );
+    assert.deepEqual(
+      s2.events.map((e) => e.event_type),
+      [
+        'session.query_sent',
+        'session.report_received',
+        'session.reconcile_started',
+        'session.preserved',
+        'session.killed',
+        'session.reconcile_complete',
+      ],
+    );
     assert.equal(s2.events[3]?.details['session_id'], id);
     assert.equal(s2.events[4]?.details['session_id'], 'stranger');
     await h.waitSession('stranger', false);
     await h.waitSession('long');
     const after = await list(s2);
-    assert.deepEqual(after.map((e) => [e.session_id, e.state, e.command_id]), [[id, 'running', res.json.command_id]]);
+    assert.deepEqual(
+      after.map((e) => [e.session_id, e.state, e.command_id]),
+      [[id, 'running', res.json.command_id]],
+    );
     const obs2 = new FakeSink();
     s2.service.hub(id)?.open(obs2);
     s2.service.hub(id)?.handle(obs2, join({ replayFrom: lastSeqBefore + 1 }));
@@ -312,7 +363,10 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     agents.set('agent-1', { agentId: 'agent-1', instanceId: 'inst-1', connected: false });
     s.service.agentDisconnected('agent-1');
     await h.tmux('kill-session', '-t', '=victim2');
-    assert.deepEqual((await list(s)).map((e) => e.state), ['detached', 'detached']);
+    assert.deepEqual(
+      (await list(s)).map((e) => e.state),
+      ['detached', 'detached'],
+    );
     agents.set('agent-1', { agentId: 'agent-1', instanceId: 'inst-1', connected: true });
     const obs = new FakeSink();
     s.service.hub(kept.json.session_id)?.open(obs);
@@ -325,19 +379,30 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
       wake: (recheck) => obs.onFrame(recheck),
       lastState: async () => `${obs.describe()}; sessions ${await sessions()}; events ${JSON.stringify(s.events.map((e) => e.event_type))}`,
     });
-    await waitFor('the vanished session to close', async () => (await list(s)).length === 1, { deadlineMs: DEADLINE_MS.process, lastState: sessions });
+    await waitFor('the vanished session to close', async () => (await list(s)).length === 1, {
+      deadlineMs: DEADLINE_MS.process,
+      lastState: sessions,
+    });
     const [entry] = await list(s);
     assert.equal(entry?.session_id, kept.json.session_id);
     assert.equal(entry?.state, 'running');
     assert.notEqual(entry?.command_id, kept.json.command_id);
-    assert.ok(s.events.some((e) => e.event_type === 'agent.pty.closed' && e.details['session_id'] === lost.json.session_id && e.details['reason'] === 'not_found'));
+    assert.ok(
+      s.events.some(
+        (e) =>
+          e.event_type === 'agent.pty.closed' && e.details['session_id'] === lost.json.session_id && e.details['reason'] === 'not_found',
+      ),
+    );
     await inject(s.router, { method: 'DELETE', url: `/api/v1/agents/agent-1/sessions/${kept.json.session_id}?signal=KILL` });
     s.store.close();
   });
 
   test('a session waiting at a prompt shows up as a HITL request; responding types the answer', async () => {
     const s = startServer();
-    const res = await create(s, { command: 'printf "Proceed with deploy? [y/N] "; read a; echo "answer=$a"; sleep 600', session_name: 'asks' });
+    const res = await create(s, {
+      command: 'printf "Proceed with deploy? [y/N] "; read a; echo "answer=$a"; sleep 600',
+      session_name: 'asks',
+    });
     const obs = new FakeSink();
     s.service.hub(res.json.session_id)?.open(obs);
     s.service.hub(res.json.session_id)?.handle(obs, join());

@@ -7,7 +7,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawn as ptySpawn, type IPty } from 'node-pty';
-import { execArgv, socketArgs, tmuxHasSessionArgv, tmuxListPanesArgv, type ExecResult, type TmuxSocket } from '../../../src/core/tmux-argv.js';
+import {
+  execArgv,
+  socketArgs,
+  tmuxHasSessionArgv,
+  tmuxListPanesArgv,
+  type ExecResult,
+  type TmuxSocket,
+} from '../../../src/core/tmux-argv.js';
 import { DEADLINE_MS, tail, waitFor } from '../../support/wait.js';
 
 let counter = 0;
@@ -45,7 +52,13 @@ export class TmuxHarness {
   /** Runs an argv in a new PTY, like the agent's allocate_pty commands. */
   spawn(argv: readonly string[], opts: { cols?: number; rows?: number; cwd?: string } = {}): PtyRun {
     const [file, ...args] = argv;
-    const pty = ptySpawn(file ?? 'false', args, { name: 'xterm-256color', cols: opts.cols ?? 80, rows: opts.rows ?? 24, cwd: opts.cwd ?? this.dir, env: this.env });
+    const pty = ptySpawn(file ?? 'false', args, {
+      name: 'xterm-256color',
+      cols: opts.cols ?? 80,
+      rows: opts.rows ?? 24,
+      cwd: opts.cwd ?? this.dir,
+      env: this.env,
+    });
     this.#ptys.push(pty);
     let out = '';
     const changed = new Set<() => void>();
@@ -60,22 +73,30 @@ export class TmuxHarness {
       exited,
       async waitFor(text, deadlineMs = DEADLINE_MS.process) {
         const hit = (): boolean => (typeof text === 'string' ? out.includes(text) : text.test(out));
-        await waitFor(`PTY output ${typeof text === 'string' ? JSON.stringify(text) : String(text)} from ${argv.join(' ').slice(0, 120)}`, hit, {
-          deadlineMs,
-          wake: (recheck) => (changed.add(recheck), () => changed.delete(recheck)),
-          lastState: () => `output ${tail(out)}`,
-        });
+        await waitFor(
+          `PTY output ${typeof text === 'string' ? JSON.stringify(text) : String(text)} from ${argv.join(' ').slice(0, 120)}`,
+          hit,
+          {
+            deadlineMs,
+            wake: (recheck) => (changed.add(recheck), () => changed.delete(recheck)),
+            lastState: () => `output ${tail(out)}`,
+          },
+        );
       },
     };
   }
 
   /** Waits until has-session says `exists`; the timeout lists the sessions the server has. */
   async waitSession(sessionName: string, exists = true, deadlineMs = DEADLINE_MS.process): Promise<void> {
-    await waitFor(`tmux session ${sessionName} to ${exists ? 'exist' : 'be gone'}`, async () => ((await this.exec(tmuxHasSessionArgv({ socket: this.socket, sessionName }))).exitCode === 0) === exists, {
-      deadlineMs,
-      intervalMs: 30,
-      lastState: async () => `panes: ${tail((await this.exec(tmuxListPanesArgv({ socket: this.socket }))).stdout || '(none)')}`,
-    });
+    await waitFor(
+      `tmux session ${sessionName} to ${exists ? 'exist' : 'be gone'}`,
+      async () => ((await this.exec(tmuxHasSessionArgv({ socket: this.socket, sessionName }))).exitCode === 0) === exists,
+      {
+        deadlineMs,
+        intervalMs: 30,
+        lastState: async () => `panes: ${tail((await this.exec(tmuxListPanesArgv({ socket: this.socket }))).stdout || '(none)')}`,
+      },
+    );
   }
 
   async close(): Promise<void> {

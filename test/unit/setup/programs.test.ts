@@ -6,7 +6,16 @@ import { describe, test } from 'node:test';
 import { ensureStepPrograms } from '../../../src/image/run.js';
 import { BUSYBOX_PACKAGE } from '../../../src/image/build-minimal.js';
 import { IMAGE_PACKAGES } from '../../../src/image/debian-packages.js';
-import { aptInstallLine, missingPackages, missingPrograms, packagesForStep, PROGRAMS, STEPS, type Program, type Step } from '../../../src/setup/programs.mjs';
+import {
+  aptInstallLine,
+  missingPackages,
+  missingPrograms,
+  packagesForStep,
+  PROGRAMS,
+  STEPS,
+  type Program,
+  type Step,
+} from '../../../src/setup/programs.mjs';
 import { repoRoot } from '../../support/paths.js';
 import { scanSource, scanTree } from '../../support/spawn-sites.js';
 
@@ -23,7 +32,10 @@ function dpkgOwners(paths: readonly string[]): Map<string, string[]> {
   for (const line of out.split('\n')) {
     const m = /^([^:]+(?::[a-z0-9]+)?): (\/.*)$/.exec(line);
     if (m === null || line.startsWith('diversion by')) continue;
-    owners.set(m[2] ?? '', (m[1] ?? '').split(', ').map((p) => p.replace(/:[a-z0-9]+$/, '')));
+    owners.set(
+      m[2] ?? '',
+      (m[1] ?? '').split(', ').map((p) => p.replace(/:[a-z0-9]+$/, '')),
+    );
   }
   return owners;
 }
@@ -52,8 +64,11 @@ void describe('the program table (src/setup/programs.mjs)', () => {
       const pkgs = [...new Set(pathsOf(program).flatMap((p) => owners.get(p) ?? []))];
       return pkgs.length > 0 ? ` (here it comes from the Debian package ${pkgs.join(', ')})` : ' (not installed here)';
     };
-    assert.deepEqual(unknown.map((s) => `${s.file}:${s.line} ${s.program}${hint(s.program)}`), [],
-      'these spawned programs are missing from src/setup/programs.mjs: add each with its Debian package and the step that installs it');
+    assert.deepEqual(
+      unknown.map((s) => `${s.file}:${s.line} ${s.program}${hint(s.program)}`),
+      [],
+      'these spawned programs are missing from src/setup/programs.mjs: add each with its Debian package and the step that installs it',
+    );
   });
 
   void test('the scanner reports an unknown program with its line, through wrappers and prefixes', () => {
@@ -69,7 +84,7 @@ void describe('the program table (src/setup/programs.mjs)', () => {
       "void run('unshare', ['--mount', '--', 'tool-d']);",
       "inRoot(root, ['tool-e', 'install']);", // 10
       "function fooArgv(): string[] { return ['tool-f', 'list']; }",
-      "function runLocal(cmd: string) { return launch(cmd, []); }",
+      'function runLocal(cmd: string) { return launch(cmd, []); }',
       "runLocal('sudo', ['-n', 'tool-g']);",
       "launch(opts.path ?? 'tool-h', []);",
       'launch(process.execPath, []);', // 15
@@ -79,7 +94,19 @@ void describe('the program table (src/setup/programs.mjs)', () => {
     ].join('\n');
     const found = scanSource('snippet.ts', snippet).map((s) => `${s.line} ${s.program}`);
     assert.deepEqual(found, [
-      '6 tool-b', '7 tool-a', '8 env', '8 tool-c', '9 unshare', '9 tool-d', '10 tool-e', '11 tool-f', '13 sudo', '13 tool-g', '14 tool-h', '15 node', '18 tool-j',
+      '6 tool-b',
+      '7 tool-a',
+      '8 env',
+      '8 tool-c',
+      '9 unshare',
+      '9 tool-d',
+      '10 tool-e',
+      '11 tool-f',
+      '13 sudo',
+      '13 tool-g',
+      '14 tool-h',
+      '15 node',
+      '18 tool-j',
     ]);
     assert.ok(!Object.hasOwn(PROGRAMS, 'tool-b'), 'an unknown program stays unknown: the first test would name snippet.ts:6');
   });
@@ -88,51 +115,87 @@ void describe('the program table (src/setup/programs.mjs)', () => {
     for (const [name, p] of entries) {
       assert.ok(STEP_ORDER.includes(p.step), `${name}: unknown step ${p.step}`);
       assert.ok(p.why.length > 10, `${name}: say who runs it and why`);
-      if (p.step !== 'given') assert.match(p.debianPackage ?? '', /^[a-z0-9][a-z0-9+.-]+$/, `${name}: a ${p.step} program names its Debian package`);
-      for (const s of p.alsoIn ?? []) assert.ok(STEP_ORDER.indexOf(s) > STEP_ORDER.indexOf(p.step) && s !== 'guest', `${name}: alsoIn ${s} must be a later installing step`);
+      if (p.step !== 'given')
+        assert.match(p.debianPackage ?? '', /^[a-z0-9][a-z0-9+.-]+$/, `${name}: a ${p.step} program names its Debian package`);
+      for (const s of p.alsoIn ?? [])
+        assert.ok(
+          STEP_ORDER.indexOf(s) > STEP_ORDER.indexOf(p.step) && s !== 'guest',
+          `${name}: alsoIn ${s} must be a later installing step`,
+        );
       if (p.kinds !== undefined) assert.equal(p.step, 'image', `${name}: only image programs have kinds`);
     }
   });
 
-  void test('guest programs come with an image\'s own packages', () => {
+  void test("guest programs come with an image's own packages", () => {
     for (const [name, p] of entries.filter(([, e]) => e.step === 'guest')) {
-      assert.ok(IMAGE_PACKAGES.includes(p.debianPackage ?? '') || p.debianPackage === BUSYBOX_PACKAGE, `${name}: ${p.debianPackage} is in no image's package set`);
+      assert.ok(
+        IMAGE_PACKAGES.includes(p.debianPackage ?? '') || p.debianPackage === BUSYBOX_PACKAGE,
+        `${name}: ${p.debianPackage} is in no image's package set`,
+      );
     }
   });
 
-  void test('base packages are Priority: required, as in every minbase root', { skip: hasDpkg ? false : 'not Debian (no dpkg-query)' }, () => {
-    const base = [...new Set(entries.filter(([, p]) => p.step === 'base').map(([, p]) => p.debianPackage ?? ''))];
-    const out = spawnSync('dpkg-query', ['-W', '-f=${Package} ${Priority}\\n', ...base], { encoding: 'utf8' }).stdout;
-    for (const pkg of base) assert.match(out, new RegExp(`^${pkg} required$`, 'm'), `${pkg} is not Priority: required, so minbase lacks it: give its programs an installing step`);
-  });
+  void test(
+    'base packages are Priority: required, as in every minbase root',
+    { skip: hasDpkg ? false : 'not Debian (no dpkg-query)' },
+    () => {
+      const base = [...new Set(entries.filter(([, p]) => p.step === 'base').map(([, p]) => p.debianPackage ?? ''))];
+      const out = spawnSync('dpkg-query', ['-W', '-f=${Package} ${Priority}\\n', ...base], { encoding: 'utf8' }).stdout;
+      for (const pkg of base)
+        assert.match(
+          out,
+          new RegExp(`^${pkg} required$`, 'm'),
+          `${pkg} is not Priority: required, so minbase lacks it: give its programs an installing step`,
+        );
+    },
+  );
 
-  void test('each program installed here comes from the package the table names', { skip: hasDpkg ? false : 'not Debian (no dpkg-query)' }, () => {
-    const paths = entries.flatMap(([name]) => pathsOf(name));
-    const owners = dpkgOwners(paths);
-    let checked = 0;
-    for (const [name, p] of entries) {
-      const found = [...new Set(pathsOf(name).flatMap((path) => owners.get(path) ?? []))];
-      if (found.length === 0 || p.debianPackage === null) continue; // not installed here, or not from Debian
-      checked++;
-      // python3 (what node-gyp needs: the whole standard library) ships its binary in python3-minimal.
-      const viaDependency = !found.includes(p.debianPackage) && found.some((f) => dependsOn(p.debianPackage ?? '').includes(f));
-      assert.ok(found.includes(p.debianPackage) || viaDependency, `${name}: the table says ${p.debianPackage}, dpkg says ${found.join(', ')}`);
-    }
-    assert.ok(checked >= 20, `only ${checked} programs could be checked against dpkg`);
-  });
+  void test(
+    'each program installed here comes from the package the table names',
+    { skip: hasDpkg ? false : 'not Debian (no dpkg-query)' },
+    () => {
+      const paths = entries.flatMap(([name]) => pathsOf(name));
+      const owners = dpkgOwners(paths);
+      let checked = 0;
+      for (const [name, p] of entries) {
+        const found = [...new Set(pathsOf(name).flatMap((path) => owners.get(path) ?? []))];
+        if (found.length === 0 || p.debianPackage === null) continue; // not installed here, or not from Debian
+        checked++;
+        // python3 (what node-gyp needs: the whole standard library) ships its binary in python3-minimal.
+        const viaDependency = !found.includes(p.debianPackage) && found.some((f) => dependsOn(p.debianPackage ?? '').includes(f));
+        assert.ok(
+          found.includes(p.debianPackage) || viaDependency,
+          `${name}: the table says ${p.debianPackage}, dpkg says ${found.join(', ')}`,
+        );
+      }
+      assert.ok(checked >= 20, `only ${checked} programs could be checked against dpkg`);
+    },
+  );
 
-  void test('every named package exists in the apt lists', { skip: aptListsReady() ? false : 'no apt lists here (apt-get update has not run)' }, () => {
-    const pkgs = [...new Set(STEP_ORDER.flatMap((s) => packagesForStep(s)))];
-    const out = spawnSync('apt-cache', ['policy', ...pkgs], { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 }).stdout;
-    for (const pkg of pkgs) assert.match(out, new RegExp(`^${pkg.replace(/[+.]/g, '\\$&')}:\\n\\s+Installed: .*\\n\\s+Candidate: (?!\\(none\\))`, 'm'), `${pkg}: apt knows no such package`);
-  });
+  void test(
+    'every named package exists in the apt lists',
+    { skip: aptListsReady() ? false : 'no apt lists here (apt-get update has not run)' },
+    () => {
+      const pkgs = [...new Set(STEP_ORDER.flatMap((s) => packagesForStep(s)))];
+      const out = spawnSync('apt-cache', ['policy', ...pkgs], { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 }).stdout;
+      for (const pkg of pkgs)
+        assert.match(
+          out,
+          new RegExp(`^${pkg.replace(/[+.]/g, '\\$&')}:\\n\\s+Installed: .*\\n\\s+Candidate: (?!\\(none\\))`, 'm'),
+          `${pkg}: apt knows no such package`,
+        );
+    },
+  );
 
   void test('set-up installs what npm start and npm test spawn; image build and host prepare their own', () => {
     assert.ok(packagesForStep('start').includes('tmux') && packagesForStep('start').includes('libvirt-dev'));
     assert.ok(packagesForStep('test').includes('chromium'));
     assert.ok(packagesForStep('image', 'minimal').includes('cpio'), 'image build installs cpio (the fresh-machine failure of issue 13)');
     assert.ok(!packagesForStep('image', 'minimal').includes('debootstrap') && packagesForStep('image', 'debian').includes('debootstrap'));
-    assert.ok(packagesForStep('host').includes('libvirt-daemon') && packagesForStep('host').includes('libvirt-clients'), 'host prepare checks libvirtd and virsh too');
+    assert.ok(
+      packagesForStep('host').includes('libvirt-daemon') && packagesForStep('host').includes('libvirt-clients'),
+      'host prepare checks libvirtd and virsh too',
+    );
   });
 
   void test('a step whose program is missing refuses with the one apt-get line', async () => {
@@ -143,14 +206,20 @@ void describe('the program table (src/setup/programs.mjs)', () => {
       return;
     }
     const programs = missingPrograms('image', 'minimal');
-    await assert.rejects(run, (err: Error) => err.message.includes(aptInstallLine(packages)) && programs.every((p) => err.message.includes(p)));
+    await assert.rejects(
+      run,
+      (err: Error) => err.message.includes(aptInstallLine(packages)) && programs.every((p) => err.message.includes(p)),
+    );
   });
 });
 
 /** Names of the installed package's direct dependencies (Pre-Depends too). */
 function dependsOn(pkg: string): string[] {
   const out = spawnSync('dpkg-query', ['-W', '-f=${Pre-Depends}, ${Depends}', pkg], { encoding: 'utf8' }).stdout;
-  return out.split(/[,|]/).map((d) => d.trim().split(/[\s:]/)[0] ?? '').filter((d) => d !== '');
+  return out
+    .split(/[,|]/)
+    .map((d) => d.trim().split(/[\s:]/)[0] ?? '')
+    .filter((d) => d !== '');
 }
 
 function aptListsReady(): boolean {

@@ -6,7 +6,10 @@ import { SvcError } from '../../../src/core/errors.js';
 import { isInside, parseRelativePath, readFileInRoot } from '../../../src/storage/safe-path.js';
 import { makeStorageFixture, type StorageFixture } from './storage-fixture.js';
 
-const isCode = (code: string) => (e: unknown): boolean => e instanceof SvcError && e.code === code;
+const isCode =
+  (code: string) =>
+  (e: unknown): boolean =>
+    e instanceof SvcError && e.code === code;
 
 describe('parseRelativePath', () => {
   test('splits good paths', () => {
@@ -16,24 +19,47 @@ describe('parseRelativePath', () => {
   });
 
   test('refuses every bad shape with 400 storage.invalid_path', () => {
-    const bad = [undefined, '', '/etc/passwd', '../x', 'a/../b', 'a/..', '.', './a', 'a/./b', 'a//b', 'a/', 'a\\b', '..\\x', 'a\u0000b', 'a\nb', 'a\rb', 'a\u007fb',
-      'a/'.repeat(2100) + 'x', 'x'.repeat(256), Array.from({ length: 65 }, () => 'a').join('/')];
+    const bad = [
+      undefined,
+      '',
+      '/etc/passwd',
+      '../x',
+      'a/../b',
+      'a/..',
+      '.',
+      './a',
+      'a/./b',
+      'a//b',
+      'a/',
+      'a\\b',
+      '..\\x',
+      'a\u0000b',
+      'a\nb',
+      'a\rb',
+      'a\u007fb',
+      'a/'.repeat(2100) + 'x',
+      'x'.repeat(256),
+      Array.from({ length: 65 }, () => 'a').join('/'),
+    ];
     for (const p of bad) assert.throws(() => parseRelativePath(p), isCode('storage.invalid_path'), JSON.stringify(p?.slice(0, 40)));
   });
 
   test('property: an accepted path never has a dot segment, an empty segment or a leading slash', () => {
     fc.assert(
-      fc.property(fc.array(fc.constantFrom('a', '.', '..', '', '/', '\\', 'b.c', '\u0000', '%2e'), { maxLength: 12 }).map((xs) => xs.join('')), (p) => {
-        let segs: string[];
-        try {
-          segs = parseRelativePath(p);
-        } catch (err) {
-          assert.ok(isCode('storage.invalid_path')(err));
-          return;
-        }
-        assert.ok(!p.startsWith('/') && !p.includes('\\') && !p.includes('\u0000'));
-        assert.ok(segs.every((s) => s !== '' && s !== '.' && s !== '..'));
-      }),
+      fc.property(
+        fc.array(fc.constantFrom('a', '.', '..', '', '/', '\\', 'b.c', '\u0000', '%2e'), { maxLength: 12 }).map((xs) => xs.join('')),
+        (p) => {
+          let segs: string[];
+          try {
+            segs = parseRelativePath(p);
+          } catch (err) {
+            assert.ok(isCode('storage.invalid_path')(err));
+            return;
+          }
+          assert.ok(!p.startsWith('/') && !p.includes('\\') && !p.includes('\u0000'));
+          assert.ok(segs.every((s) => s !== '' && s !== '.' && s !== '..'));
+        },
+      ),
       { numRuns: 2000 },
     );
   });
@@ -56,7 +82,8 @@ describe('readFileInRoot', () => {
   });
   after(() => fx.cleanup());
   const opts = { maxBytes: 1024 * 1024, tooLarge: (n: number) => new SvcError('server.unavailable', `too large: ${n}`) };
-  const read = (rel: string | undefined, o: Partial<typeof opts> & { container?: string } = {}) => readFileInRoot(join(fx.root, 'global'), rel, { ...opts, ...o });
+  const read = (rel: string | undefined, o: Partial<typeof opts> & { container?: string } = {}) =>
+    readFileInRoot(join(fx.root, 'global'), rel, { ...opts, ...o });
 
   test('reads files, binary exactly, and follows symlinks that stay inside', async () => {
     assert.equal(Buffer.from((await read('readme.txt')).bytes).toString(), 'hello from global\n');
@@ -87,7 +114,10 @@ describe('readFileInRoot', () => {
   });
 
   test('a root that resolves outside its container is refused', async () => {
-    await assert.rejects(readFileInRoot(join(fx.root, 'inbox', 'evil'), 'canary.txt', { ...opts, container: fx.root }), isCode('storage.invalid_path'));
+    await assert.rejects(
+      readFileInRoot(join(fx.root, 'inbox', 'evil'), 'canary.txt', { ...opts, container: fx.root }),
+      isCode('storage.invalid_path'),
+    );
     const ok = await readFileInRoot(join(fx.root, 'inbox', 'agent-1'), 'in.txt', { ...opts, container: fx.root });
     assert.equal(Buffer.from(ok.bytes).toString(), 'for agent-1');
   });

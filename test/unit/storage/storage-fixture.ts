@@ -28,7 +28,8 @@ export function makeStorageFixture(): StorageFixture {
   const canary = `CANARY-${randomBytes(8).toString('hex')}`;
   const taskId = `task-${randomUUID()}`;
   const g = join(root, 'global');
-  for (const d of [outside, join(g, 'docs'), join(root, 'global2'), join(root, 'inbox', 'agent-1', 'sub'), join(root, 'outbox', taskId)]) mkdirSync(d, { recursive: true });
+  for (const d of [outside, join(g, 'docs'), join(root, 'global2'), join(root, 'inbox', 'agent-1', 'sub'), join(root, 'outbox', taskId)])
+    mkdirSync(d, { recursive: true });
 
   writeFileSync(join(outside, 'canary.txt'), canary);
   writeFileSync(join(root, 'global2', 'secret.txt'), canary);
@@ -37,7 +38,11 @@ export function makeStorageFixture(): StorageFixture {
   writeFileSync(join(g, 'docs', 'guide.md'), '# Guide\n');
   writeFileSync(join(g, '%2e%2e%2fliteral.txt'), 'a file whose name looks encoded');
   writeFileSync(join(g, 'a"b;c.txt'), 'quoted name');
-  const png = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), randomBytes(256), Buffer.from([0, 0xff, 0xfe])]);
+  const png = Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    randomBytes(256),
+    Buffer.from([0, 0xff, 0xfe]),
+  ]);
   writeFileSync(join(g, 'image.png'), png);
   writeFileSync(join(g, 'big.bin'), Buffer.alloc(4096, 7));
   writeFileSync(join(g, 'empty.txt'), '');

@@ -15,7 +15,12 @@ import { Router } from '../../../src/http/router.js';
 import { createMetrics } from '../../../src/observability/metrics.js';
 import { CommandIndex } from '../../../src/streaming/command-index.js';
 import { shardActorIds, startOutputFanout, type OutputFanout } from '../../../src/streaming/output-fanout.js';
-import { commandScopedTopics, outputPublishTopics, outputPublishTopicsAllStreams, outputSubscriptionTopic } from '../../../src/streaming/output-topics.js';
+import {
+  commandScopedTopics,
+  outputPublishTopics,
+  outputPublishTopicsAllStreams,
+  outputSubscriptionTopic,
+} from '../../../src/streaming/output-topics.js';
 import { parseSse } from '../actors/replay/sse-parse.js';
 
 const enc = new TextEncoder();
@@ -31,7 +36,8 @@ async function rig(): Promise<{ fanout: OutputFanout; router: Router; spawned: s
         return Promise.resolve();
       },
       // every agent actor answers: running, nothing buffered
-      call: <T>(): Promise<T> => Promise.resolve({ state: 'running', bytes: new Uint8Array(0), events: 0, chunks: 0, last: null, more: false, clock: 0 } as T),
+      call: <T>(): Promise<T> =>
+        Promise.resolve({ state: 'running', bytes: new Uint8Array(0), events: 0, chunks: 0, last: null, more: false, clock: 0 } as T),
     },
     agents: { registry: { subscribe: () => () => undefined } },
     logger: pino({ level: 'silent' }),
@@ -65,7 +71,11 @@ void describe('output fanout (main thread)', () => {
     const stderrOnly = await open(router, '/api/v1/agent-output/stream?agent_id=a&stream=stderr');
     const other = await open(router, '/api/v1/agent-output/stream?agent_id=b');
     const replay = new CommandReplay('a', 'c', { ringBytes: 1 << 20 });
-    const payload = replay.chunk({ seq: 1, stream: 'stdout', offset: 0, timestampMs: 1, eof: false, bytes: enc.encode('hi\n') }, 77, new Scratch())!;
+    const payload = replay.chunk(
+      { seq: 1, stream: 'stdout', offset: 0, timestampMs: 1, eof: false, bytes: enc.encode('hi\n') },
+      77,
+      new Scratch(),
+    )!;
     assert.equal(fanout.onEmit(PublishFrameKind.kFrameOutputPublish, commandKey('a', 'c'), payload), true);
     payload.fill(0); // the fanout must have copied what it keeps
     assert.equal(byCommand.frames.length, 1);
@@ -89,13 +99,28 @@ void describe('output fanout (main thread)', () => {
     assert.equal(fanout.stats().indexedCommands, 1);
     const s = await open(router, '/api/v1/agent-output/chat?command_id=c&session_id=s');
     const other = await open(router, '/api/v1/agent-output/chat?command_id=c&session_id=t');
-    fanout.onEmit(PublishFrameKind.kFrameChatPublish, chatTopic('c', 's'), encodeChatPublish(false, 's-1', enc.encode('id: s-1\nevent: delta\ndata: {}\n\n')));
-    fanout.onEmit(PublishFrameKind.kFrameChatPublish, chatTopic('c', 's'), encodeChatPublish(true, 's-2', enc.encode('id: s-2\nevent: done\ndata: {}\n\n')));
-    assert.deepEqual(parseSse(s.frames.join('')).map((e) => e.id), ['s-1', 's-2']);
+    fanout.onEmit(
+      PublishFrameKind.kFrameChatPublish,
+      chatTopic('c', 's'),
+      encodeChatPublish(false, 's-1', enc.encode('id: s-1\nevent: delta\ndata: {}\n\n')),
+    );
+    fanout.onEmit(
+      PublishFrameKind.kFrameChatPublish,
+      chatTopic('c', 's'),
+      encodeChatPublish(true, 's-2', enc.encode('id: s-2\nevent: done\ndata: {}\n\n')),
+    );
+    assert.deepEqual(
+      parseSse(s.frames.join('')).map((e) => e.id),
+      ['s-1', 's-2'],
+    );
     assert.ok(s.closed);
     assert.equal(other.frames.length, 0);
     assert.equal(fanout.onEmit(48, 'c', new Uint8Array(40)), false, 'raw command frames belong to the agents component');
-    assert.equal(fanout.onEmit(PublishFrameKind.kFrameOutputPublish, commandKey('a', 'c'), new Uint8Array(3)), true, 'malformed: dropped, not thrown');
+    assert.equal(
+      fanout.onEmit(PublishFrameKind.kFrameOutputPublish, commandKey('a', 'c'), new Uint8Array(3)),
+      true,
+      'malformed: dropped, not thrown',
+    );
     fanout.onEmit(PublishFrameKind.kFrameOutputForget, commandKey('a', 'c'), new Uint8Array(0));
     assert.equal(fanout.stats().indexedCommands, 0);
     await fanout.stop();
@@ -103,7 +128,11 @@ void describe('output fanout (main thread)', () => {
 
   void test('bad queries are 400 envelopes before any stream starts', async () => {
     const { fanout, router } = await rig();
-    for (const url of ['/api/v1/agent-output/stream?replay=true', '/api/v1/agent-output/stream?limit=2000&command_id=c', '/api/v1/agent-output/chat']) {
+    for (const url of [
+      '/api/v1/agent-output/stream?replay=true',
+      '/api/v1/agent-output/stream?limit=2000&command_id=c',
+      '/api/v1/agent-output/chat',
+    ]) {
       const res = await inject(router, { method: 'GET', url });
       assert.equal(res.status, 400, url);
       assert.equal((res.json() as { error: { code: string } }).error.code, 'request.invalid');
@@ -114,7 +143,11 @@ void describe('output fanout (main thread)', () => {
 
 void describe('fanout parts', () => {
   void test('topics: a chunk is published to exactly the subscriptions that match it', () => {
-    const filters = [undefined, 'a'].flatMap((agentId) => [undefined, 'c'].flatMap((commandId) => [undefined, 'stdout', 'stderr'].map((stream) => ({ agentId, commandId, stream: stream as 'stdout' | 'stderr' | undefined }))));
+    const filters = [undefined, 'a'].flatMap((agentId) =>
+      [undefined, 'c'].flatMap((commandId) =>
+        [undefined, 'stdout', 'stderr'].map((stream) => ({ agentId, commandId, stream: stream as 'stdout' | 'stderr' | undefined })),
+      ),
+    );
     const topics = new Set(outputPublishTopics('a', 'c', 'stdout'));
     for (const f of filters) assert.equal(topics.has(outputSubscriptionTopic(f)), f.stream !== 'stderr', JSON.stringify(f));
     const all = new Set(outputPublishTopicsAllStreams('a', 'c'));

@@ -31,7 +31,11 @@ function rig(respond: (method: string, args: Record<string, unknown>) => unknown
   const outputTopics = new SseTopics();
   const chatTopics = new SseTopics();
   const index = new CommandIndex();
-  const metrics = new FanoutMetrics(new Registry(), { sseSubscribers: () => 0, wsConnections: () => 0, replay: () => Promise.resolve(null) });
+  const metrics = new FanoutMetrics(new Registry(), {
+    sseSubscribers: () => 0,
+    wsConnections: () => 0,
+    replay: () => Promise.resolve(null),
+  });
   const joins = new OutputJoins({
     actors: {
       call: <T>(id: string, method: string, args?: unknown): Promise<T> => {
@@ -58,11 +62,27 @@ const events = (sink: MemorySseSink) => parseSse(sink.frames.join(''));
 
 void describe('OutputJoins: agent_output', () => {
   void test('a finished command: its replay, then stream_end, closed; held live frames dropped', async () => {
-    const r = rig(() => answer({ state: 'finished', bytes: frame('10-1'), events: 1, chunks: 1, last: '10-1', clock: 10, end: enc.encode('event: agent_output.error\ndata: {"code":"stream_end"}\n\n') }));
+    const r = rig(() =>
+      answer({
+        state: 'finished',
+        bytes: frame('10-1'),
+        events: 1,
+        chunks: 1,
+        last: '10-1',
+        clock: 10,
+        end: enc.encode('event: agent_output.error\ndata: {"code":"stream_end"}\n\n'),
+      }),
+    );
     const sink = new MemorySseSink();
     await r.joins.joinOutput(sink, r.q('agent_id=a&command_id=c&replay=true'));
-    assert.deepEqual(r.calls.map((c) => [c.id, c.method, c.args['mode']]), [['agent:a', 'output.replay', 'tail']]);
-    assert.deepEqual(events(sink).map((e) => e.id ?? e.event), ['10-1', 'agent_output.error']);
+    assert.deepEqual(
+      r.calls.map((c) => [c.id, c.method, c.args['mode']]),
+      [['agent:a', 'output.replay', 'tail']],
+    );
+    assert.deepEqual(
+      events(sink).map((e) => e.id ?? e.event),
+      ['10-1', 'agent_output.error'],
+    );
     assert.ok(sink.closed);
   });
 
@@ -75,12 +95,18 @@ void describe('OutputJoins: agent_output', () => {
     r.outputTopics.publish(topic, frame('19-9'), '19-9');
     r.outputTopics.publishEnd(topic, end);
     await join;
-    assert.deepEqual(events(sink).map((e) => e.id ?? e.event), ['19-9', 'agent_output.error']);
+    assert.deepEqual(
+      events(sink).map((e) => e.id ?? e.event),
+      ['19-9', 'agent_output.error'],
+    );
     assert.ok(sink.closed);
   });
 
   void test('pages: a resume is fetched page by page after the last id; live frames above the clock follow', async () => {
-    const pages = [answer({ bytes: frame('5-6'), events: 1, chunks: 1, last: '5-6', more: true, clock: 8 }), answer({ bytes: frame('6-7'), events: 1, chunks: 1, last: '6-7', clock: 9 })];
+    const pages = [
+      answer({ bytes: frame('5-6'), events: 1, chunks: 1, last: '5-6', more: true, clock: 8 }),
+      answer({ bytes: frame('6-7'), events: 1, chunks: 1, last: '6-7', clock: 9 }),
+    ];
     const r = rig(() => pages.shift());
     const sink = new MemorySseSink();
     const topic = outputSubscriptionTopic({ agentId: 'a', commandId: 'c' });
@@ -88,8 +114,17 @@ void describe('OutputJoins: agent_output', () => {
     r.outputTopics.publish(topic, frame('9-8'), '9-8'); // emitted before the last call: covered
     r.outputTopics.publish(topic, frame('10-9'), '10-9'); // after: new
     await join;
-    assert.deepEqual(r.calls.map((c) => [c.args['mode'], c.args['afterSeq'], c.args['limit']]), [['after', 5, 1], ['after', 6, 1]]);
-    assert.deepEqual(events(sink).map((e) => e.id), ['5-6', '6-7', '10-9']);
+    assert.deepEqual(
+      r.calls.map((c) => [c.args['mode'], c.args['afterSeq'], c.args['limit']]),
+      [
+        ['after', 5, 1],
+        ['after', 6, 1],
+      ],
+    );
+    assert.deepEqual(
+      events(sink).map((e) => e.id),
+      ['5-6', '6-7', '10-9'],
+    );
   });
 
   void test('command_id alone finds the agent from the index; an unknown command stays live', async () => {
@@ -99,7 +134,10 @@ void describe('OutputJoins: agent_output', () => {
     await r.joins.joinOutput(sink, r.q('command_id=c'));
     assert.equal(r.calls[0]?.id, 'agent:a');
     r.outputTopics.publish(outputSubscriptionTopic({ commandId: 'c' }), frame('1-1'), '1-1');
-    assert.deepEqual(events(sink).map((e) => e.id), ['1-1']);
+    assert.deepEqual(
+      events(sink).map((e) => e.id),
+      ['1-1'],
+    );
     assert.equal(sink.closed, false);
   });
 
@@ -132,7 +170,10 @@ void describe('OutputJoins: agent_output', () => {
     const r = rig(() => answer({ bytes: frame('11-2'), events: 1, chunks: 1, last: '11-2', clock: 12 }));
     const sink = new MemorySseSink();
     await r.joins.joinOutput(sink, r.q('agent_id=a', { 'last-event-id': '10-1' }));
-    assert.deepEqual(r.calls.map((c) => [c.method, c.args['after']]), [['output.replayAgent', { clock: 10, seq: 1 }]]);
+    assert.deepEqual(
+      r.calls.map((c) => [c.method, c.args['after']]),
+      [['output.replayAgent', { clock: 10, seq: 1 }]],
+    );
     const all = new MemorySseSink();
     await r.joins.joinOutput(all, r.q('', { 'last-event-id': '10-1' }));
     assert.equal(JSON.parse(events(all)[0]!.data).code, 'resume_not_exact');
@@ -156,7 +197,16 @@ void describe('OutputJoins: chat', () => {
   });
 
   void test('replay, then the live events above the answer; a terminated projection closes', async () => {
-    const r = rig((_m, args) => ({ state: 'running', bytes: chatFrame('s-1'), events: 1, lastSeq: 2, terminated: args['sessionId'] === 'done' }) satisfies ChatAnswer);
+    const r = rig(
+      (_m, args) =>
+        ({
+          state: 'running',
+          bytes: chatFrame('s-1'),
+          events: 1,
+          lastSeq: 2,
+          terminated: args['sessionId'] === 'done',
+        }) satisfies ChatAnswer,
+    );
     r.index.learn('a', 'c');
     const sink = new MemorySseSink();
     const join = r.joins.joinChat(sink, parseChatQuery(new URLSearchParams('command_id=c&session_id=s&replay=true'), {}));
@@ -164,7 +214,10 @@ void describe('OutputJoins: chat', () => {
     r.chatTopics.publish(chatTopic('c', 's'), chatFrame('s-3'), 's-3');
     await join;
     assert.deepEqual(r.calls[0]?.args, { commandId: 'c', sessionId: 's', afterSeq: 0 });
-    assert.deepEqual(events(sink).map((e) => e.id), ['s-1', 's-3']);
+    assert.deepEqual(
+      events(sink).map((e) => e.id),
+      ['s-1', 's-3'],
+    );
     const done = new MemorySseSink();
     await r.joins.joinChat(done, parseChatQuery(new URLSearchParams('command_id=c&session_id=done'), {}));
     assert.equal(r.calls[1]?.args['afterSeq'], null, 'replay=false: live only');

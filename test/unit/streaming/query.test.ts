@@ -7,7 +7,10 @@ import { parseAgentOutputQuery, parseChatQuery } from '../../../src/streaming/qu
 const q = (s: string) => new URLSearchParams(s);
 
 function rejects(fn: () => unknown, pattern: RegExp): void {
-  assert.throws(fn, (err: unknown) => err instanceof SvcError && err.code === 'request.invalid' && err.httpStatus === 400 && pattern.test(err.message));
+  assert.throws(
+    fn,
+    (err: unknown) => err instanceof SvcError && err.code === 'request.invalid' && err.httpStatus === 400 && pattern.test(err.message),
+  );
 }
 
 void describe('agent-output stream query', () => {
@@ -16,14 +19,19 @@ void describe('agent-output stream query', () => {
   });
 
   void test('all parameters', () => {
-    assert.deepEqual(parseAgentOutputQuery(q('agent_id=agent-1&command_id=c-9&stream=stderr&replay=true&limit=1000'), { 'last-event-id': '1700000000000000-42' }), {
-      agentId: 'agent-1',
-      commandId: 'c-9',
-      stream: 'stderr',
-      replay: true,
-      limit: 1000,
-      resume: { clock: 1_700_000_000_000_000, seq: 42 },
-    });
+    assert.deepEqual(
+      parseAgentOutputQuery(q('agent_id=agent-1&command_id=c-9&stream=stderr&replay=true&limit=1000'), {
+        'last-event-id': '1700000000000000-42',
+      }),
+      {
+        agentId: 'agent-1',
+        commandId: 'c-9',
+        stream: 'stderr',
+        replay: true,
+        limit: 1000,
+        resume: { clock: 1_700_000_000_000_000, seq: 42 },
+      },
+    );
   });
 
   void test('replay=true without command_id is 400', () => {
@@ -31,7 +39,8 @@ void describe('agent-output stream query', () => {
   });
 
   void test('limit out of range or not an integer is 400', () => {
-    for (const bad of ['0', '1001', '-5', '1.5', 'ten', '']) rejects(() => parseAgentOutputQuery(q(`command_id=c&limit=${bad}`), {}), /limit/);
+    for (const bad of ['0', '1001', '-5', '1.5', 'ten', ''])
+      rejects(() => parseAgentOutputQuery(q(`command_id=c&limit=${bad}`), {}), /limit/);
   });
 
   void test('bad stream, replay, ids and cursors are 400 naming the problem', () => {
@@ -76,8 +85,15 @@ void describe('agent-output topics', () => {
   void test('a chunk reaches each filter combination that matches it, exactly once', () => {
     const topics = outputPublishTopics('agent-1', 'cmd-1', 'stdout');
     assert.equal(new Set(topics).size, 8);
-    const filters = [{}, { agentId: 'agent-1' }, { commandId: 'cmd-1' }, { stream: 'stdout' as const }, { agentId: 'agent-1', commandId: 'cmd-1', stream: 'stdout' as const }];
+    const filters = [
+      {},
+      { agentId: 'agent-1' },
+      { commandId: 'cmd-1' },
+      { stream: 'stdout' as const },
+      { agentId: 'agent-1', commandId: 'cmd-1', stream: 'stdout' as const },
+    ];
     for (const f of filters) assert.ok(topics.includes(outputSubscriptionTopic(f)), JSON.stringify(f));
-    for (const f of [{ agentId: 'agent-2' }, { stream: 'stderr' as const }, { agentId: 'agent-2', commandId: 'cmd-1' }]) assert.ok(!topics.includes(outputSubscriptionTopic(f)), JSON.stringify(f));
+    for (const f of [{ agentId: 'agent-2' }, { stream: 'stderr' as const }, { agentId: 'agent-2', commandId: 'cmd-1' }])
+      assert.ok(!topics.includes(outputSubscriptionTopic(f)), JSON.stringify(f));
   });
 });

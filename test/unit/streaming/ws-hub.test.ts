@@ -15,7 +15,16 @@ let nextId = 1;
 
 class FakeConn implements WsConn {
   readonly id = nextId++;
-  readonly request = { method: 'GET', path: '/', query: new URLSearchParams(), headers: {}, params: {}, body: undefined, rawBody: null, remoteAddress: '127.0.0.1' };
+  readonly request = {
+    method: 'GET',
+    path: '/',
+    query: new URLSearchParams(),
+    headers: {},
+    params: {},
+    body: undefined,
+    rawBody: null,
+    remoteAddress: '127.0.0.1',
+  };
   readonly protocol = '';
   readonly topics = new Set<string>();
   readonly got: Array<Record<string, unknown>> = [];
@@ -55,7 +64,13 @@ class FakePublisher implements WsPublisher {
   }
 }
 
-function rig(opts: { slowCloseBytes?: number } = {}): { hub: WsHub; pub: FakePublisher; open(): FakeConn; say(c: FakeConn, m: unknown): void; slow: number[] } {
+function rig(opts: { slowCloseBytes?: number } = {}): {
+  hub: WsHub;
+  pub: FakePublisher;
+  open(): FakeConn;
+  say(c: FakeConn, m: unknown): void;
+  slow: number[];
+} {
   const slow: number[] = [];
   const hub = new WsHub({ logger: pino({ level: 'silent' }), onSlow: () => slow.push(1), ...opts });
   const pub = new FakePublisher();
@@ -78,12 +93,32 @@ function rig(opts: { slowCloseBytes?: number } = {}): { hub: WsHub; pub: FakePub
 }
 
 const out = (agentId: string, n: number): Uint8Array => Buffer.from(JSON.stringify({ type: 'output', agent_id: agentId, seq: n }));
-const seqs = (c: FakeConn, agentId?: string): unknown[] => c.got.filter((m) => m['type'] === 'output' && (agentId === undefined || m['agent_id'] === agentId)).map((m) => m['seq']);
+const seqs = (c: FakeConn, agentId?: string): unknown[] =>
+  c.got.filter((m) => m['type'] === 'output' && (agentId === undefined || m['agent_id'] === agentId)).map((m) => m['seq']);
 
 function snapshot(id: string, status: string, cpu = 1): AgentSnapshot {
   return {
-    id, hostname: 'h', ip_address: '10.0.0.1', status, connected_at: 1, last_heartbeat: 2, instance_id: 'i', profile: 'basic', labels: {}, agent_version: '1', running_commands: 0, disconnected_at: null,
-    metrics: { cpu_percent: cpu, memory_used_bytes: 1, memory_total_bytes: 2, disk_used_bytes: 3, disk_total_bytes: 4, load_avg: [0.1, 0.2, 0.3], uptime_seconds: 5 },
+    id,
+    hostname: 'h',
+    ip_address: '10.0.0.1',
+    status,
+    connected_at: 1,
+    last_heartbeat: 2,
+    instance_id: 'i',
+    profile: 'basic',
+    labels: {},
+    agent_version: '1',
+    running_commands: 0,
+    disconnected_at: null,
+    metrics: {
+      cpu_percent: cpu,
+      memory_used_bytes: 1,
+      memory_total_bytes: 2,
+      disk_used_bytes: 3,
+      disk_total_bytes: 4,
+      load_avg: [0.1, 0.2, 0.3],
+      uptime_seconds: 5,
+    },
   };
 }
 
@@ -121,8 +156,22 @@ void describe('WsHub', () => {
     const status = c.got.filter((m) => m['type'] === 'agent_status').map((m) => m['status']);
     assert.deepEqual(status, ['Starting', 'Ready']);
     const metrics = c.got.filter((m) => m['type'] === 'metrics');
-    assert.deepEqual(metrics.map((m) => m['cpu_percent']), [1, 7], 'metrics only when they change');
-    assert.deepEqual(Object.keys(metrics[0]!).sort(), ['agent_id', 'cpu_percent', 'disk_total_bytes', 'disk_used_bytes', 'load_avg', 'memory_total_bytes', 'memory_used_bytes', 'timestamp', 'type']);
+    assert.deepEqual(
+      metrics.map((m) => m['cpu_percent']),
+      [1, 7],
+      'metrics only when they change',
+    );
+    assert.deepEqual(Object.keys(metrics[0]!).sort(), [
+      'agent_id',
+      'cpu_percent',
+      'disk_total_bytes',
+      'disk_used_bytes',
+      'load_avg',
+      'memory_total_bytes',
+      'memory_used_bytes',
+      'timestamp',
+      'type',
+    ]);
     r.say(c, { type: 'unsubscribe', agent_id: '*', channels: ['status'] });
     r.hub.onAgentChange({ kind: 'updated', agent: snapshot('a1', 'Busy'), previousStatus: 'Ready' });
     assert.equal(c.got.filter((m) => m['type'] === 'agent_status').length, 2);
@@ -133,7 +182,11 @@ void describe('WsHub', () => {
     const c = r.open();
     r.say(c, { type: 'join_session', session_id: 's1', role: 'observer' });
     assert.equal(c.got.at(-1)!['code'], 'session.not_found');
-    r.hub.setJoinSessionHandler((req) => ({ type: 'session_joined', session_id: req.sessionId, role: req.role === 'controller' ? 'observer' : req.role }));
+    r.hub.setJoinSessionHandler((req) => ({
+      type: 'session_joined',
+      session_id: req.sessionId,
+      role: req.role === 'controller' ? 'observer' : req.role,
+    }));
     r.say(c, { type: 'join_session', session_id: 's1', role: 'controller' });
     await new Promise((res) => setImmediate(res));
     assert.deepEqual(c.got.at(-1), { type: 'session_joined', session_id: 's1', role: 'observer' });
@@ -142,7 +195,15 @@ void describe('WsHub', () => {
   void test('bad messages get request.invalid errors; the subscription limit holds', () => {
     const r = rig();
     const c = r.open();
-    for (const bad of ['not json', '[1]', '{"type":3}', { type: 'subscribe', agent_id: '' }, { type: 'subscribe', agent_id: 'a', channels: [] }, { type: 'join_session', session_id: 's' }, { type: 'what' }]) {
+    for (const bad of [
+      'not json',
+      '[1]',
+      '{"type":3}',
+      { type: 'subscribe', agent_id: '' },
+      { type: 'subscribe', agent_id: 'a', channels: [] },
+      { type: 'join_session', session_id: 's' },
+      { type: 'what' },
+    ]) {
       r.say(c, bad);
       assert.equal(c.got.at(-1)!['code'], 'request.invalid', JSON.stringify(bad));
     }

@@ -13,11 +13,26 @@ before(() => {
 after(() => clearInterval(keepAlive));
 
 function result(exit: number, extra: Partial<CommandResultFrame> = {}): CommandResultFrame {
-  return { agent_id: 'a', command_id: 'c', exit_code: exit, error: '', duration_ms: 1, success: exit === 0, timed_out_by: '', last_seq: 0, result: 'success', ...extra };
+  return {
+    agent_id: 'a',
+    command_id: 'c',
+    exit_code: exit,
+    error: '',
+    duration_ms: 1,
+    success: exit === 0,
+    timed_out_by: '',
+    last_seq: 0,
+    result: 'success',
+    ...extra,
+  };
 }
 
 /** A starter whose command ends when `onSignal` says so. */
-function starter(behave: { onSignal?: (n: number) => CommandResultFrame | null; output?: (h: CommandHandlers) => void; end?: CommandResultFrame }): CommandStarter & { signals: number[]; args: StartArgs[] } {
+function starter(behave: {
+  onSignal?: (n: number) => CommandResultFrame | null;
+  output?: (h: CommandHandlers) => void;
+  end?: CommandResultFrame;
+}): CommandStarter & { signals: number[]; args: StartArgs[] } {
   const signals: number[] = [];
   const args: StartArgs[] = [];
   return {
@@ -32,32 +47,60 @@ function starter(behave: { onSignal?: (n: number) => CommandResultFrame | null; 
         if (behave.end !== undefined) resolve(behave.end);
       });
       return Promise.resolve({
-        agentId: 'a', commandId: a.commandId ?? 'c', result: p,
+        agentId: 'a',
+        commandId: a.commandId ?? 'c',
+        result: p,
         signal: (n) => {
           signals.push(n);
           const r = behave.onSignal?.(n) ?? null;
           if (r !== null) resolve(r);
           return Promise.resolve();
         },
-        stdin: () => Promise.resolve(), resize: () => Promise.resolve(), detach: () => undefined,
+        stdin: () => Promise.resolve(),
+        resize: () => Promise.resolve(),
+        detach: () => undefined,
       });
     },
   };
 }
 
 const base = (signal: AbortSignal, out: Array<[string, string]> = []): AgentRunOptions => ({
-  agentId: 'agent-1', commandId: 'task-1', argv: ['claude', '-p', 'hi'], cwd: '/w', env: { A: '1' }, timeoutSeconds: 60, signal, killGraceMs: 30,
-  onOutput: (s, d) => out.push([s, d.toString()]), onGap: () => undefined,
+  agentId: 'agent-1',
+  commandId: 'task-1',
+  argv: ['claude', '-p', 'hi'],
+  cwd: '/w',
+  env: { A: '1' },
+  timeoutSeconds: 60,
+  signal,
+  killGraceMs: 30,
+  onOutput: (s, d) => out.push([s, d.toString()]),
+  onGap: () => undefined,
 });
 
 describe('runAgentCommand', () => {
   test('starts argv without a shell, maps the agent log stream to stderr, resolves with the result', async () => {
-    const s = starter({ end: result(0), output: (h) => { h.output?.('stdout', Buffer.from('o'), 1); h.output?.('log', Buffer.from('note'), 2); } });
+    const s = starter({
+      end: result(0),
+      output: (h) => {
+        h.output?.('stdout', Buffer.from('o'), 1);
+        h.output?.('log', Buffer.from('note'), 2);
+      },
+    });
     const out: Array<[string, string]> = [];
     const r = await runAgentCommand(s, base(new AbortController().signal, out));
     assert.deepEqual(r, { exitCode: 0, error: '', timedOutBy: '', killed: false, resultReceived: true });
-    assert.deepEqual(s.args[0], { commandId: 'task-1', command: 'claude', args: ['-p', 'hi'], workingDir: '/w', env: { A: '1' }, timeoutSeconds: 60 });
-    assert.deepEqual(out, [['stdout', 'o'], ['stderr', 'note']]);
+    assert.deepEqual(s.args[0], {
+      commandId: 'task-1',
+      command: 'claude',
+      args: ['-p', 'hi'],
+      workingDir: '/w',
+      env: { A: '1' },
+      timeoutSeconds: 60,
+    });
+    assert.deepEqual(out, [
+      ['stdout', 'o'],
+      ['stderr', 'note'],
+    ]);
   });
 
   test('an abort sends SIGTERM; a command that ignores it gets SIGKILL after the grace', async () => {

@@ -50,9 +50,18 @@ describe('collectArtifacts', () => {
 
   test('lists regular files with name, storage path, size, content type and sha256', async () => {
     const list = await collectArtifacts(outbox, { patterns: ['**'] });
-    assert.deepEqual(list.map((a) => a.name), ['.hidden', 'change.diff', 'reports/deep/r.json', 'summary.md']);
+    assert.deepEqual(
+      list.map((a) => a.name),
+      ['.hidden', 'change.diff', 'reports/deep/r.json', 'summary.md'],
+    );
     const md = list.find((a) => a.name === 'summary.md');
-    assert.deepEqual(md, { name: 'summary.md', path: `outbox/${taskId}/summary.md`, size_bytes: 7, content_type: 'text/markdown; charset=utf-8', checksum: sha('# done\n') });
+    assert.deepEqual(md, {
+      name: 'summary.md',
+      path: `outbox/${taskId}/summary.md`,
+      size_bytes: 7,
+      content_type: 'text/markdown; charset=utf-8',
+      checksum: sha('# done\n'),
+    });
   });
 
   test('symlinks are never followed or hashed', async () => {
@@ -62,7 +71,10 @@ describe('collectArtifacts', () => {
   });
 
   test('patterns select, maxFiles caps, a missing outbox is empty, abort stops', async () => {
-    assert.deepEqual((await collectArtifacts(outbox, { patterns: ['reports/**', '*.diff'] })).map((a) => a.name), ['change.diff', 'reports/deep/r.json']);
+    assert.deepEqual(
+      (await collectArtifacts(outbox, { patterns: ['reports/**', '*.diff'] })).map((a) => a.name),
+      ['change.diff', 'reports/deep/r.json'],
+    );
     assert.equal((await collectArtifacts(outbox, { patterns: ['**'], maxFiles: 2 })).length, 2);
     assert.deepEqual(await collectArtifacts(join(base, 'nope'), { patterns: ['**'] }), []);
     await assert.rejects(collectArtifacts(outbox, { patterns: ['**'], signal: AbortSignal.abort() }));

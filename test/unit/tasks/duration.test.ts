@@ -15,7 +15,24 @@ describe('durations', () => {
   });
 
   test('refuses everything else', () => {
-    for (const bad of ['', '30', '-5m', '+5m', '1y', '5mm', '1h 30m', '30m1h', '1.5h', '500ms', 'h', '1H', ' 1h', '1h\n', '12345678s', '1w']) {
+    for (const bad of [
+      '',
+      '30',
+      '-5m',
+      '+5m',
+      '1y',
+      '5mm',
+      '1h 30m',
+      '30m1h',
+      '1.5h',
+      '500ms',
+      'h',
+      '1H',
+      ' 1h',
+      '1h\n',
+      '12345678s',
+      '1w',
+    ]) {
       assert.equal(parseDuration(bad), null, JSON.stringify(bad));
     }
   });

@@ -13,7 +13,10 @@ before(async () => {
   dir = await mkdtemp(join(tmpdir(), 'git-clone-'));
   repo = join(dir, 'origin');
   const git = (...args: string[]): void => {
-    execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=T', '-c', 'init.defaultBranch=main', ...args], { cwd: repo, stdio: 'ignore' });
+    execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=T', '-c', 'init.defaultBranch=main', ...args], {
+      cwd: repo,
+      stdio: 'ignore',
+    });
   };
   execFileSync('mkdir', ['-p', repo]);
   git('init', '-q');
@@ -30,13 +33,28 @@ before(async () => {
 });
 after(() => rm(dir, { recursive: true, force: true }));
 
-const exists = (p: string): Promise<boolean> => access(p).then(() => true, () => false);
+const exists = (p: string): Promise<boolean> =>
+  access(p).then(
+    () => true,
+    () => false,
+  );
 
 describe('gitClone', () => {
   test('argv: options end before the URL; absolute paths become file:// so --depth applies', () => {
     assert.equal(cloneSource('/srv/app'), 'file:///srv/app');
     assert.equal(cloneSource('https://example.com/a.git'), 'https://example.com/a.git');
-    assert.deepEqual(cloneArgs('/srv/app', 'main', '/w'), ['-c', 'protocol.ext.allow=never', 'clone', '--depth', '1', '--branch', 'main', '--', 'file:///srv/app', '/w']);
+    assert.deepEqual(cloneArgs('/srv/app', 'main', '/w'), [
+      '-c',
+      'protocol.ext.allow=never',
+      'clone',
+      '--depth',
+      '1',
+      '--branch',
+      'main',
+      '--',
+      'file:///srv/app',
+      '/w',
+    ]);
     assert.deepEqual(cloneArgs('-oops', null, '/w').slice(-3), ['--', '-oops', '/w']);
   });
 
@@ -51,7 +69,10 @@ describe('gitClone', () => {
 
   test('failures say what git said and leave no partial workspace', async () => {
     const w = join(dir, 'w3');
-    await assert.rejects(gitClone({ url: repo, branch: 'no-such-branch', dir: w }), (e: unknown) => e instanceof SvcError && /git clone failed \(exit code 128\): .*no-such-branch/s.test(e.message));
+    await assert.rejects(
+      gitClone({ url: repo, branch: 'no-such-branch', dir: w }),
+      (e: unknown) => e instanceof SvcError && /git clone failed \(exit code 128\): .*no-such-branch/s.test(e.message),
+    );
     assert.equal(await exists(w), false);
   });
 
@@ -60,7 +81,10 @@ describe('gitClone', () => {
     await writeFile(fakeGit, '#!/bin/sh\nsleep 30 &\nwait\n');
     await chmod(fakeGit, 0o755);
     const t0 = Date.now();
-    await assert.rejects(gitClone({ url: repo, branch: null, dir: join(dir, 'w4'), gitPath: fakeGit, timeoutMs: 300 }), (e: unknown) => e instanceof SvcError && e.code === 'server.timeout' && /did not finish within/.test(e.message));
+    await assert.rejects(
+      gitClone({ url: repo, branch: null, dir: join(dir, 'w4'), gitPath: fakeGit, timeoutMs: 300 }),
+      (e: unknown) => e instanceof SvcError && e.code === 'server.timeout' && /did not finish within/.test(e.message),
+    );
     assert.ok(Date.now() - t0 < 10_000, 'the sleeping grandchild did not hold the result');
     const ac = new AbortController();
     const p = gitClone({ url: repo, branch: null, dir: join(dir, 'w5'), gitPath: fakeGit, signal: ac.signal });
@@ -69,6 +93,9 @@ describe('gitClone', () => {
   });
 
   test('a git that cannot be found is a clear error', async () => {
-    await assert.rejects(gitClone({ url: repo, branch: null, dir: join(dir, 'w6'), gitPath: join(dir, 'no-git-here') }), (e: unknown) => e instanceof SvcError && /git clone failed \(exit code 127\)/.test(e.message));
+    await assert.rejects(
+      gitClone({ url: repo, branch: null, dir: join(dir, 'w6'), gitPath: join(dir, 'no-git-here') }),
+      (e: unknown) => e instanceof SvcError && /git clone failed \(exit code 127\)/.test(e.message),
+    );
   });
 });

@@ -8,9 +8,27 @@ export type Schema = Record<string, unknown>;
 
 const ANNOTATIONS = new Set(['$schema', '$id', '$comment', 'title', 'description', '$defs']);
 const KEYWORDS = new Set([
-  'type', 'properties', 'required', 'additionalProperties', 'propertyNames', 'maxProperties', 'minProperties',
-  'enum', 'const', 'pattern', 'minLength', 'maxLength', 'items', 'prefixItems', 'minItems', 'maxItems',
-  'allOf', 'anyOf', 'oneOf', 'not', '$ref',
+  'type',
+  'properties',
+  'required',
+  'additionalProperties',
+  'propertyNames',
+  'maxProperties',
+  'minProperties',
+  'enum',
+  'const',
+  'pattern',
+  'minLength',
+  'maxLength',
+  'items',
+  'prefixItems',
+  'minItems',
+  'maxItems',
+  'allOf',
+  'anyOf',
+  'oneOf',
+  'not',
+  '$ref',
 ]);
 const TYPES = new Set(['string', 'object', 'array', 'integer', 'number', 'boolean', 'null']);
 
@@ -28,7 +46,8 @@ export function checkSchema(root: Schema): string[] {
     for (const [k, v] of Object.entries(s)) {
       if (ANNOTATIONS.has(k)) {
         if (k === '$defs') for (const [name, d] of Object.entries(v as object)) visit(d, `${at}/$defs/${name}`);
-        else if (k !== '$comment' && k !== 'description' && k !== 'title' && typeof v !== 'string') problems.push(`${at}/${k}: must be a string`);
+        else if (k !== '$comment' && k !== 'description' && k !== 'title' && typeof v !== 'string')
+          problems.push(`${at}/${k}: must be a string`);
         continue;
       }
       if (!KEYWORDS.has(k)) {
@@ -38,14 +57,16 @@ export function checkSchema(root: Schema): string[] {
       const where = `${at}/${k}`;
       switch (k) {
         case 'type':
-          if (!(typeof v === 'string' ? TYPES.has(v) : Array.isArray(v) && v.every((t) => TYPES.has(t as string)))) problems.push(`${where}: bad type`);
+          if (!(typeof v === 'string' ? TYPES.has(v) : Array.isArray(v) && v.every((t) => TYPES.has(t as string))))
+            problems.push(`${where}: bad type`);
           break;
         case 'properties':
           if (!isObj(v)) problems.push(`${where}: must be an object`);
           else for (const [name, p] of Object.entries(v)) visit(p, `${where}/${name}`);
           break;
         case 'required':
-          if (!Array.isArray(v) || !v.every((r) => typeof r === 'string') || new Set(v).size !== v.length) problems.push(`${where}: must be unique strings`);
+          if (!Array.isArray(v) || !v.every((r) => typeof r === 'string') || new Set(v).size !== v.length)
+            problems.push(`${where}: must be unique strings`);
           break;
         case 'enum':
           if (!Array.isArray(v) || v.length === 0) problems.push(`${where}: must be a non-empty array`);
@@ -57,18 +78,30 @@ export function checkSchema(root: Schema): string[] {
             problems.push(`${where}: not an ECMA-262 regex`);
           }
           break;
-        case 'minLength': case 'maxLength': case 'minItems': case 'maxItems': case 'minProperties': case 'maxProperties':
+        case 'minLength':
+        case 'maxLength':
+        case 'minItems':
+        case 'maxItems':
+        case 'minProperties':
+        case 'maxProperties':
           if (!isNonNegInt(v)) problems.push(`${where}: must be a non-negative integer`);
           break;
-        case 'allOf': case 'anyOf': case 'oneOf': case 'prefixItems':
+        case 'allOf':
+        case 'anyOf':
+        case 'oneOf':
+        case 'prefixItems':
           if (!Array.isArray(v) || v.length === 0) problems.push(`${where}: must be a non-empty array`);
           else v.forEach((sub, i) => visit(sub, `${where}/${i}`));
           break;
-        case 'additionalProperties': case 'propertyNames': case 'items': case 'not':
+        case 'additionalProperties':
+        case 'propertyNames':
+        case 'items':
+        case 'not':
           visit(v, where);
           break;
         case '$ref':
-          if (typeof v !== 'string' || !v.startsWith('#/$defs/') || !Object.hasOwn(defs, v.slice(8))) problems.push(`${where}: unresolved ${String(v)}`);
+          if (typeof v !== 'string' || !v.startsWith('#/$defs/') || !Object.hasOwn(defs, v.slice(8)))
+            problems.push(`${where}: unresolved ${String(v)}`);
           break;
         case 'const':
           break;
@@ -85,14 +118,22 @@ function codePoints(s: string): number {
 
 function typeOk(t: string, v: unknown): boolean {
   switch (t) {
-    case 'string': return typeof v === 'string';
-    case 'integer': return Number.isInteger(v);
-    case 'number': return typeof v === 'number' && Number.isFinite(v);
-    case 'boolean': return typeof v === 'boolean';
-    case 'null': return v === null;
-    case 'array': return Array.isArray(v);
-    case 'object': return isObj(v);
-    default: return false;
+    case 'string':
+      return typeof v === 'string';
+    case 'integer':
+      return Number.isInteger(v);
+    case 'number':
+      return typeof v === 'number' && Number.isFinite(v);
+    case 'boolean':
+      return typeof v === 'boolean';
+    case 'null':
+      return v === null;
+    case 'array':
+      return Array.isArray(v);
+    case 'object':
+      return isObj(v);
+    default:
+      return false;
   }
 }
 

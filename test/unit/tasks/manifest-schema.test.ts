@@ -41,7 +41,11 @@ describe('manifest JSON Schema', () => {
       assert.equal(s['type'], 'object', shape);
       assert.equal(s['additionalProperties'], false, `${shape || 'root'} must reject unknown fields`);
       assert.deepEqual(Object.keys(s['properties'] as object).sort(), [...R.MANIFEST_KEYS[shape]].sort(), `${shape || 'root'} properties`);
-      assert.deepEqual([...((s['required'] as string[] | undefined) ?? [])].sort(), [...R.MANIFEST_REQUIRED[shape]].sort(), `${shape || 'root'} required`);
+      assert.deepEqual(
+        [...((s['required'] as string[] | undefined) ?? [])].sort(),
+        [...R.MANIFEST_REQUIRED[shape]].sort(),
+        `${shape || 'root'} required`,
+      );
     }
   });
 
@@ -65,7 +69,18 @@ describe('manifest JSON Schema', () => {
     assert.equal((labels['propertyNames'] as Schema)['pattern'], R.LABEL_KEY_RE.source);
     assert.equal((labels['additionalProperties'] as Schema)['pattern'], R.LABEL_VALUE_RE.source);
     // Every validator regex is a 'u' regex, so the schema's ECMA-262 (unicode) reading is the same.
-    for (const re of [R.NAME_RE, R.REPO_URL_RE, R.BRANCH_RE, R.MODEL_RE, R.PROMPT_RE, R.COMMAND_ARG_RE, R.TIMEOUT_RE, R.ARTIFACT_PATTERN_RE, R.LABEL_KEY_RE, R.LABEL_VALUE_RE]) {
+    for (const re of [
+      R.NAME_RE,
+      R.REPO_URL_RE,
+      R.BRANCH_RE,
+      R.MODEL_RE,
+      R.PROMPT_RE,
+      R.COMMAND_ARG_RE,
+      R.TIMEOUT_RE,
+      R.ARTIFACT_PATTERN_RE,
+      R.LABEL_KEY_RE,
+      R.LABEL_VALUE_RE,
+    ]) {
       assert.ok(re.unicode, re.source);
     }
   });
@@ -139,7 +154,12 @@ describe('manifest JSON Schema', () => {
         const m = apply(base, muts);
         const meta = m['metadata'] as Record<string, unknown> | undefined;
         // The one check left to the server that this generator can hit (see the schema's $comment).
-        const nameClash = typeof m['name'] === 'string' && typeof meta === 'object' && meta !== null && typeof meta['name'] === 'string' && meta['name'] !== m['name'];
+        const nameClash =
+          typeof m['name'] === 'string' &&
+          typeof meta === 'object' &&
+          meta !== null &&
+          typeof meta['name'] === 'string' &&
+          meta['name'] !== m['name'];
         const bySchema = validates(schema, m);
         const byValidator = validatorAccepts(m);
         if (byValidator) accepted++;

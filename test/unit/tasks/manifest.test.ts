@@ -15,7 +15,11 @@ describe('task manifest: accepted forms', () => {
       name: 'fix-login',
       metadata: { id: null, labels: {} },
       repository: { url: '/srv/repos/app', branch: null },
-      agent: { prompt: 'Fix the login bug', model: 'claude-sonnet-4-5', command: ['claude', '-p', '{prompt}', '--output-format', 'stream-json', '--model', '{model}'] },
+      agent: {
+        prompt: 'Fix the login bug',
+        model: 'claude-sonnet-4-5',
+        command: ['claude', '-p', '{prompt}', '--output-format', 'stream-json', '--model', '{model}'],
+      },
       lifecycle: { timeout: '1h', timeoutMs: 3_600_000, failureAction: 'destroy' },
       artifacts: { patterns: ['**'] },
     });
@@ -27,7 +31,11 @@ describe('task manifest: accepted forms', () => {
     assert.equal(m.metadata.id, 'JIRA-12');
     assert.deepEqual(m.metadata.labels, { team: 'web', 'example.com/tier': 'gold' });
     assert.deepEqual(m.repository, { url: 'https://example.com/org/app.git', branch: 'feature/login' });
-    assert.deepEqual(m.agent, { prompt: 'Fix the login bug', model: 'claude-opus-4-1', command: ['my-agent', '--prompt', '{prompt}', '--model={model}'] });
+    assert.deepEqual(m.agent, {
+      prompt: 'Fix the login bug',
+      model: 'claude-opus-4-1',
+      command: ['my-agent', '--prompt', '{prompt}', '--model={model}'],
+    });
     assert.deepEqual(m.lifecycle, { timeout: '1h30m', timeoutMs: 5_400_000, failureAction: 'preserve' });
     assert.deepEqual(m.artifacts.patterns, ['reports/**', '*.diff']);
   });
@@ -106,7 +114,8 @@ describe('task manifest: every invalid fixture is a 400 naming the field', () =>
           assert.ok(err instanceof SvcError, 'an SvcError');
           assert.equal(err.code, 'task.invalid_manifest');
           assert.equal(err.httpStatus, 400);
-          if (typeof f.message === 'string') assert.ok(err.message.includes(f.message), `message ${JSON.stringify(err.message)} lacks ${JSON.stringify(f.message)}`);
+          if (typeof f.message === 'string')
+            assert.ok(err.message.includes(f.message), `message ${JSON.stringify(err.message)} lacks ${JSON.stringify(f.message)}`);
           else assert.match(err.message, f.message);
           return true;
         },
@@ -118,7 +127,13 @@ describe('task manifest: every invalid fixture is a 400 naming the field', () =>
 describe('buildArgv', () => {
   test('replaces placeholders that are whole elements or parts of elements', () => {
     assert.deepEqual(buildArgv(MANIFEST_DEFAULTS.command, { prompt: 'Fix it', model: 'm1' }), [
-      'claude', '-p', 'Fix it', '--output-format', 'stream-json', '--model', 'm1',
+      'claude',
+      '-p',
+      'Fix it',
+      '--output-format',
+      'stream-json',
+      '--model',
+      'm1',
     ]);
     assert.deepEqual(buildArgv(['x', '--model={model}', '{prompt}/{prompt}'], { prompt: 'p', model: 'm' }), ['x', '--model=m', 'p/p']);
   });
@@ -130,7 +145,12 @@ describe('buildArgv', () => {
   });
 
   test('other braces are left alone', () => {
-    assert.deepEqual(buildArgv(['a', '{promptx}', '{"k":1}', '{ prompt }'], { prompt: 'P', model: 'M' }), ['a', '{promptx}', '{"k":1}', '{ prompt }']);
+    assert.deepEqual(buildArgv(['a', '{promptx}', '{"k":1}', '{ prompt }'], { prompt: 'P', model: 'M' }), [
+      'a',
+      '{promptx}',
+      '{"k":1}',
+      '{ prompt }',
+    ]);
   });
 
   test('property: the template length is kept and placeholder-free elements are unchanged', () => {

@@ -59,7 +59,14 @@ export class FakeVms implements TaskVmBackend {
         }
         this.created.push(req);
         const id = `op-${this.created.length}`;
-        const op: OperationJson = { id, type: 'vm_create', status: 'completed', target: req.name, created_at: new Date().toISOString(), progress_percent: 100 };
+        const op: OperationJson = {
+          id,
+          type: 'vm_create',
+          status: 'completed',
+          target: req.name,
+          created_at: new Date().toISOString(),
+          progress_percent: 100,
+        };
         this.#ops.set(
           id,
           new Promise((resolve) =>
@@ -78,8 +85,18 @@ export class FakeVms implements TaskVmBackend {
       },
       detail: (name) =>
         Promise.resolve({
-          name, state: 'running', uuid: `uuid-${name}`, vcpus: 1, memory_mb: 256, ip_address: '10.0.0.7', uptime_seconds: 1,
-          agent: { connected: true }, host: 'test:///default', profile: 'basic', disk_gb: 1, accelerator: null,
+          name,
+          state: 'running',
+          uuid: `uuid-${name}`,
+          vcpus: 1,
+          memory_mb: 256,
+          ip_address: '10.0.0.7',
+          uptime_seconds: 1,
+          agent: { connected: true },
+          host: 'test:///default',
+          profile: 'basic',
+          disk_gb: 1,
+          accelerator: null,
         }),
       remove: (name) => {
         if (!this.existing.delete(name)) return Promise.reject(new SvcError('VM_NOT_FOUND', `VM '${name}' not found`));
@@ -117,13 +134,29 @@ export class FakeCommands implements CommandStarter {
     const result = new Promise<CommandResultFrame>((r) => (resolve = r));
     const commandId = args.commandId ?? 'cmd-x';
     const finish = (exit: number): void =>
-      resolve({ agent_id: agentId, command_id: commandId, exit_code: exit, error: '', duration_ms: 1, success: exit === 0, timed_out_by: '', last_seq: 0, result: exit === 0 ? 'success' : 'failure' });
+      resolve({
+        agent_id: agentId,
+        command_id: commandId,
+        exit_code: exit,
+        error: '',
+        duration_ms: 1,
+        success: exit === 0,
+        timed_out_by: '',
+        last_seq: 0,
+        result: exit === 0 ? 'success' : 'failure',
+      });
     let seq = 0;
     const out = (stream: 'stdout' | 'stderr' | 'log', text: string): void => handlers.output?.(stream, Buffer.from(text), ++seq);
     setImmediate(() => {
       if (args.command === 'ok') {
-        out('stdout', '{"type":"system","subtype":"init"}\n{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t1","name":"Edit","input":{}}]}}\n');
-        out('stdout', '{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1"}]}}\n{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t2","name":"Bash","input":{}}]}}\n{"type":"result","subtype":"success"}');
+        out(
+          'stdout',
+          '{"type":"system","subtype":"init"}\n{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t1","name":"Edit","input":{}}]}}\n',
+        );
+        out(
+          'stdout',
+          '{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1"}]}}\n{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t2","name":"Bash","input":{}}]}}\n{"type":"result","subtype":"success"}',
+        );
         finish(0);
       } else if (args.command === 'fail') {
         out('stderr', 'first\nsomething broke\n');
@@ -152,7 +185,10 @@ export class FakeCommands implements CommandStarter {
 export async function makeRepo(dir: string): Promise<string> {
   await mkdir(dir, { recursive: true });
   const git = (...args: string[]): void => {
-    execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=T', '-c', 'init.defaultBranch=main', ...args], { cwd: dir, stdio: 'ignore' });
+    execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=T', '-c', 'init.defaultBranch=main', ...args], {
+      cwd: dir,
+      stdio: 'ignore',
+    });
   };
   git('init', '-q');
   await writeFile(join(dir, 'hello.txt'), 'hello\n');

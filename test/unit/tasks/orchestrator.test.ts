@@ -64,13 +64,21 @@ const manifest = (command: string[], extra: Record<string, unknown> = {}): Recor
 });
 
 function waitState(o: TaskOrchestrator, id: string, states: readonly string[]): Promise<TaskRecord> {
-  return waitFor(`task ${id} to be ${states.join(' or ')}`, () => {
-    const t = o.get(id);
-    return states.includes(t.state) ? t : undefined;
-  }, { deadlineMs: DEADLINE_MS.process, intervalMs: 10, lastState: () => `${o.get(id).state}: ${o.get(id).state_message}` });
+  return waitFor(
+    `task ${id} to be ${states.join(' or ')}`,
+    () => {
+      const t = o.get(id);
+      return states.includes(t.state) ? t : undefined;
+    },
+    { deadlineMs: DEADLINE_MS.process, intervalMs: 10, lastState: () => `${o.get(id).state}: ${o.get(id).state_message}` },
+  );
 }
 const TERMINAL = ['completed', 'failed', 'failed_preserved', 'cancelled'];
-const exists = (p: string): Promise<boolean> => access(p).then(() => true, () => false);
+const exists = (p: string): Promise<boolean> =>
+  access(p).then(
+    () => true,
+    () => false,
+  );
 
 describe('TaskOrchestrator', () => {
   test('the happy path: every state in order, the command as the manifest says, progress, artifacts, the VM deleted', async () => {
@@ -90,10 +98,21 @@ describe('TaskOrchestrator', () => {
     assert.equal(started?.args.commandId, id);
     assert.deepEqual([started?.args.command, ...(started?.args.args ?? [])], ['ok', '--prompt=do it', 'm-1']);
     assert.equal(started?.args.workingDir, join(r.stateDir, 'tasks', id, 'workspace'));
-    assert.deepEqual(started?.args.env, { SANDBOX_TASK_ID: id, SANDBOX_WORKSPACE: join(r.stateDir, 'tasks', id, 'workspace'), SANDBOX_OUTBOX: join(r.stateDir, 'storage', 'outbox', id) });
+    assert.deepEqual(started?.args.env, {
+      SANDBOX_TASK_ID: id,
+      SANDBOX_WORKSPACE: join(r.stateDir, 'tasks', id, 'workspace'),
+      SANDBOX_OUTBOX: join(r.stateDir, 'storage', 'outbox', id),
+    });
     assert.ok((started?.args.timeoutSeconds ?? 0) > 600 && (started?.args.timeoutSeconds ?? 0) <= 630);
-    assert.deepEqual(r.vms.created.map((c) => [c.profile, c.vcpus, c.memoryMiB, c.diskGiB]), [['basic', 1, 1024, 10]]);
-    await until('the task VM to be deleted', () => r.vms.removed.length === 1, () => `removed ${JSON.stringify(r.vms.removed)}`);
+    assert.deepEqual(
+      r.vms.created.map((c) => [c.profile, c.vcpus, c.memoryMiB, c.diskGiB]),
+      [['basic', 1, 1024, 10]],
+    );
+    await until(
+      'the task VM to be deleted',
+      () => r.vms.removed.length === 1,
+      () => `removed ${JSON.stringify(r.vms.removed)}`,
+    );
     await until('the workspace to be removed', async () => !(await exists(join(r.stateDir, 'tasks', id, 'workspace'))));
     const recs = [];
     for await (const rec of readRecords(r.o.taskLog(id).path, 1 << 30)) recs.push(rec);
@@ -111,7 +130,11 @@ describe('TaskOrchestrator', () => {
     const kept = await r.o.submit(manifest(['fail'], { lifecycle: { failure_action: 'preserve' } }));
     const k = await waitState(r.o, kept, TERMINAL);
     assert.equal(k.state, 'failed_preserved');
-    await until('the task VM to be deleted', () => r.vms.removed.length === 1, () => `removed ${JSON.stringify(r.vms.removed)}`);
+    await until(
+      'the task VM to be deleted',
+      () => r.vms.removed.length === 1,
+      () => `removed ${JSON.stringify(r.vms.removed)}`,
+    );
     assert.deepEqual(r.vms.removed, [t.vm_name]);
     assert.equal(r.vms.existing.has(k.vm_name ?? ''), true);
     assert.equal(await exists(join(r.stateDir, 'tasks', kept, 'workspace', 'hello.txt')), true);
@@ -126,9 +149,16 @@ describe('TaskOrchestrator', () => {
     assert.equal(t.state, 'cancelled');
     assert.equal(t.state_message, 'cancelled: stop it');
     assert.deepEqual(r.commands.signals, [15, 9]);
-    await until('the task VM to be deleted', () => r.vms.removed.length === 1, () => `removed ${JSON.stringify(r.vms.removed)}`);
+    await until(
+      'the task VM to be deleted',
+      () => r.vms.removed.length === 1,
+      () => `removed ${JSON.stringify(r.vms.removed)}`,
+    );
     await assert.rejects(r.o.cancel(id, 'again'), (e: unknown) => e instanceof SvcError && e.code === 'task.not_cancellable');
-    await assert.rejects(r.o.cancel('task-00000000-0000-4000-8000-000000000000', ''), (e: unknown) => e instanceof SvcError && e.code === 'task.not_found');
+    await assert.rejects(
+      r.o.cancel('task-00000000-0000-4000-8000-000000000000', ''),
+      (e: unknown) => e instanceof SvcError && e.code === 'task.not_found',
+    );
   });
 
   test('cancel during provisioning: the VM is deleted once its create operation has finished', async () => {
@@ -138,7 +168,11 @@ describe('TaskOrchestrator', () => {
     await waitState(r.o, id, ['provisioning']);
     await r.o.cancel(id, '');
     assert.equal(r.o.get(id).state_message, 'cancelled by request');
-    await until('the task VM to be deleted', () => r.vms.removed.length === 1, () => `removed ${JSON.stringify(r.vms.removed)}`);
+    await until(
+      'the task VM to be deleted',
+      () => r.vms.removed.length === 1,
+      () => `removed ${JSON.stringify(r.vms.removed)}`,
+    );
     assert.equal(r.commands.started.length, 0, 'the command never started');
   });
 
@@ -184,7 +218,7 @@ describe('TaskOrchestrator', () => {
     assert.equal(k.vm_name, null);
     // A negative check: the clean-up runs after the terminal state; a pause in which no delete may come.
     await new Promise((res) => setTimeout(res, 50));
-    assert.deepEqual(r.vms.removed, [], 'a VM that is not the task\'s is never deleted');
+    assert.deepEqual(r.vms.removed, [], "a VM that is not the task's is never deleted");
     const bad = await r.o.submit({ manifest: { name: 'x', repository: { url: join(root, 'nothing-here') }, prompt: 'p' } });
     const b = await waitState(r.o, bad, TERMINAL);
     assert.match(b.error ?? '', /^staging failed: git clone failed/);
@@ -192,8 +226,14 @@ describe('TaskOrchestrator', () => {
 
   test('no capacity and a full pending queue are 503 task.no_capacity; stop() fails what runs and refuses new tasks', async () => {
     const down = rig({ capacity: () => Promise.resolve({ ok: false, reason: 'the hypervisor is down', retryAfterSeconds: 7 }) });
-    await assert.rejects(down.o.submit(manifest(['ok'])), (e: unknown) => e instanceof SvcError && e.code === 'task.no_capacity' && e.details?.['retryAfterSeconds'] === 7);
-    await assert.rejects(down.o.submit({ manifest: { name: 'x' } }), (e: unknown) => e instanceof SvcError && e.code === 'task.invalid_manifest');
+    await assert.rejects(
+      down.o.submit(manifest(['ok'])),
+      (e: unknown) => e instanceof SvcError && e.code === 'task.no_capacity' && e.details?.['retryAfterSeconds'] === 7,
+    );
+    await assert.rejects(
+      down.o.submit({ manifest: { name: 'x' } }),
+      (e: unknown) => e instanceof SvcError && e.code === 'task.invalid_manifest',
+    );
 
     const r = rig({ maxConcurrent: 1, maxPending: 1 });
     const running = await r.o.submit(manifest(['hang']));
@@ -218,10 +258,20 @@ describe('TaskOrchestrator', () => {
       ids.push(await r.o.submit(manifest(['ok'])));
       await waitState(r.o, ids[i] ?? '', TERMINAL);
     }
-    await until('the three task VMs to be deleted', () => r.vms.removed.length === 3, () => `removed ${JSON.stringify(r.vms.removed)}`);
-    assert.throws(() => r.o.get(ids[0] ?? ''), (e: unknown) => e instanceof SvcError && e.code === 'task.not_found');
-    await until('the oldest task to be evicted from the list', () => !r.o.list({ limit: 10, offset: 0 }).tasks.some((t) => t.id === ids[0]));
-    await until('the oldest task\'s files to be removed', async () => !(await exists(join(r.stateDir, 'tasks', ids[0] ?? ''))));
+    await until(
+      'the three task VMs to be deleted',
+      () => r.vms.removed.length === 3,
+      () => `removed ${JSON.stringify(r.vms.removed)}`,
+    );
+    assert.throws(
+      () => r.o.get(ids[0] ?? ''),
+      (e: unknown) => e instanceof SvcError && e.code === 'task.not_found',
+    );
+    await until(
+      'the oldest task to be evicted from the list',
+      () => !r.o.list({ limit: 10, offset: 0 }).tasks.some((t) => t.id === ids[0]),
+    );
+    await until("the oldest task's files to be removed", async () => !(await exists(join(r.stateDir, 'tasks', ids[0] ?? ''))));
     assert.equal(await exists(join(r.stateDir, 'tasks', ids[2] ?? '', 'log.ndjson')), true);
   });
 });

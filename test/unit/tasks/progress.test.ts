@@ -5,7 +5,16 @@ import { StreamJsonProgress } from '../../../src/tasks/progress.js';
 
 const T0 = new Date('2026-01-01T00:00:00Z');
 const line = (o: unknown): string => `${JSON.stringify(o)}\n`;
-const toolUse = (id: string, name: string) => line({ type: 'assistant', message: { content: [{ type: 'text', text: 'working' }, { type: 'tool_use', id, name, input: { path: 'a.ts' } }] } });
+const toolUse = (id: string, name: string) =>
+  line({
+    type: 'assistant',
+    message: {
+      content: [
+        { type: 'text', text: 'working' },
+        { type: 'tool_use', id, name, input: { path: 'a.ts' } },
+      ],
+    },
+  });
 const toolResult = (id: string) => line({ type: 'user', message: { content: [{ type: 'tool_result', tool_use_id: id, content: 'ok' }] } });
 
 /** A realistic Claude Code stream-json session: init, three tool calls, a final result. */
@@ -78,7 +87,10 @@ describe('StreamJsonProgress', () => {
 
   test('over-long lines are skipped without buffering them, and the next line still parses', () => {
     const p = new StreamJsonProgress(T0, { maxLineBytes: 1024 });
-    const huge = JSON.stringify({ type: 'assistant', message: { content: [{ type: 'tool_use', id: 'x', name: 'Big', input: 'y'.repeat(5000) }] } });
+    const huge = JSON.stringify({
+      type: 'assistant',
+      message: { content: [{ type: 'tool_use', id: 'x', name: 'Big', input: 'y'.repeat(5000) }] },
+    });
     for (let i = 0; i < huge.length; i += 100) p.push(Buffer.from(huge.slice(i, i + 100)), 'stdout');
     p.push(Buffer.from(`\n${toolUse('toolu_2', 'Edit')}`), 'stdout');
     assert.equal(p.snapshot().tool_calls, 1);

@@ -53,14 +53,22 @@ void describe('readTar', () => {
   }
 
   void test('a name leaving the root or an absolute name rejects the whole archive', () => {
-    assert.throws(() => readTar(Buffer.concat([entry('ok.txt', '0', Buffer.from('x')), entry('../escape', '0', Buffer.from('x')), END])), TarError);
+    assert.throws(
+      () => readTar(Buffer.concat([entry('ok.txt', '0', Buffer.from('x')), entry('../escape', '0', Buffer.from('x')), END])),
+      TarError,
+    );
     assert.throws(() => readTar(Buffer.concat([entry('a/../../escape', '0'), END])), /leaving the archive root/);
     assert.throws(() => readTar(Buffer.concat([entry('/etc/cron.d/x', '0'), END])), /absolute name/);
   });
 
   void test('a hard link, device or FIFO is skipped, never written', () => {
-    const got = readTar(Buffer.concat([entry('hard', '1'), entry('dev', '3'), entry('fifo', '6'), entry('real', '0', Buffer.from('r')), END]));
-    assert.deepEqual(got.files.map((f) => f.name), ['real']);
+    const got = readTar(
+      Buffer.concat([entry('hard', '1'), entry('dev', '3'), entry('fifo', '6'), entry('real', '0', Buffer.from('r')), END]),
+    );
+    assert.deepEqual(
+      got.files.map((f) => f.name),
+      ['real'],
+    );
     assert.deepEqual(got.skipped, ['hard (type 1)', 'dev (type 3)', 'fifo (type 6)']);
   });
 

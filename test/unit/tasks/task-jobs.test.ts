@@ -59,7 +59,10 @@ void describe('task jobs: pool and inline agree', () => {
     };
     const inline = await readTarJob(undefined, slabs());
     const pooled = await readTarJob(pool, slabs());
-    const view = (c: typeof inline): unknown => ({ files: c.files.map((f) => [f.name, f.data.toString('base64')]).sort(), skipped: c.skipped });
+    const view = (c: typeof inline): unknown => ({
+      files: c.files.map((f) => [f.name, f.data.toString('base64')]).sort(),
+      skipped: c.skipped,
+    });
     assert.deepEqual(view(pooled), view(inline));
     assert.equal(pooled.files.length, 3);
     assert.deepEqual(pooled.skipped, ['link (type 2)']);
@@ -69,7 +72,10 @@ void describe('task jobs: pool and inline agree', () => {
     const bad = await settle(readTarJob(undefined, slabs(corrupt)));
     assert.deepEqual(await settle(readTarJob(pool, slabs(corrupt))), bad);
     assert.match(JSON.stringify(bad), /bad header checksum at byte 0/);
-    assert.deepEqual(await settle(readTarJob(pool, slabs(), { maxFiles: 2 })), await settle(readTarJob(undefined, slabs(), { maxFiles: 2 })));
+    assert.deepEqual(
+      await settle(readTarJob(pool, slabs(), { maxFiles: 2 })),
+      await settle(readTarJob(undefined, slabs(), { maxFiles: 2 })),
+    );
     assert.deepEqual(await settle(readTarJob(pool, new ByteSlabs())), await settle(readTarJob(undefined, new ByteSlabs())));
   });
 
@@ -83,7 +89,11 @@ void describe('task jobs: pool and inline agree', () => {
       'not an object',
     ];
     for (const body of bodies) {
-      assert.deepEqual(await settle(parseSubmissionJob(pool, body, defaults)), await settle(parseSubmissionJob(undefined, body, defaults)), JSON.stringify(body).slice(0, 120));
+      assert.deepEqual(
+        await settle(parseSubmissionJob(pool, body, defaults)),
+        await settle(parseSubmissionJob(undefined, body, defaults)),
+        JSON.stringify(body).slice(0, 120),
+      );
     }
   });
 });

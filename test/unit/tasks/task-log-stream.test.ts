@@ -16,7 +16,8 @@ before(async () => {
 });
 after(() => rm(dir, { recursive: true, force: true }));
 
-const newLog = (maxBytes?: number): TaskLog => new TaskLog({ path: join(dir, `log-${++n}.ndjson`), ...(maxBytes !== undefined ? { maxBytes } : {}) });
+const newLog = (maxBytes?: number): TaskLog =>
+  new TaskLog({ path: join(dir, `log-${++n}.ndjson`), ...(maxBytes !== undefined ? { maxBytes } : {}) });
 
 /** Event name, id and data of each frame a sink received. */
 function parsed(sink: MemorySseSink): Array<{ event: string; id: string | undefined; data: string }> {
@@ -25,7 +26,10 @@ function parsed(sink: MemorySseSink): Array<{ event: string; id: string | undefi
     return {
       event: lines.find((l) => l.startsWith('event: '))?.slice(7) ?? 'message',
       id: lines.find((l) => l.startsWith('id: '))?.slice(4),
-      data: lines.filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('\n'),
+      data: lines
+        .filter((l) => l.startsWith('data: '))
+        .map((l) => l.slice(6))
+        .join('\n'),
     };
   });
 }
@@ -48,28 +52,39 @@ describe('streamTaskLog', () => {
     assert.equal(sink.closed, true);
     const resumed = new MemorySseSink();
     await streamTaskLog(log, resumed, { afterSeq: 2 });
-    assert.deepEqual(parsed(resumed).map((f) => f.id), ['3']);
+    assert.deepEqual(
+      parsed(resumed).map((f) => f.id),
+      ['3'],
+    );
     assert.equal(resumed.closed, true);
   });
 
   test('joining a live log while it is written: every record exactly once, in order, then the end', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 0, max: 60 }), fc.integer({ min: 1, max: 60 }), fc.integer({ min: 0, max: 5 }), async (before, later, ticksBetween) => {
-        const log = newLog();
-        for (let i = 0; i < before; i++) log.append('stdout', `b${i}`);
-        const sink = new MemorySseSink();
-        const streaming = streamTaskLog(log, sink);
-        for (let i = 0; i < later; i++) {
-          log.append(i % 3 === 0 ? 'stderr' : 'stdout', `l${i}`);
-          for (let t = 0; t < (i % (ticksBetween + 1)); t++) await tick();
-        }
-        log.finish('completed', '0');
-        await streaming;
-        await log.close();
-        const ids = parsed(sink).map((f) => Number(f.id));
-        assert.deepEqual(ids, Array.from({ length: before + later + 1 }, (_, i) => i + 1));
-        assert.equal(sink.closed, true);
-      }),
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: 60 }),
+        fc.integer({ min: 1, max: 60 }),
+        fc.integer({ min: 0, max: 5 }),
+        async (before, later, ticksBetween) => {
+          const log = newLog();
+          for (let i = 0; i < before; i++) log.append('stdout', `b${i}`);
+          const sink = new MemorySseSink();
+          const streaming = streamTaskLog(log, sink);
+          for (let i = 0; i < later; i++) {
+            log.append(i % 3 === 0 ? 'stderr' : 'stdout', `l${i}`);
+            for (let t = 0; t < i % (ticksBetween + 1); t++) await tick();
+          }
+          log.finish('completed', '0');
+          await streaming;
+          await log.close();
+          const ids = parsed(sink).map((f) => Number(f.id));
+          assert.deepEqual(
+            ids,
+            Array.from({ length: before + later + 1 }, (_, i) => i + 1),
+          );
+          assert.equal(sink.closed, true);
+        },
+      ),
       { numRuns: 40 },
     );
   });
@@ -122,7 +137,10 @@ describe('streamTaskLog', () => {
     assert.equal(sink.closed, false, 'queued frames still to write');
     sink.setBackpressure(false);
     assert.equal(sink.closed, true);
-    assert.deepEqual(parsed(sink).map((f) => f.data), ['a', 'b', '0']);
+    assert.deepEqual(
+      parsed(sink).map((f) => f.data),
+      ['a', 'b', '0'],
+    );
   });
 });
 
@@ -130,7 +148,11 @@ describe('readRecords and Last-Event-ID', () => {
   test('reads whole lines up to the limit across chunk borders and multi-byte characters; skips torn lines', async () => {
     const path = join(dir, 'manual.ndjson');
     const big = 'é'.repeat(40_000);
-    const lines = [JSON.stringify({ seq: 1, event: 'stdout', data: big }), 'not json', JSON.stringify({ seq: 2, event: 'stderr', data: '😀' })];
+    const lines = [
+      JSON.stringify({ seq: 1, event: 'stdout', data: big }),
+      'not json',
+      JSON.stringify({ seq: 2, event: 'stderr', data: '😀' }),
+    ];
     const text = `${lines.join('\n')}\n{"seq":3,"event":"std`;
     await writeFile(path, text);
     const out = [];

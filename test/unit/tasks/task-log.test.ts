@@ -12,7 +12,10 @@ before(async () => {
 after(() => rm(dir, { recursive: true, force: true }));
 
 async function records(path: string): Promise<TaskLogRecord[]> {
-  return (await readFile(path, 'utf8')).split('\n').filter(Boolean).map((l) => JSON.parse(l) as TaskLogRecord);
+  return (await readFile(path, 'utf8'))
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as TaskLogRecord);
 }
 
 describe('TaskLog', () => {
@@ -62,7 +65,11 @@ describe('TaskLog', () => {
     assert.equal(truncated.length, 1);
     assert.equal(recs.at(-2)?.data, '{"kind":"state","to":"failed"}');
     assert.deepEqual(recs.at(-1), { seq: recs.length, event: 'error', data: 'boom' });
-    assert.deepEqual(recs.map((r) => r.seq), recs.map((_, i) => i + 1), 'no seq is skipped');
+    assert.deepEqual(
+      recs.map((r) => r.seq),
+      recs.map((_, i) => i + 1),
+      'no seq is skipped',
+    );
     await log.close();
   });
 
@@ -74,7 +81,10 @@ describe('TaskLog', () => {
     const recs = await records(path);
     assert.equal(recs.length, 2000);
     assert.equal(recs[1999]?.data, 'chunk 1999 é😀\n');
-    assert.deepEqual(recs.map((r) => r.seq), recs.map((_, i) => i + 1));
+    assert.deepEqual(
+      recs.map((r) => r.seq),
+      recs.map((_, i) => i + 1),
+    );
     await log.close();
   });
 

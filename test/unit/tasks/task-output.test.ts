@@ -8,16 +8,32 @@ import { TaskLog } from '../../../src/tasks/task-log.js';
 import { describeFailure, TaskOutput } from '../../../src/tasks/task-output.js';
 import type { TaskProgress } from '../../../src/tasks/task-state.js';
 
-const outcome = (o: Partial<Parameters<typeof describeFailure>[0]>): Parameters<typeof describeFailure>[0] => ({ exitCode: 1, error: '', timedOutBy: '', killed: false, resultReceived: true, ...o });
+const outcome = (o: Partial<Parameters<typeof describeFailure>[0]>): Parameters<typeof describeFailure>[0] => ({
+  exitCode: 1,
+  error: '',
+  timedOutBy: '',
+  killed: false,
+  resultReceived: true,
+  ...o,
+});
 
 describe('describeFailure', () => {
   test('names the exit code, the signal, the timer, or why the command could not run', () => {
     assert.equal(describeFailure(outcome({ exitCode: 3 }), '30m', 'boom'), 'the coding agent exited with code 3: boom');
     assert.equal(describeFailure(outcome({ exitCode: 2 }), '30m', ''), 'the coding agent exited with code 2');
     assert.equal(describeFailure(outcome({ exitCode: 137 }), '30m', ''), 'the coding agent was killed by signal 9 (exit code 137)');
-    assert.equal(describeFailure(outcome({ exitCode: -1, error: 'spawn claude ENOENT' }), '30m', ''), 'the coding agent could not run: spawn claude ENOENT');
-    assert.equal(describeFailure(outcome({ exitCode: 143, timedOutBy: 'timeout_seconds' }), '2h', ''), 'lifecycle.timeout (2h) expired (enforced by the agent); the process group was killed');
-    assert.match(describeFailure(outcome({ exitCode: -1, resultReceived: false, error: 'no result' }), '1m', ''), /result was lost: no result/);
+    assert.equal(
+      describeFailure(outcome({ exitCode: -1, error: 'spawn claude ENOENT' }), '30m', ''),
+      'the coding agent could not run: spawn claude ENOENT',
+    );
+    assert.equal(
+      describeFailure(outcome({ exitCode: 143, timedOutBy: 'timeout_seconds' }), '2h', ''),
+      'lifecycle.timeout (2h) expired (enforced by the agent); the process group was killed',
+    );
+    assert.match(
+      describeFailure(outcome({ exitCode: -1, resultReceived: false, error: 'no result' }), '1m', ''),
+      /result was lost: no result/,
+    );
   });
 });
 
@@ -39,10 +55,16 @@ describe('TaskOutput', () => {
       await log.flushed();
       const recs = [];
       for await (const r of readRecords(log.path, log.writtenBytes)) recs.push(r);
-      const stdout = recs.filter((r) => r.event === 'stdout').map((r) => r.data).join('');
+      const stdout = recs
+        .filter((r) => r.event === 'stdout')
+        .map((r) => r.data)
+        .join('');
       assert.equal(stdout, `${line.toString('utf8')}`);
       const events = recs.filter((r) => r.event === 'event').map((r) => JSON.parse(r.data) as { kind: string });
-      assert.deepEqual(events.map((e) => e.kind), ['stream_json', 'gap']);
+      assert.deepEqual(
+        events.map((e) => e.kind),
+        ['stream_json', 'gap'],
+      );
       assert.equal(progress?.tool_calls, 1);
       assert.equal(progress?.current_tool, 'Edit');
       assert.equal(progress?.output_bytes, line.length + 'warming up\nfatal: it broke\n\n'.length);

@@ -28,7 +28,11 @@ function clock(start = Date.parse('2026-01-01T00:00:00Z')): () => Date {
 }
 
 /** A logger that keeps what the machine logs. */
-function recordingLogger(): { info: (o: object, m?: string) => void; warn: (o: object, m?: string) => void; lines: { level: string; obj: Record<string, unknown>; msg: string }[] } {
+function recordingLogger(): {
+  info: (o: object, m?: string) => void;
+  warn: (o: object, m?: string) => void;
+  lines: { level: string; obj: Record<string, unknown>; msg: string }[];
+} {
   const lines: { level: string; obj: Record<string, unknown>; msg: string }[] = [];
   return {
     lines,
@@ -36,7 +40,6 @@ function recordingLogger(): { info: (o: object, m?: string) => void; warn: (o: o
     warn: (obj, msg) => lines.push({ level: 'warn', obj: obj as Record<string, unknown>, msg: msg ?? '' }),
   };
 }
-
 
 describe('task states', () => {
   test('the spec’s ten states, the same set the metrics pre-initialise', () => {
@@ -47,7 +50,8 @@ describe('task states', () => {
     for (let i = 0; i + 1 < HAPPY_PATH.length; i++) {
       assert.ok(canTransition(HAPPY_PATH[i]!, HAPPY_PATH[i + 1]!));
       for (let j = 0; j < i; j++) assert.ok(!canTransition(HAPPY_PATH[i]!, HAPPY_PATH[j]!), `${HAPPY_PATH[i]} -> ${HAPPY_PATH[j]}`);
-      for (let j = i + 2; j < HAPPY_PATH.length; j++) assert.ok(!canTransition(HAPPY_PATH[i]!, HAPPY_PATH[j]!), `no skipping ${HAPPY_PATH[i]} -> ${HAPPY_PATH[j]}`);
+      for (let j = i + 2; j < HAPPY_PATH.length; j++)
+        assert.ok(!canTransition(HAPPY_PATH[i]!, HAPPY_PATH[j]!), `no skipping ${HAPPY_PATH[i]} -> ${HAPPY_PATH[j]}`);
     }
   });
 
@@ -65,7 +69,8 @@ describe('task states', () => {
   });
 
   test('every move has a documented trigger, and the README table renders from the code', () => {
-    for (const from of TASK_STATES) for (const to of TASK_TRANSITIONS[from]) assert.ok(TASK_TRANSITION_TRIGGERS[from]?.[to], `${from} -> ${to}`);
+    for (const from of TASK_STATES)
+      for (const to of TASK_TRANSITIONS[from]) assert.ok(TASK_TRANSITION_TRIGGERS[from]?.[to], `${from} -> ${to}`);
     const md = transitionTableMarkdown(TASK_TRANSITIONS, TASK_TRANSITION_TRIGGERS);
     assert.match(md, /\| running \| failed_preserved \| the same, with failure_action preserve/u);
   });
@@ -86,7 +91,10 @@ describe('TaskLifecycle (on the core StateMachine)', () => {
     const life = new TaskLifecycle(newTaskRecord('task-1', 'demo', now()), { emit: (e) => events.push(e), failureAction: 'destroy', now });
     for (const to of HAPPY_PATH.slice(1)) life.transition(to, `entered ${to}`);
     const task = life.record;
-    assert.deepEqual(events.map((e) => [e.from, e.to]), HAPPY_PATH.slice(0, -1).map((from, i) => [from, HAPPY_PATH[i + 1]]));
+    assert.deepEqual(
+      events.map((e) => [e.from, e.to]),
+      HAPPY_PATH.slice(0, -1).map((from, i) => [from, HAPPY_PATH[i + 1]]),
+    );
     assert.equal(task.state, 'completed');
     assert.equal(life.state, 'completed');
     assert.equal(task.state_message, 'entered completed');
@@ -157,25 +165,32 @@ describe('TaskLifecycle (on the core StateMachine)', () => {
 
   test('property: any sequence of attempted moves keeps the record consistent with the table', () => {
     fc.assert(
-      fc.property(fc.array(fc.constantFrom(...TASK_STATES), { maxLength: 20 }), fc.constantFrom('destroy', 'preserve' as const), (targets, action) => {
-        const events: TaskStateEvent[] = [];
-        const life = new TaskLifecycle(newTaskRecord('task-1', 'demo', new Date()), { emit: (e) => events.push(e), failureAction: action });
-        for (const to of targets) {
-          const from = life.state;
-          const legal = canTransition(from, to) && (to !== 'failed_preserved' || action === 'preserve');
-          try {
-            life.transition(to, 'm');
-            assert.ok(legal, `${from} -> ${to} went through`);
-          } catch (err) {
-            assert.ok(err instanceof TaskTransitionError && !legal, `${from} -> ${to}`);
-            assert.equal(life.record.state, from);
+      fc.property(
+        fc.array(fc.constantFrom(...TASK_STATES), { maxLength: 20 }),
+        fc.constantFrom('destroy', 'preserve' as const),
+        (targets, action) => {
+          const events: TaskStateEvent[] = [];
+          const life = new TaskLifecycle(newTaskRecord('task-1', 'demo', new Date()), {
+            emit: (e) => events.push(e),
+            failureAction: action,
+          });
+          for (const to of targets) {
+            const from = life.state;
+            const legal = canTransition(from, to) && (to !== 'failed_preserved' || action === 'preserve');
+            try {
+              life.transition(to, 'm');
+              assert.ok(legal, `${from} -> ${to} went through`);
+            } catch (err) {
+              assert.ok(err instanceof TaskTransitionError && !legal, `${from} -> ${to}`);
+              assert.equal(life.record.state, from);
+            }
+            assert.equal(life.record.state, life.state, 'record and machine agree');
           }
-          assert.equal(life.record.state, life.state, 'record and machine agree');
-        }
-        // Events chain: each starts where the previous ended; at most one terminal state, last.
-        events.forEach((e, i) => assert.equal(e.from, i === 0 ? 'pending' : events[i - 1]!.to));
-        assert.ok(events.slice(0, -1).every((e) => !isTerminal(e.to)));
-      }),
+          // Events chain: each starts where the previous ended; at most one terminal state, last.
+          events.forEach((e, i) => assert.equal(e.from, i === 0 ? 'pending' : events[i - 1]!.to));
+          assert.ok(events.slice(0, -1).every((e) => !isTerminal(e.to)));
+        },
+      ),
     );
   });
 });

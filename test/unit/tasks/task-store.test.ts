@@ -31,11 +31,27 @@ describe('TaskStore', () => {
     const s = store({ onEvent: (e) => events.push(e) });
     const t = s.create(manifest('fix-login'));
     assert.match(t.id, /^task-[0-9a-f-]{36}$/u);
-    assert.deepEqual(Object.keys(t).sort(), ['created_at', 'error', 'exit_code', 'id', 'name', 'progress', 'started_at', 'state', 'state_changed_at', 'state_message', 'vm_ip', 'vm_name']);
+    assert.deepEqual(Object.keys(t).sort(), [
+      'created_at',
+      'error',
+      'exit_code',
+      'id',
+      'name',
+      'progress',
+      'started_at',
+      'state',
+      'state_changed_at',
+      'state_message',
+      'vm_ip',
+      'vm_name',
+    ]);
     assert.equal(t.state, 'pending');
     assert.equal(t.name, 'fix-login');
     assert.deepEqual(t.progress, { output_bytes: 0, tool_calls: 0, current_tool: null, last_activity_at: t.created_at });
-    assert.deepEqual(events.map((e) => [e.from, e.to]), [[null, 'pending']]);
+    assert.deepEqual(
+      events.map((e) => [e.from, e.to]),
+      [[null, 'pending']],
+    );
   });
 
   test('records handed out are copies', () => {
@@ -49,8 +65,14 @@ describe('TaskStore', () => {
 
   test('unknown ids are 404 task.not_found', () => {
     const s = store();
-    assert.throws(() => s.require('task-nope'), (e: unknown) => e instanceof SvcError && e.code === 'task.not_found' && e.httpStatus === 404);
-    assert.throws(() => s.cancel('task-nope', 'x'), (e: unknown) => e instanceof SvcError && e.code === 'task.not_found');
+    assert.throws(
+      () => s.require('task-nope'),
+      (e: unknown) => e instanceof SvcError && e.code === 'task.not_found' && e.httpStatus === 404,
+    );
+    assert.throws(
+      () => s.cancel('task-nope', 'x'),
+      (e: unknown) => e instanceof SvcError && e.code === 'task.not_found',
+    );
     assert.equal(s.get('task-nope'), undefined);
   });
 
@@ -64,10 +86,16 @@ describe('TaskStore', () => {
     assert.equal(c.state_message, 'cancelled: user asked');
     assert.ok(signal.aborted);
     assert.match(String((signal.reason as Error).message), /cancelled: user asked/u);
-    assert.throws(() => s.cancel(t.id, 'again'), (e: unknown) => e instanceof SvcError && e.code === 'task.not_cancellable' && e.httpStatus === 400);
+    assert.throws(
+      () => s.cancel(t.id, 'again'),
+      (e: unknown) => e instanceof SvcError && e.code === 'task.not_cancellable' && e.httpStatus === 400,
+    );
     const done = s.create(manifest());
     walk(s, done.id, 'completed');
-    assert.throws(() => s.cancel(done.id, ''), (e: unknown) => e instanceof SvcError && e.code === 'task.not_cancellable');
+    assert.throws(
+      () => s.cancel(done.id, ''),
+      (e: unknown) => e instanceof SvcError && e.code === 'task.not_cancellable',
+    );
   });
 
   test('fail honours failure_action, and never touches a finished task', () => {
@@ -111,10 +139,16 @@ describe('TaskStore', () => {
     for (const id of ids.slice(10, 15)) walk(s, id, 'running');
     const all = s.list({ limit: 50, offset: 0 });
     assert.equal(all.total_count, 25);
-    assert.deepEqual(all.tasks.map((t) => t.id), [...ids].reverse());
+    assert.deepEqual(
+      all.tasks.map((t) => t.id),
+      [...ids].reverse(),
+    );
     const page = s.list({ limit: 4, offset: 2, states: parseStateFilter('completed') });
     assert.equal(page.total_count, 10);
-    assert.deepEqual(page.tasks.map((t) => t.id), ids.slice(0, 10).reverse().slice(2, 6));
+    assert.deepEqual(
+      page.tasks.map((t) => t.id),
+      ids.slice(0, 10).reverse().slice(2, 6),
+    );
     const two = s.list({ limit: 100, offset: 0, states: parseStateFilter('running,pending') });
     assert.equal(two.total_count, 15);
     assert.ok(two.tasks.every((t) => t.state === 'running' || t.state === 'pending'));
@@ -128,8 +162,23 @@ describe('TaskStore', () => {
     assert.deepEqual([...(q.states ?? [])], ['running', 'failed_preserved']);
     assert.equal(q.limit, 1000);
     assert.equal(q.offset, 7);
-    for (const bad of ['state=runnin', 'state=running,', 'state=', 'state=RUNNING', 'state=a&state=b', 'limit=0', 'limit=1001', 'limit=x', 'offset=-1', 'offset=1.5']) {
-      assert.throws(() => parseTaskListQuery(new URLSearchParams(bad)), (e: unknown) => e instanceof SvcError && e.code === 'request.invalid', bad);
+    for (const bad of [
+      'state=runnin',
+      'state=running,',
+      'state=',
+      'state=RUNNING',
+      'state=a&state=b',
+      'limit=0',
+      'limit=1001',
+      'limit=x',
+      'offset=-1',
+      'offset=1.5',
+    ]) {
+      assert.throws(
+        () => parseTaskListQuery(new URLSearchParams(bad)),
+        (e: unknown) => e instanceof SvcError && e.code === 'request.invalid',
+        bad,
+      );
     }
   });
 

@@ -38,11 +38,16 @@ describe('TaskVms', () => {
     const vms = new TaskVms(backend, agents);
     const op = await vms.create('agent-task-bbbb0000');
     // The fake makes the new VM's agent Ready once its operation completed: only then can the test override it.
-    await waitFor('the fake to report the agent Ready', () => agents.get('agent-task-bbbb0000')?.status === 'Ready', { deadlineMs: DEADLINE_MS.local });
+    await waitFor('the fake to report the agent Ready', () => agents.get('agent-task-bbbb0000')?.status === 'Ready', {
+      deadlineMs: DEADLINE_MS.local,
+    });
     agents.set('agent-task-bbbb0000', 'Starting', 'uuid-agent-task-bbbb0000');
     await assert.rejects(
       vms.waitReady('agent-task-bbbb0000', op, { timeoutMs: 100, signal: new AbortController().signal }),
-      (e: unknown) => e instanceof SvcError && e.code === 'server.timeout' && /agent-task-bbbb0000 was not Ready within 0 s \(status Starting\)/.test(e.message),
+      (e: unknown) =>
+        e instanceof SvcError &&
+        e.code === 'server.timeout' &&
+        /agent-task-bbbb0000 was not Ready within 0 s \(status Starting\)/.test(e.message),
     );
   });
 
@@ -52,7 +57,8 @@ describe('TaskVms', () => {
     const backend = new FakeVms(agents);
     const busyThenOk: FakeVms['api'] = {
       ...backend.api,
-      remove: (name) => (++calls < 3 ? Promise.reject(new SvcError('VM_BUSY', 'busy')) : Promise.resolve({ deleted: true, name, disk_deleted: true })),
+      remove: (name) =>
+        ++calls < 3 ? Promise.reject(new SvcError('VM_BUSY', 'busy')) : Promise.resolve({ deleted: true, name, disk_deleted: true }),
     };
     assert.equal(await new TaskVms({ api: busyThenOk, operations: backend.operations }, agents).release('agent-task-c', null, 1000), true);
     assert.equal(calls, 3);
@@ -85,8 +91,21 @@ describe('TaskVms', () => {
 
 describe('hypervisorCapacity', () => {
   const health = (status: HypervisorHealth['status']): HypervisorHealth => ({
-    status, hypervisor: 'qemu:///system', circuit: status === 'down' ? 'open' : 'closed', retryAfterSeconds: 12,
-    hosts: [{ host: 'qemu:///system', status: status === 'down' ? 'down' : 'ok', circuit: status === 'down' ? 'open' : 'closed', latencyMs: null, accelerator: null, acceleratorReason: null, error: { code: 'HYPERVISOR_UNAVAILABLE', message: 'connection refused' } }],
+    status,
+    hypervisor: 'qemu:///system',
+    circuit: status === 'down' ? 'open' : 'closed',
+    retryAfterSeconds: 12,
+    hosts: [
+      {
+        host: 'qemu:///system',
+        status: status === 'down' ? 'down' : 'ok',
+        circuit: status === 'down' ? 'open' : 'closed',
+        latencyMs: null,
+        accelerator: null,
+        acceleratorReason: null,
+        error: { code: 'HYPERVISOR_UNAVAILABLE', message: 'connection refused' },
+      },
+    ],
   });
 
   test('ok unless the hypervisor is down; one probe per second at most', async () => {
@@ -100,7 +119,11 @@ describe('hypervisorCapacity', () => {
     t = 1500;
     const down = await check();
     assert.equal(down.ok, false);
-    assert.ok(!down.ok && /hypervisor is down \(qemu:\/\/\/system: connection refused, circuit open\)/.test(down.reason) && down.retryAfterSeconds === 12);
+    assert.ok(
+      !down.ok &&
+        /hypervisor is down \(qemu:\/\/\/system: connection refused, circuit open\)/.test(down.reason) &&
+        down.retryAfterSeconds === 12,
+    );
     assert.equal(probes, 2);
   });
 

@@ -28,7 +28,10 @@ void describe('ByteSlabs', () => {
     chunk.fill(0);
     const parts = slabs.take();
     const { port1, port2 } = new MessageChannel();
-    port1.postMessage(parts, parts.map((p) => p.buffer as ArrayBuffer));
+    port1.postMessage(
+      parts,
+      parts.map((p) => p.buffer as ArrayBuffer),
+    );
     port1.close();
     port2.close();
     assert.equal(parts[0]?.byteLength, 0, 'transferred, so detached here');

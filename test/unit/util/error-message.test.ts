@@ -19,6 +19,13 @@ void describe('errorMessage', () => {
 
   void test('a value String() cannot convert still gives text', () => {
     assert.equal(errorMessage(Object.create(null)), '[object Object]');
-    assert.equal(errorMessage({ toString: () => { throw new Error('no'); } }), '[object Object]');
+    assert.equal(
+      errorMessage({
+        toString: () => {
+          throw new Error('no');
+        },
+      }),
+      '[object Object]',
+    );
   });
 });

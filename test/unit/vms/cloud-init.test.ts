@@ -33,7 +33,10 @@ describe('cloud-init seed', () => {
     assert.equal(files['/etc/sandbox-agent/certs/agent.pem']?.content, 'CERT\n');
     assert.equal(files['/etc/sandbox-agent/certs/agent-key.pem']?.permissions, '0600');
     const unit = files['/etc/systemd/system/sandbox-agent.service']?.content ?? '';
-    assert.match(unit, /^ExecStart=\/usr\/local\/bin\/sandbox-agent --server 192\.168\.122\.1:8120 --certs \/etc\/sandbox-agent\/certs --agent-id agent-web --instance-id 0b8f3a52-7c2e-4d51-9a5e-111111111111 --profile svc-dev --work-dir \/home\/agent\/workspace$/m);
+    assert.match(
+      unit,
+      /^ExecStart=\/usr\/local\/bin\/sandbox-agent --server 192\.168\.122\.1:8120 --certs \/etc\/sandbox-agent\/certs --agent-id agent-web --instance-id 0b8f3a52-7c2e-4d51-9a5e-111111111111 --profile svc-dev --work-dir \/home\/agent\/workspace$/m,
+    );
     assert.match(unit, /^Restart=on-failure$/m);
     assert.ok(ud.runcmd.some((c) => c.join(' ') === 'systemctl enable --now sandbox-agent.service'));
     assert.equal(ud.users[0]?.name, 'agent');
@@ -45,7 +48,10 @@ describe('cloud-init seed', () => {
     const seed = buildCloudInit({ ...input, sshKeys: ['ssh-ed25519 AAAAC3Nz me@x'], cloudInitInstanceId: 'reseed-2' });
     assert.deepEqual((parse(seed.userData) as UserData).users[0]?.ssh_authorized_keys, ['ssh-ed25519 AAAAC3Nz me@x']);
     assert.deepEqual(parse(seed.metaData), { 'instance-id': 'reseed-2', 'local-hostname': 'agent-web' });
-    assert.deepEqual(parse(seed.networkConfig), { version: 2, ethernets: { primary: { match: { macaddress: '52:54:00:ab:cd:ef' }, 'set-name': 'eth0', dhcp4: true } } });
+    assert.deepEqual(parse(seed.networkConfig), {
+      version: 2,
+      ethernets: { primary: { match: { macaddress: '52:54:00:ab:cd:ef' }, 'set-name': 'eth0', dhcp4: true } },
+    });
   });
 
   test('read as YAML 1.1 (cloud-init uses PyYAML), an all-digit MAC and a yes-like name stay strings', () => {

@@ -20,7 +20,12 @@ describe('container image catalog', () => {
     const body = r.json() as { images: Record<string, unknown>[] };
     assert.equal(body.images.length, images.length);
     for (const i of body.images) {
-      assert.deepEqual(Object.keys(i).filter((k) => k !== 'default').sort(), ['description', 'label', 'ref']);
+      assert.deepEqual(
+        Object.keys(i)
+          .filter((k) => k !== 'default')
+          .sort(),
+        ['description', 'label', 'ref'],
+      );
     }
   });
 
@@ -41,10 +46,30 @@ describe('container image catalog', () => {
 
   test('entries are checked field by field', () => {
     assert.throws(() => parseCatalog({ images: [{ ref: '', label: 'a', description: '' }] }, 'f'), /images\[0\]\.ref/);
-    assert.throws(() => parseCatalog({ images: [{ ref: 'a', label: 'a' , description: '', extra: 1 }] }, 'f'), /unknown field/);
+    assert.throws(() => parseCatalog({ images: [{ ref: 'a', label: 'a', description: '', extra: 1 }] }, 'f'), /unknown field/);
     assert.throws(() => parseCatalog({ images: [{ ref: 'a', label: 'a', description: '', default: 'yes' }] }, 'f'), /default/);
-    assert.throws(() => parseCatalog([{ ref: 'a', label: 'a', default: true }, { ref: 'b', label: 'b', default: true }], 'f'), /at most one image/);
-    assert.throws(() => parseCatalog([{ ref: 'a', label: 'a' }, { ref: 'a', label: 'b' }], 'f'), /listed twice/);
+    assert.throws(
+      () =>
+        parseCatalog(
+          [
+            { ref: 'a', label: 'a', default: true },
+            { ref: 'b', label: 'b', default: true },
+          ],
+          'f',
+        ),
+      /at most one image/,
+    );
+    assert.throws(
+      () =>
+        parseCatalog(
+          [
+            { ref: 'a', label: 'a' },
+            { ref: 'a', label: 'b' },
+          ],
+          'f',
+        ),
+      /listed twice/,
+    );
     assert.throws(() => parseCatalog({ nope: [] }, 'f'), /expected/);
     assert.deepEqual(parseCatalog([{ ref: 'a', label: 'A' }], 'f'), [{ ref: 'a', label: 'A', description: '' }]);
   });

@@ -8,8 +8,15 @@ import { LIMITS, parseCreateVm, parseRestart, parseSshPublicKey } from '../../..
 
 function sshLine(type: 'ed25519' | 'rsa' | 'ec', bits = 2048): string {
   const pair =
-    type === 'ed25519' ? generateKeyPairSync('ed25519') : type === 'rsa' ? generateKeyPairSync('rsa', { modulusLength: bits }) : generateKeyPairSync('ec', { namedCurve: 'P-256' });
-  return sshpk.parseKey(pair.publicKey.export({ type: 'spki', format: 'pem' }), 'pem').toString('ssh').replace(/ \(unnamed\)$/, '');
+    type === 'ed25519'
+      ? generateKeyPairSync('ed25519')
+      : type === 'rsa'
+        ? generateKeyPairSync('rsa', { modulusLength: bits })
+        : generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  return sshpk
+    .parseKey(pair.publicKey.export({ type: 'spki', format: 'pem' }), 'pem')
+    .toString('ssh')
+    .replace(/ \(unnamed\)$/, '');
 }
 
 const codeOf = (fn: () => unknown): string => {
@@ -23,23 +30,60 @@ const codeOf = (fn: () => unknown): string => {
 };
 
 describe('POST /api/v1/vms body', () => {
-  test('defaults are the spec\'s', () => {
+  test("defaults are the spec's", () => {
     assert.deepEqual(parseCreateVm({ name: 'agent-a1' }, { directRuntimeSsh: false }), {
-      name: 'agent-a1', profile: 'svc-dev', vcpus: 4, memoryMiB: 8192, diskGiB: 50, agentshare: true, start: true, sshKeys: [], warnings: [],
+      name: 'agent-a1',
+      profile: 'svc-dev',
+      vcpus: 4,
+      memoryMiB: 8192,
+      diskGiB: 50,
+      agentshare: true,
+      start: true,
+      sshKeys: [],
+      warnings: [],
     });
   });
 
   test('ranges are inclusive at both ends', () => {
     for (const [field, lim] of Object.entries(LIMITS)) {
-      for (const v of [lim.min, lim.max]) assert.equal(codeOf(() => parseCreateVm({ name: 'agent-a', [field]: v }, { directRuntimeSsh: false })), 'ok', `${field}=${v}`);
-      for (const v of [lim.min - 1, lim.max + 1, 2.5, '4', null]) assert.equal(codeOf(() => parseCreateVm({ name: 'agent-a', [field]: v }, { directRuntimeSsh: false })), 'request.invalid', `${field}=${String(v)}`);
+      for (const v of [lim.min, lim.max])
+        assert.equal(
+          codeOf(() => parseCreateVm({ name: 'agent-a', [field]: v }, { directRuntimeSsh: false })),
+          'ok',
+          `${field}=${v}`,
+        );
+      for (const v of [lim.min - 1, lim.max + 1, 2.5, '4', null])
+        assert.equal(
+          codeOf(() => parseCreateVm({ name: 'agent-a', [field]: v }, { directRuntimeSsh: false })),
+          'request.invalid',
+          `${field}=${String(v)}`,
+        );
     }
   });
 
   test('names: the pattern and 63 characters, else INVALID_VM_NAME', () => {
-    for (const ok of ['agent-a', 'agent-0', 'agent--x', `agent-${'a'.repeat(57)}`]) assert.equal(codeOf(() => parseCreateVm({ name: ok }, { directRuntimeSsh: false })), 'ok', ok);
-    for (const bad of ['agent-', 'agent_a', 'Agent-a', 'agent-A', 'agent-a/b', ' agent-a', 'agent-é', `agent-${'a'.repeat(58)}`, 'xagent-a']) {
-      assert.equal(codeOf(() => parseCreateVm({ name: bad }, { directRuntimeSsh: false })), 'INVALID_VM_NAME', bad);
+    for (const ok of ['agent-a', 'agent-0', 'agent--x', `agent-${'a'.repeat(57)}`])
+      assert.equal(
+        codeOf(() => parseCreateVm({ name: ok }, { directRuntimeSsh: false })),
+        'ok',
+        ok,
+      );
+    for (const bad of [
+      'agent-',
+      'agent_a',
+      'Agent-a',
+      'agent-A',
+      'agent-a/b',
+      ' agent-a',
+      'agent-é',
+      `agent-${'a'.repeat(58)}`,
+      'xagent-a',
+    ]) {
+      assert.equal(
+        codeOf(() => parseCreateVm({ name: bad }, { directRuntimeSsh: false })),
+        'INVALID_VM_NAME',
+        bad,
+      );
     }
   });
 
@@ -49,17 +93,36 @@ describe('POST /api/v1/vms body', () => {
     assert.deepEqual(dev.sshKeys, []);
     assert.equal(dev.warnings.length, 1);
     assert.deepEqual(parseCreateVm({ name: 'agent-a', ssh_key: key }, { directRuntimeSsh: true }).sshKeys, [key]);
-    assert.deepEqual(parseCreateVm({ name: 'agent-a', profile: 'basic', ssh_key: `  ${key} me@box  ` }, { directRuntimeSsh: false }).sshKeys, [`${key} me@box`]);
+    assert.deepEqual(
+      parseCreateVm({ name: 'agent-a', profile: 'basic', ssh_key: `  ${key} me@box  ` }, { directRuntimeSsh: false }).sshKeys,
+      [`${key} me@box`],
+    );
     // Validated even when it is going to be omitted.
-    assert.equal(codeOf(() => parseCreateVm({ name: 'agent-a', ssh_key: 'ssh-ed25519 Zm9v' }, { directRuntimeSsh: false })), 'request.invalid');
+    assert.equal(
+      codeOf(() => parseCreateVm({ name: 'agent-a', ssh_key: 'ssh-ed25519 Zm9v' }, { directRuntimeSsh: false })),
+      'request.invalid',
+    );
   });
 
   test('OpenSSH public keys: ed25519, ecdsa and rsa ≥ 2048 accepted; others refused', () => {
     for (const k of [sshLine('ed25519'), sshLine('ec'), sshLine('rsa', 2048)]) assert.equal(parseSshPublicKey(k), k);
-    assert.equal(codeOf(() => parseSshPublicKey(sshLine('rsa', 1024))), 'request.invalid');
+    assert.equal(
+      codeOf(() => parseSshPublicKey(sshLine('rsa', 1024))),
+      'request.invalid',
+    );
     const { privateKey } = generateKeyPairSync('ed25519');
-    for (const bad of [privateKey.export({ type: 'pkcs8', format: 'pem' }), 'ssh-dss AAAAB3NzaC1kc3M=', `${sshLine('ed25519')}\nssh-ed25519 AAAA`, 42, 'x'.repeat(9000)]) {
-      assert.equal(codeOf(() => parseSshPublicKey(bad)), 'request.invalid', String(bad).slice(0, 30));
+    for (const bad of [
+      privateKey.export({ type: 'pkcs8', format: 'pem' }),
+      'ssh-dss AAAAB3NzaC1kc3M=',
+      `${sshLine('ed25519')}\nssh-ed25519 AAAA`,
+      42,
+      'x'.repeat(9000),
+    ]) {
+      assert.equal(
+        codeOf(() => parseSshPublicKey(bad)),
+        'request.invalid',
+        String(bad).slice(0, 30),
+      );
     }
   });
 
@@ -74,9 +137,17 @@ describe('POST /api/v1/vms body', () => {
       }),
     );
     fc.assert(
-      fc.property(fc.string({ minLength: 1, maxLength: 12 }).filter((k) => !['name', 'profile', 'vcpus', 'memory_mb', 'disk_gb', 'agentshare', 'start', 'ssh_key'].includes(k)), (k) => {
-        assert.equal(codeOf(() => parseCreateVm({ name: 'agent-a', [k]: 1 }, { directRuntimeSsh: false })), 'request.invalid');
-      }),
+      fc.property(
+        fc
+          .string({ minLength: 1, maxLength: 12 })
+          .filter((k) => !['name', 'profile', 'vcpus', 'memory_mb', 'disk_gb', 'agentshare', 'start', 'ssh_key'].includes(k)),
+        (k) => {
+          assert.equal(
+            codeOf(() => parseCreateVm({ name: 'agent-a', [k]: 1 }, { directRuntimeSsh: false })),
+            'request.invalid',
+          );
+        },
+      ),
     );
   });
 });
@@ -86,8 +157,20 @@ describe('POST restart body', () => {
     assert.deepEqual(parseRestart(undefined), { mode: 'graceful', timeoutSeconds: 60 });
     assert.deepEqual(parseRestart({ mode: 'hard', timeout_seconds: 0 }), { mode: 'hard', timeoutSeconds: 0 });
     assert.deepEqual(parseRestart({ timeout_seconds: 3600 }), { mode: 'graceful', timeoutSeconds: 3600 });
-    for (const bad of [{ mode: 'x' }, { timeout_seconds: 3601 }, { timeout_seconds: -1 }, { timeout_seconds: 1.5 }, { other: 1 }, 'text', [1]]) {
-      assert.equal(codeOf(() => parseRestart(bad)), 'request.invalid', JSON.stringify(bad));
+    for (const bad of [
+      { mode: 'x' },
+      { timeout_seconds: 3601 },
+      { timeout_seconds: -1 },
+      { timeout_seconds: 1.5 },
+      { other: 1 },
+      'text',
+      [1],
+    ]) {
+      assert.equal(
+        codeOf(() => parseRestart(bad)),
+        'request.invalid',
+        JSON.stringify(bad),
+      );
     }
   });
 });

@@ -28,7 +28,17 @@ describe('ISO 9660 seed writer', () => {
 
   test('bad names, duplicates and an overfull root directory are refused', () => {
     assert.throws(() => buildIso9660({ volumeId: 'cidata', files: [{ name: 'a/b', data: Buffer.alloc(1) }] }), RangeError);
-    assert.throws(() => buildIso9660({ volumeId: 'cidata', files: [{ name: 'a', data: Buffer.alloc(1) }, { name: 'A', data: Buffer.alloc(1) }] }), RangeError);
+    assert.throws(
+      () =>
+        buildIso9660({
+          volumeId: 'cidata',
+          files: [
+            { name: 'a', data: Buffer.alloc(1) },
+            { name: 'A', data: Buffer.alloc(1) },
+          ],
+        }),
+      RangeError,
+    );
     assert.throws(() => buildIso9660({ volumeId: 'bad id', files: [] }), RangeError);
     const many = Array.from({ length: 80 }, (_, i) => ({ name: `file-number-${i}`, data: Buffer.alloc(1) }));
     assert.throws(() => buildIso9660({ volumeId: 'cidata', files: many }), /one-sector root directory/);
@@ -37,7 +47,10 @@ describe('ISO 9660 seed writer', () => {
   test('any set of small files round-trips (property)', () => {
     fc.assert(
       fc.property(
-        fc.uniqueArray(fc.record({ name: fc.stringMatching(/^[a-z0-9_-]{1,20}$/), data: fc.uint8Array({ maxLength: 6000 }) }), { selector: (f) => f.name, maxLength: 8 }),
+        fc.uniqueArray(fc.record({ name: fc.stringMatching(/^[a-z0-9_-]{1,20}$/), data: fc.uint8Array({ maxLength: 6000 }) }), {
+          selector: (f) => f.name,
+          maxLength: 8,
+        }),
         (files) => {
           const back = readIso9660(buildIso9660({ volumeId: 'cidata', files }));
           assert.equal(back.files.size, files.length);

@@ -63,8 +63,16 @@ describe('local agent processes', () => {
     return s;
   };
   const spec = (vm: string, profile = 'ok'): LocalAgentSpec => ({
-    vm, vmDir: join(dir, vm), endsWithServer: true, instanceId: `id-${vm}`, profile, labels: { team: 'a', 'bad,key': 'x' },
-    certsDir: join(dir, vm, 'certs'), workDir: join(dir, vm, 'work'), logPath: join(dir, `${vm}.log`), pidPath: join(dir, `${vm}.pid`),
+    vm,
+    vmDir: join(dir, vm),
+    endsWithServer: true,
+    instanceId: `id-${vm}`,
+    profile,
+    labels: { team: 'a', 'bad,key': 'x' },
+    certsDir: join(dir, vm, 'certs'),
+    workDir: join(dir, vm, 'work'),
+    logPath: join(dir, `${vm}.log`),
+    pidPath: join(dir, `${vm}.pid`),
   });
 
   before(async () => {
@@ -82,8 +90,21 @@ describe('local agent processes', () => {
     const info = await s.start(spec('agent-a'));
     assert.ok(info.running && alive(info.pid));
     assert.deepEqual(info.argv.slice(1), [
-      bin, '--server', '127.0.0.1:8120', '--certs', join(dir, 'agent-a', 'certs'), '--agent-id', 'agent-a', '--instance-id', 'id-agent-a',
-      '--profile', 'ok', '--work-dir', join(dir, 'agent-a', 'work'), '--labels', 'team=a',
+      bin,
+      '--server',
+      '127.0.0.1:8120',
+      '--certs',
+      join(dir, 'agent-a', 'certs'),
+      '--agent-id',
+      'agent-a',
+      '--instance-id',
+      'id-agent-a',
+      '--profile',
+      'ok',
+      '--work-dir',
+      join(dir, 'agent-a', 'work'),
+      '--labels',
+      'team=a',
     ]);
     assert.equal(await readlink(`/proc/${info.pid}/cwd`), join(dir, 'agent-a', 'work'));
     assert.equal((await readFile(join(dir, 'agent-a.pid'), 'utf8')).trim(), String(info.pid));
@@ -105,7 +126,10 @@ describe('local agent processes', () => {
     const s = sup(300);
     // The stand-in logs "stubborn <pid>" once its SIGTERM handler is in.
     const stubborn = (pid: number): Promise<void> =>
-      until(`agent ${pid} ignores SIGTERM`, () => existsSync(join(dir, 'agent-b.log')) && readFileSync(join(dir, 'agent-b.log'), 'utf8').includes(`stubborn ${pid}`));
+      until(
+        `agent ${pid} ignores SIGTERM`,
+        () => existsSync(join(dir, 'agent-b.log')) && readFileSync(join(dir, 'agent-b.log'), 'utf8').includes(`stubborn ${pid}`),
+      );
     const first = await s.start(spec('agent-b', 'stubborn'));
     await stubborn(first.pid);
     const second = await s.start(spec('agent-b', 'stubborn'), { restart: true });
@@ -131,11 +155,12 @@ describe('local agent processes', () => {
     assert.equal(s.info('agent-d')?.pid, bad.pid, 'not restarted');
   });
 
-  test('the VM\'s other processes survive an agent restart and end with the VM', async () => {
+  test("the VM's other processes survive an agent restart and end with the VM", async () => {
     const s = sup(300);
     const sp = { ...spec('agent-f', 'daemon'), endsWithServer: false };
     // The pid file exists (empty) before the daemon's write lands in it: wait for a pid, not for the file.
-    const pidIn = (): number => (existsSync(join(sp.workDir, 'daemon.pid')) ? Number(readFileSync(join(sp.workDir, 'daemon.pid'), 'utf8')) : 0);
+    const pidIn = (): number =>
+      existsSync(join(sp.workDir, 'daemon.pid')) ? Number(readFileSync(join(sp.workDir, 'daemon.pid'), 'utf8')) : 0;
     const daemon = async (): Promise<number> => {
       await until('the daemon is up', () => pidIn() > 0);
       return pidIn();
@@ -144,11 +169,11 @@ describe('local agent processes', () => {
     const first = await daemon();
     const environ = await readFile(`/proc/${first}/environ`, 'latin1');
     assert.ok(environ.split('\0').includes(`${LOCAL_VM_ENV}=${sp.vmDir}`), 'the mark is inherited');
-    assert.ok(environ.split('\0').includes(`TMUX_TMPDIR=${join(sp.vmDir, 'tmux')}`), 'the tmux directory is the VM\'s own');
+    assert.ok(environ.split('\0').includes(`TMUX_TMPDIR=${join(sp.vmDir, 'tmux')}`), "the tmux directory is the VM's own");
     await rm(join(sp.workDir, 'daemon.pid'));
     await s.start(sp, { restart: true });
     assert.equal(alive(agent.pid), false);
-    assert.ok(alive(first), 'an agent restart keeps the VM\'s processes');
+    assert.ok(alive(first), "an agent restart keeps the VM's processes");
     const second = await daemon();
     const t0 = Date.now();
     assert.equal(await s.stop('agent-f'), true);
@@ -172,7 +197,10 @@ describe('local agent processes', () => {
     assert.ok(alive(kept), 'the VM outlives sandboxd, and so do its processes');
     const next = sup(300);
     const reaped = await next.reapLeftovers([{ vm: 'agent-h', vmDir: outlives.vmDir, pidPath: outlives.pidPath }]);
-    assert.deepEqual(reaped.ended.map((p) => p.pid), [kept]);
+    assert.deepEqual(
+      reaped.ended.map((p) => p.pid),
+      [kept],
+    );
     assert.deepEqual(reaped.survivors, []);
     assert.equal(alive(kept), false);
   });

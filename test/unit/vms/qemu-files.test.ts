@@ -20,7 +20,17 @@ describe('qemu VM files and domain spec', () => {
   });
 
   test('the overlay is a qcow2 on the base image with the requested size', () => {
-    assert.deepEqual(overlayArgs('/images/base.qcow2', paths.disk, 50), ['create', '-f', 'qcow2', '-F', 'qcow2', '-b', '/images/base.qcow2', paths.disk, '50G']);
+    assert.deepEqual(overlayArgs('/images/base.qcow2', paths.disk, 50), [
+      'create',
+      '-f',
+      'qcow2',
+      '-F',
+      'qcow2',
+      '-b',
+      '/images/base.qcow2',
+      paths.disk,
+      '50G',
+    ]);
   });
 
   test('vsock CIDs are stable, in range, and differ between VMs', () => {
@@ -31,10 +41,23 @@ describe('qemu VM files and domain spec', () => {
   });
 
   test('the domain XML has virtio disks (seed read-only), a NIC with the name-derived MAC, vsock and a serial log', () => {
-    const xml = qemuDomainXml({ name: 'agent-q1', uuid, vcpus: 2, memoryMiB: 2048, metadata: { profile: 'svc-dev', instanceId: uuid }, qemu: qemuSpecFor(paths, uuid, { network: 'default' }) }, 'kvm');
+    const xml = qemuDomainXml(
+      {
+        name: 'agent-q1',
+        uuid,
+        vcpus: 2,
+        memoryMiB: 2048,
+        metadata: { profile: 'svc-dev', instanceId: uuid },
+        qemu: qemuSpecFor(paths, uuid, { network: 'default' }),
+      },
+      'kvm',
+    );
     assert.match(xml, /<domain type='kvm'>/);
     assert.match(xml, /<source file='\/var\/lib\/sandboxd\/vms\/agent-q1\/disk\.qcow2'\/><target dev='vda' bus='virtio'\/>/);
-    assert.match(xml, /<driver name='qemu' type='raw'\/><source file='\/var\/lib\/sandboxd\/vms\/agent-q1\/seed\.iso'\/><target dev='vdb' bus='virtio'\/><readonly\/>/);
+    assert.match(
+      xml,
+      /<driver name='qemu' type='raw'\/><source file='\/var\/lib\/sandboxd\/vms\/agent-q1\/seed\.iso'\/><target dev='vdb' bus='virtio'\/><readonly\/>/,
+    );
     assert.ok(xml.includes(`<mac address='${macFromName('agent-q1')}'/><source network='default'/><model type='virtio'/>`));
     assert.ok(xml.includes(`<cid auto='no' address='${vsockCidFor(uuid)}'/>`));
     assert.match(xml, /<serial type='file'><source path='\/var\/lib\/sandboxd\/vms\/agent-q1\/console\.log' append='on'\/>/);

@@ -30,14 +30,25 @@ export class ConnectionMonitor {
     this.#live = live;
     this.#graceMs = opts.graceMs ?? 2000;
     this.#pillText = h('span', null, 'Connecting');
-    this.pill = h('span', { class: 'conn-pill', 'data-state': 'connecting', role: 'status', 'aria-live': 'polite' }, h('span', { class: 'conn-dot', 'aria-hidden': 'true' }), this.#pillText);
+    this.pill = h(
+      'span',
+      { class: 'conn-pill', 'data-state': 'connecting', role: 'status', 'aria-live': 'polite' },
+      h('span', { class: 'conn-dot', 'aria-hidden': 'true' }),
+      this.#pillText,
+    );
     this.#bannerText = h('span', { class: 'banner-text' });
     const retry = h('button', { type: 'button', class: 'btn btn-small' }, 'Retry now');
     retry.addEventListener('click', () => {
       this.#live.retryNow();
       this.onRetry();
     });
-    this.banner = h('div', { class: 'banner', role: 'alert', hidden: true }, h('span', { class: 'banner-spinner', 'aria-hidden': 'true' }), this.#bannerText, retry);
+    this.banner = h(
+      'div',
+      { class: 'banner', role: 'alert', hidden: true },
+      h('span', { class: 'banner-spinner', 'aria-hidden': 'true' }),
+      this.#bannerText,
+      retry,
+    );
     live.states.on(() => this.render());
     this.#ticker = setInterval(() => this.render(), 1000);
   }
@@ -71,7 +82,10 @@ export class ConnectionMonitor {
     const now = Date.now();
     const summary = this.summary();
     this.pill.dataset['state'] = summary;
-    setText(this.#pillText, summary === 'live' ? 'Live' : summary === 'polling' ? 'Polling' : summary === 'offline' ? 'Offline' : 'Connecting');
+    setText(
+      this.#pillText,
+      summary === 'live' ? 'Live' : summary === 'polling' ? 'Polling' : summary === 'offline' ? 'Offline' : 'Connecting',
+    );
     this.pill.title =
       summary === 'live'
         ? 'Live updates over the WebSocket listener'

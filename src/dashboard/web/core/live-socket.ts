@@ -104,7 +104,9 @@ export class LiveSocket {
       if (this.#ws !== ws) return;
       this.#ws = null;
       if (this.#stopped) return;
-      this.#scheduleRetry(opened ? `connection closed (${ev.code}${ev.reason !== '' ? ` ${ev.reason}` : ''})` : 'cannot connect to the WebSocket listener');
+      this.#scheduleRetry(
+        opened ? `connection closed (${ev.code}${ev.reason !== '' ? ` ${ev.reason}` : ''})` : 'cannot connect to the WebSocket listener',
+      );
     };
   }
 

@@ -26,7 +26,11 @@ export function openDialog(title: string, opts: { wide?: boolean; describedBy?: 
   const actions = h('div', { class: 'dialog-actions' });
   const dialog = h(
     'dialog',
-    { class: opts.wide === true ? 'dialog dialog-wide' : 'dialog', 'aria-labelledby': titleId, ...(opts.describedBy !== undefined ? { 'aria-describedby': opts.describedBy } : {}) },
+    {
+      class: opts.wide === true ? 'dialog dialog-wide' : 'dialog',
+      'aria-labelledby': titleId,
+      ...(opts.describedBy !== undefined ? { 'aria-describedby': opts.describedBy } : {}),
+    },
     h('div', { class: 'dialog-head' }, h('h2', { id: titleId }, title), closeBtn),
     body,
     actions,
@@ -55,7 +59,8 @@ export function openDialog(title: string, opts: { wide?: boolean; describedBy?: 
   return { dialog, body, actions, close, closed };
 }
 
-const FOCUSABLE = 'button:not([disabled]), [href], input:not([disabled]), select:not([disabled]), textarea:not([disabled]), [tabindex]:not([tabindex="-1"])';
+const FOCUSABLE =
+  'button:not([disabled]), [href], input:not([disabled]), select:not([disabled]), textarea:not([disabled]), [tabindex]:not([tabindex="-1"])';
 
 /** Keeps Tab inside `root`: from the last focusable element to the first, and back with Shift. */
 function trapTab(root: HTMLElement, ev: KeyboardEvent): void {
@@ -100,7 +105,12 @@ export async function confirmDialog(opts: {
     const box = h('input', { type: 'checkbox', id: uid('opt'), name: o.name, checked: o.checked === true });
     boxes.set(o.name, box);
     d.body.appendChild(
-      h('div', { class: 'check' }, box, h('label', { for: box.id }, o.label, o.hint !== undefined ? h('span', { class: 'field-hint' }, ` — ${o.hint}`) : null)),
+      h(
+        'div',
+        { class: 'check' },
+        box,
+        h('label', { for: box.id }, o.label, o.hint !== undefined ? h('span', { class: 'field-hint' }, ` — ${o.hint}`) : null),
+      ),
     );
   }
   let result: Record<string, boolean> | null = null;

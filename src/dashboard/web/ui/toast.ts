@@ -20,7 +20,12 @@ export class Toasts {
     const toast = h(
       'div',
       { class: `toast toast-${kind}`, role: kind === 'error' ? 'alert' : 'status' },
-      h('div', { class: 'toast-body' }, h('div', { class: 'toast-title' }, title), detail !== undefined && detail !== '' ? h('div', { class: 'toast-detail' }, detail) : null),
+      h(
+        'div',
+        { class: 'toast-body' },
+        h('div', { class: 'toast-title' }, title),
+        detail !== undefined && detail !== '' ? h('div', { class: 'toast-detail' }, detail) : null,
+      ),
       close,
     );
     const remove = (): void => {

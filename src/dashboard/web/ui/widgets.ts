@@ -39,7 +39,10 @@ export function meter(label: string): { el: HTMLElement; set(pct: number, text: 
 }
 
 /** A small SVG line chart; `update(values)` redraws it. `max` fixes the top (100 for percentages). */
-export function sparkline(opts: { width: number; height: number; max?: number; label: string }): { el: SVGElement; update(values: readonly number[]): void } {
+export function sparkline(opts: { width: number; height: number; max?: number; label: string }): {
+  el: SVGElement;
+  update(values: readonly number[]): void;
+} {
   const area = svg('path', { class: 'spark-area' });
   const line = svg('path', { class: 'spark-line' });
   // The newest point: a zero-length round-capped stroke stays a round dot when the chart is
@@ -49,7 +52,15 @@ export function sparkline(opts: { width: number; height: number; max?: number; l
   title.textContent = opts.label;
   const el = svg(
     'svg',
-    { class: 'sparkline', viewBox: `0 0 ${opts.width} ${opts.height}`, width: opts.width, height: opts.height, role: 'img', 'aria-label': opts.label, preserveAspectRatio: 'none' },
+    {
+      class: 'sparkline',
+      viewBox: `0 0 ${opts.width} ${opts.height}`,
+      width: opts.width,
+      height: opts.height,
+      role: 'img',
+      'aria-label': opts.label,
+      preserveAspectRatio: 'none',
+    },
     title,
     area,
     line,
@@ -58,7 +69,12 @@ export function sparkline(opts: { width: number; height: number; max?: number; l
   return {
     el,
     update(values) {
-      const p = sparklinePaths(values, { width: opts.width, height: opts.height, inset: 3, ...(opts.max !== undefined ? { max: opts.max } : {}) });
+      const p = sparklinePaths(values, {
+        width: opts.width,
+        height: opts.height,
+        inset: 3,
+        ...(opts.max !== undefined ? { max: opts.max } : {}),
+      });
       area.setAttribute('d', p.area);
       line.setAttribute('d', p.line);
       if (p.last !== null) {
@@ -73,7 +89,13 @@ export function sparkline(opts: { width: number; height: number; max?: number; l
 
 /** An empty state: a sentence and, optionally, the action that fills it. */
 export function emptyState(title: string, detail?: string, action?: HTMLElement): HTMLElement {
-  return h('div', { class: 'empty' }, h('div', { class: 'empty-title' }, title), detail !== undefined ? h('div', { class: 'empty-detail' }, detail) : null, action ?? null);
+  return h(
+    'div',
+    { class: 'empty' },
+    h('div', { class: 'empty-title' }, title),
+    detail !== undefined ? h('div', { class: 'empty-detail' }, detail) : null,
+    action ?? null,
+  );
 }
 
 /** The header of a view: title, optional subtitle, right-aligned actions. */
@@ -81,7 +103,12 @@ export function pageHeader(title: string | Node, subtitle?: string | Node | null
   return h(
     'header',
     { class: 'page-head' },
-    h('div', { class: 'page-title' }, h('h1', null, title), subtitle !== undefined && subtitle !== null ? h('div', { class: 'page-sub' }, subtitle) : null),
+    h(
+      'div',
+      { class: 'page-title' },
+      h('h1', null, title),
+      subtitle !== undefined && subtitle !== null ? h('div', { class: 'page-sub' }, subtitle) : null,
+    ),
     actions.length > 0 ? h('div', { class: 'page-actions' }, ...actions) : null,
   );
 }
@@ -97,7 +124,12 @@ export function section(title: string, content: Node, ...actions: HTMLElement[])
 }
 
 /** A button (type=button) with a label; `variant` picks the style. */
-export function button(label: string, onClick: (ev: MouseEvent) => void, variant: 'default' | 'primary' | 'danger' | 'ghost' = 'default', attrs: Record<string, string> = {}): HTMLButtonElement {
+export function button(
+  label: string,
+  onClick: (ev: MouseEvent) => void,
+  variant: 'default' | 'primary' | 'danger' | 'ghost' = 'default',
+  attrs: Record<string, string> = {},
+): HTMLButtonElement {
   const cls = variant === 'default' ? 'btn' : `btn btn-${variant}`;
   const b = h('button', { type: 'button', class: cls, ...attrs }, label);
   b.addEventListener('click', onClick);

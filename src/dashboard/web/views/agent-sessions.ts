@@ -18,7 +18,11 @@ interface SessionRow extends KeyedRow {
   readonly cells: HTMLElement[];
 }
 
-export function sessionsTable(app: AppContext, agentId: string, signal: AbortSignal): { el: HTMLElement; refreshButton: HTMLButtonElement } {
+export function sessionsTable(
+  app: AppContext,
+  agentId: string,
+  signal: AbortSignal,
+): { el: HTMLElement; refreshButton: HTMLButtonElement } {
   const byId = new Map<string, SessionEntry>();
   const tbody = h('tbody');
   const table = h(
@@ -30,7 +34,9 @@ export function sessionsTable(app: AppContext, agentId: string, signal: AbortSig
       h(
         'tr',
         null,
-        ...['Session', 'Command', 'Started', 'Controller', 'Observers', 'State'].map((t) => h('th', { scope: 'col', class: t === 'Observers' ? 'num' : null }, t)),
+        ...['Session', 'Command', 'Started', 'Controller', 'Observers', 'State'].map((t) =>
+          h('th', { scope: 'col', class: t === 'Observers' ? 'num' : null }, t),
+        ),
         h('th', { scope: 'col', class: 'actions-col' }, h('span', { class: 'visually-hidden' }, 'Actions')),
       ),
     ),
@@ -61,19 +67,38 @@ export function sessionsTable(app: AppContext, agentId: string, signal: AbortSig
   const rows = new KeyedRows<SessionRow>(
     tbody,
     (sid) => {
-      const cells = [h('td', { class: 'cell-strong' }), h('td', { class: 'mono truncate' }), h('td'), h('td', { class: 'mono' }), h('td', { class: 'num' }), h('td')];
+      const cells = [
+        h('td', { class: 'cell-strong' }),
+        h('td', { class: 'mono truncate' }),
+        h('td'),
+        h('td', { class: 'mono' }),
+        h('td', { class: 'num' }),
+        h('td'),
+      ];
       const open = h('a', { class: 'btn btn-small', href: href.terminal(agentId, sid) }, 'Open');
-      const killBtn = button('Kill', () => {
-        const s = byId.get(sid);
-        if (s !== undefined) void kill(s);
-      }, 'ghost', { class: 'btn btn-small btn-ghost-danger' });
+      const killBtn = button(
+        'Kill',
+        () => {
+          const s = byId.get(sid);
+          if (s !== undefined) void kill(s);
+        },
+        'ghost',
+        { class: 'btn btn-small btn-ghost-danger' },
+      );
       const tr = h('tr', { 'data-session': sid }, ...cells, h('td', { class: 'row-actions' }, open, killBtn));
       return { tr, cells };
     },
     (r, sid) => {
       const s = byId.get(sid);
       if (s === undefined) return;
-      const [name, command, started, controller, observers, state] = r.cells as [HTMLElement, HTMLElement, HTMLElement, HTMLElement, HTMLElement, HTMLElement];
+      const [name, command, started, controller, observers, state] = r.cells as [
+        HTMLElement,
+        HTMLElement,
+        HTMLElement,
+        HTMLElement,
+        HTMLElement,
+        HTMLElement,
+      ];
       setText(name, s.session_name);
       setText(command, s.command);
       command.title = s.command;
@@ -92,12 +117,24 @@ export function sessionsTable(app: AppContext, agentId: string, signal: AbortSig
         for (const s of list.sessions) byId.set(s.session_id, s);
         rows.sync(list.sessions.map((s) => s.session_id));
         wrap.hidden = list.sessions.length === 0;
-        if (list.sessions.length === 0) replaceChildren(status, emptyState('No terminal sessions', 'Open one with “New terminal”: a tmux session on the agent, shared with everyone who opens it.'));
+        if (list.sessions.length === 0)
+          replaceChildren(
+            status,
+            emptyState(
+              'No terminal sessions',
+              'Open one with “New terminal”: a tmux session on the agent, shared with everyone who opens it.',
+            ),
+          );
         else replaceChildren(status);
       } catch (err) {
         wrap.hidden = byId.size === 0;
-        if (isMissingRoute(err)) replaceChildren(status, emptyState('Sessions are not available on this server', 'GET /api/v1/agents/{id}/sessions is not served (route.not_found).'));
-        else if ((err as { code?: string }).code === 'agent.not_found') replaceChildren(status, emptyState('No sessions', 'The agent is not connected.'));
+        if (isMissingRoute(err))
+          replaceChildren(
+            status,
+            emptyState('Sessions are not available on this server', 'GET /api/v1/agents/{id}/sessions is not served (route.not_found).'),
+          );
+        else if ((err as { code?: string }).code === 'agent.not_found')
+          replaceChildren(status, emptyState('No sessions', 'The agent is not connected.'));
         else {
           replaceChildren(status, h('div', { class: 'inline-error', role: 'alert' }, `Could not list sessions: ${describeError(err)}`));
           throw err;

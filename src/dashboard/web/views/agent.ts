@@ -17,16 +17,24 @@ export function agentView(app: AppContext, route: Route, signal: AbortSignal): V
   const id = route.agentId;
   const statusBadge = badge(agentBadge('Starting'));
   const subtitle = h('span');
-  const newTerminal = button('New terminal', () => {
-    void withBusy(newTerminal, async () => {
-      try {
-        const s = await app.api.createSession(id, {}, { idempotencyKey: `dash-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}` });
-        app.navigate(href.terminal(id, s.session_id));
-      } catch (err) {
-        app.toasts.error(`Could not open a terminal on ${id}`, err);
-      }
-    });
-  }, 'primary');
+  const newTerminal = button(
+    'New terminal',
+    () => {
+      void withBusy(newTerminal, async () => {
+        try {
+          const s = await app.api.createSession(
+            id,
+            {},
+            { idempotencyKey: `dash-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}` },
+          );
+          app.navigate(href.terminal(id, s.session_id));
+        } catch (err) {
+          app.toasts.error(`Could not open a terminal on ${id}`, err);
+        }
+      });
+    },
+    'primary',
+  );
   const eventsLink = h('a', { class: 'btn', href: href.events(new URLSearchParams({ agent: id })) }, 'Events');
 
   const info = h('div');
@@ -43,7 +51,12 @@ export function agentView(app: AppContext, route: Route, signal: AbortSignal): V
     h('figure', { class: 'chart' }, h('figcaption', null, 'CPU', cpuNow), cpuChart.el),
     h('figure', { class: 'chart' }, h('figcaption', null, 'Memory', memNow), memChart.el),
     chartNote,
-    h('div', { class: 'chart-facts' }, h('div', null, h('span', { class: 'muted' }, 'Disk '), disk.el), h('div', null, h('span', { class: 'muted' }, 'Load (1, 5, 15 min) '), load)),
+    h(
+      'div',
+      { class: 'chart-facts' },
+      h('div', null, h('span', { class: 'muted' }, 'Disk '), disk.el),
+      h('div', null, h('span', { class: 'muted' }, 'Load (1, 5, 15 min) '), load),
+    ),
   );
   const sessions = sessionsTable(app, id, signal);
   const missing = h('div');
@@ -51,7 +64,13 @@ export function agentView(app: AppContext, route: Route, signal: AbortSignal): V
   const el = h(
     'div',
     { class: 'page' },
-    h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: href.fleet() }, 'Fleet'), h('span', { 'aria-hidden': 'true' }, ' / '), id),
+    h(
+      'nav',
+      { class: 'crumbs', 'aria-label': 'Breadcrumb' },
+      h('a', { href: href.fleet() }, 'Fleet'),
+      h('span', { 'aria-hidden': 'true' }, ' / '),
+      id,
+    ),
     pageHeader(h('span', { class: 'title-with-badge' }, id, statusBadge), subtitle, eventsLink, newTerminal),
     missing,
     body,
@@ -62,7 +81,14 @@ export function agentView(app: AppContext, route: Route, signal: AbortSignal): V
     const row = app.fleet.agents.get(id);
     if (row === undefined) {
       if (app.fleet.agents.loaded) {
-        replaceChildren(missing, emptyState('This agent is not connected', `No agent “${id}” is listed. It may have been removed after disconnecting, or its VM is still booting.`, h('a', { class: 'btn', href: href.fleet() }, 'Back to the fleet')));
+        replaceChildren(
+          missing,
+          emptyState(
+            'This agent is not connected',
+            `No agent “${id}” is listed. It may have been removed after disconnecting, or its VM is still booting.`,
+            h('a', { class: 'btn', href: href.fleet() }, 'Back to the fleet'),
+          ),
+        );
       }
       body.hidden = true;
       return;
@@ -103,8 +129,14 @@ export function agentView(app: AppContext, route: Route, signal: AbortSignal): V
     );
     const m = row.metrics;
     setText(cpuNow, m !== null ? formatPercent(m.cpuPercent) : '—');
-    setText(memNow, m !== null ? `${formatPercent(ratioPercent(m.memoryUsedBytes, m.memoryTotalBytes))} · ${formatBytes(m.memoryUsedBytes)} of ${formatBytes(m.memoryTotalBytes)}` : '—');
-    if (m !== null && m.diskTotalBytes > 0) disk.set(ratioPercent(m.diskUsedBytes, m.diskTotalBytes), `${formatBytes(m.diskUsedBytes)} / ${formatBytes(m.diskTotalBytes)}`);
+    setText(
+      memNow,
+      m !== null
+        ? `${formatPercent(ratioPercent(m.memoryUsedBytes, m.memoryTotalBytes))} · ${formatBytes(m.memoryUsedBytes)} of ${formatBytes(m.memoryTotalBytes)}`
+        : '—',
+    );
+    if (m !== null && m.diskTotalBytes > 0)
+      disk.set(ratioPercent(m.diskUsedBytes, m.diskTotalBytes), `${formatBytes(m.diskUsedBytes)} / ${formatBytes(m.diskTotalBytes)}`);
     else disk.set(Number.NaN, '—');
     setText(load, m !== null ? formatLoad(m.loadAvg) : '—');
   };

@@ -4,7 +4,15 @@
  * backoff, resumes with since=<last id>, and notices a restarted server (see EventLog).
  */
 import { backoffDelayMs } from '../../model/backoff.js';
-import { detailsSummary, EVENT_TYPE_PREFIXES, EventLog, eventsApiQuery, filterFromQuery, filterToQuery, type LogEntry } from '../../model/event-log.js';
+import {
+  detailsSummary,
+  EVENT_TYPE_PREFIXES,
+  EventLog,
+  eventsApiQuery,
+  filterFromQuery,
+  filterToQuery,
+  type LogEntry,
+} from '../../model/event-log.js';
 import { formatClock, formatDateTime } from '../../model/format.js';
 import { href, type Route } from '../../model/routes.js';
 import type { AppContext, ViewInstance } from '../context.js';
@@ -13,9 +21,26 @@ import { describeError } from '../ui/toast.js';
 import { button, emptyState, pageHeader, section } from '../ui/widgets.js';
 
 const SPEC_EVENT_TYPES = [
-  'vm.started', 'vm.stopped', 'vm.crashed', 'vm.shutdown', 'vm.rebooted', 'vm.suspended', 'vm.resumed', 'vm.defined', 'vm.undefined',
-  'agent.connected', 'agent.disconnected', 'agent.registered', 'agent.command.started', 'agent.command.completed', 'agent.pty.created', 'agent.pty.closed',
-  'session.reconcile_started', 'session.reconcile_complete', 'session.killed', 'session.preserved',
+  'vm.started',
+  'vm.stopped',
+  'vm.crashed',
+  'vm.shutdown',
+  'vm.rebooted',
+  'vm.suspended',
+  'vm.resumed',
+  'vm.defined',
+  'vm.undefined',
+  'agent.connected',
+  'agent.disconnected',
+  'agent.registered',
+  'agent.command.started',
+  'agent.command.completed',
+  'agent.pty.created',
+  'agent.pty.closed',
+  'session.reconcile_started',
+  'session.reconcile_complete',
+  'session.killed',
+  'session.preserved',
 ];
 
 export function eventsView(app: AppContext, route: Route, signal: AbortSignal): ViewInstance {
@@ -23,13 +48,41 @@ export function eventsView(app: AppContext, route: Route, signal: AbortSignal): 
   const log = new EventLog(2000);
 
   // ---- filter form (applying it changes the hash, which remounts the view with a new stream)
-  const list = (id: string, values: readonly string[]): HTMLDataListElement => h('datalist', { id }, ...values.map((v) => h('option', { value: v })));
+  const list = (id: string, values: readonly string[]): HTMLDataListElement =>
+    h('datalist', { id }, ...values.map((v) => h('option', { value: v })));
   const typesId = uid('types');
   const agentsId = uid('agents');
   const vmsId = uid('vms');
-  const typeIn = h('input', { class: 'input', name: 'type', value: filter.type, list: typesId, placeholder: 'e.g. vm. or agent.connected', autocomplete: 'off', spellcheck: 'false', id: uid('f') });
-  const agentIn = h('input', { class: 'input', name: 'agent', value: filter.agentId, list: agentsId, placeholder: 'any agent', autocomplete: 'off', spellcheck: 'false', id: uid('f') });
-  const vmIn = h('input', { class: 'input', name: 'vm', value: filter.vmName, list: vmsId, placeholder: 'any VM', autocomplete: 'off', spellcheck: 'false', id: uid('f') });
+  const typeIn = h('input', {
+    class: 'input',
+    name: 'type',
+    value: filter.type,
+    list: typesId,
+    placeholder: 'e.g. vm. or agent.connected',
+    autocomplete: 'off',
+    spellcheck: 'false',
+    id: uid('f'),
+  });
+  const agentIn = h('input', {
+    class: 'input',
+    name: 'agent',
+    value: filter.agentId,
+    list: agentsId,
+    placeholder: 'any agent',
+    autocomplete: 'off',
+    spellcheck: 'false',
+    id: uid('f'),
+  });
+  const vmIn = h('input', {
+    class: 'input',
+    name: 'vm',
+    value: filter.vmName,
+    list: vmsId,
+    placeholder: 'any VM',
+    autocomplete: 'off',
+    spellcheck: 'false',
+    id: uid('f'),
+  });
   const apply = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Apply');
   const clear = h('a', { class: 'btn btn-ghost', href: href.events() }, 'Clear filters');
   const form = h(
@@ -40,8 +93,14 @@ export function eventsView(app: AppContext, route: Route, signal: AbortSignal): 
     h('div', { class: 'field' }, h('label', { for: vmIn.id }, 'VM'), vmIn),
     h('div', { class: 'filters-actions' }, apply, clear),
     list(typesId, [...EVENT_TYPE_PREFIXES, ...SPEC_EVENT_TYPES]),
-    list(agentsId, app.fleet.agents.rows().map((r) => r.agent.id)),
-    list(vmsId, app.fleet.vms.map((v) => v.name)),
+    list(
+      agentsId,
+      app.fleet.agents.rows().map((r) => r.agent.id),
+    ),
+    list(
+      vmsId,
+      app.fleet.vms.map((v) => v.name),
+    ),
   );
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -61,19 +120,25 @@ export function eventsView(app: AppContext, route: Route, signal: AbortSignal): 
   const status = h('div', { class: 'stream-status', role: 'status' }, 'Connecting…');
   let paused = false;
   let held: LogEntry[] = [];
-  const pause = button('Pause', () => {
-    paused = !paused;
-    setText(pause, paused ? 'Resume' : 'Pause');
-    pause.setAttribute('aria-pressed', String(paused));
-    if (!paused) {
-      queue.push(...held);
-      held = [];
-      flush();
-    }
-    renderStatus();
-  }, 'default', { 'aria-pressed': 'false' });
+  const pause = button(
+    'Pause',
+    () => {
+      paused = !paused;
+      setText(pause, paused ? 'Resume' : 'Pause');
+      pause.setAttribute('aria-pressed', String(paused));
+      if (!paused) {
+        queue.push(...held);
+        held = [];
+        flush();
+      }
+      renderStatus();
+    },
+    'default',
+    { 'aria-pressed': 'false' },
+  );
   let streamText = 'Connecting…';
-  const renderStatus = (): void => setText(status, paused ? `Paused — ${held.length} new ${held.length === 1 ? 'event' : 'events'} held` : streamText);
+  const renderStatus = (): void =>
+    setText(status, paused ? `Paused — ${held.length} new ${held.length === 1 ? 'event' : 'events'} held` : streamText);
 
   const rowFor = (e: LogEntry): HTMLTableRowElement => {
     if (e.kind === 'marker') return h('tr', { class: 'row-marker' }, h('td', { colspan: 5 }, e.text));
@@ -84,7 +149,11 @@ export function eventsView(app: AppContext, route: Route, signal: AbortSignal): 
       { 'data-event-id': ev.id, 'data-type': ev.event_type },
       h('td', { class: 'mono nowrap', title: formatDateTime(ev.timestamp) }, formatClock(ev.timestamp)),
       h('td', { class: 'nowrap' }, typeLink),
-      h('td', { class: 'nowrap' }, ev.agent_id !== '' ? h('a', { href: href.agent(ev.agent_id) }, ev.agent_id) : h('span', { class: 'muted' }, '—')),
+      h(
+        'td',
+        { class: 'nowrap' },
+        ev.agent_id !== '' ? h('a', { href: href.agent(ev.agent_id) }, ev.agent_id) : h('span', { class: 'muted' }, '—'),
+      ),
       h('td', { class: 'nowrap' }, ev.vm_name !== '' ? ev.vm_name : h('span', { class: 'muted' }, '—')),
       h('td', { class: 'mono details', title: JSON.stringify(ev.details, null, 2) }, detailsSummary(ev.details)),
     );
@@ -157,11 +226,18 @@ export function eventsView(app: AppContext, route: Route, signal: AbortSignal): 
   };
   void run();
 
-  const active = [filter.type !== '' ? `type ${filter.type}` : '', filter.agentId !== '' ? `agent ${filter.agentId}` : '', filter.vmName !== '' ? `VM ${filter.vmName}` : ''].filter((s) => s !== '');
+  const active = [
+    filter.type !== '' ? `type ${filter.type}` : '',
+    filter.agentId !== '' ? `agent ${filter.agentId}` : '',
+    filter.vmName !== '' ? `VM ${filter.vmName}` : '',
+  ].filter((s) => s !== '');
   const el = h(
     'div',
     { class: 'page' },
-    pageHeader('Events', active.length > 0 ? `Filtered by ${active.join(', ')}` : 'Everything that happens to VMs, agents and sessions, as it happens.'),
+    pageHeader(
+      'Events',
+      active.length > 0 ? `Filtered by ${active.join(', ')}` : 'Everything that happens to VMs, agents and sessions, as it happens.',
+    ),
     section('Filters', form),
     section('Live tail', h('div', null, status, empty, wrap), pause),
   );

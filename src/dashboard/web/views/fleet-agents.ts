@@ -47,7 +47,12 @@ export function agentTable(app: AppContext): { el: HTMLElement; render(ids?: Rea
   );
   const wrap = h('div', { class: 'table-wrap table-tall' }, table);
   const status = h('div', { class: 'table-status' });
-  const filterInput = h('input', { type: 'search', class: 'input input-small', placeholder: 'Filter agents', 'aria-label': 'Filter agents by id, hostname or status' });
+  const filterInput = h('input', {
+    type: 'search',
+    class: 'input input-small',
+    placeholder: 'Filter agents',
+    'aria-label': 'Filter agents by id, hostname or status',
+  });
   const el = h('div', null, status, wrap);
   let filter = '';
   let shownLoaded = false;
@@ -92,7 +97,12 @@ export function agentTable(app: AppContext): { el: HTMLElement; render(ids?: Rea
       } else {
         r.cpu.set(m.cpuPercent, formatPercent(m.cpuPercent));
         const memPct = ratioPercent(m.memoryUsedBytes, m.memoryTotalBytes);
-        r.mem.set(memPct, m.memoryTotalBytes > 0 ? `${formatBytes(m.memoryUsedBytes)} / ${formatBytes(m.memoryTotalBytes)}` : formatBytes(m.memoryUsedBytes));
+        r.mem.set(
+          memPct,
+          m.memoryTotalBytes > 0
+            ? `${formatBytes(m.memoryUsedBytes)} / ${formatBytes(m.memoryTotalBytes)}`
+            : formatBytes(m.memoryUsedBytes),
+        );
         setText(r.load, formatLoad(m.loadAvg.slice(0, 1)));
       }
       r.cpuSpark.update(cpuSeries(app.fleet.agents.history.samples(id)));
@@ -112,14 +122,22 @@ export function agentTable(app: AppContext): { el: HTMLElement; render(ids?: Rea
     const all = app.fleet.agents.rows();
     const keys = all.map((r) => r.agent.id).filter(matches);
     // A live update names its agents: patch those rows only, unless the set of rows changed.
-    if (ids !== undefined && shownLoaded && rows.size === keys.length && [...ids].every((id) => app.fleet.agents.get(id) !== undefined && (!matches(id) || rows.get(id) !== undefined))) {
+    if (
+      ids !== undefined &&
+      shownLoaded &&
+      rows.size === keys.length &&
+      [...ids].every((id) => app.fleet.agents.get(id) !== undefined && (!matches(id) || rows.get(id) !== undefined))
+    ) {
       for (const id of ids) rows.patch(id);
       return;
     }
     rows.sync(keys);
     shownLoaded = app.fleet.agents.loaded;
     if (!app.fleet.agents.loaded) status.replaceChildren(h('div', { class: 'loading' }, 'Loading agents…'));
-    else if (all.length === 0) status.replaceChildren(emptyState('No agents connected', 'Agents dial in over mTLS gRPC when their VM boots. Create a VM above to get one.'));
+    else if (all.length === 0)
+      status.replaceChildren(
+        emptyState('No agents connected', 'Agents dial in over mTLS gRPC when their VM boots. Create a VM above to get one.'),
+      );
     else if (keys.length === 0) status.replaceChildren(emptyState('No agent matches the filter', `Nothing matches “${filter}”.`));
     else status.replaceChildren();
     wrap.hidden = keys.length === 0;

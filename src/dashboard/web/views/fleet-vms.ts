@@ -89,10 +89,15 @@ export function vmTable(app: AppContext): { el: HTMLElement; render(): void } {
       const progress = h('span', { class: 'op-inline' });
       const buttons = new Map<VmAction, HTMLButtonElement>();
       for (const a of ACTIONS) {
-        const b = button(LABELS[a], () => {
-          const cur = byName.get(name);
-          if (cur !== undefined) void runAction(cur, a, b);
-        }, 'default', { 'aria-label': `${LABELS[a]} ${name}`, class: a === 'delete' ? 'btn btn-small btn-ghost-danger' : 'btn btn-small' });
+        const b = button(
+          LABELS[a],
+          () => {
+            const cur = byName.get(name);
+            if (cur !== undefined) void runAction(cur, a, b);
+          },
+          'default',
+          { 'aria-label': `${LABELS[a]} ${name}`, class: a === 'delete' ? 'btn btn-small btn-ghost-danger' : 'btn btn-small' },
+        );
         buttons.set(a, b);
       }
       const r: VmRow = {
@@ -141,7 +146,9 @@ export function vmTable(app: AppContext): { el: HTMLElement; render(): void } {
   const render = (): void => {
     byName.clear();
     for (const v of app.fleet.vms) byName.set(v.name, v);
-    const creating = [...app.fleet.ops.values()].filter((t) => t.op.type === 'vm_create' && t.finishedAtMs === null && !byName.has(t.op.target)).map((t) => t.op.target);
+    const creating = [...app.fleet.ops.values()]
+      .filter((t) => t.op.type === 'vm_create' && t.finishedAtMs === null && !byName.has(t.op.target))
+      .map((t) => t.op.target);
     const keys = [...[...byName.keys()].sort(), ...creating.filter((n, i) => creating.indexOf(n) === i)];
     rows.sync(keys);
     const err = app.fleet.vmsError;
@@ -150,7 +157,14 @@ export function vmTable(app: AppContext): { el: HTMLElement; render(): void } {
     } else if (err !== null) {
       replaceChildren(status, h('div', { class: 'inline-error', role: 'alert' }, `The VM list is unavailable: ${describeError(err)}`));
     } else if (keys.length === 0) {
-      replaceChildren(status, emptyState('No VMs yet — create one', 'A VM boots with an agent that connects back to sandboxd.', button('Create VM', () => openCreateVmDialog(app), 'primary')));
+      replaceChildren(
+        status,
+        emptyState(
+          'No VMs yet — create one',
+          'A VM boots with an agent that connects back to sandboxd.',
+          button('Create VM', () => openCreateVmDialog(app), 'primary'),
+        ),
+      );
     } else {
       replaceChildren(status);
     }
@@ -177,7 +191,15 @@ function renderProgress(el: HTMLElement, t: TrackedOperation | null): void {
   const label = `${t.label}: ${t.op.status} ${pct}%`;
   const bar = el.querySelector<HTMLElement>('.progress-fill');
   if (bar === null) {
-    replaceChildren(el, h('span', { class: 'progress', role: 'progressbar', 'aria-label': t.label, 'aria-valuemin': 0, 'aria-valuemax': 100 }, h('span', { class: 'progress-fill' })), h('span', { class: 'progress-text' }));
+    replaceChildren(
+      el,
+      h(
+        'span',
+        { class: 'progress', role: 'progressbar', 'aria-label': t.label, 'aria-valuemin': 0, 'aria-valuemax': 100 },
+        h('span', { class: 'progress-fill' }),
+      ),
+      h('span', { class: 'progress-text' }),
+    );
   }
   const fill = el.querySelector<HTMLElement>('.progress-fill');
   if (fill !== null) fill.style.width = `${pct}%`;

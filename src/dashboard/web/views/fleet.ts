@@ -35,15 +35,29 @@ export function fleetView(app: AppContext, _route: unknown, signal: AbortSignal)
     const running = vmList.filter((v) => v.state === 'running').length;
     replaceChildren(
       subtitle,
-      app.fleet.agents.loaded ? `${plural(app.fleet.agents.size, 'agent')} · ${plural(vmList.length, 'VM')}, ${running} running` : 'Loading…',
+      app.fleet.agents.loaded
+        ? `${plural(app.fleet.agents.size, 'agent')} · ${plural(vmList.length, 'VM')}, ${running} running`
+        : 'Loading…',
     );
     const tiles: HTMLElement[] = [
-      h('div', { class: 'stat' }, h('div', { class: 'stat-value' }, String(running)), h('div', { class: 'stat-label' }, `of ${plural(vmList.length, 'VM')} running`)),
+      h(
+        'div',
+        { class: 'stat' },
+        h('div', { class: 'stat-value' }, String(running)),
+        h('div', { class: 'stat-label' }, `of ${plural(vmList.length, 'VM')} running`),
+      ),
     ];
     for (const s of AGENT_STATUSES) {
       const n = counts.get(s) ?? 0;
       if (n === 0 && s !== 'Ready') continue;
-      tiles.push(h('div', { class: `stat stat-${agentBadge(s).tone}` }, h('div', { class: 'stat-value' }, String(n)), h('div', { class: 'stat-label' }, `${agentBadge(s).label.toLowerCase()} ${n === 1 ? 'agent' : 'agents'}`)));
+      tiles.push(
+        h(
+          'div',
+          { class: `stat stat-${agentBadge(s).tone}` },
+          h('div', { class: 'stat-value' }, String(n)),
+          h('div', { class: 'stat-label' }, `${agentBadge(s).label.toLowerCase()} ${n === 1 ? 'agent' : 'agents'}`),
+        ),
+      );
     }
     replaceChildren(summary, ...tiles);
   };
@@ -55,14 +69,36 @@ export function fleetView(app: AppContext, _route: unknown, signal: AbortSignal)
       ...list.map((t) => {
         const pct = Math.max(0, Math.min(100, t.op.progress_percent));
         const done = t.finishedAtMs !== null;
-        const dismiss = button('Dismiss', () => app.fleet.dismiss(t.op.id), 'ghost', { class: 'btn btn-small btn-ghost', 'aria-label': `Dismiss ${t.label}` });
+        const dismiss = button('Dismiss', () => app.fleet.dismiss(t.op.id), 'ghost', {
+          class: 'btn btn-small btn-ghost',
+          'aria-label': `Dismiss ${t.label}`,
+        });
         return h(
           'div',
           { class: `op op-${t.op.status}`, 'data-op': t.op.id },
-          h('div', { class: 'op-main' }, h('span', { class: 'op-label' }, t.label), badge(operationBadge(t.op.status)), h('span', { class: 'op-meta' }, `${t.op.id} · started ${formatAgo(t.startedAtMs, Date.now())}`)),
-          h('span', { class: 'progress progress-wide', role: 'progressbar', 'aria-label': t.label, 'aria-valuemin': 0, 'aria-valuemax': 100, 'aria-valuenow': pct }, h('span', { class: 'progress-fill', style: `width:${pct}%` })),
+          h(
+            'div',
+            { class: 'op-main' },
+            h('span', { class: 'op-label' }, t.label),
+            badge(operationBadge(t.op.status)),
+            h('span', { class: 'op-meta' }, `${t.op.id} · started ${formatAgo(t.startedAtMs, Date.now())}`),
+          ),
+          h(
+            'span',
+            {
+              class: 'progress progress-wide',
+              role: 'progressbar',
+              'aria-label': t.label,
+              'aria-valuemin': 0,
+              'aria-valuemax': 100,
+              'aria-valuenow': pct,
+            },
+            h('span', { class: 'progress-fill', style: `width:${pct}%` }),
+          ),
           h('span', { class: 'op-pct' }, `${pct}%`),
-          t.op.status === 'failed' ? h('div', { class: 'op-error' }, `${t.op.error_code !== undefined ? `${t.op.error_code}: ` : ''}${t.op.error ?? 'failed'}`) : null,
+          t.op.status === 'failed'
+            ? h('div', { class: 'op-error' }, `${t.op.error_code !== undefined ? `${t.op.error_code}: ` : ''}${t.op.error ?? 'failed'}`)
+            : null,
           t.pollErrors > 0 && !done ? h('div', { class: 'op-error' }, 'Waiting for the server to answer…') : null,
           done ? dismiss : null,
         );

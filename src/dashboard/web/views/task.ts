@@ -21,18 +21,22 @@ export function taskView(app: AppContext, route: Route, signal: AbortSignal): Vi
   const stateBadge = badge(taskBadge('pending'));
   const subtitle = h('span');
   const info = h('div', null, h('div', { class: 'loading' }, 'Loading…'));
-  const cancel = button('Cancel task', () => {
-    void withBusy(cancel, async () => {
-      try {
-        const r = await app.api.cancelTask(id, 'cancelled from the dashboard');
-        if (r.success) app.toasts.success('Task cancelled');
-        else app.toasts.show('error', 'Could not cancel the task', r.error ?? '');
-      } catch (err) {
-        app.toasts.error('Could not cancel the task', err);
-      }
-      poller.kick();
-    });
-  }, 'danger');
+  const cancel = button(
+    'Cancel task',
+    () => {
+      void withBusy(cancel, async () => {
+        try {
+          const r = await app.api.cancelTask(id, 'cancelled from the dashboard');
+          if (r.success) app.toasts.success('Task cancelled');
+          else app.toasts.show('error', 'Could not cancel the task', r.error ?? '');
+        } catch (err) {
+          app.toasts.error('Could not cancel the task', err);
+        }
+        poller.kick();
+      });
+    },
+    'danger',
+  );
   cancel.hidden = true;
 
   // ---- logs
@@ -65,7 +69,11 @@ export function taskView(app: AppContext, route: Route, signal: AbortSignal): Vi
       for await (const ev of app.api.taskLogs(id, {
         signal,
         onOpen: ({ attempt }) => setText(logStatus, attempt > 1 ? 'Reconnected — resuming after the last line received' : 'Live'),
-        onReconnect: ({ delayMs, error }) => setText(logStatus, `Log stream interrupted${error !== null ? ` (${error.message})` : ''} — reconnecting in ${Math.ceil(delayMs / 1000)}s`),
+        onReconnect: ({ delayMs, error }) =>
+          setText(
+            logStatus,
+            `Log stream interrupted${error !== null ? ` (${error.message})` : ''} — reconnecting in ${Math.ceil(delayMs / 1000)}s`,
+          ),
       })) {
         switch (ev.type) {
           case 'stdout':
@@ -88,7 +96,10 @@ export function taskView(app: AppContext, route: Route, signal: AbortSignal): Vi
       }
     } catch (err) {
       if (signal.aborted) return;
-      setText(logStatus, isMissingRoute(err) ? 'Logs are not available on this server (route missing)' : `No log stream: ${describeError(err)}`);
+      setText(
+        logStatus,
+        isMissingRoute(err) ? 'Logs are not available on this server (route missing)' : `No log stream: ${describeError(err)}`,
+      );
     }
   };
 
@@ -107,7 +118,18 @@ export function taskView(app: AppContext, route: Route, signal: AbortSignal): Vi
         h(
           'table',
           { class: 'table', 'aria-label': 'Artifacts' },
-          h('thead', null, h('tr', null, h('th', { scope: 'col' }, 'File'), h('th', { scope: 'col' }, 'Type'), h('th', { scope: 'col', class: 'num' }, 'Size'), h('th', { scope: 'col' }, 'SHA-256'))),
+          h(
+            'thead',
+            null,
+            h(
+              'tr',
+              null,
+              h('th', { scope: 'col' }, 'File'),
+              h('th', { scope: 'col' }, 'Type'),
+              h('th', { scope: 'col', class: 'num' }, 'Size'),
+              h('th', { scope: 'col' }, 'SHA-256'),
+            ),
+          ),
           h(
             'tbody',
             null,
@@ -162,7 +184,14 @@ export function taskView(app: AppContext, route: Route, signal: AbortSignal): Vi
           poller.stop();
         }
       } catch (err) {
-        replaceChildren(info, emptyState(isMissingRoute(err) ? 'Tasks are not available on this server' : 'Could not load the task', describeError(err), h('a', { class: 'btn', href: href.tasks() }, 'All tasks')));
+        replaceChildren(
+          info,
+          emptyState(
+            isMissingRoute(err) ? 'Tasks are not available on this server' : 'Could not load the task',
+            describeError(err),
+            h('a', { class: 'btn', href: href.tasks() }, 'All tasks'),
+          ),
+        );
         if (isMissingRoute(err) || (err as { code?: string }).code === 'task.not_found') poller.stop();
         else throw err;
       }
@@ -176,7 +205,13 @@ export function taskView(app: AppContext, route: Route, signal: AbortSignal): Vi
   const el = h(
     'div',
     { class: 'page' },
-    h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: href.tasks() }, 'Tasks'), h('span', { 'aria-hidden': 'true' }, ' / '), id),
+    h(
+      'nav',
+      { class: 'crumbs', 'aria-label': 'Breadcrumb' },
+      h('a', { href: href.tasks() }, 'Tasks'),
+      h('span', { 'aria-hidden': 'true' }, ' / '),
+      id,
+    ),
     pageHeader(h('span', { class: 'title-with-badge' }, 'Task', stateBadge), subtitle, cancel),
     h('div', { class: 'grid-2' }, section('Details', info), section('Artifacts', artifactsEl)),
     section('Log', h('div', null, logStatus, logEl), followLabel),

@@ -26,14 +26,28 @@ export function tasksView(app: AppContext, route: Route, signal: AbortSignal): V
   const filter = query.get('state') ?? '';
 
   // ---- submit form
-  const yaml = h('textarea', { name: 'manifest_yaml', rows: 12, spellcheck: 'false', class: 'mono', placeholder: 'name: …\nrepository:\n  url: …\nprompt: …' });
-  const yamlField = field('Manifest (YAML)', yaml, 'name, repository.url and prompt are required; lifecycle.timeout is a duration such as 30m');
+  const yaml = h('textarea', {
+    name: 'manifest_yaml',
+    rows: 12,
+    spellcheck: 'false',
+    class: 'mono',
+    placeholder: 'name: …\nrepository:\n  url: …\nprompt: …',
+  });
+  const yamlField = field(
+    'Manifest (YAML)',
+    yaml,
+    'name, repository.url and prompt are required; lifecycle.timeout is a duration such as 30m',
+  );
   const submitError = h('div', { class: 'form-error', role: 'alert', hidden: true });
   const submit = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Submit task');
-  const example = button('Insert example', () => {
-    yaml.value = EXAMPLE_MANIFEST;
-    yaml.focus();
-  }, 'ghost');
+  const example = button(
+    'Insert example',
+    () => {
+      yaml.value = EXAMPLE_MANIFEST;
+      yaml.focus();
+    },
+    'ghost',
+  );
   const form = h('form', { class: 'form' }, yamlField.el, submitError, h('div', { class: 'form-actions' }, example, submit));
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -66,7 +80,9 @@ export function tasksView(app: AppContext, route: Route, signal: AbortSignal): V
     ...TASK_STATES.map((s) => h('option', { value: s }, taskBadge(s).label)),
   );
   select.value = filter;
-  select.addEventListener('change', () => app.navigate(href.tasks(select.value === '' ? undefined : new URLSearchParams({ state: select.value }))));
+  select.addEventListener('change', () =>
+    app.navigate(href.tasks(select.value === '' ? undefined : new URLSearchParams({ state: select.value }))),
+  );
   const byId = new Map<string, Task>();
   const tbody = h('tbody');
   const wrap = h(
@@ -75,7 +91,18 @@ export function tasksView(app: AppContext, route: Route, signal: AbortSignal): V
     h(
       'table',
       { class: 'table', 'aria-label': 'Tasks' },
-      h('thead', null, h('tr', null, ...['Task', 'Name', 'State', 'VM', 'Created', 'Output', 'Tool calls'].map((t) => h('th', { scope: 'col', class: t === 'Output' || t === 'Tool calls' ? 'num' : null }, t)), h('th', { scope: 'col', class: 'actions-col' }, h('span', { class: 'visually-hidden' }, 'Actions')))),
+      h(
+        'thead',
+        null,
+        h(
+          'tr',
+          null,
+          ...['Task', 'Name', 'State', 'VM', 'Created', 'Output', 'Tool calls'].map((t) =>
+            h('th', { scope: 'col', class: t === 'Output' || t === 'Tool calls' ? 'num' : null }, t),
+          ),
+          h('th', { scope: 'col', class: 'actions-col' }, h('span', { class: 'visually-hidden' }, 'Actions')),
+        ),
+      ),
       tbody,
     ),
   );
@@ -98,17 +125,38 @@ export function tasksView(app: AppContext, route: Route, signal: AbortSignal): V
     tbody,
     (id) => {
       const state = badge(taskBadge('pending'));
-      const cells = [h('td', { class: 'mono' }, h('a', { href: href.task(id) }, shortId(id, 18))), h('td', { class: 'cell-strong truncate' }), h('td', null, state), h('td'), h('td'), h('td', { class: 'num' }), h('td', { class: 'num' })];
-      const cancel = button('Cancel', () => {
-        const t = byId.get(id);
-        if (t !== undefined) void cancelTask(t, cancel);
-      }, 'ghost', { class: 'btn btn-small btn-ghost-danger' });
+      const cells = [
+        h('td', { class: 'mono' }, h('a', { href: href.task(id) }, shortId(id, 18))),
+        h('td', { class: 'cell-strong truncate' }),
+        h('td', null, state),
+        h('td'),
+        h('td'),
+        h('td', { class: 'num' }),
+        h('td', { class: 'num' }),
+      ];
+      const cancel = button(
+        'Cancel',
+        () => {
+          const t = byId.get(id);
+          if (t !== undefined) void cancelTask(t, cancel);
+        },
+        'ghost',
+        { class: 'btn btn-small btn-ghost-danger' },
+      );
       return { tr: h('tr', { 'data-task': id }, ...cells, h('td', { class: 'row-actions' }, cancel)), cells, state, cancel };
     },
     (r, id) => {
       const t = byId.get(id);
       if (t === undefined) return;
-      const [, name, , vm, created, output, tools] = r.cells as [HTMLElement, HTMLElement, HTMLElement, HTMLElement, HTMLElement, HTMLElement, HTMLElement];
+      const [, name, , vm, created, output, tools] = r.cells as [
+        HTMLElement,
+        HTMLElement,
+        HTMLElement,
+        HTMLElement,
+        HTMLElement,
+        HTMLElement,
+        HTMLElement,
+      ];
       setText(name, t.name);
       setBadge(r.state, taskBadge(t.state));
       r.state.title = t.state_message;
@@ -131,13 +179,29 @@ export function tasksView(app: AppContext, route: Route, signal: AbortSignal): V
         rows.sync(list.tasks.map((t) => t.id));
         wrap.hidden = list.tasks.length === 0;
         if (list.tasks.length === 0) {
-          replaceChildren(status, emptyState(filter === '' ? 'No tasks yet' : 'No task in this state', filter === '' ? 'Submit a manifest above: a task runs a coding agent on a VM and keeps its logs and artifacts.' : 'Choose another state, or All states.'));
+          replaceChildren(
+            status,
+            emptyState(
+              filter === '' ? 'No tasks yet' : 'No task in this state',
+              filter === ''
+                ? 'Submit a manifest above: a task runs a coding agent on a VM and keeps its logs and artifacts.'
+                : 'Choose another state, or All states.',
+            ),
+          );
         } else {
-          replaceChildren(status, list.total_count > list.tasks.length ? h('div', { class: 'muted' }, `Showing the newest ${list.tasks.length} of ${list.total_count}`) : '');
+          replaceChildren(
+            status,
+            list.total_count > list.tasks.length
+              ? h('div', { class: 'muted' }, `Showing the newest ${list.tasks.length} of ${list.total_count}`)
+              : '',
+          );
         }
       } catch (err) {
         if (isMissingRoute(err)) {
-          replaceChildren(status, emptyState('Tasks are not available on this server', 'GET /api/v1/tasks is not served (route.not_found).'));
+          replaceChildren(
+            status,
+            emptyState('Tasks are not available on this server', 'GET /api/v1/tasks is not served (route.not_found).'),
+          );
           submit.disabled = true;
           return;
         }

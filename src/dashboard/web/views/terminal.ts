@@ -14,7 +14,16 @@ import { Terminal } from '@xterm/xterm';
 import type { PtyConnection } from '../../../client/pty-ws.js';
 import { backoffDelayMs } from '../../model/backoff.js';
 import { href, type Route } from '../../model/routes.js';
-import { initialTerminalState, isNewOutput, reduceTerminal, replayFromOf, terminalStatusText, type Role, type TerminalEvent, type TerminalState } from '../../model/terminal-state.js';
+import {
+  initialTerminalState,
+  isNewOutput,
+  reduceTerminal,
+  replayFromOf,
+  terminalStatusText,
+  type Role,
+  type TerminalEvent,
+  type TerminalState,
+} from '../../model/terminal-state.js';
 import type { AppContext, ViewInstance } from '../context.js';
 import { h, setText } from '../dom.js';
 import { badge, button, pageHeader } from '../ui/widgets.js';
@@ -54,8 +63,12 @@ export function terminalView(app: AppContext, route: Route, signal: AbortSignal)
     dispatch({ type: 'request_role', role });
     if (conn === null || !conn.requestRole(role)) connect(role);
   };
-  const takeControl = button('Take control', () => askRole('controller'), 'primary', { title: 'Ask for the controller lease (one controller at a time)' });
-  const release = button('Release control', () => askRole('observer'), 'default', { title: 'Go back to watching; the lease frees for others' });
+  const takeControl = button('Take control', () => askRole('controller'), 'primary', {
+    title: 'Ask for the controller lease (one controller at a time)',
+  });
+  const release = button('Release control', () => askRole('observer'), 'default', {
+    title: 'Go back to watching; the lease frees for others',
+  });
   const reconnect = button('Reconnect', () => connect(state.requested), 'default');
   const title = h('span', { class: 'title-with-badge' }, sessionId, roleBadge);
   const screen = h('div', { class: 'term-screen', 'aria-label': 'Terminal output' });
@@ -78,7 +91,12 @@ export function terminalView(app: AppContext, route: Route, signal: AbortSignal)
   const render = (): void => {
     setText(status, terminalStatusText(state, Date.now(), retryAtMs));
     const role = state.phase === 'attached' ? state.granted : null;
-    const b = role === 'controller' ? { tone: 'ok', label: 'controller' } : role === 'observer' ? { tone: state.downgraded ? 'warn' : 'busy', label: 'observer' } : { tone: 'idle', label: state.phase };
+    const b =
+      role === 'controller'
+        ? { tone: 'ok', label: 'controller' }
+        : role === 'observer'
+          ? { tone: state.downgraded ? 'warn' : 'busy', label: 'observer' }
+          : { tone: 'idle', label: state.phase };
     roleBadge.className = `badge tone-${b.tone}`;
     setText(roleBadge, b.label);
     takeControl.hidden = !(state.phase === 'attached' && role === 'observer');
@@ -144,10 +162,14 @@ export function terminalView(app: AppContext, route: Route, signal: AbortSignal)
         onMembership: (m) => {
           if (conn !== c) return;
           const watching = m.observers.length;
-          setText(members, ` · ${m.controllers.length > 0 ? '1 controller' : 'no controller'}, ${watching} ${watching === 1 ? 'observer' : 'observers'}`);
+          setText(
+            members,
+            ` · ${m.controllers.length > 0 ? '1 controller' : 'no controller'}, ${watching} ${watching === 1 ? 'observer' : 'observers'}`,
+          );
         },
         onStatus: (st) => {
-          if (conn === c && !st.agent_connected) app.toasts.info('The agent is disconnected', 'The terminal resumes when it reconnects; its output is buffered.');
+          if (conn === c && !st.agent_connected)
+            app.toasts.info('The agent is disconnected', 'The terminal resumes when it reconnects; its output is buffered.');
         },
         onExit: (info) => {
           if (conn !== c) return;

@@ -5,7 +5,15 @@
 import { ApiError } from '../../../client/api-error.js';
 import type { Vm } from '../../../client/types.js';
 import { deleteNeedsForce } from '../../model/badges.js';
-import { defaultVmForm, suggestVmName, validateVmForm, VM_LIMITS, VM_PROFILES, type VmFormField, type VmFormInput } from '../../model/vm-form.js';
+import {
+  defaultVmForm,
+  suggestVmName,
+  validateVmForm,
+  VM_LIMITS,
+  VM_PROFILES,
+  type VmFormField,
+  type VmFormInput,
+} from '../../model/vm-form.js';
 import type { AppContext } from '../context.js';
 import { field, h, setFieldError, setText } from '../dom.js';
 import { confirmDialog, openDialog } from '../ui/dialog.js';
@@ -20,7 +28,15 @@ export function openCreateVmDialog(app: AppContext): void {
   const num = (name: string, value: string, min: number, max: number): HTMLInputElement =>
     h('input', { name, type: 'number', inputmode: 'numeric', min, max, step: 1, value, required: true });
   const controls: Record<VmFormField, HTMLInputElement | HTMLSelectElement> = {
-    name: h('input', { name: 'name', type: 'text', value: init.name, required: true, autocomplete: 'off', spellcheck: 'false', maxlength: 63 }),
+    name: h('input', {
+      name: 'name',
+      type: 'text',
+      value: init.name,
+      required: true,
+      autocomplete: 'off',
+      spellcheck: 'false',
+      maxlength: 63,
+    }),
     profile: h('select', { name: 'profile' }, ...VM_PROFILES.map((p) => h('option', { value: p, selected: p === init.profile }, p))),
     vcpus: num('vcpus', init.vcpus, VM_LIMITS.vcpus.min, VM_LIMITS.vcpus.max),
     memory_mb: num('memory_mb', init.memory_mb, VM_LIMITS.memory_mb.min, VM_LIMITS.memory_mb.max),
@@ -110,7 +126,12 @@ export async function confirmDeleteVm(app: AppContext, vm: Vm): Promise<void> {
     confirmLabel: 'Delete VM',
     danger: true,
     options: [
-      { name: 'force', label: 'Force', hint: running ? 'required: the VM is running and is powered off first' : 'power off first if it is running', checked: running },
+      {
+        name: 'force',
+        label: 'Force',
+        hint: running ? 'required: the VM is running and is powered off first' : 'power off first if it is running',
+        checked: running,
+      },
       { name: 'delete_disk', label: 'Also delete its disk', hint: 'cannot be undone' },
     ],
   });

@@ -5,7 +5,15 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { v1 } from '../../../../proto/index.js';
-import { AGENT_ACTOR_TYPE, AgentFrameKind, agentActorId, decodeConnPrefixed, decodeJson, encodeJson, type AgentSnapshot } from '../../../../actors/protocol/agent-frames.js';
+import {
+  AGENT_ACTOR_TYPE,
+  AgentFrameKind,
+  agentActorId,
+  decodeConnPrefixed,
+  decodeJson,
+  encodeJson,
+  type AgentSnapshot,
+} from '../../../../actors/protocol/agent-frames.js';
 import { ActorSystem } from '../../../../actors/runtime/actor-system.js';
 import { AGENT_ACTOR_MODULE } from '../../../../src/agent-link/agent-service.js';
 
@@ -26,11 +34,25 @@ for (const mode of ['inline', 'workers'] as const) {
       });
       try {
         const id = agentActorId('agent-sys');
-        await system.spawn(AGENT_ACTOR_TYPE, id, { agentId: 'agent-sys', heartbeatIntervalSeconds: 9, staleAfterMs: 60_000, retentionMs: 60_000 });
-        system.send(id, AgentFrameKind.kFrameAgentAttach, encodeJson({ connId: 1, instanceId: 'i-sys', traceId: null, peer: 'p', connectedAtMs: Date.now() }));
-        system.send(id, AgentFrameKind.kFrameAgentIn, v1.AgentMessage.encode({ registration: { agentId: 'agent-sys', instanceId: 'i-sys', hostname: 'h' } }).finish());
+        await system.spawn(AGENT_ACTOR_TYPE, id, {
+          agentId: 'agent-sys',
+          heartbeatIntervalSeconds: 9,
+          staleAfterMs: 60_000,
+          retentionMs: 60_000,
+        });
+        system.send(
+          id,
+          AgentFrameKind.kFrameAgentAttach,
+          encodeJson({ connId: 1, instanceId: 'i-sys', traceId: null, peer: 'p', connectedAtMs: Date.now() }),
+        );
+        system.send(
+          id,
+          AgentFrameKind.kFrameAgentIn,
+          v1.AgentMessage.encode({ registration: { agentId: 'agent-sys', instanceId: 'i-sys', hostname: 'h' } }).finish(),
+        );
         system.send(id, AgentFrameKind.kFrameAgentIn, v1.AgentMessage.encode({ heartbeat: { status: v1.AgentStatus.READY } }).finish());
-        const ready = (): boolean => frames.some((f) => f.kind === AgentFrameKind.kFrameAgentSnapshot && decodeJson<AgentSnapshot>(f.payload).status === 'Ready');
+        const ready = (): boolean =>
+          frames.some((f) => f.kind === AgentFrameKind.kFrameAgentSnapshot && decodeJson<AgentSnapshot>(f.payload).status === 'Ready');
         while (!ready()) await new Promise<void>((resolve) => (wake = resolve));
         const ack = frames.find((f) => f.kind === AgentFrameKind.kFrameSendToAgent)!;
         assert.equal(ack.key, 'agent-sys');

@@ -46,7 +46,13 @@ function rig(init: Partial<{ staleAfterMs: number; retentionMs: number; maxFinis
   const ctx = new FakeActorContext(`agent:${AGENT}`);
   const actor = new AgentConnectionActor(
     ctx,
-    { agentId: AGENT, heartbeatIntervalSeconds: 1, staleAfterMs: init.staleAfterMs ?? 3000, retentionMs: init.retentionMs ?? 10_000, ...(init.maxFinishedCommands !== undefined ? { maxFinishedCommands: init.maxFinishedCommands } : {}) },
+    {
+      agentId: AGENT,
+      heartbeatIntervalSeconds: 1,
+      staleAfterMs: init.staleAfterMs ?? 3000,
+      retentionMs: init.retentionMs ?? 10_000,
+      ...(init.maxFinishedCommands !== undefined ? { maxFinishedCommands: init.maxFinishedCommands } : {}),
+    },
     { now: () => clock.now, ticker },
   );
   const r = { ctx, actor, clock, ticker };
@@ -58,7 +64,10 @@ const enc = (m: v1.IAgentMessage): Uint8Array => v1.AgentMessage.encode(m).finis
 const flush = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 function attach(r: Rig, connId = 1, instanceId = INSTANCE): void {
-  r.actor.receive(AgentFrameKind.kFrameAgentAttach, encodeJson({ connId, instanceId, traceId: 'trace-1', peer: '127.0.0.1:1', connectedAtMs: r.clock.now }));
+  r.actor.receive(
+    AgentFrameKind.kFrameAgentAttach,
+    encodeJson({ connId, instanceId, traceId: 'trace-1', peer: '127.0.0.1:1', connectedAtMs: r.clock.now }),
+  );
 }
 
 function detach(r: Rig, connId = 1): void {
@@ -70,7 +79,16 @@ function send(r: Rig, m: v1.IAgentMessage): void {
 }
 
 function register(r: Rig, extra: Partial<v1.IAgentRegistration> = {}): void {
-  send(r, { registration: { agentId: AGENT, instanceId: INSTANCE, hostname: 'h', ipAddress: '10.0.0.2', system: { os: 'Linux', kernel: '6', cpuCores: 2, memoryBytes: 8, diskBytes: 9 }, ...extra } });
+  send(r, {
+    registration: {
+      agentId: AGENT,
+      instanceId: INSTANCE,
+      hostname: 'h',
+      ipAddress: '10.0.0.2',
+      system: { os: 'Linux', kernel: '6', cpuCores: 2, memoryBytes: 8, diskBytes: 9 },
+      ...extra,
+    },
+  });
 }
 
 function toAgent(r: Rig): { connId: number; msg: v1.ManagementMessage }[] {
@@ -90,7 +108,10 @@ function lastSnapshot(r: Rig): AgentSnapshot | undefined {
 }
 
 function rejected(r: Rig): string[] {
-  return r.ctx.ofKind(AgentFrameKind.kFrameAgentMetric).map((f) => decodeJson<AgentMetricFrame>(f.payload)).flatMap((m) => (m.type === 'message_rejected' ? [m.reason] : []));
+  return r.ctx
+    .ofKind(AgentFrameKind.kFrameAgentMetric)
+    .map((f) => decodeJson<AgentMetricFrame>(f.payload))
+    .flatMap((m) => (m.type === 'message_rejected' ? [m.reason] : []));
 }
 
 function heartbeat(r: Rig, status = v1.AgentStatus.READY): void {
@@ -104,8 +125,14 @@ void describe('agent-connection actor: registration and status', () => {
     register(r);
     await flush();
     const out = toAgent(r);
-    assert.deepEqual(out.map((o) => o.msg.payload), ['registrationAck', 'sessionQuery']);
-    assert.ok(out.every((o) => o.connId === 7), 'addressed to the stream that registered');
+    assert.deepEqual(
+      out.map((o) => o.msg.payload),
+      ['registrationAck', 'sessionQuery'],
+    );
+    assert.ok(
+      out.every((o) => o.connId === 7),
+      'addressed to the stream that registered',
+    );
     assert.equal(out[0]?.msg.registrationAck?.accepted, true);
     assert.equal(out[0]?.msg.registrationAck?.heartbeatIntervalSeconds, 1);
     assert.equal(out[0]?.msg.registrationAck?.serverTimeMs, r.clock.now);
@@ -141,18 +168,43 @@ void describe('agent-connection actor: registration and status', () => {
     assert.equal(r.actor.status, 'Busy', 'agents cannot report server-assigned statuses');
     heartbeat(r, v1.AgentStatus.ERROR);
     assert.equal(r.actor.status, 'Error');
-    const moves = events(r).filter((e) => e.event_type === 'agent.status_changed').map((e) => `${String(e.details['from'])}>${String(e.details['to'])}`);
+    const moves = events(r)
+      .filter((e) => e.event_type === 'agent.status_changed')
+      .map((e) => `${String(e.details['from'])}>${String(e.details['to'])}`);
     assert.deepEqual(moves, ['Disconnected>Starting', 'Starting>Busy', 'Busy>Stale', 'Stale>Busy', 'Busy>Error']);
-    assert.equal(events(r).filter((e) => e.event_type === 'agent.heartbeat').length, 4, 'one heartbeat event per heartbeat (the store samples)');
+    assert.equal(
+      events(r).filter((e) => e.event_type === 'agent.heartbeat').length,
+      4,
+      'one heartbeat event per heartbeat (the store samples)',
+    );
   });
 
   void test('metrics messages fill the spec metrics object (integers, three load averages)', async () => {
     const r = rig();
     attach(r);
     register(r);
-    send(r, { metrics: { agentId: AGENT, cpuPercent: 12.300000190734863, memoryUsedBytes: 5, memoryTotalBytes: 10, diskUsedBytes: 1, diskTotalBytes: 2, loadAvg: [0.5], uptimeSeconds: 77 } });
+    send(r, {
+      metrics: {
+        agentId: AGENT,
+        cpuPercent: 12.300000190734863,
+        memoryUsedBytes: 5,
+        memoryTotalBytes: 10,
+        diskUsedBytes: 1,
+        diskTotalBytes: 2,
+        loadAvg: [0.5],
+        uptimeSeconds: 77,
+      },
+    });
     await flush();
-    assert.deepEqual(lastSnapshot(r)?.metrics, { cpu_percent: 12.3, memory_used_bytes: 5, memory_total_bytes: 10, disk_used_bytes: 1, disk_total_bytes: 2, load_avg: [0.5, 0, 0], uptime_seconds: 77 });
+    assert.deepEqual(lastSnapshot(r)?.metrics, {
+      cpu_percent: 12.3,
+      memory_used_bytes: 5,
+      memory_total_bytes: 10,
+      disk_used_bytes: 1,
+      disk_total_bytes: 2,
+      load_avg: [0.5, 0, 0],
+      uptime_seconds: 77,
+    });
   });
 
   void test('the stream ending makes the agent Disconnected; after the retention period the actor asks to be removed', async () => {
@@ -190,7 +242,9 @@ void describe('agent-connection actor: registration and status', () => {
     assert.equal(r.actor.status, 'Starting');
     await flush();
     assert.deepEqual(
-      toAgent(r).filter((o) => o.msg.payload === 'registrationAck').map((o) => o.connId),
+      toAgent(r)
+        .filter((o) => o.msg.payload === 'registrationAck')
+        .map((o) => o.connId),
       [1, 2],
     );
   });
@@ -224,7 +278,17 @@ void describe('agent-connection actor: bad input', () => {
     send(r, { stdout: { streamId: '', data: Buffer.from('x'), seq: 1 } });
     heartbeat(r);
     await flush();
-    assert.deepEqual(rejected(r), ['not_attached', 'undecodable', 'oversized', 'unknown_payload', 'before_registration', 'before_registration', 'registration_twice', 'unknown_frame', 'invalid_field']);
+    assert.deepEqual(rejected(r), [
+      'not_attached',
+      'undecodable',
+      'oversized',
+      'unknown_payload',
+      'before_registration',
+      'before_registration',
+      'registration_twice',
+      'unknown_frame',
+      'invalid_field',
+    ]);
     assert.equal(r.actor.status, 'Ready');
     assert.equal(toAgent(r).filter((o) => o.msg.payload === 'registrationAck').length, 1);
     assert.ok(r.ctx.logs.some((l) => l.level === 'warn' && l.msg === 'agent message ignored'));
@@ -261,7 +325,10 @@ void describe('agent-connection actor: bad input', () => {
     register(r2);
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 300 }), fc.integer({ min: 1, max: 255 }), (bytes, kind) => {
-        r2.actor.receive(kind === AgentFrameKind.kFrameAgentAttach || kind === AgentFrameKind.kFrameAgentDetach ? AgentFrameKind.kFrameAgentIn : kind, bytes);
+        r2.actor.receive(
+          kind === AgentFrameKind.kFrameAgentAttach || kind === AgentFrameKind.kFrameAgentDetach ? AgentFrameKind.kFrameAgentIn : kind,
+          bytes,
+        );
       }),
       { numRuns: 300 },
     );
@@ -289,7 +356,15 @@ void describe('agent-connection actor: commands', () => {
 
   void test('runCommand sends a CommandRequest, emits started events and counts the command', () => {
     const r = started();
-    const res = r.actor.call('runCommand', { commandId: 'c-1', command: 'echo', args: ['a'], timeoutSeconds: 5, allocatePty: true, ptyCols: 100, source: 'exec' });
+    const res = r.actor.call('runCommand', {
+      commandId: 'c-1',
+      command: 'echo',
+      args: ['a'],
+      timeoutSeconds: 5,
+      allocatePty: true,
+      ptyCols: 100,
+      source: 'exec',
+    });
     assert.deepEqual(res, { commandId: 'c-1' });
     const req = toAgent(r).find((o) => o.msg.payload === 'command')?.msg.command;
     assert.equal(req?.commandId, 'c-1');
@@ -298,20 +373,30 @@ void describe('agent-connection actor: commands', () => {
     assert.equal(req?.allocatePty, true);
     assert.ok(events(r).some((e) => e.event_type === 'agent.command.started' && e.details['source'] === 'exec'));
     assert.ok(events(r).some((e) => e.event_type === 'agent.pty.created'));
-    assert.throws(() => r.actor.call('runCommand', { commandId: 'c-1', command: 'echo' }), (err: unknown) => err instanceof SvcError && err.code === 'request.invalid');
-    assert.throws(() => r.actor.call('runCommand', { commandId: 'bad id!', command: 'echo' }), (err: unknown) => err instanceof SvcError && err.code === 'request.invalid');
+    assert.throws(
+      () => r.actor.call('runCommand', { commandId: 'c-1', command: 'echo' }),
+      (err: unknown) => err instanceof SvcError && err.code === 'request.invalid',
+    );
+    assert.throws(
+      () => r.actor.call('runCommand', { commandId: 'bad id!', command: 'echo' }),
+      (err: unknown) => err instanceof SvcError && err.code === 'request.invalid',
+    );
   });
 
   void test('runCommand on a disconnected agent is server.unavailable', () => {
     const r = started();
     detach(r);
-    assert.throws(() => r.actor.call('runCommand', { commandId: 'c-2', command: 'true' }), (err: unknown) => err instanceof SvcError && err.code === 'server.unavailable');
+    assert.throws(
+      () => r.actor.call('runCommand', { commandId: 'c-2', command: 'true' }),
+      (err: unknown) => err instanceof SvcError && err.code === 'server.unavailable',
+    );
   });
 
   void test('chunks are delivered once in seq order; a jump is a gap; the result ends the command and later resends are dropped', () => {
     const r = started();
     r.actor.call('runCommand', { commandId: 'c-3', command: 'x' });
-    const chunk = (seq: number, data: string, stream: 'stdout' | 'stderr' = 'stdout'): void => send(r, { [stream]: { streamId: 'c-3', data: Buffer.from(data), seq } });
+    const chunk = (seq: number, data: string, stream: 'stdout' | 'stderr' = 'stdout'): void =>
+      send(r, { [stream]: { streamId: 'c-3', data: Buffer.from(data), seq } });
     chunk(1, 'a');
     chunk(2, 'b', 'stderr');
     chunk(1, 'a');
@@ -321,14 +406,26 @@ void describe('agent-connection actor: commands', () => {
     send(r, { commandResult: { commandId: 'c-3', exitCode: 0, lastSeq: 6, durationMs: 12 } });
     chunk(6, 'f');
     send(r, { commandResult: { commandId: 'c-3', exitCode: 0, lastSeq: 6 } });
-    assert.deepEqual(outputs(r).map((o) => `${o.seq}${o.data}`), ['1a', '2b', '5e']);
+    assert.deepEqual(
+      outputs(r).map((o) => `${o.seq}${o.data}`),
+      ['1a', '2b', '5e'],
+    );
     assert.equal(outputs(r)[1]?.stream, 2);
     const gaps = r.ctx.ofKind(AgentFrameKind.kFrameCommandGap).map((f) => decodeJson<CommandGapFrame>(f.payload));
-    assert.deepEqual(gaps.map((g) => [g.first_seq, g.last_seq]), [[3, 4], [6, 6]]);
+    assert.deepEqual(
+      gaps.map((g) => [g.first_seq, g.last_seq]),
+      [
+        [3, 4],
+        [6, 6],
+      ],
+    );
     const results = r.ctx.ofKind(AgentFrameKind.kFrameCommandResult).map((f) => decodeJson<CommandResultFrame>(f.payload));
     assert.equal(results.length, 1);
     assert.equal(results[0]?.result, 'success');
-    const finished = r.ctx.ofKind(AgentFrameKind.kFrameAgentMetric).map((f) => decodeJson<AgentMetricFrame>(f.payload)).filter((m) => m.type === 'command_finished');
+    const finished = r.ctx
+      .ofKind(AgentFrameKind.kFrameAgentMetric)
+      .map((f) => decodeJson<AgentMetricFrame>(f.payload))
+      .filter((m) => m.type === 'command_finished');
     assert.equal(finished.length, 1);
   });
 
@@ -339,12 +436,18 @@ void describe('agent-connection actor: commands', () => {
     send(r, { outputGap: { commandId: 'orphan', firstSeq: 2, lastSeq: 9, lostBytes: 800, reason: 'buffer full' } });
     send(r, { stdout: { streamId: 'orphan', data: Buffer.from('y'), seq: 10 } });
     send(r, { commandResult: { commandId: 'orphan', exitCode: 137, lastSeq: 10 } });
-    assert.deepEqual(outputs(r).map((o) => o.seq), [1, 10]);
+    assert.deepEqual(
+      outputs(r).map((o) => o.seq),
+      [1, 10],
+    );
     const gaps = r.ctx.ofKind(AgentFrameKind.kFrameCommandGap).map((f) => decodeJson<CommandGapFrame>(f.payload));
     assert.equal(gaps.length, 1);
     assert.equal(gaps[0]?.lost_bytes, 800);
     assert.equal(decodeJson<CommandResultFrame>(r.ctx.ofKind(AgentFrameKind.kFrameCommandResult)[0]!.payload).result, 'killed');
-    const finished = r.ctx.ofKind(AgentFrameKind.kFrameAgentMetric).map((f) => decodeJson<AgentMetricFrame>(f.payload)).filter((m) => m.type === 'command_finished');
+    const finished = r.ctx
+      .ofKind(AgentFrameKind.kFrameAgentMetric)
+      .map((f) => decodeJson<AgentMetricFrame>(f.payload))
+      .filter((m) => m.type === 'command_finished');
     assert.equal(finished.length, 0, 'adopted commands are not counted (never counted as started)');
   });
 
@@ -354,13 +457,24 @@ void describe('agent-connection actor: commands', () => {
     for (let seq = 1; seq <= 3; seq++) send(r, { stdout: { streamId: 'c-4', data: Buffer.from(`${seq}`), seq } });
     detach(r);
     attach(r, 2);
-    register(r, { cursors: [{ commandId: 'c-4', lastSeq: 5 }, { commandId: 'never-seen', lastSeq: 2 }] });
+    register(r, {
+      cursors: [
+        { commandId: 'c-4', lastSeq: 5 },
+        { commandId: 'never-seen', lastSeq: 2 },
+      ],
+    });
     const acks = toAgent(r).filter((o) => o.msg.payload === 'registrationAck');
     const cursors = acks.at(-1)?.msg.registrationAck?.cursors ?? [];
-    assert.deepEqual(cursors.map((c) => [c.commandId, Number(c.lastSeq)]), [['c-4', 3]]);
+    assert.deepEqual(
+      cursors.map((c) => [c.commandId, Number(c.lastSeq)]),
+      [['c-4', 3]],
+    );
     send(r, { stdout: { streamId: 'c-4', data: Buffer.from('3'), seq: 3 } });
     send(r, { stdout: { streamId: 'c-4', data: Buffer.from('4'), seq: 4 } });
-    assert.deepEqual(outputs(r).map((o) => o.seq), [1, 2, 3, 4]);
+    assert.deepEqual(
+      outputs(r).map((o) => o.seq),
+      [1, 2, 3, 4],
+    );
   });
 
   void test('expireCommand ends a command as a timeout, kills it, and makes a late result a duplicate', () => {
@@ -385,7 +499,10 @@ void describe('agent-connection actor: commands', () => {
     assert.equal(outputs(r).length, 0);
     r.ctx.drain();
     return flush().then(() => {
-      assert.deepEqual(outputs(r).map((o) => o.seq), Array.from({ length: 20 }, (_, i) => i + 1));
+      assert.deepEqual(
+        outputs(r).map((o) => o.seq),
+        Array.from({ length: 20 }, (_, i) => i + 1),
+      );
     });
   });
 });

@@ -11,28 +11,35 @@ import { CommandTracker } from '../../../../actors/agent-connection/command-trac
 void describe('CommandTracker', () => {
   void test('accepted seqs and gaps tile 1..max exactly, each once, in order', () => {
     fc.assert(
-      fc.property(fc.array(fc.integer({ min: 0, max: 40 }), { maxLength: 120 }), fc.option(fc.integer({ min: 0, max: 50 })), (seqs, resultLast) => {
-        const t = new CommandTracker();
-        t.start('c', { source: 'server', dispatchedAtMs: 0, pty: false });
-        const covered: number[] = [];
-        let last = 0;
-        for (const s of seqs) {
-          const v = t.acceptChunk('c', s);
-          if (v.kind === 'duplicate') continue;
-          if (v.missing) for (let i = v.missing.first; i <= v.missing.last; i++) covered.push(i);
-          assert.ok(v.seq > last, 'increasing');
-          last = v.seq;
-          covered.push(v.seq);
-        }
-        if (resultLast !== null) {
-          const r = t.finish('c', resultLast);
-          assert.equal(r.kind, 'accept');
-          if (r.kind === 'accept' && r.missing) for (let i = r.missing.first; i <= r.missing.last; i++) covered.push(i);
-          assert.equal(t.finish('c', resultLast).kind, 'duplicate');
-          assert.equal(t.acceptChunk('c', 1000).kind, 'duplicate', 'nothing after the result');
-        }
-        assert.deepEqual(covered, Array.from({ length: covered.length }, (_, i) => i + 1));
-      }),
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 40 }), { maxLength: 120 }),
+        fc.option(fc.integer({ min: 0, max: 50 })),
+        (seqs, resultLast) => {
+          const t = new CommandTracker();
+          t.start('c', { source: 'server', dispatchedAtMs: 0, pty: false });
+          const covered: number[] = [];
+          let last = 0;
+          for (const s of seqs) {
+            const v = t.acceptChunk('c', s);
+            if (v.kind === 'duplicate') continue;
+            if (v.missing) for (let i = v.missing.first; i <= v.missing.last; i++) covered.push(i);
+            assert.ok(v.seq > last, 'increasing');
+            last = v.seq;
+            covered.push(v.seq);
+          }
+          if (resultLast !== null) {
+            const r = t.finish('c', resultLast);
+            assert.equal(r.kind, 'accept');
+            if (r.kind === 'accept' && r.missing) for (let i = r.missing.first; i <= r.missing.last; i++) covered.push(i);
+            assert.equal(t.finish('c', resultLast).kind, 'duplicate');
+            assert.equal(t.acceptChunk('c', 1000).kind, 'duplicate', 'nothing after the result');
+          }
+          assert.deepEqual(
+            covered,
+            Array.from({ length: covered.length }, (_, i) => i + 1),
+          );
+        },
+      ),
       { numRuns: 400 },
     );
   });

@@ -16,7 +16,14 @@ import { Outbox } from '../../../../actors/runtime/outbox.js';
 import { ReplayOutputSink } from '../../../../actors/agent-connection/replay-output-sink.js';
 import { Ticker } from '../../../../actors/runtime/ticker.js';
 import type { ChatAnswer, ReplayAnswer } from '../../../../actors/protocol/output-calls.js';
-import { commandKey, decodeChatPublish, decodeOutputPublish, kPublishEnd, kPublishGap, PublishFrameKind } from '../../../../actors/protocol/publish-frames.js';
+import {
+  commandKey,
+  decodeChatPublish,
+  decodeOutputPublish,
+  kPublishEnd,
+  kPublishGap,
+  PublishFrameKind,
+} from '../../../../actors/protocol/publish-frames.js';
 import { ShardReplay, shardReplay } from '../../../../actors/replay/shard-replay.js';
 import { SvcError } from '../../../../src/core/errors.js';
 import { repoRoot } from '../../../support/paths.js';
@@ -33,9 +40,16 @@ afterEach(() => {
 function started(): { ctx: FakeActorContext; actor: AgentConnectionActor } {
   const clock = { now: 1_700_000_000_000 };
   const ctx = new FakeActorContext(`agent:${AGENT}`);
-  const actor = new AgentConnectionActor(ctx, { agentId: AGENT, heartbeatIntervalSeconds: 1, staleAfterMs: 60_000, retentionMs: 60_000 }, { now: () => clock.now, ticker: new Ticker(3_600_000) });
+  const actor = new AgentConnectionActor(
+    ctx,
+    { agentId: AGENT, heartbeatIntervalSeconds: 1, staleAfterMs: 60_000, retentionMs: 60_000 },
+    { now: () => clock.now, ticker: new Ticker(3_600_000) },
+  );
   actors.push(actor);
-  actor.receive(AgentFrameKind.kFrameAgentAttach, encodeJson({ connId: 1, instanceId: 'i-1', traceId: null, peer: 'p', connectedAtMs: clock.now }));
+  actor.receive(
+    AgentFrameKind.kFrameAgentAttach,
+    encodeJson({ connId: 1, instanceId: 'i-1', traceId: null, peer: 'p', connectedAtMs: clock.now }),
+  );
   send(actor, { registration: { agentId: AGENT, instanceId: 'i-1', hostname: 'h' } });
   return { ctx, actor };
 }
@@ -74,15 +88,24 @@ void describe('replay output sink in the agent actor', () => {
     const a = actor.call('output.replay', { commandId: 'c-r', mode: 'tail', limit: 2 }) as ReplayAnswer;
     assert.equal(a.state, 'running');
     const events = parseSse(dec.decode(a.bytes));
-    assert.deepEqual(events.map((e) => (JSON.parse(e.data) as { text: string }).text), ['line 4\n', 'line 5\n']);
+    assert.deepEqual(
+      events.map((e) => (JSON.parse(e.data) as { text: string }).text),
+      ['line 4\n', 'line 5\n'],
+    );
     const lastLive = decodeOutputPublish(ctx.ofKind(PublishFrameKind.kFrameOutputPublish).at(-1)!.payload)!;
     assert.equal(a.last, lastLive.cursor);
     assert.equal(a.clock, Number(lastLive.cursor!.split('-')[0]), 'every earlier event has a clock ≤ the answer clock');
     const none = actor.call('output.replay', { commandId: 'c-r', mode: 'none', limit: 100 }) as ReplayAnswer;
     assert.equal(none.bytes.byteLength, 0);
     assert.equal((actor.call('output.replay', { commandId: 'never', mode: 'tail', limit: 5 }) as ReplayAnswer).state, 'unknown');
-    assert.throws(() => actor.call('output.replay', { commandId: 'c-r', mode: 'tail', limit: 1001 }), (e: unknown) => e instanceof SvcError && e.code === 'request.invalid');
-    assert.throws(() => actor.call('output.nothing', {}), (e: unknown) => e instanceof SvcError && e.code === 'request.invalid');
+    assert.throws(
+      () => actor.call('output.replay', { commandId: 'c-r', mode: 'tail', limit: 1001 }),
+      (e: unknown) => e instanceof SvcError && e.code === 'request.invalid',
+    );
+    assert.throws(
+      () => actor.call('output.nothing', {}),
+      (e: unknown) => e instanceof SvcError && e.code === 'request.invalid',
+    );
   });
 
   void test('missing seqs are published as a gap; the result as the end; retention releases the command', () => {
@@ -111,7 +134,10 @@ void describe('replay output sink in the agent actor', () => {
     const join1 = actor.call('output.chat', { commandId: 'c-chat', sessionId: 's', afterSeq: 0 }) as ChatAnswer;
     assert.equal(join1.state, 'running');
     const events = parseSse(dec.decode(join1.bytes));
-    assert.deepEqual(events.map((e) => e.id), Array.from({ length: join1.lastSeq }, (_, i) => `s-${i + 1}`));
+    assert.deepEqual(
+      events.map((e) => e.id),
+      Array.from({ length: join1.lastSeq }, (_, i) => `s-${i + 1}`),
+    );
     chunk(actor, 'c-chat', 2, `${lines.slice(3).join('\n')}`, Buffer.byteLength(first));
     send(actor, { commandResult: { commandId: 'c-chat', exitCode: 0, lastSeq: 2 } });
     const published = ctx.ofKind(PublishFrameKind.kFrameChatPublish).map((f) => decodeChatPublish(f.payload)!);
@@ -134,7 +160,8 @@ void describe('ReplayOutputSink alone', () => {
     const sink = new ReplayOutputSink(outbox, rawOutputSink(outbox), shard);
     sink.bind({ agentId: 'x', now: Date.now, commandState: () => 'running' });
     const data = new Uint8Array(2000).fill(0x61);
-    for (let i = 0; i < 200; i++) sink.output(`c-${i % 4}`, { stream: 1, eof: false, seq: Math.floor(i / 4) + 1, offset: 0, timestampMs: 1 }, data);
+    for (let i = 0; i < 200; i++)
+      sink.output(`c-${i % 4}`, { stream: 1, eof: false, seq: Math.floor(i / 4) + 1, offset: 0, timestampMs: 1 }, data);
     assert.ok(shard.stats().ringBytes <= 100 * 1024, `bounded by the budget (${shard.stats().ringBytes})`);
     assert.equal(shard.stats().rings, 4);
     assert.ok(shard.stats().budgetTrims > 0);
@@ -153,12 +180,22 @@ void describe('ReplayOutputSink alone', () => {
     const sink = new ReplayOutputSink(outbox, rawOutputSink(outbox), shard);
     sink.bind({ agentId: 'y', now: Date.now, commandState: () => 'finished' });
     sink.output('c', { stream: 1, eof: false, seq: 1, offset: 0, timestampMs: 1 }, Buffer.from('x'));
-    sink.result({ agent_id: 'y', command_id: 'c', exit_code: 0, error: '', duration_ms: 1, success: true, timed_out_by: '', last_seq: 1, result: 'success' });
+    sink.result({
+      agent_id: 'y',
+      command_id: 'c',
+      exit_code: 0,
+      error: '',
+      duration_ms: 1,
+      success: true,
+      timed_out_by: '',
+      last_seq: 1,
+      result: 'success',
+    });
     shard.releaseDue(Date.now() + 5_000);
     assert.equal(sink.stats().commands, 1);
     shard.releaseDue(Date.now() + 10_500);
     assert.equal(sink.stats().commands, 0);
     assert.equal(shard.stats().released, 1);
-    assert.equal(((sink.call('output.replay', { commandId: 'c', mode: 'tail', limit: 5 }) as ReplayAnswer).state), 'expired');
+    assert.equal((sink.call('output.replay', { commandId: 'c', mode: 'tail', limit: 5 }) as ReplayAnswer).state, 'expired');
   });
 });

@@ -51,7 +51,14 @@ for (const name of ['fix-failing-test', 'api-error', 'noisy-no-result']) {
     });
 
     void test('byte by byte: the same events', () => {
-      assert.deepEqual(project(bytes, expected, Array.from({ length: bytes.byteLength }, (_, i) => i)), expected.events);
+      assert.deepEqual(
+        project(
+          bytes,
+          expected,
+          Array.from({ length: bytes.byteLength }, (_, i) => i),
+        ),
+        expected.events,
+      );
     });
 
     void test('fast-check: any chunking gives the same events and ids', () => {

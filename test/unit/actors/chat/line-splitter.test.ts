@@ -28,17 +28,27 @@ void describe('LineSplitter', () => {
 
   void test('fast-check: any chunking of UTF-8 lines yields the same lines', () => {
     fc.assert(
-      fc.property(fc.array(fc.string({ unit: 'grapheme', maxLength: 30 }).map((s) => s.replace(/[\r\n]/g, '')), { maxLength: 20 }), fc.array(fc.nat(1000), { maxLength: 30 }), (texts, cuts) => {
-        const bytes = enc.encode(texts.map((t) => `${t}\n`).join(''));
-        const points = [...new Set(cuts.map((c) => c % (bytes.byteLength + 1)))].sort((a, b) => a - b);
-        const pieces: Uint8Array[] = [];
-        let at = 0;
-        for (const p of [...points, bytes.byteLength]) {
-          pieces.push(bytes.slice(at, p));
-          at = p;
-        }
-        assert.deepEqual(split(new LineSplitter(), pieces).map((l) => l.text), texts);
-      }),
+      fc.property(
+        fc.array(
+          fc.string({ unit: 'grapheme', maxLength: 30 }).map((s) => s.replace(/[\r\n]/g, '')),
+          { maxLength: 20 },
+        ),
+        fc.array(fc.nat(1000), { maxLength: 30 }),
+        (texts, cuts) => {
+          const bytes = enc.encode(texts.map((t) => `${t}\n`).join(''));
+          const points = [...new Set(cuts.map((c) => c % (bytes.byteLength + 1)))].sort((a, b) => a - b);
+          const pieces: Uint8Array[] = [];
+          let at = 0;
+          for (const p of [...points, bytes.byteLength]) {
+            pieces.push(bytes.slice(at, p));
+            at = p;
+          }
+          assert.deepEqual(
+            split(new LineSplitter(), pieces).map((l) => l.text),
+            texts,
+          );
+        },
+      ),
     );
   });
 

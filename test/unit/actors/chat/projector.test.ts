@@ -5,29 +5,45 @@ import { ChatProjector } from '../../../../actors/chat/projector.js';
 import { parseOne } from '../replay/sse-parse.js';
 
 const enc = new TextEncoder();
-const lines = (...objs: unknown[]): Uint8Array => enc.encode(objs.map((o) => (typeof o === 'string' ? o : JSON.stringify(o))).join('\n') + '\n');
+const lines = (...objs: unknown[]): Uint8Array =>
+  enc.encode(objs.map((o) => (typeof o === 'string' ? o : JSON.stringify(o))).join('\n') + '\n');
 const summary = (evs: ChatEvent[]) => evs.map((e) => [e.id, e.event]);
 
 function projector(maxLineBytes?: number): ChatProjector {
-  return new ChatProjector(maxLineBytes === undefined ? { sessionId: 's-1', commandId: 'c-1' } : { sessionId: 's-1', commandId: 'c-1', maxLineBytes });
+  return new ChatProjector(
+    maxLineBytes === undefined ? { sessionId: 's-1', commandId: 'c-1' } : { sessionId: 's-1', commandId: 'c-1', maxLineBytes },
+  );
 }
 
 void describe('ChatProjector', () => {
   void test('ids are {session}-{seq} with a monotonic seq; every data object has session_id and raw_ref', () => {
     const p = projector();
-    const evs = p.push(lines({ type: 'system', subtype: 'init', model: 'm-1' }, '', { type: 'assistant', message: { content: [{ type: 'text', text: 'hi' }] } }));
+    const evs = p.push(
+      lines({ type: 'system', subtype: 'init', model: 'm-1' }, '', {
+        type: 'assistant',
+        message: { content: [{ type: 'text', text: 'hi' }] },
+      }),
+    );
     assert.deepEqual(summary(evs), [
       ['s-1-1', 'status'],
       ['s-1-2', 'delta'],
     ]);
-    assert.deepEqual(evs[1]!.data, { session_id: 's-1', raw_ref: { command_id: 'c-1', line: 3 }, role: 'assistant', kind: 'message', content: 'hi' });
+    assert.deepEqual(evs[1]!.data, {
+      session_id: 's-1',
+      raw_ref: { command_id: 'c-1', line: 3 },
+      role: 'assistant',
+      kind: 'message',
+      content: 'hi',
+    });
     assert.equal(p.seq, 2);
     assert.equal(p.model, 'm-1');
   });
 
   void test('a result ends the projection; later output produces nothing', () => {
     const p = projector();
-    const evs = p.push(lines({ type: 'result', subtype: 'error_max_turns', is_error: false, num_turns: 30 }, 'trailing garbage', { type: 'system' }));
+    const evs = p.push(
+      lines({ type: 'result', subtype: 'error_max_turns', is_error: false, num_turns: 30 }, 'trailing garbage', { type: 'system' }),
+    );
     assert.deepEqual(summary(evs), [['s-1-1', 'done']]);
     assert.equal(evs[0]!.data.finish_reason, 'error', 'a subtype other than success is an error');
     assert.equal(evs[0]!.data.model, null);
@@ -85,7 +101,19 @@ void describe('ChatProjector', () => {
     const evs = p.push(
       lines({
         type: 'user',
-        message: { content: [{ type: 'tool_result', content: [{ type: 'text', text: 'a' }, { type: 'image', source: {} }, { type: 'text', text: 'b' }] }, { type: 'text', text: 'prompt echo' }] },
+        message: {
+          content: [
+            {
+              type: 'tool_result',
+              content: [
+                { type: 'text', text: 'a' },
+                { type: 'image', source: {} },
+                { type: 'text', text: 'b' },
+              ],
+            },
+            { type: 'text', text: 'prompt echo' },
+          ],
+        },
       }),
     );
     assert.deepEqual(summary(evs), [['s-1-1', 'tool_result']]);
@@ -104,7 +132,19 @@ void describe('ChatProjector', () => {
   });
 
   void test('deterministic: re-projecting the same bytes gives the same ids, so a resume skips seq <= cursor', () => {
-    const bytes = lines({ type: 'system', subtype: 'init' }, { type: 'assistant', message: { content: [{ type: 'text', text: 'a' }, { type: 'tool_use', id: 't1', name: 'Bash', input: { command: 'ls' } }] } }, { type: 'result', subtype: 'success' });
+    const bytes = lines(
+      { type: 'system', subtype: 'init' },
+      {
+        type: 'assistant',
+        message: {
+          content: [
+            { type: 'text', text: 'a' },
+            { type: 'tool_use', id: 't1', name: 'Bash', input: { command: 'ls' } },
+          ],
+        },
+      },
+      { type: 'result', subtype: 'success' },
+    );
     const first = projector().push(bytes);
     const again = projector().push(bytes);
     assert.deepEqual(again, first);
@@ -138,11 +178,21 @@ void describe('chat SSE frames and cursors', () => {
     const f = parseOne(encodeChatSse(chatErrorEvent('sess-x', 'cmd-gone', 1, 'STREAM_INTERRUPTED', 'unknown or expired command')));
     assert.equal(f.id, 'sess-x-1');
     assert.equal(f.event, 'error');
-    assert.deepEqual(f.json, { session_id: 'sess-x', raw_ref: { command_id: 'cmd-gone', line: 0 }, role: 'system', kind: 'error', error: 'unknown or expired command', code: 'STREAM_INTERRUPTED' });
+    assert.deepEqual(f.json, {
+      session_id: 'sess-x',
+      raw_ref: { command_id: 'cmd-gone', line: 0 },
+      role: 'system',
+      kind: 'error',
+      error: 'unknown or expired command',
+      code: 'STREAM_INTERRUPTED',
+    });
   });
 
   void test('parseChatCursor splits at the last dash', () => {
-    assert.deepEqual(parseChatCursor('3f6c1b2a-8d4e-4f7a-9b1c-2e5d7a9c0f13-17'), { sessionId: '3f6c1b2a-8d4e-4f7a-9b1c-2e5d7a9c0f13', seq: 17 });
+    assert.deepEqual(parseChatCursor('3f6c1b2a-8d4e-4f7a-9b1c-2e5d7a9c0f13-17'), {
+      sessionId: '3f6c1b2a-8d4e-4f7a-9b1c-2e5d7a9c0f13',
+      seq: 17,
+    });
     for (const bad of ['', '17', '-17', 'abc-', 'abc-1x', 'abc-1.5']) assert.equal(parseChatCursor(bad), null, bad);
   });
 });

@@ -31,15 +31,25 @@ for (const mode of ['workers', 'inline'] as const) {
     void test('an SvcError keeps its code and details; any other error comes back as an Error with its name and message', async () => {
       const pool = await start(mode);
       try {
-        await assert.rejects(pool.run('test.failSvc', null), (e) => e instanceof SvcError && e.code === 'task.invalid_manifest' && e.message === 'name: must not be empty' && e.details?.['field'] === 'name');
-        await assert.rejects(pool.run('test.failPlain', null), (e) => e instanceof Error && !(e instanceof SvcError) && e.name === 'RangeError' && e.message === 'a plain failure');
+        await assert.rejects(
+          pool.run('test.failSvc', null),
+          (e) =>
+            e instanceof SvcError &&
+            e.code === 'task.invalid_manifest' &&
+            e.message === 'name: must not be empty' &&
+            e.details?.['field'] === 'name',
+        );
+        await assert.rejects(
+          pool.run('test.failPlain', null),
+          (e) => e instanceof Error && !(e instanceof SvcError) && e.name === 'RangeError' && e.message === 'a plain failure',
+        );
         await assert.rejects(pool.run('nope', 'x'), (e) => e instanceof SvcError && e.code === 'request.invalid');
       } finally {
         await pool.stop();
       }
     });
 
-    void test('a transferred buffer moves to the job and back (workers: the caller\'s view is detached)', async () => {
+    void test("a transferred buffer moves to the job and back (workers: the caller's view is detached)", async () => {
       const pool = await start(mode);
       try {
         const bytes = new Uint8Array(1 << 16).fill(3);
@@ -73,7 +83,10 @@ for (const mode of ['workers', 'inline'] as const) {
 
 void test('JobPool.start rejects a thread count below 1, a module without jobs and a job name defined twice', async () => {
   await assert.rejects(JobPool.start({ mode: 'workers', threads: 0, jobModules: [testJobs] }), RangeError);
-  await assert.rejects(JobPool.start({ mode: 'workers', threads: 1, jobModules: [new URL('./fixtures/no-jobs.js', import.meta.url)] }), /exports no jobs/);
+  await assert.rejects(
+    JobPool.start({ mode: 'workers', threads: 1, jobModules: [new URL('./fixtures/no-jobs.js', import.meta.url)] }),
+    /exports no jobs/,
+  );
   await assert.rejects(
     JobPool.start({ mode: 'inline', threads: 1, jobModules: [testJobs, new URL('./fixtures/duplicate-jobs.js', import.meta.url)] }),
     /test\.echo is defined twice/,

@@ -5,13 +5,28 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { agentIdOfActor, agentActorId, decodeConnPrefixed, decodeOutputFrame, encodeAgentClose, encodeOutputFrame, encodeToAgent, kOutputHeaderBytes } from '../../../../actors/protocol/agent-frames.js';
+import {
+  agentIdOfActor,
+  agentActorId,
+  decodeConnPrefixed,
+  decodeOutputFrame,
+  encodeAgentClose,
+  encodeOutputFrame,
+  encodeToAgent,
+  kOutputHeaderBytes,
+} from '../../../../actors/protocol/agent-frames.js';
 
 void describe('agent frames', () => {
   void test('output frames round-trip', () => {
     fc.assert(
       fc.property(
-        fc.record({ stream: fc.integer({ min: 1, max: 3 }), eof: fc.boolean(), seq: fc.maxSafeNat(), offset: fc.maxSafeNat(), timestampMs: fc.maxSafeNat() }),
+        fc.record({
+          stream: fc.integer({ min: 1, max: 3 }),
+          eof: fc.boolean(),
+          seq: fc.maxSafeNat(),
+          offset: fc.maxSafeNat(),
+          timestampMs: fc.maxSafeNat(),
+        }),
         fc.uint8Array({ maxLength: 200 }),
         (h, data) => {
           const f = encodeOutputFrame(h, data);

@@ -38,7 +38,8 @@ void describe('frame kinds', () => {
     const all = Object.entries(FRAME_KIND_RANGES).flatMap(([owner, ranges]) => ranges.map(([lo, hi]) => ({ owner, lo, hi })));
     for (const a of all) {
       assert.ok(a.lo >= 1 && a.hi <= 255 && a.lo <= a.hi, `${a.owner} range ${a.lo}-${a.hi}`);
-      for (const b of all) if (a !== b) assert.ok(a.hi < b.lo || b.hi < a.lo, `${a.owner} ${a.lo}-${a.hi} overlaps ${b.owner} ${b.lo}-${b.hi}`);
+      for (const b of all)
+        if (a !== b) assert.ok(a.hi < b.lo || b.hi < a.lo, `${a.owner} ${a.lo}-${a.hi} overlaps ${b.owner} ${b.lo}-${b.hi}`);
     }
   });
 

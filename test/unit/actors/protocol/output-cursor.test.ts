@@ -30,6 +30,7 @@ void describe('output cursors', () => {
         assert.deepEqual(parseOutputCursor(formatOutputCursor(clock, seq)), { clock, seq });
       }),
     );
-    for (const bad of ['', '12', '-1-2', '1-', 'a-1', '1-2-3', '1.5-2', '99999999999999999-1', '1 - 2']) assert.equal(parseOutputCursor(bad), null, bad);
+    for (const bad of ['', '12', '-1-2', '1-', 'a-1', '1-2-3', '1.5-2', '99999999999999999-1', '1 - 2'])
+      assert.equal(parseOutputCursor(bad), null, bad);
   });
 });

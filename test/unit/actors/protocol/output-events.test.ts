@@ -17,8 +17,10 @@ const dec = new TextDecoder();
 const json = (b: Uint8Array): Record<string, unknown> => JSON.parse(dec.decode(b)) as Record<string, unknown>;
 
 void describe('agent_output.error frames', () => {
-  void test('output_gap names the command and seqs and carries the gap\'s cursor as id', () => {
-    const f = parseOne(encodeGapSse({ agentId: 'a', commandId: 'c', fromSeq: 5, toSeq: 9, reason: 'agent_dropped', lostBytes: 1234, clock: 77 }));
+  void test("output_gap names the command and seqs and carries the gap's cursor as id", () => {
+    const f = parseOne(
+      encodeGapSse({ agentId: 'a', commandId: 'c', fromSeq: 5, toSeq: 9, reason: 'agent_dropped', lostBytes: 1234, clock: 77 }),
+    );
     assert.equal(f.event, 'agent_output.error');
     assert.equal(f.id, '77-9');
     assert.deepEqual(f.json, {
@@ -62,9 +64,35 @@ void describe('agent_output.error frames', () => {
 void describe('WebSocket messages (spec 4.18)', () => {
   void test('metrics and agent_status', () => {
     assert.deepEqual(
-      json(encodeMetricsWs({ agentId: 'a', cpuPercent: 12.5, memoryUsedBytes: 1, memoryTotalBytes: 2, diskUsedBytes: 3, diskTotalBytes: 4, loadAvg: [0.5, 0.25, 0.125], timestampMs: 99 })),
-      { type: 'metrics', agent_id: 'a', cpu_percent: 12.5, memory_used_bytes: 1, memory_total_bytes: 2, disk_used_bytes: 3, disk_total_bytes: 4, load_avg: [0.5, 0.25, 0.125], timestamp: 99 },
+      json(
+        encodeMetricsWs({
+          agentId: 'a',
+          cpuPercent: 12.5,
+          memoryUsedBytes: 1,
+          memoryTotalBytes: 2,
+          diskUsedBytes: 3,
+          diskTotalBytes: 4,
+          loadAvg: [0.5, 0.25, 0.125],
+          timestampMs: 99,
+        }),
+      ),
+      {
+        type: 'metrics',
+        agent_id: 'a',
+        cpu_percent: 12.5,
+        memory_used_bytes: 1,
+        memory_total_bytes: 2,
+        disk_used_bytes: 3,
+        disk_total_bytes: 4,
+        load_avg: [0.5, 0.25, 0.125],
+        timestamp: 99,
+      },
     );
-    assert.deepEqual(json(encodeAgentStatusWs({ agentId: 'a', status: 'Ready', timestampMs: 5 })), { type: 'agent_status', agent_id: 'a', status: 'Ready', timestamp: 5 });
+    assert.deepEqual(json(encodeAgentStatusWs({ agentId: 'a', status: 'Ready', timestampMs: 5 })), {
+      type: 'agent_status',
+      agent_id: 'a',
+      status: 'Ready',
+      timestamp: 5,
+    });
   });
 });

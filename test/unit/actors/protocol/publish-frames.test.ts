@@ -21,25 +21,35 @@ import {
   writePublishHeader,
 } from '../../../../actors/protocol/publish-frames.js';
 
-const cursorArb = fc.oneof(fc.constant(''), fc.tuple(fc.nat(), fc.nat()).map(([c, s]) => `${c}-${s}`));
+const cursorArb = fc.oneof(
+  fc.constant(''),
+  fc.tuple(fc.nat(), fc.nat()).map(([c, s]) => `${c}-${s}`),
+);
 
 void describe('publish frames', () => {
   void test('fast-check: an output publish decodes to its cursor, stream, flags and bytes', () => {
     fc.assert(
-      fc.property(cursorArb, fc.uint8Array({ maxLength: 300 }), fc.uint8Array({ maxLength: 300 }), fc.nat(3), fc.nat(3), (cursor, sse, ws, flags, stream) => {
-        const out = new Uint8Array(publishBytes(cursor.length, sse.byteLength, ws.byteLength));
-        const at = writePublishHeader(out, flags, stream, cursor, sse.byteLength, ws.byteLength);
-        out.set(sse, at);
-        out.set(ws, at + sse.byteLength);
-        const d = decodeOutputPublish(out);
-        assert.ok(d !== null);
-        assert.equal(d.flags, flags);
-        assert.equal(d.stream, [undefined, 'stdout', 'stderr', 'log'][stream]);
-        assert.equal(d.cursor, cursor === '' ? undefined : cursor);
-        assert.deepEqual([...d.sse], [...sse]);
-        assert.deepEqual([...d.ws], [...ws]);
-        if (out.byteLength > 0) assert.equal(decodeOutputPublish(out.subarray(0, Math.min(15, out.byteLength - 1))), null, 'truncated');
-      }),
+      fc.property(
+        cursorArb,
+        fc.uint8Array({ maxLength: 300 }),
+        fc.uint8Array({ maxLength: 300 }),
+        fc.nat(3),
+        fc.nat(3),
+        (cursor, sse, ws, flags, stream) => {
+          const out = new Uint8Array(publishBytes(cursor.length, sse.byteLength, ws.byteLength));
+          const at = writePublishHeader(out, flags, stream, cursor, sse.byteLength, ws.byteLength);
+          out.set(sse, at);
+          out.set(ws, at + sse.byteLength);
+          const d = decodeOutputPublish(out);
+          assert.ok(d !== null);
+          assert.equal(d.flags, flags);
+          assert.equal(d.stream, [undefined, 'stdout', 'stderr', 'log'][stream]);
+          assert.equal(d.cursor, cursor === '' ? undefined : cursor);
+          assert.deepEqual([...d.sse], [...sse]);
+          assert.deepEqual([...d.ws], [...ws]);
+          if (out.byteLength > 0) assert.equal(decodeOutputPublish(out.subarray(0, Math.min(15, out.byteLength - 1))), null, 'truncated');
+        },
+      ),
     );
   });
 
@@ -64,19 +74,29 @@ void describe('publish frames', () => {
   });
 
   void test('command keys and chat topics', () => {
-    assert.deepEqual(parseCommandKey(commandKey('agent-1', 'cmd:with/odd\u0000chars')), { agentId: 'agent-1', commandId: 'cmd:with/odd\u0000chars' });
+    assert.deepEqual(parseCommandKey(commandKey('agent-1', 'cmd:with/odd\u0000chars')), {
+      agentId: 'agent-1',
+      commandId: 'cmd:with/odd\u0000chars',
+    });
     assert.equal(parseCommandKey('no separator'), null);
     assert.notEqual(chatTopic('a', 'b-c'), chatTopic('a-b', 'c'));
   });
 
   void test('fast-check: the scratch raw output frame is encodeOutputFrame', () => {
     fc.assert(
-      fc.property(fc.nat(3), fc.boolean(), fc.nat(1e9), fc.nat(1e9), fc.uint8Array({ maxLength: 70_000 }), (stream, eof, seq, offset, data) => {
-        const h = { stream, eof, seq, offset, timestampMs: 1_700_000_000_000 };
-        const mine = outputFrameInScratch(h, data);
-        assert.deepEqual(Buffer.from(mine), Buffer.from(encodeOutputFrame(h, data)));
-        assert.deepEqual({ ...decodeOutputFrame(mine)!, data: [...decodeOutputFrame(mine)!.data] }, { ...h, data: [...data] });
-      }),
+      fc.property(
+        fc.nat(3),
+        fc.boolean(),
+        fc.nat(1e9),
+        fc.nat(1e9),
+        fc.uint8Array({ maxLength: 70_000 }),
+        (stream, eof, seq, offset, data) => {
+          const h = { stream, eof, seq, offset, timestampMs: 1_700_000_000_000 };
+          const mine = outputFrameInScratch(h, data);
+          assert.deepEqual(Buffer.from(mine), Buffer.from(encodeOutputFrame(h, data)));
+          assert.deepEqual({ ...decodeOutputFrame(mine)!, data: [...decodeOutputFrame(mine)!.data] }, { ...h, data: [...data] });
+        },
+      ),
       { numRuns: 50 },
     );
   });

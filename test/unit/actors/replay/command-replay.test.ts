@@ -27,7 +27,11 @@ interface In {
 }
 
 /** Feeds chunks (offsets running per stream) to a CommandReplay and to the reference encoder. */
-function feed(r: CommandReplay, texts: Array<[OutputStreamName, Uint8Array | string]>, firstClock = 1_700_000_000_000_000): { inputs: In[]; payloads: Uint8Array[]; reference: { sse: string[]; ws: string[]; replay: string[] } } {
+function feed(
+  r: CommandReplay,
+  texts: Array<[OutputStreamName, Uint8Array | string]>,
+  firstClock = 1_700_000_000_000_000,
+): { inputs: In[]; payloads: Uint8Array[]; reference: { sse: string[]; ws: string[]; replay: string[] } } {
   const scratch = new Scratch();
   const ref = new LiveOutputEncoder(r.agentId, r.commandId);
   const refReplay = new LiveOutputEncoder(r.agentId, r.commandId);
@@ -44,7 +48,16 @@ function feed(r: CommandReplay, texts: Array<[OutputStreamName, Uint8Array | str
     const p = r.chunk({ ...input, timestampMs: 1_700_000_000_000 + i, eof: false }, input.clock, scratch);
     assert.ok(p !== null);
     payloads.push(new Uint8Array(p));
-    const chunk = { kind: 'chunk' as const, seq: input.seq, stream, offset, timestampMs: 1_700_000_000_000 + i, clock: input.clock, eof: false, bytes };
+    const chunk = {
+      kind: 'chunk' as const,
+      seq: input.seq,
+      stream,
+      offset,
+      timestampMs: 1_700_000_000_000 + i,
+      clock: input.clock,
+      eof: false,
+      bytes,
+    };
     const ev = ref.next(chunk);
     reference.sse.push(dec.decode(encodeOutputSse(ev)));
     reference.ws.push(dec.decode(encodeOutputWs(ev)));
@@ -74,7 +87,10 @@ void describe('CommandReplay', () => {
 
   void test('a replay is the agent_output.replay frames, newest `limit` or after a seq, with the live text', () => {
     const r = new CommandReplay('a', 'c', { ringBytes: 1 << 20 });
-    const { reference } = feed(r, Array.from({ length: 12 }, (_, i): [OutputStreamName, string] => [i % 3 === 0 ? 'stderr' : 'stdout', `line ${i} ✓\n`]));
+    const { reference } = feed(
+      r,
+      Array.from({ length: 12 }, (_, i): [OutputStreamName, string] => [i % 3 === 0 ? 'stderr' : 'stdout', `line ${i} ✓\n`]),
+    );
     const all = r.replay({ limit: 1000 });
     assert.equal(dec.decode(all.bytes), reference.replay.join(''));
     assert.equal(all.chunks, 12);
@@ -100,8 +116,25 @@ void describe('CommandReplay', () => {
     assert.equal(g.stream, undefined, 'a gap concerns every stream');
     const ev = parseSse(dec.decode(g.sse))[0]!;
     assert.equal(ev.event, 'agent_output.error');
-    assert.deepEqual(JSON.parse(ev.data), { schema: 'svc.agent_output.v1', event_type: 'agent_output.error', code: 'output_gap', message: 'output seq 2-3 of command c was dropped by the agent', agent_id: 'a', command_id: 'c', from_seq: 2, to_seq: 3, reason: 'agent_dropped', lost_bytes: 99, cursor: '11-3' });
-    for (let seq = 4; seq <= 8; seq++) r.chunk({ seq, stream: 'stdout', offset: seq * 10, timestampMs: seq, eof: false, bytes: enc.encode(`line ${seq}\n`) }, 10 + seq, scratch);
+    assert.deepEqual(JSON.parse(ev.data), {
+      schema: 'svc.agent_output.v1',
+      event_type: 'agent_output.error',
+      code: 'output_gap',
+      message: 'output seq 2-3 of command c was dropped by the agent',
+      agent_id: 'a',
+      command_id: 'c',
+      from_seq: 2,
+      to_seq: 3,
+      reason: 'agent_dropped',
+      lost_bytes: 99,
+      cursor: '11-3',
+    });
+    for (let seq = 4; seq <= 8; seq++)
+      r.chunk(
+        { seq, stream: 'stdout', offset: seq * 10, timestampMs: seq, eof: false, bytes: enc.encode(`line ${seq}\n`) },
+        10 + seq,
+        scratch,
+      );
     const page = r.replay({ limit: 1000 });
     const events = parseSse(dec.decode(page.bytes));
     assert.equal(events[0]!.event, 'agent_output.error');
@@ -147,8 +180,14 @@ void describe('CommandReplay', () => {
     }
     const page = agentReplay([a, b], { clock: 101, seq: 1 }, 1000);
     const events = parseSse(dec.decode(page.bytes));
-    assert.deepEqual(events.map((e) => e.id), ['102-2', '103-2', '104-3', '105-3']);
-    assert.deepEqual(events.map((e) => (JSON.parse(e.data) as { text: string }).text), ['a2', 'b2', 'a3', 'b3']);
+    assert.deepEqual(
+      events.map((e) => e.id),
+      ['102-2', '103-2', '104-3', '105-3'],
+    );
+    assert.deepEqual(
+      events.map((e) => (JSON.parse(e.data) as { text: string }).text),
+      ['a2', 'b2', 'a3', 'b3'],
+    );
     assert.equal(page.last, '105-3');
   });
 });

@@ -12,7 +12,17 @@ const dec = new TextDecoder();
 const json = (b: Uint8Array): Record<string, unknown> => JSON.parse(dec.decode(b)) as Record<string, unknown>;
 
 function chunk(seq: number, text: string | Uint8Array, over: Partial<ReplayChunk> = {}): ReplayChunk {
-  return { kind: 'chunk', seq, stream: 'stdout', offset: 0, timestampMs: 1_700_000_000_000 + seq, clock: 1_700_000_000_000_000 + seq, eof: false, bytes: typeof text === 'string' ? enc.encode(text) : text, ...over };
+  return {
+    kind: 'chunk',
+    seq,
+    stream: 'stdout',
+    offset: 0,
+    timestampMs: 1_700_000_000_000 + seq,
+    clock: 1_700_000_000_000_000 + seq,
+    eof: false,
+    bytes: typeof text === 'string' ? enc.encode(text) : text,
+    ...over,
+  };
 }
 
 /** Cuts bytes at the given positions into chunks with running offsets. */
@@ -28,7 +38,7 @@ function split(bytes: Uint8Array, cuts: number[]): ReplayChunk[] {
 }
 
 void describe('agent_output SSE frames', () => {
-  void test('one frame: id = <clock>-<seq>, the spec\'s exact chunk object, data_base64 the exact bytes', () => {
+  void test("one frame: id = <clock>-<seq>, the spec's exact chunk object, data_base64 the exact bytes", () => {
     const live = new LiveOutputEncoder('agent-7', 'cmd-42');
     const bytes = Uint8Array.from([0x68, 0x69, 0x0a, 0x1b, 0x5b, 0x33, 0x31, 0x6d, 0xe2]);
     const ev = live.next(chunk(1, bytes));
@@ -36,7 +46,16 @@ void describe('agent_output SSE frames', () => {
     assert.equal(frame.event, 'agent_output');
     assert.equal(frame.id, `1700000000000001-1`);
     assert.deepEqual(parseOutputCursor(frame.id), { clock: 1_700_000_000_000_001, seq: 1 });
-    assert.deepEqual(Object.keys(frame.json), ['schema', 'event_type', 'agent_id', 'command_id', 'stream', 'timestamp_ms', 'data_base64', 'text']);
+    assert.deepEqual(Object.keys(frame.json), [
+      'schema',
+      'event_type',
+      'agent_id',
+      'command_id',
+      'stream',
+      'timestamp_ms',
+      'data_base64',
+      'text',
+    ]);
     assert.deepEqual(frame.json, {
       schema: 'svc.agent_output.v1',
       event_type: 'agent_output',
@@ -82,22 +101,27 @@ void describe('agent_output SSE frames', () => {
 
   void test('fast-check: random UTF-8 split at random byte positions: texts and bytes reassemble exactly', () => {
     fc.assert(
-      fc.property(fc.string({ unit: 'binary', maxLength: 200 }), fc.array(fc.nat(2000), { maxLength: 40 }), fc.boolean(), (s, cuts, eof) => {
-        const bytes = enc.encode(s);
-        const original = dec.decode(bytes); // lone surrogates are U+FFFD in UTF-8
-        const chunks = split(bytes, cuts);
-        if (eof) chunks.push(chunk(chunks.length + 1, new Uint8Array(0), { offset: bytes.byteLength, eof: true }));
-        const live = new LiveOutputEncoder('a', 'c');
-        const events = chunks.map((c) => live.next(c));
-        assert.equal(events.map((e) => e.text).join(''), original);
-        assert.deepEqual(Buffer.concat(events.map((e) => Buffer.from(e.dataBase64, 'base64'))), Buffer.from(bytes));
-        // each SSE frame is one event whose text/data agree with the event
-        for (const e of events) {
-          const f = parseOne(encodeOutputSse(e));
-          assert.equal(f.json.text, e.text);
-          assert.equal(f.json.data_base64, e.dataBase64);
-        }
-      }),
+      fc.property(
+        fc.string({ unit: 'binary', maxLength: 200 }),
+        fc.array(fc.nat(2000), { maxLength: 40 }),
+        fc.boolean(),
+        (s, cuts, eof) => {
+          const bytes = enc.encode(s);
+          const original = dec.decode(bytes); // lone surrogates are U+FFFD in UTF-8
+          const chunks = split(bytes, cuts);
+          if (eof) chunks.push(chunk(chunks.length + 1, new Uint8Array(0), { offset: bytes.byteLength, eof: true }));
+          const live = new LiveOutputEncoder('a', 'c');
+          const events = chunks.map((c) => live.next(c));
+          assert.equal(events.map((e) => e.text).join(''), original);
+          assert.deepEqual(Buffer.concat(events.map((e) => Buffer.from(e.dataBase64, 'base64'))), Buffer.from(bytes));
+          // each SSE frame is one event whose text/data agree with the event
+          for (const e of events) {
+            const f = parseOne(encodeOutputSse(e));
+            assert.equal(f.json.text, e.text);
+            assert.equal(f.json.data_base64, e.dataBase64);
+          }
+        },
+      ),
       { numRuns: 300 },
     );
   });

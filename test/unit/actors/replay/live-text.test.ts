@@ -46,7 +46,16 @@ function both(ps: Piece[]): { mine: string[]; reference: string[] } {
     slot.fill(0x41);
     assert.ok(end <= maxJsonTextBytes(p.bytes.byteLength), 'within the size bound');
     mine.push(out.toString('utf8', 0, end));
-    const ev = ref.next({ kind: 'chunk', seq: i + 1, stream: 'stdout', offset: p.offset, timestampMs: 0, clock: i + 1, eof: p.eof, bytes: p.bytes });
+    const ev = ref.next({
+      kind: 'chunk',
+      seq: i + 1,
+      stream: 'stdout',
+      offset: p.offset,
+      timestampMs: 0,
+      clock: i + 1,
+      eof: p.eof,
+      bytes: p.bytes,
+    });
     reference.push(JSON.stringify(ev.text));
   });
   return { mine, reference };
@@ -82,20 +91,32 @@ void describe('live text', () => {
 
   void test('fast-check: valid UTF-8 text, any chunking, gaps and eof', () => {
     fc.assert(
-      fc.property(fc.string({ unit: 'grapheme', maxLength: 200 }), fc.array(fc.nat(2000), { maxLength: 30 }), fc.array(fc.nat(30), { maxLength: 3 }), fc.boolean(), (s, cuts, jumps, eof) => {
-        const { mine, reference } = both(pieces(utf8(`\ufeff${s}\x1b[0m\r\n`), cuts, new Set(jumps), eof));
-        assert.deepEqual(mine, reference);
-      }),
+      fc.property(
+        fc.string({ unit: 'grapheme', maxLength: 200 }),
+        fc.array(fc.nat(2000), { maxLength: 30 }),
+        fc.array(fc.nat(30), { maxLength: 3 }),
+        fc.boolean(),
+        (s, cuts, jumps, eof) => {
+          const { mine, reference } = both(pieces(utf8(`\ufeff${s}\x1b[0m\r\n`), cuts, new Set(jumps), eof));
+          assert.deepEqual(mine, reference);
+        },
+      ),
       { numRuns: 300 },
     );
   });
 
   void test('fast-check: arbitrary (often invalid) bytes, any chunking', () => {
     fc.assert(
-      fc.property(fc.uint8Array({ maxLength: 300 }), fc.array(fc.nat(400), { maxLength: 40 }), fc.array(fc.nat(40), { maxLength: 3 }), fc.boolean(), (bytes, cuts, jumps, eof) => {
-        const { mine, reference } = both(pieces(bytes, cuts, new Set(jumps), eof));
-        assert.deepEqual(mine, reference);
-      }),
+      fc.property(
+        fc.uint8Array({ maxLength: 300 }),
+        fc.array(fc.nat(400), { maxLength: 40 }),
+        fc.array(fc.nat(40), { maxLength: 3 }),
+        fc.boolean(),
+        (bytes, cuts, jumps, eof) => {
+          const { mine, reference } = both(pieces(bytes, cuts, new Set(jumps), eof));
+          assert.deepEqual(mine, reference);
+        },
+      ),
       { numRuns: 400 },
     );
   });

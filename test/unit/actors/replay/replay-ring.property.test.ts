@@ -23,15 +23,34 @@ type Rec =
 const streamArb = fc.constantFrom<OutputStreamName>('stdout', 'stderr', 'log');
 const opArb = (rings: number): fc.Arbitrary<Op> =>
   fc.oneof(
-    { weight: 8, arbitrary: fc.record({ kind: fc.constant('chunk' as const), ring: fc.nat(rings - 1), jump: fc.oneof({ weight: 5, arbitrary: fc.constant(0) }, fc.integer({ min: 1, max: 3 })), size: fc.oneof(fc.constantFrom(0, 10), fc.integer({ min: 0, max: 600 })), stream: streamArb }) },
-    { weight: 1, arbitrary: fc.record({ kind: fc.constant('gap' as const), ring: fc.nat(rings - 1), len: fc.integer({ min: 1, max: 4 }), lostBytes: fc.nat(10_000) }) },
+    {
+      weight: 8,
+      arbitrary: fc.record({
+        kind: fc.constant('chunk' as const),
+        ring: fc.nat(rings - 1),
+        jump: fc.oneof({ weight: 5, arbitrary: fc.constant(0) }, fc.integer({ min: 1, max: 3 })),
+        size: fc.oneof(fc.constantFrom(0, 10), fc.integer({ min: 0, max: 600 })),
+        stream: streamArb,
+      }),
+    },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant('gap' as const),
+        ring: fc.nat(rings - 1),
+        len: fc.integer({ min: 1, max: 4 }),
+        lostBytes: fc.nat(10_000),
+      }),
+    },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant('dup' as const), ring: fc.nat(rings - 1) }) },
   );
 
 const endOf = (r: Rec): number => (r.kind === 'chunk' ? r.seq : r.to);
 const costOf = (r: Rec): number => (r.kind === 'chunk' ? r.bytes.byteLength : 0) + kEntryOverheadBytes;
 
-type Item = { gap: { fromSeq: number; toSeq: number; reason: string; lostBytes?: number } } | { seq: number; bytes: Uint8Array; stream: OutputStreamName };
+type Item =
+  | { gap: { fromSeq: number; toSeq: number; reason: string; lostBytes?: number } }
+  | { seq: number; bytes: Uint8Array; stream: OutputStreamName };
 
 /** All pages from `after` on, flattened. */
 function replayAll(ring: ReplayRing, after: number, limit: number, stream?: OutputStreamName): Item[] {
@@ -62,7 +81,12 @@ function expected(recs: readonly Rec[], evicted: number, after: number, stream?:
     if (endOf(r) <= from) continue;
     if (r.kind === 'gap') {
       const fromSeq = Math.max(r.from, from + 1);
-      out.push({ gap: fromSeq === r.from && r.lostBytes !== undefined ? { fromSeq, toSeq: r.to, reason: 'agent_dropped', lostBytes: r.lostBytes } : { fromSeq, toSeq: r.to, reason: 'agent_dropped' } });
+      out.push({
+        gap:
+          fromSeq === r.from && r.lostBytes !== undefined
+            ? { fromSeq, toSeq: r.to, reason: 'agent_dropped', lostBytes: r.lostBytes }
+            : { fromSeq, toSeq: r.to, reason: 'agent_dropped' },
+      });
     } else if (stream === undefined || r.stream === stream) out.push({ seq: r.seq, bytes: r.bytes, stream: r.stream });
   }
   return out;
@@ -76,8 +100,15 @@ void describe('replay rings under arbitrary input (fast-check)', () => {
           fc.record({
             rings: fc.constant(rings),
             // exact multiples of an entry's cost hit the eviction boundary
-            ringMax: fc.oneof(fc.integer({ min: 0, max: 4000 }), fc.integer({ min: 0, max: 8 }).map((k) => k * (kEntryOverheadBytes + 10))),
-            budgetMax: fc.oneof(fc.constant(-1), fc.integer({ min: 0, max: 6000 }), fc.integer({ min: 0, max: 12 }).map((k) => k * (kEntryOverheadBytes + 10))),
+            ringMax: fc.oneof(
+              fc.integer({ min: 0, max: 4000 }),
+              fc.integer({ min: 0, max: 8 }).map((k) => k * (kEntryOverheadBytes + 10)),
+            ),
+            budgetMax: fc.oneof(
+              fc.constant(-1),
+              fc.integer({ min: 0, max: 6000 }),
+              fc.integer({ min: 0, max: 12 }).map((k) => k * (kEntryOverheadBytes + 10)),
+            ),
             ops: fc.array(opArb(rings), { maxLength: 120 }),
             limit: fc.integer({ min: 1, max: 7 }),
             after: fc.nat(60),
@@ -86,7 +117,10 @@ void describe('replay rings under arbitrary input (fast-check)', () => {
         ),
         ({ rings: n, ringMax, budgetMax, ops, limit, after, stream }) => {
           const budget = budgetMax < 0 ? undefined : new ReplayBudget({ maxBytes: budgetMax });
-          const rings = Array.from({ length: n }, (_, i) => new ReplayRing(`cmd-${i}`, budget === undefined ? { maxBytes: ringMax } : { maxBytes: ringMax, budget }));
+          const rings = Array.from(
+            { length: n },
+            (_, i) => new ReplayRing(`cmd-${i}`, budget === undefined ? { maxBytes: ringMax } : { maxBytes: ringMax, budget }),
+          );
           const model: Rec[][] = rings.map(() => []);
           const last = rings.map(() => 0);
           let clock = 0;
@@ -108,14 +142,24 @@ void describe('replay rings under arbitrary input (fast-check)', () => {
               recs.push({ kind: 'gap', from, to, clock, lostBytes: op.lostBytes });
               last[op.ring] = to;
             } else if (last[op.ring]! > 0) {
-              const r = ring.append({ seq: last[op.ring]!, stream: 'stdout', offset: 0, timestampMs: clock, bytes: new Uint8Array(3), clock });
+              const r = ring.append({
+                seq: last[op.ring]!,
+                stream: 'stdout',
+                offset: 0,
+                timestampMs: clock,
+                bytes: new Uint8Array(3),
+                clock,
+              });
               assert.equal(r, 'duplicate');
             }
             // bounds hold after every single operation
             for (const r of rings) assert.ok(r.bytes <= ringMax, `ring ${r.commandId} holds ${r.bytes} > ${ringMax}`);
             if (budget !== undefined) {
               assert.ok(budget.usedBytes <= budget.maxBytes, `budget holds ${budget.usedBytes} > ${budget.maxBytes}`);
-              assert.equal(budget.usedBytes, rings.reduce((s, r) => s + r.bytes, 0));
+              assert.equal(
+                budget.usedBytes,
+                rings.reduce((s, r) => s + r.bytes, 0),
+              );
             }
           }
           rings.forEach((ring, i) => {
@@ -124,7 +168,10 @@ void describe('replay rings under arbitrary input (fast-check)', () => {
             assert.equal(ring.lastSeq, last[i]);
             // what is retained is exactly the suffix after the evicted seqs, and costs what is charged
             const retained = recs.filter((r) => endOf(r) > evicted);
-            assert.equal(ring.bytes, retained.reduce((s, r) => s + costOf(r), 0));
+            assert.equal(
+              ring.bytes,
+              retained.reduce((s, r) => s + costOf(r), 0),
+            );
             assert.equal(ring.entryCount, retained.length);
             // without a shared budget, eviction is minimal: the next older entry would not have fitted
             if (budget === undefined && evicted > 0) {
@@ -136,8 +183,14 @@ void describe('replay rings under arbitrary input (fast-check)', () => {
             assert.deepEqual(full, expected(recs, evicted, 0));
             const seqs = full.flatMap((it) => ('gap' in it ? [it.gap.fromSeq, it.gap.toSeq] : [it.seq]));
             for (let k = 1; k < seqs.length; k++) assert.ok(seqs[k]! >= seqs[k - 1]!, 'seqs increase');
-            const coverage = full.flatMap((it) => ('gap' in it ? Array.from({ length: it.gap.toSeq - it.gap.fromSeq + 1 }, (_, j) => it.gap.fromSeq + j) : [it.seq]));
-            assert.deepEqual(coverage, recs.flatMap((r) => (r.kind === 'chunk' ? [r.seq] : Array.from({ length: r.to - r.from + 1 }, (_, j) => r.from + j))), 'every seq accounted once, in order');
+            const coverage = full.flatMap((it) =>
+              'gap' in it ? Array.from({ length: it.gap.toSeq - it.gap.fromSeq + 1 }, (_, j) => it.gap.fromSeq + j) : [it.seq],
+            );
+            assert.deepEqual(
+              coverage,
+              recs.flatMap((r) => (r.kind === 'chunk' ? [r.seq] : Array.from({ length: r.to - r.from + 1 }, (_, j) => r.from + j))),
+              'every seq accounted once, in order',
+            );
             assert.deepEqual(replayAll(ring, after, limit, stream), expected(recs, evicted, after, stream));
           });
         },
@@ -149,7 +202,14 @@ void describe('replay rings under arbitrary input (fast-check)', () => {
   void test('agent-scoped merge delivers every retained chunk of every command once, in clock order', () => {
     fc.assert(
       fc.property(
-        fc.array(fc.record({ ring: fc.nat(2), size: fc.integer({ min: 0, max: 300 }), jump: fc.oneof({ weight: 6, arbitrary: fc.constant(0) }, fc.constant(2)) }), { maxLength: 80 }),
+        fc.array(
+          fc.record({
+            ring: fc.nat(2),
+            size: fc.integer({ min: 0, max: 300 }),
+            jump: fc.oneof({ weight: 6, arbitrary: fc.constant(0) }, fc.constant(2)),
+          }),
+          { maxLength: 80 },
+        ),
         fc.integer({ min: 0, max: 5000 }),
         fc.integer({ min: 1, max: 6 }),
         fc.nat(90),
@@ -174,7 +234,8 @@ void describe('replay rings under arbitrary input (fast-check)', () => {
             const page = replayAgentAfter(rings, cursor, limit);
             assert.ok(page.items.filter((it) => it.chunk !== undefined).length <= limit);
             for (const it of page.items) {
-              const key = it.chunk !== undefined ? { clock: it.chunk.clock, seq: it.chunk.seq } : { clock: it.gap.clock, seq: it.gap.toSeq };
+              const key =
+                it.chunk !== undefined ? { clock: it.chunk.clock, seq: it.chunk.seq } : { clock: it.gap.clock, seq: it.gap.toSeq };
               assert.ok(key.clock > cursor.clock || (key.clock === cursor.clock && key.seq > cursor.seq), 'strictly after the cursor');
               if (it.chunk !== undefined) got.push({ commandId: it.commandId, seq: it.chunk.seq, clock: it.chunk.clock });
               cursor = key;

@@ -65,12 +65,21 @@ void describe('ReplayRing', () => {
     const f = feeder(ring);
     for (let i = 1; i <= 10; i++) f.chunk(`line ${i}\n`);
     const p1 = ring.replayFrom(0, 4);
-    assert.deepEqual(p1.chunks.map((c) => c.seq), [1, 2, 3, 4]);
+    assert.deepEqual(
+      p1.chunks.map((c) => c.seq),
+      [1, 2, 3, 4],
+    );
     assert.equal(p1.more, true);
     const p2 = ring.replayFrom(p1.next.seq, 4);
-    assert.deepEqual(p2.chunks.map((c) => c.seq), [5, 6, 7, 8]);
+    assert.deepEqual(
+      p2.chunks.map((c) => c.seq),
+      [5, 6, 7, 8],
+    );
     const p3 = ring.replayFrom(7, 100);
-    assert.deepEqual(p3.chunks.map((c) => c.seq), [8, 9, 10]);
+    assert.deepEqual(
+      p3.chunks.map((c) => c.seq),
+      [8, 9, 10],
+    );
     assert.equal(p3.more, false);
     assert.deepEqual(ring.replayFrom(10, 5).chunks, []);
   });
@@ -137,7 +146,10 @@ void describe('ReplayRing', () => {
     assert.equal(ring.evictedThroughSeq, 2);
     const page = ring.replayFrom(0, 10);
     assert.deepEqual(page.gap, { fromSeq: 1, toSeq: 2, reason: 'evicted', clock: 2 });
-    assert.deepEqual(page.chunks.map((c) => c.seq), [3, 4, 5]);
+    assert.deepEqual(
+      page.chunks.map((c) => c.seq),
+      [3, 4, 5],
+    );
     // a subscriber that had seq 1 loses only seq 2
     assert.deepEqual(ring.replayFrom(1, 10).gap, { fromSeq: 2, toSeq: 2, reason: 'evicted', clock: 2 });
     assert.equal(ring.replayFrom(2, 10).gap, undefined);
@@ -158,11 +170,17 @@ void describe('ReplayRing', () => {
     const f = feeder(ring);
     for (let i = 0; i < 10; i++) f.chunk(String(i));
     assert.equal(ring.tailAfterSeq(2), 8);
-    assert.deepEqual(ring.replayFrom(ring.tailAfterSeq(2), 2).chunks.map((c) => c.seq), [9, 10]);
+    assert.deepEqual(
+      ring.replayFrom(ring.tailAfterSeq(2), 2).chunks.map((c) => c.seq),
+      [9, 10],
+    );
     // 6 wanted, 4 held: the 2 before them are reported gone
     const page = ring.replayFrom(ring.tailAfterSeq(6), 6);
     assert.deepEqual(page.gap, { fromSeq: 5, toSeq: 6, reason: 'evicted', clock: 6 });
-    assert.deepEqual(page.chunks.map((c) => c.seq), [7, 8, 9, 10]);
+    assert.deepEqual(
+      page.chunks.map((c) => c.seq),
+      [7, 8, 9, 10],
+    );
     const small = new ReplayRing('small');
     feeder(small).chunk('only');
     assert.equal(small.tailAfterSeq(100), 0);
@@ -192,14 +210,23 @@ void describe('ReplayRing', () => {
     // clocks 100, 110, ... (other commands of the agent took the values in between)
     for (let i = 0; i < 6; i++) f.chunk(String(i), { clock: 100 + 10 * i });
     // seqs 1-3 evicted (through clock 120)
-    assert.deepEqual(ring.replayAfter({ clock: 135, seq: 99 }, 10).chunks.map((c) => c.seq), [5, 6]);
+    assert.deepEqual(
+      ring.replayAfter({ clock: 135, seq: 99 }, 10).chunks.map((c) => c.seq),
+      [5, 6],
+    );
     assert.equal(ring.replayAfter({ clock: 115, seq: 2 }, 10).gap?.fromSeq, 1, 'inside the evicted prefix: a lower bound');
     assert.equal(ring.replayAfter({ clock: 125, seq: 7 }, 10).gap, undefined);
     // before the command began: everything, gap exact
     const early = ring.replayAfter({ clock: 50, seq: 1 }, 10);
     assert.deepEqual(early.gap, { fromSeq: 1, toSeq: 3, reason: 'evicted', clock: 120 });
-    assert.deepEqual(early.chunks.map((c) => c.seq), [4, 5, 6]);
-    assert.throws(() => ring.append({ seq: 7, stream: 'stdout', offset: 6, timestampMs: 1, bytes: enc.encode('x'), clock: 150 }), RangeError);
+    assert.deepEqual(
+      early.chunks.map((c) => c.seq),
+      [4, 5, 6],
+    );
+    assert.throws(
+      () => ring.append({ seq: 7, stream: 'stdout', offset: 6, timestampMs: 1, bytes: enc.encode('x'), clock: 150 }),
+      RangeError,
+    );
   });
 });
 

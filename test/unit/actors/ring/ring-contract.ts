@@ -143,7 +143,10 @@ export function ringContract(name: string, makePair: (capacityBytes: number) => 
       assert.equal(producer.tryWrite(bytes(4, 2)), true);
       producer.close();
       producer.close(); // idempotent
-      assert.throws(() => producer.tryWrite(bytes(1, 0)), (err: unknown) => err instanceof Error && !(err instanceof RangeError));
+      assert.throws(
+        () => producer.tryWrite(bytes(1, 0)),
+        (err: unknown) => err instanceof Error && !(err instanceof RangeError),
+      );
       await producer.waitWritable(10); // resolves on a closed ring
       assert.deepEqual(await readAll(consumer), [bytes(4, 1), bytes(4, 2)]);
       assert.equal(await consumer.waitReadable(), false);
@@ -188,7 +191,10 @@ export function ringContract(name: string, makePair: (capacityBytes: number) => 
     void test('drain honours maxRecords, counts usedBytes, and consumes a record whose handler throws', async () => {
       const { producer, consumer } = makePair(1024);
       assert.equal(consumer.usedBytes, 0);
-      assert.equal(consumer.drain(() => assert.fail('empty ring')), 0);
+      assert.equal(
+        consumer.drain(() => assert.fail('empty ring')),
+        0,
+      );
       for (let i = 0; i < 5; i++) assert.equal(producer.tryWrite(bytes(10, i)), true);
       assert.equal(await consumer.waitReadable(), true);
       while (consumer.usedBytes < 5 * 14) await tick(); // the port ring receives asynchronously

@@ -133,7 +133,13 @@ for (const { mode, ring, name } of variants) {
       const children = ['child-1', 'child-2', 'child-3', 'child-4'];
       for (const id of children) await system.call('parent-1', 'spawn', { type: 'echo', id, init: { announce: true } });
       await emits.count('hello', children.length);
-      assert.deepEqual(emits.frames('hello').map((b) => new TextDecoder().decode(b)).sort(), children);
+      assert.deepEqual(
+        emits
+          .frames('hello')
+          .map((b) => new TextDecoder().decode(b))
+          .sort(),
+        children,
+      );
       await system.call('child-2', 'stopSelf');
       await emits.count('stopped:child-2', 1);
       await assert.rejects(system.call('child-2', 'whoami'), isSvc('actor.not_found'));
@@ -244,7 +250,10 @@ for (const { mode, ring, name } of variants) {
         ActorSystem.start({ mode, shards: 1, actorModules: [testActors], ringBytes: 1000, onEmit: () => undefined }),
         RangeError,
       );
-      await assert.rejects(ActorSystem.start({ mode, ring: 'shm' as RingKind, shards: 1, actorModules: [testActors], onEmit: () => undefined }), RangeError);
+      await assert.rejects(
+        ActorSystem.start({ mode, ring: 'shm' as RingKind, shards: 1, actorModules: [testActors], onEmit: () => undefined }),
+        RangeError,
+      );
     });
   });
 }

@@ -36,10 +36,18 @@ void describe('shard hash', () => {
     );
     // Pinned: a change of hash would move every actor of a running fleet to another shard.
     fc.assert(
-      fc.property(fc.string().filter((s) => !s.includes('/')), fc.string(), fc.integer({ min: 1, max: 64 }), (owner, rest, shards) => {
-        assert.equal(shardIndexOf(`${owner}/${rest}`, shards), shardIndexOf(owner, shards), 'ids sharing a placement key share a shard');
-      }),
+      fc.property(
+        fc.string().filter((s) => !s.includes('/')),
+        fc.string(),
+        fc.integer({ min: 1, max: 64 }),
+        (owner, rest, shards) => {
+          assert.equal(shardIndexOf(`${owner}/${rest}`, shards), shardIndexOf(owner, shards), 'ids sharing a placement key share a shard');
+        },
+      ),
     );
-    assert.deepEqual(['agent-1', 'agent-2', 'vm-ops:agent-1', 'cmd:42'].map((id) => shardIndexOf(id, 3)), ['agent-1', 'agent-2', 'vm-ops:agent-1', 'cmd:42'].map((id) => reference(id) % 3));
+    assert.deepEqual(
+      ['agent-1', 'agent-2', 'vm-ops:agent-1', 'cmd:42'].map((id) => shardIndexOf(id, 3)),
+      ['agent-1', 'agent-2', 'vm-ops:agent-1', 'cmd:42'].map((id) => reference(id) % 3),
+    );
   });
 });

@@ -71,7 +71,10 @@ void describe('ActorSystem worker shards', () => {
         assert.deepEqual(restarts, [{ shard: 0, lost: [...doomed].sort() }]);
         assert.equal(system.stats().restarts, 1);
         assert.equal(system.stats().perShard[0]!.restarts, 1);
-        assert.ok(logged.some((m) => /restart/.test(m)), 'the crash is logged');
+        assert.ok(
+          logged.some((m) => /restart/.test(m)),
+          'the crash is logged',
+        );
 
         // The other shard never noticed.
         assert.equal((await system.call<{ id: string }>(survivor!, 'whoami')).id, survivor);

@@ -5,7 +5,10 @@ import { admissionError, planOf, MAX_QUEUED_JOBS, type JobContext } from '../../
 import type { OperationSnapshot } from '../../../../src/core/operation-state.js';
 import type { JobKind, JobParams, StepResult } from '../../../../actors/protocol/vm-frames.js';
 
-const create: JobParams = { kind: 'create', create: { uuid: 'u', vcpus: 1, memoryMiB: 256, diskGiB: 1, profile: 'basic', agentshare: true, start: true, sshKeys: [] } };
+const create: JobParams = {
+  kind: 'create',
+  create: { uuid: 'u', vcpus: 1, memoryMiB: 256, diskGiB: 1, profile: 'basic', agentshare: true, start: true, sshKeys: [] },
+};
 const P: Record<JobKind, JobParams> = {
   create,
   delete: { kind: 'delete', force: false, deleteDisk: false },
@@ -17,19 +20,38 @@ const P: Record<JobKind, JobParams> = {
 };
 
 function job(kind: JobKind, status: 'pending' | 'running' = 'running'): OperationSnapshot<JobKind> {
-  return { id: `op-${kind}`, type: kind, target: 'agent-a', status, createdAtMs: 0, completedAtMs: null, progressPercent: 40, result: null, error: null, seq: 2 };
+  return {
+    id: `op-${kind}`,
+    type: kind,
+    target: 'agent-a',
+    status,
+    createdAtMs: 0,
+    completedAtMs: null,
+    progressPercent: 40,
+    result: null,
+    error: null,
+    seq: 2,
+  };
 }
 
 const running = { exists: true, state: 'running' as const };
 const stopped = { exists: true, state: 'stopped' as const };
 const missing = { exists: false, state: null };
 
-function codeOf(kind: JobKind, queue: OperationSnapshot<JobKind>[], observed: { exists: boolean; state: 'running' | 'stopped' | null }, params = P[kind]): string | null {
+function codeOf(
+  kind: JobKind,
+  queue: OperationSnapshot<JobKind>[],
+  observed: { exists: boolean; state: 'running' | 'stopped' | null },
+  params = P[kind],
+): string | null {
   return admissionError('agent-a', params, queue, observed)?.code ?? null;
 }
 
 /** Walks a plan the way the actor does, answering each step with `answers[step]`. */
-function walk(params: JobParams, answers: Partial<Record<string, StepResult>> = {}): { steps: string[]; progress: number[]; ctx: JobContext & StepResult } {
+function walk(
+  params: JobParams,
+  answers: Partial<Record<string, StepResult>> = {},
+): { steps: string[]; progress: number[]; ctx: JobContext & StepResult } {
   const plan = planOf(params);
   const ctx: JobContext & StepResult = { vm: 'agent-a', params, budgets: { stepTimeoutMs: 1000, agentConnectTimeoutMs: 5000 } };
   const steps: string[] = [];
@@ -47,14 +69,16 @@ describe('admission', () => {
   test('an idle queue checks the observed state', () => {
     assert.equal(codeOf('create', [], missing), null);
     assert.equal(codeOf('create', [], stopped), 'VM_ALREADY_EXISTS');
-    for (const k of ['delete', 'restart', 'deploy_agent', 'start', 'stop', 'destroy'] as const) assert.equal(codeOf(k, [], missing), 'VM_NOT_FOUND', k);
+    for (const k of ['delete', 'restart', 'deploy_agent', 'start', 'stop', 'destroy'] as const)
+      assert.equal(codeOf(k, [], missing), 'VM_NOT_FOUND', k);
     assert.equal(codeOf('restart', [], stopped), 'VM_NOT_RUNNING');
     assert.equal(codeOf('deploy_agent', [], stopped), 'VM_NOT_RUNNING');
     assert.equal(codeOf('restart', [], running), null);
     assert.equal(codeOf('delete', [], running), 'VM_RUNNING');
     assert.equal(codeOf('delete', [], running, { kind: 'delete', force: true, deleteDisk: false }), null);
     assert.equal(codeOf('delete', [], { exists: true, state: 'crashed' } as never), null);
-    for (const k of ['start', 'stop', 'destroy'] as const) for (const o of [running, stopped]) assert.equal(codeOf(k, [], o), null, `${k} is idempotent`);
+    for (const k of ['start', 'stop', 'destroy'] as const)
+      for (const o of [running, stopped]) assert.equal(codeOf(k, [], o), null, `${k} is idempotent`);
   });
 
   test('a queued or running create or delete blocks everything, naming the operation', () => {
@@ -87,8 +111,15 @@ describe('admission', () => {
 
 describe('plans', () => {
   test('create: define, start, agent up, wait; progress 10/40/70/100; result vm name and state', () => {
-    const r = walk(create, { define: { state: 'stopped', managed: true }, start: { state: 'running' }, agentUp: { agentMode: 'local', agentSinceMs: 123 } });
-    assert.deepEqual(r.steps.map((s) => s.replace(/\{.*/, '')), ['define', 'start', 'agentUp', 'agentWait']);
+    const r = walk(create, {
+      define: { state: 'stopped', managed: true },
+      start: { state: 'running' },
+      agentUp: { agentMode: 'local', agentSinceMs: 123 },
+    });
+    assert.deepEqual(
+      r.steps.map((s) => s.replace(/\{.*/, '')),
+      ['define', 'start', 'agentUp', 'agentWait'],
+    );
     assert.ok(r.steps[3]?.includes('"sinceMs":123'));
     assert.deepEqual(r.progress, [10, 40, 70, 100]);
     assert.deepEqual(planOf(create).result(r.ctx), { vm: { name: 'agent-a', state: 'running' } });
@@ -98,13 +129,23 @@ describe('plans', () => {
 
   test('create with start=false only defines; an unmanaged VM gets no agent steps', () => {
     const noStart: JobParams = { kind: 'create', create: { ...(create as { create: object }).create, start: false } as never };
-    assert.deepEqual(walk(noStart, { define: { state: 'stopped', managed: true } }).steps.map((s) => s.replace(/\{.*/, '')), ['define']);
+    assert.deepEqual(
+      walk(noStart, { define: { state: 'stopped', managed: true } }).steps.map((s) => s.replace(/\{.*/, '')),
+      ['define'],
+    );
     assert.deepEqual(walk(P.start, { start: { state: 'running', managed: false } }).steps, ['start']);
   });
 
   test('restart: graceful shuts down and forces only when the guest did not stop; hard destroys', () => {
-    const graceful = walk(P.restart, { check: { state: 'running', managed: true }, waitStopped: { stopped: true }, agentUp: { agentMode: 'local', agentSinceMs: 1 } });
-    assert.deepEqual(graceful.steps.map((s) => s.replace(/\{.*/, '')), ['check', 'agentDown', 'shutdown', 'waitStopped', 'start', 'agentUp', 'agentWait']);
+    const graceful = walk(P.restart, {
+      check: { state: 'running', managed: true },
+      waitStopped: { stopped: true },
+      agentUp: { agentMode: 'local', agentSinceMs: 1 },
+    });
+    assert.deepEqual(
+      graceful.steps.map((s) => s.replace(/\{.*/, '')),
+      ['check', 'agentDown', 'shutdown', 'waitStopped', 'start', 'agentUp', 'agentWait'],
+    );
     assert.ok(graceful.steps.includes('waitStopped{"timeoutMs":60000}'));
     const forced = walk(P.restart, { check: { state: 'running', managed: true }, waitStopped: { stopped: false } });
     assert.ok(forced.steps.includes('destroy'));
@@ -116,17 +157,28 @@ describe('plans', () => {
   test('delete: undefine, stop the agent, purge files (disk only with delete_disk); result {deleted, name, disk_deleted}', () => {
     const r = walk({ kind: 'delete', force: true, deleteDisk: true }, { undefine: { disks: ['/d'] }, purgeFiles: { diskDeleted: true } });
     assert.deepEqual(r.steps, ['undefine{"force":true}', 'agentDown', 'purgeFiles{"deleteDisk":true,"disks":["/d"]}']);
-    assert.deepEqual(planOf({ kind: 'delete', force: true, deleteDisk: true }).result(r.ctx), { deleted: true, name: 'agent-a', disk_deleted: true });
+    assert.deepEqual(planOf({ kind: 'delete', force: true, deleteDisk: true }).result(r.ctx), {
+      deleted: true,
+      name: 'agent-a',
+      disk_deleted: true,
+    });
   });
 
   test('deploy-agent restarts the agent; stop and destroy stop it', () => {
-    assert.deepEqual(walk(P.deploy_agent, { check: { state: 'running', managed: true }, agentUp: { agentMode: 'local' } }).steps, ['check{"require":"running"}', 'agentUp{"restart":true}', 'agentWait{"sinceMs":0}']);
+    assert.deepEqual(walk(P.deploy_agent, { check: { state: 'running', managed: true }, agentUp: { agentMode: 'local' } }).steps, [
+      'check{"require":"running"}',
+      'agentUp{"restart":true}',
+      'agentWait{"sinceMs":0}',
+    ]);
     assert.deepEqual(walk(P.stop).steps, ['shutdown', 'agentDown']);
     assert.deepEqual(walk(P.destroy).steps, ['destroy', 'agentDown']);
     for (const k of Object.keys(P) as JobKind[]) {
       const steps = planOf(P[k]).steps;
       assert.equal(steps.at(-1)?.progress, 100, `${k} ends at 100`);
-      assert.ok(steps.every((s, i) => i === 0 || s.progress > steps[i - 1]!.progress), `${k} progress grows`);
+      assert.ok(
+        steps.every((s, i) => i === 0 || s.progress > steps[i - 1]!.progress),
+        `${k} progress grows`,
+      );
     }
   });
 });

@@ -37,7 +37,10 @@ function rig(init: Record<string, unknown> = {}): Rig {
   const jobs: JobFrame[] = [];
   let stopped = false;
   const ctx: ActorContext = {
-    id: vmOpsActorId('agent-a'), type: VM_OPS_ACTOR_TYPE, shardIndex: 0, logger: quiet,
+    id: vmOpsActorId('agent-a'),
+    type: VM_OPS_ACTOR_TYPE,
+    shardIndex: 0,
+    logger: quiet,
     emit: (kind, _key, payload) => {
       if (kind === VmFrameKind.kFrameVmStep) steps.push(decodeJson<StepRequest>(payload));
       else if (kind === VmFrameKind.kFrameVmJob) jobs.push(decodeJson<JobFrame>(payload));
@@ -52,12 +55,20 @@ function rig(init: Record<string, unknown> = {}): Rig {
   const actor = actorTypes[VM_OPS_ACTOR_TYPE]!(ctx, { vm: 'agent-a', ...init });
   let answered = 0;
   return {
-    actor, steps, jobs, stopped: () => stopped,
+    actor,
+    steps,
+    jobs,
+    stopped: () => stopped,
     submit: (jobId, params, observed = { exists: true, state: 'running' }) =>
-      actor.call!('submit', { jobId, params, observed, budgets: { stepTimeoutMs: 1000, agentConnectTimeoutMs: 2000 } } satisfies SubmitArgs) as OperationSnapshot<JobKind>,
+      actor.call!('submit', {
+        jobId,
+        params,
+        observed,
+        budgets: { stepTimeoutMs: 1000, agentConnectTimeoutMs: 2000 },
+      } satisfies SubmitArgs) as OperationSnapshot<JobKind>,
     async pump(answer) {
       const seen: string[] = [];
-      for (let idle = 0; idle < 3; ) {
+      for (let idle = 0; idle < 3;) {
         await new Promise((r) => setImmediate(r));
         if (answered === steps.length) {
           idle++;
@@ -67,7 +78,10 @@ function rig(init: Record<string, unknown> = {}): Rig {
         const req = steps[answered++]!;
         seen.push(`${req.jobId}:${req.step}`);
         const a = answer(req);
-        actor.call!('stepDone', a instanceof SvcError ? { callId: req.callId, ok: false, error: a.toWire() } : { callId: req.callId, ok: true, value: a });
+        actor.call!(
+          'stepDone',
+          a instanceof SvcError ? { callId: req.callId, ok: false, error: a.toWire() } : { callId: req.callId, ok: true, value: a },
+        );
       }
       return seen;
     },
@@ -79,7 +93,7 @@ const managedAnswers = (req: StepRequest): StepResult =>
   req.step === 'agentUp' ? { agentMode: 'local', agentSinceMs: 1, managed: true, state: 'running' } : { state: 'running', managed: true };
 
 describe('vm-ops actor', () => {
-  test('ids: agent:<vm>/vm-ops shares the agent actor\'s placement key', () => {
+  test("ids: agent:<vm>/vm-ops shares the agent actor's placement key", () => {
     assert.equal(vmOpsActorId('agent-a'), 'agent:agent-a/vm-ops');
     assert.equal(vmOfOpsActor('agent:agent-a/vm-ops'), 'agent-a');
     assert.equal(vmOfOpsActor('agent:agent-a'), null);
@@ -91,7 +105,10 @@ describe('vm-ops actor', () => {
     assert.deepEqual([accepted.status, accepted.progressPercent], ['pending', 0]);
     const seen = await r.pump(managedAnswers);
     assert.deepEqual(seen, ['op-1:check', 'op-1:agentUp', 'op-1:agentWait']);
-    assert.deepEqual(r.jobs.map((j) => `${j.snapshot.status}:${j.snapshot.progressPercent}`), ['pending:0', 'running:0', 'running:10', 'running:70', 'completed:100']);
+    assert.deepEqual(
+      r.jobs.map((j) => `${j.snapshot.status}:${j.snapshot.progressPercent}`),
+      ['pending:0', 'running:0', 'running:10', 'running:70', 'completed:100'],
+    );
     assert.ok(r.jobs.every((j, i) => i === 0 || j.snapshot.seq > r.jobs[i - 1]!.snapshot.seq));
     assert.deepEqual(r.last('op-1')?.result, { vm: { name: 'agent-a', state: 'running' } });
   });
@@ -101,8 +118,17 @@ describe('vm-ops actor', () => {
     r.submit('job-stop', { kind: 'stop' });
     r.submit('op-restart', { kind: 'restart', mode: 'hard', gracefulTimeoutMs: 0 });
     r.submit('job-start', { kind: 'start' });
-    const seen = await r.pump((req) => (req.step === 'check' ? { state: 'running', managed: false } : { state: 'running', managed: false }));
-    assert.deepEqual(seen, ['job-stop:shutdown', 'job-stop:agentDown', 'op-restart:check', 'op-restart:destroy', 'op-restart:start', 'job-start:start']);
+    const seen = await r.pump((req) =>
+      req.step === 'check' ? { state: 'running', managed: false } : { state: 'running', managed: false },
+    );
+    assert.deepEqual(seen, [
+      'job-stop:shutdown',
+      'job-stop:agentDown',
+      'op-restart:check',
+      'op-restart:destroy',
+      'op-restart:start',
+      'job-start:start',
+    ]);
     for (const id of ['job-stop', 'op-restart', 'job-start']) assert.equal(r.last(id)?.status, 'completed', id);
   });
 
@@ -119,10 +145,26 @@ describe('vm-ops actor', () => {
 
   test('refusals come back as SvcErrors (VM_BUSY names the running operation)', () => {
     const r = rig();
-    r.submit('op-c', { kind: 'create', create: { uuid: 'u', vcpus: 1, memoryMiB: 256, diskGiB: 1, profile: 'basic', agentshare: false, start: true, sshKeys: [] } }, { exists: false, state: null });
-    assert.throws(() => r.submit('op-d', { kind: 'delete', force: true, deleteDisk: false }), (e: SvcError) => e.code === 'VM_BUSY' && e.message.includes('op-c'));
-    assert.throws(() => r.actor.call!('submit', { jobId: 1 }), (e: SvcError) => e.code === 'request.invalid');
-    assert.throws(() => r.actor.call!('nope', {}), (e: SvcError) => e.code === 'request.invalid');
+    r.submit(
+      'op-c',
+      {
+        kind: 'create',
+        create: { uuid: 'u', vcpus: 1, memoryMiB: 256, diskGiB: 1, profile: 'basic', agentshare: false, start: true, sshKeys: [] },
+      },
+      { exists: false, state: null },
+    );
+    assert.throws(
+      () => r.submit('op-d', { kind: 'delete', force: true, deleteDisk: false }),
+      (e: SvcError) => e.code === 'VM_BUSY' && e.message.includes('op-c'),
+    );
+    assert.throws(
+      () => r.actor.call!('submit', { jobId: 1 }),
+      (e: SvcError) => e.code === 'request.invalid',
+    );
+    assert.throws(
+      () => r.actor.call!('nope', {}),
+      (e: SvcError) => e.code === 'request.invalid',
+    );
   });
 
   test('a step with no answer fails the job after its timeout plus the grace', async () => {
@@ -158,9 +200,15 @@ describe('vm-ops actor', () => {
     busy.submit('job-1', { kind: 'stop' });
     busy.submit('job-2', { kind: 'start' });
     await busy.actor.stop!();
-    assert.deepEqual(['job-1', 'job-2'].map((id) => busy.last(id)?.status), ['failed', 'failed']);
+    assert.deepEqual(
+      ['job-1', 'job-2'].map((id) => busy.last(id)?.status),
+      ['failed', 'failed'],
+    );
     assert.equal(busy.last('job-2')?.error?.code, 'server.not_ready');
-    assert.throws(() => busy.submit('job-3', { kind: 'stop' }), (e: SvcError) => e.code === 'server.not_ready');
+    assert.throws(
+      () => busy.submit('job-3', { kind: 'stop' }),
+      (e: SvcError) => e.code === 'server.not_ready',
+    );
   });
 
   test('status lists the queue', async () => {
@@ -169,7 +217,13 @@ describe('vm-ops actor', () => {
     r.submit('job-2', { kind: 'start' });
     const st = r.actor.call!('status', undefined) as { vm: string; jobs: OperationSnapshot<JobKind>[] };
     assert.equal(st.vm, 'agent-a');
-    assert.deepEqual(st.jobs.map((j) => [j.id, j.type]), [['job-1', 'stop'], ['job-2', 'start']]);
+    assert.deepEqual(
+      st.jobs.map((j) => [j.id, j.type]),
+      [
+        ['job-1', 'stop'],
+        ['job-2', 'start'],
+      ],
+    );
     await r.pump(() => ({}));
   });
 });

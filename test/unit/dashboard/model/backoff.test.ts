@@ -5,10 +5,22 @@ import { backoffDelayMs } from '../../../../src/dashboard/model/backoff.js';
 
 describe('dashboard reconnect backoff', () => {
   test('doubles from the base up to the cap, jittered over the upper half', () => {
-    assert.equal(backoffDelayMs(0, { baseMs: 1000 }, () => 0), 500);
-    assert.equal(backoffDelayMs(1, { baseMs: 1000 }, () => 0), 1000);
-    assert.equal(backoffDelayMs(2, { baseMs: 1000 }, () => 0.999999), 4000);
-    assert.equal(backoffDelayMs(50, { baseMs: 1000, maxMs: 15_000 }, () => 0), 7500);
+    assert.equal(
+      backoffDelayMs(0, { baseMs: 1000 }, () => 0),
+      500,
+    );
+    assert.equal(
+      backoffDelayMs(1, { baseMs: 1000 }, () => 0),
+      1000,
+    );
+    assert.equal(
+      backoffDelayMs(2, { baseMs: 1000 }, () => 0.999999),
+      4000,
+    );
+    assert.equal(
+      backoffDelayMs(50, { baseMs: 1000, maxMs: 15_000 }, () => 0),
+      7500,
+    );
   });
 
   test('always within [cap/2, cap]', () => {

@@ -1,10 +1,20 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { agentBadge, deleteNeedsForce, isTaskFinished, operationBadge, TASK_STATES, taskBadge, vmActions, vmBadge } from '../../../../src/dashboard/model/badges.js';
+import {
+  agentBadge,
+  deleteNeedsForce,
+  isTaskFinished,
+  operationBadge,
+  TASK_STATES,
+  taskBadge,
+  vmActions,
+  vmBadge,
+} from '../../../../src/dashboard/model/badges.js';
 
 describe('dashboard badges', () => {
   test('every spec state has a tone and a readable label', () => {
-    for (const s of ['Starting', 'Ready', 'Busy', 'Error', 'ShuttingDown', 'Stale', 'Disconnected']) assert.notEqual(agentBadge(s).label, '');
+    for (const s of ['Starting', 'Ready', 'Busy', 'Error', 'ShuttingDown', 'Stale', 'Disconnected'])
+      assert.notEqual(agentBadge(s).label, '');
     assert.equal(agentBadge('ShuttingDown').label, 'Shutting down');
     assert.equal(agentBadge('Ready').tone, 'ok');
     assert.equal(agentBadge('Error').tone, 'bad');
@@ -14,7 +24,18 @@ describe('dashboard badges', () => {
     assert.equal(vmBadge('shutdown').label, 'shut down');
     assert.equal(operationBadge('failed').tone, 'bad');
     assert.equal(taskBadge('failed_preserved').label, 'failed (preserved)');
-    assert.deepEqual(TASK_STATES, ['pending', 'staging', 'provisioning', 'ready', 'running', 'completing', 'completed', 'failed', 'failed_preserved', 'cancelled']);
+    assert.deepEqual(TASK_STATES, [
+      'pending',
+      'staging',
+      'provisioning',
+      'ready',
+      'running',
+      'completing',
+      'completed',
+      'failed',
+      'failed_preserved',
+      'cancelled',
+    ]);
   });
 
   test('a state the dashboard does not know shows as itself, neutral', () => {

@@ -1,13 +1,31 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { detailsSummary, EventLog, eventsApiQuery, filterFromQuery, filterToQuery, type EventRow } from '../../../../src/dashboard/model/event-log.js';
+import {
+  detailsSummary,
+  EventLog,
+  eventsApiQuery,
+  filterFromQuery,
+  filterToQuery,
+  type EventRow,
+} from '../../../../src/dashboard/model/event-log.js';
 
-const ev = (id: number, type = 'vm.started'): EventRow => ({ id, event_type: type, vm_name: 'agent-1', agent_id: '', timestamp: '2026-01-01T00:00:00Z', details: {}, trace_id: null });
+const ev = (id: number, type = 'vm.started'): EventRow => ({
+  id,
+  event_type: type,
+  vm_name: 'agent-1',
+  agent_id: '',
+  timestamp: '2026-01-01T00:00:00Z',
+  details: {},
+  trace_id: null,
+});
 
 describe('dashboard event log', () => {
   test('filters map to the API query; a trailing dot is a prefix', () => {
     assert.equal(eventsApiQuery({ type: 'vm.', agentId: '', vmName: '' }).toString(), 'event_type=vm.*');
-    assert.equal(eventsApiQuery({ type: 'agent.connected', agentId: 'a', vmName: 'v' }, { since: 5, follow: true, limit: 200 }).toString(), 'event_type=agent.connected&agent_id=a&vm_name=v&since=5&limit=200&follow=true');
+    assert.equal(
+      eventsApiQuery({ type: 'agent.connected', agentId: 'a', vmName: 'v' }, { since: 5, follow: true, limit: 200 }).toString(),
+      'event_type=agent.connected&agent_id=a&vm_name=v&since=5&limit=200&follow=true',
+    );
     assert.equal(eventsApiQuery({ type: 'VM.*', agentId: ' ', vmName: '' }).toString(), 'event_type=vm.*');
     assert.equal(eventsApiQuery({ type: 'x y<z>', agentId: '', vmName: '' }).get('event_type'), 'xyz');
     const f = { type: 'vm.', agentId: 'a', vmName: '' };
@@ -19,7 +37,10 @@ describe('dashboard event log', () => {
     assert.equal(log.add([ev(1), ev(2)]).length, 2);
     assert.equal(log.add([ev(2), ev(3)]).length, 1);
     log.add([ev(4), ev(5)]);
-    assert.deepEqual(log.entries.map((e) => (e.kind === 'event' ? e.event.id : -1)), [3, 4, 5]);
+    assert.deepEqual(
+      log.entries.map((e) => (e.kind === 'event' ? e.event.id : -1)),
+      [3, 4, 5],
+    );
     assert.equal(log.lastId, 5);
   });
 

@@ -8,9 +8,27 @@ function agent(id: string, over: Partial<AgentInput> = {}): AgentInput {
   return { id, hostname: `${id}.local`, ip_address: '10.0.0.1', status: 'Ready', connected_at: 1000, last_heartbeat: 5000, ...over };
 }
 function metrics(id: string, timestamp: number, cpu: number): MetricsMessage {
-  return { type: 'metrics', agent_id: id, cpu_percent: cpu, memory_used_bytes: 1, memory_total_bytes: 2, disk_used_bytes: 0, disk_total_bytes: 0, load_avg: [0.1], timestamp };
+  return {
+    type: 'metrics',
+    agent_id: id,
+    cpu_percent: cpu,
+    memory_used_bytes: 1,
+    memory_total_bytes: 2,
+    disk_used_bytes: 0,
+    disk_total_bytes: 0,
+    load_avg: [0.1],
+    timestamp,
+  };
 }
-const polledMetrics = { cpu_percent: 5, memory_used_bytes: 1, memory_total_bytes: 2, disk_used_bytes: 3, disk_total_bytes: 4, load_avg: [1, 2, 3], uptime_seconds: 60 };
+const polledMetrics = {
+  cpu_percent: 5,
+  memory_used_bytes: 1,
+  memory_total_bytes: 2,
+  disk_used_bytes: 3,
+  disk_total_bytes: 4,
+  load_avg: [1, 2, 3],
+  uptime_seconds: 60,
+};
 
 describe('dashboard fleet agents', () => {
   test('a polled list sets the agents; ids that changed or left are reported', () => {
@@ -18,7 +36,10 @@ describe('dashboard fleet agents', () => {
     assert.equal(f.loaded, false);
     assert.deepEqual([...f.applyList([agent('b'), agent('a')], 100)].sort(), ['a', 'b']);
     assert.equal(f.loaded, true);
-    assert.deepEqual(f.rows().map((r) => r.agent.id), ['a', 'b']);
+    assert.deepEqual(
+      f.rows().map((r) => r.agent.id),
+      ['a', 'b'],
+    );
     assert.deepEqual([...f.applyList([agent('a'), agent('b')], 200)], []);
     assert.deepEqual([...f.applyList([agent('a', { status: 'Busy' })], 300)].sort(), ['a', 'b']);
     assert.equal(f.size, 1);

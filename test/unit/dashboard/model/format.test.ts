@@ -1,7 +1,18 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { fleetSummaryText, formatAgo, formatBytes, formatDuration, formatLoad, formatMiB, formatPercent, plural, ratioPercent, shortId } from '../../../../src/dashboard/model/format.js';
+import {
+  fleetSummaryText,
+  formatAgo,
+  formatBytes,
+  formatDuration,
+  formatLoad,
+  formatMiB,
+  formatPercent,
+  plural,
+  ratioPercent,
+  shortId,
+} from '../../../../src/dashboard/model/format.js';
 
 describe('dashboard format', () => {
   test('sizes read in binary units with one decimal below ten', () => {
@@ -71,8 +82,17 @@ describe('dashboard format', () => {
 
   test('the top bar summary leaves out what has not loaded', () => {
     assert.equal(fleetSummaryText({ agentsLoaded: false, agents: 0, ready: 0, vmsLoaded: false, vms: 0, vmsRunning: 0 }), '');
-    assert.equal(fleetSummaryText({ agentsLoaded: true, agents: 0, ready: 0, vmsLoaded: true, vms: 0, vmsRunning: 0 }), 'No agents · No VMs');
-    assert.equal(fleetSummaryText({ agentsLoaded: true, agents: 3, ready: 3, vmsLoaded: true, vms: 4, vmsRunning: 2 }), '3 agents, all ready · 2 of 4 VMs running');
-    assert.equal(fleetSummaryText({ agentsLoaded: true, agents: 3, ready: 1, vmsLoaded: false, vms: 0, vmsRunning: 0 }), '3 agents, 1 ready');
+    assert.equal(
+      fleetSummaryText({ agentsLoaded: true, agents: 0, ready: 0, vmsLoaded: true, vms: 0, vmsRunning: 0 }),
+      'No agents · No VMs',
+    );
+    assert.equal(
+      fleetSummaryText({ agentsLoaded: true, agents: 3, ready: 3, vmsLoaded: true, vms: 4, vmsRunning: 2 }),
+      '3 agents, all ready · 2 of 4 VMs running',
+    );
+    assert.equal(
+      fleetSummaryText({ agentsLoaded: true, agents: 3, ready: 1, vmsLoaded: false, vms: 0, vmsRunning: 0 }),
+      '3 agents, 1 ready',
+    );
   });
 });

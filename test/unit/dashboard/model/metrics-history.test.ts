@@ -24,7 +24,10 @@ describe('dashboard metrics history', () => {
     assert.equal(kept[kept.length - 1]?.atMs, 20_000);
     const h2 = new MetricsHistory({ windowMs: 3000, maxSamples: 100 });
     for (let t = 0; t <= 10_000; t += 1000) h2.push('a', s(t));
-    assert.deepEqual(h2.samples('a').map((x) => x.atMs), [7000, 8000, 9000, 10_000]);
+    assert.deepEqual(
+      h2.samples('a').map((x) => x.atMs),
+      [7000, 8000, 9000, 10_000],
+    );
   });
 
   test('forgets agents that are gone', () => {

@@ -32,13 +32,17 @@ describe('dashboard sparkline', () => {
 
   test('every point stays inside the box (inset respected)', () => {
     fc.assert(
-      fc.property(fc.array(fc.oneof(fc.double({ noNaN: false }), fc.constant(Number.NaN)), { maxLength: 60 }), fc.integer({ min: 0, max: 5 }), (values, inset) => {
-        const p = sparklinePaths(values, { width: 80, height: 24, max: 100, inset });
-        for (const [x, y] of points(p.line)) {
-          assert.ok(x >= 0 && x <= 80, `x ${x}`);
-          assert.ok(y >= inset - 0.05 && y <= 24 - inset + 0.05, `y ${y}`);
-        }
-      }),
+      fc.property(
+        fc.array(fc.oneof(fc.double({ noNaN: false }), fc.constant(Number.NaN)), { maxLength: 60 }),
+        fc.integer({ min: 0, max: 5 }),
+        (values, inset) => {
+          const p = sparklinePaths(values, { width: 80, height: 24, max: 100, inset });
+          for (const [x, y] of points(p.line)) {
+            assert.ok(x >= 0 && x <= 80, `x ${x}`);
+            assert.ok(y >= inset - 0.05 && y <= 24 - inset + 0.05, `y ${y}`);
+          }
+        },
+      ),
     );
   });
 });

@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
-import { ACTIVE_TASK_STATES, describeTaskEvent, EXAMPLE_MANIFEST, LogBuffer, taskStateFilter } from '../../../../src/dashboard/model/task-view.js';
+import {
+  ACTIVE_TASK_STATES,
+  describeTaskEvent,
+  EXAMPLE_MANIFEST,
+  LogBuffer,
+  taskStateFilter,
+} from '../../../../src/dashboard/model/task-view.js';
 import { TASK_STATES } from '../../../../src/dashboard/model/badges.js';
 
 describe('dashboard task view', () => {
@@ -43,10 +49,16 @@ describe('dashboard task view', () => {
   });
 
   test('structured log events read as sentences; unknown ones stay JSON', () => {
-    assert.equal(describeTaskEvent({ kind: 'state', from: 'pending', to: 'staging', message: 'cloning x' }), '▸ staging (from pending) — cloning x');
+    assert.equal(
+      describeTaskEvent({ kind: 'state', from: 'pending', to: 'staging', message: 'cloning x' }),
+      '▸ staging (from pending) — cloning x',
+    );
     assert.equal(describeTaskEvent({ kind: 'state', from: null, to: 'pending', message: 'task accepted' }), '▸ pending — task accepted');
     assert.equal(describeTaskEvent({ kind: 'workspace', path: '/w', commit: 'c19708b3ee053b35' }), '▸ workspace /w at commit c19708b3ee05');
-    assert.equal(describeTaskEvent({ kind: 'command_exited', exit_code: 137, killed: true, timed_out_by: 'lifecycle' }), '▸ the command exited with code 137 (killed by the lifecycle timeout)');
+    assert.equal(
+      describeTaskEvent({ kind: 'command_exited', exit_code: 137, killed: true, timed_out_by: 'lifecycle' }),
+      '▸ the command exited with code 137 (killed by the lifecycle timeout)',
+    );
     assert.equal(describeTaskEvent({ kind: 'stream_json', event: { type: 'x' } }), '{"kind":"stream_json","event":{"type":"x"}}');
     assert.equal(describeTaskEvent('plain'), 'plain');
   });

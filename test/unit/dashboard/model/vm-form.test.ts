@@ -1,11 +1,19 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { defaultVmForm, suggestVmName, validateVmForm, VM_LIMITS, VM_NAME_MAX_CHARS, VM_NAME_PATTERN, VM_PROFILES } from '../../../../src/dashboard/model/vm-form.js';
+import {
+  defaultVmForm,
+  suggestVmName,
+  validateVmForm,
+  VM_LIMITS,
+  VM_NAME_MAX_CHARS,
+  VM_NAME_PATTERN,
+  VM_PROFILES,
+} from '../../../../src/dashboard/model/vm-form.js';
 import { checkVmName, LIMITS, PROFILES, VM_NAME_MAX, VM_NAME_RE } from '../../../../src/vms/create-request.js';
 
 describe('dashboard VM form', () => {
-  test('its rules are the server\'s (src/vms/create-request.ts)', () => {
+  test("its rules are the server's (src/vms/create-request.ts)", () => {
     assert.deepEqual(VM_LIMITS, LIMITS);
     assert.deepEqual([...VM_PROFILES], [...PROFILES]);
     assert.equal(VM_NAME_MAX_CHARS, VM_NAME_MAX);
@@ -14,7 +22,10 @@ describe('dashboard VM form', () => {
 
   test('the defaults are valid and become the body', () => {
     const f = { ...defaultVmForm(), name: 'agent-1' };
-    assert.deepEqual(validateVmForm(f), { ok: true, body: { name: 'agent-1', profile: 'svc-dev', vcpus: 4, memory_mb: 8192, disk_gb: 50 } });
+    assert.deepEqual(validateVmForm(f), {
+      ok: true,
+      body: { name: 'agent-1', profile: 'svc-dev', vcpus: 4, memory_mb: 8192, disk_gb: 50 },
+    });
   });
 
   test('each field says what is wrong with it', () => {
@@ -28,7 +39,10 @@ describe('dashboard VM form', () => {
     assert.match(r.errors.disk_gb ?? '', /1 to 2048/);
     assert.equal((validateVmForm({ ...defaultVmForm(), name: '' }) as { errors: { name: string } }).errors.name, 'Name is required');
     assert.match((validateVmForm({ ...defaultVmForm(), name: 'agent-UP' }) as { errors: { name: string } }).errors.name, /lower-case/);
-    assert.match((validateVmForm({ ...defaultVmForm(), name: `agent-${'x'.repeat(60)}` }) as { errors: { name: string } }).errors.name, /at most 63/);
+    assert.match(
+      (validateVmForm({ ...defaultVmForm(), name: `agent-${'x'.repeat(60)}` }) as { errors: { name: string } }).errors.name,
+      /at most 63/,
+    );
   });
 
   test('a name the form accepts, the server accepts (and the other way round)', () => {

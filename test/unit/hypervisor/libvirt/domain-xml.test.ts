@@ -30,9 +30,19 @@ const full: DomainSpec = {
   uuid: '0b8f1c4e-3c55-4d0e-9a53-0c2b7f5d9e10',
   vcpus: 2,
   memoryMiB: 512,
-  metadata: { profile: 'svc-dev', diskGiB: 50, instanceId: 'i-1', ipAddress: '192.168.213.10', accelerator: 'tcg', labels: { owner: `o'<&>"` } },
+  metadata: {
+    profile: 'svc-dev',
+    diskGiB: 50,
+    instanceId: 'i-1',
+    ipAddress: '192.168.213.10',
+    accelerator: 'tcg',
+    labels: { owner: `o'<&>"` },
+  },
   qemu: {
-    disks: [{ path: '/var/lib/sandboxd/vms/agent-q1/root.qcow2' }, { path: '/var/lib/sandboxd/vms/agent-q1/seed.img', format: 'raw', readOnly: true }],
+    disks: [
+      { path: '/var/lib/sandboxd/vms/agent-q1/root.qcow2' },
+      { path: '/var/lib/sandboxd/vms/agent-q1/seed.img', format: 'raw', readOnly: true },
+    ],
     network: 'sandboxd-iso',
     vsockCid: 42,
     serialLogPath: '/var/lib/sandboxd/vms/agent-q1/console.log',
@@ -79,17 +89,29 @@ describe('domain XML', () => {
     assert.deepEqual(parseMetadata(xml), full.metadata);
     assert.match(xml, /<sbx:accelerator>tcg<\/sbx:accelerator>/);
     refused(() => qemuDomainXml({ ...full, metadata: { accelerator: 'hvf' as 'kvm' } }, 'qemu'), /accelerator must be kvm or tcg/);
-    assert.deepEqual(parseDiskPaths(xml), full.qemu!.disks!.map((d) => d.path));
+    assert.deepEqual(
+      parseDiskPaths(xml),
+      full.qemu!.disks!.map((d) => d.path),
+    );
     assert.deepEqual(parseMacAddresses(xml), [macFromName('agent-q1')]);
-    assert.match(qemuDomainXml({ ...full, qemu: { ...full.qemu!, kernel: undefined as never } }, 'kvm'), /^<domain type='kvm'>[\s\S]*<boot dev='hd'\/>/);
+    assert.match(
+      qemuDomainXml({ ...full, qemu: { ...full.qemu!, kernel: undefined as never } }, 'kvm'),
+      /^<domain type='kvm'>[\s\S]*<boot dev='hd'\/>/,
+    );
   });
 
   test('libvirt parses the generated XML (qemu layout checked as a test domain) and keeps our metadata', async () => {
-    const asTest = qemuDomainXml({ ...full, name: 'agent-xml-q', uuid: '0b8f1c4e-3c55-4d0e-9a53-0c2b7f5d9e11' }, 'qemu').replace("type='qemu'", "type='test'");
+    const asTest = qemuDomainXml({ ...full, name: 'agent-xml-q', uuid: '0b8f1c4e-3c55-4d0e-9a53-0c2b7f5d9e11' }, 'qemu').replace(
+      "type='qemu'",
+      "type='test'",
+    );
     const d = await conn.domainDefineXML(asTest);
     const back = await d.getXMLDesc();
     assert.deepEqual(parseMetadata(back), full.metadata);
-    assert.deepEqual(parseDiskPaths(back), full.qemu!.disks!.map((x) => x.path));
+    assert.deepEqual(
+      parseDiskPaths(back),
+      full.qemu!.disks!.map((x) => x.path),
+    );
     assert.deepEqual(parseMacAddresses(back), [macFromName('agent-xml-q')]);
     await d.undefine();
   });
@@ -98,7 +120,11 @@ describe('domain XML', () => {
     let i = 0;
     await fc.assert(
       fc.asyncProperty(
-        fc.dictionary(fc.stringMatching(/^[A-Za-z0-9_./-]{1,20}$/), fc.string({ maxLength: 40 }).filter((s) => !hasControlChars(s)), { maxKeys: 4 }),
+        fc.dictionary(
+          fc.stringMatching(/^[A-Za-z0-9_./-]{1,20}$/),
+          fc.string({ maxLength: 40 }).filter((s) => !hasControlChars(s)),
+          { maxKeys: 4 },
+        ),
         fc.string({ minLength: 1, maxLength: 30 }).filter((s) => !hasControlChars(s)),
         async (labels, profile) => {
           const name = `agent-prop-${i++}`;
@@ -127,7 +153,7 @@ describe('domain XML', () => {
     refused(() => testDomainXml({ ...base, metadata: { profile: 'a\u0001b' } }), /control character/);
     refused(() => qemuDomainXml({ ...base, qemu: { disks: [{ path: 'relative.qcow2' }] } }, 'qemu'), /absolute/);
     refused(() => qemuDomainXml({ ...base, qemu: { network: "net' evil='1" } }, 'qemu'), /network/);
-    refused(() => qemuDomainXml({ ...base, qemu: { macAddress: 'zz' , network: 'n' } }, 'qemu'), /macAddress/);
+    refused(() => qemuDomainXml({ ...base, qemu: { macAddress: 'zz', network: 'n' } }, 'qemu'), /macAddress/);
     refused(() => qemuDomainXml({ ...base, qemu: { vsockCid: 2 } }, 'qemu'), /vsockCid/);
     refused(() => qemuDomainXml({ ...base, qemu: { fwCfgFiles: { 'etc/x': '/f' } } }, 'qemu'), /fw_cfg/);
   });

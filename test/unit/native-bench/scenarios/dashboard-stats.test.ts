@@ -7,15 +7,37 @@ const window = { fromMs: 1000, toMs: 2000 };
 
 describe('dashboard bench: matching sent metrics updates with the repaints that showed them', () => {
   test('every update repainted soon after it was sent is shown, exactly and in time', () => {
-    const sends: SendLog = new Map([['a', [1000, 1500]], ['b', [1200]]]);
-    const displays: DisplayLog = new Map([['a', [[1, 1040], [2, 1530]] as const], ['b', [[1, 1290]] as const]]);
+    const sends: SendLog = new Map([
+      ['a', [1000, 1500]],
+      ['b', [1200]],
+    ]);
+    const displays: DisplayLog = new Map([
+      [
+        'a',
+        [
+          [1, 1040],
+          [2, 1530],
+        ] as const,
+      ],
+      ['b', [[1, 1290]] as const],
+    ]);
     const d = matchUpdates(sends, displays, window, 1000);
     assert.deepEqual(d, { sent: 3, shown: 3, shownExactly: 3, timely: 3, latenciesMs: [30, 40, 90] });
   });
 
   test('only updates sent inside the window count', () => {
     const sends: SendLog = new Map([['a', [900, 1000, 1999, 2000]]]);
-    const displays: DisplayLog = new Map([['a', [[1, 950], [2, 1010], [3, 2010], [4, 2020]] as const]]);
+    const displays: DisplayLog = new Map([
+      [
+        'a',
+        [
+          [1, 950],
+          [2, 1010],
+          [3, 2010],
+          [4, 2020],
+        ] as const,
+      ],
+    ]);
     const d = matchUpdates(sends, displays, window, 1000);
     assert.equal(d.sent, 2);
     assert.deepEqual(d.latenciesMs, [10, 11]);
@@ -23,7 +45,15 @@ describe('dashboard bench: matching sent metrics updates with the repaints that 
 
   test('an update skipped for a newer one of the same agent counts as shown when the newer one is, not exactly', () => {
     const sends: SendLog = new Map([['a', [1000, 1100, 1200]]]);
-    const displays: DisplayLog = new Map([['a', [[1, 1010], [3, 1250]] as const]]);
+    const displays: DisplayLog = new Map([
+      [
+        'a',
+        [
+          [1, 1010],
+          [3, 1250],
+        ] as const,
+      ],
+    ]);
     const d = matchUpdates(sends, displays, window, 1000);
     assert.equal(d.shown, 3);
     assert.equal(d.shownExactly, 2);
@@ -31,7 +61,10 @@ describe('dashboard bench: matching sent metrics updates with the repaints that 
   });
 
   test('updates never repainted are not shown; ones repainted after the deadline are shown but late', () => {
-    const sends: SendLog = new Map([['a', [1000, 1100]], ['b', [1000]]]);
+    const sends: SendLog = new Map([
+      ['a', [1000, 1100]],
+      ['b', [1000]],
+    ]);
     const displays: DisplayLog = new Map([['a', [[1, 2500]] as const]]);
     const d = matchUpdates(sends, displays, window, 1000);
     assert.deepEqual(d, { sent: 3, shown: 1, shownExactly: 1, timely: 0, latenciesMs: [1500] });
@@ -57,7 +90,10 @@ describe('dashboard bench: matching sent metrics updates with the repaints that 
           // what the page records: increasing sequences in time order
           const bySeq = [...new Map(shows.sort((x, y) => x[0] - y[0])).entries()];
           const times = bySeq.map(([, t]) => t).sort((x, y) => x - y);
-          displays.set(`a${i}`, bySeq.map(([seq], k) => [seq, times[k]!] as const));
+          displays.set(
+            `a${i}`,
+            bySeq.map(([seq], k) => [seq, times[k]!] as const),
+          );
         });
         const d = matchUpdates(sends, displays, window, deadlineMs);
         assert.ok(d.timely <= d.shown && d.shownExactly <= d.shown && d.shown <= d.sent);
