@@ -110,8 +110,13 @@ test('after a restart the session is kept and still runs; an unknown tmux sessio
     },
   );
 
+  const sessionEvents = async (): Promise<{ event_type: string; details: Record<string, unknown> }[]> =>
+    (await eventsOf(second, AGENT)).filter((e) => e.event_type.startsWith('session.'));
+  // What a timeout shows: the agent's tmux sessions and the reconciliation's events with their details.
   const tmuxSessions = async (): Promise<string> =>
-    `sessions on the agent's tmux: ${JSON.stringify((await tmuxOn(agent!, ['list-sessions'])).stdout)}`;
+    `sessions on the agent's tmux: ${JSON.stringify((await tmuxOn(agent!, ['list-sessions'])).stdout)}; session events ${JSON.stringify(
+      (await sessionEvents()).map((e) => [e.event_type, e.details]),
+    )}`;
   await waitFor('the unknown tmux session to be killed', async () => (await tmuxOn(agent!, ['has-session', '-t', '=rogue'])).code !== 0, {
     deadlineMs: DEADLINE_MS.agent,
     lastState: tmuxSessions,
@@ -119,8 +124,6 @@ test('after a restart the session is kept and still runs; an unknown tmux sessio
   await waitFor(`its process (pid ${roguePid}) to be gone`, () => !pidAlive(roguePid), { deadlineMs: DEADLINE_MS.process });
   assert.ok(pidAlive(panePid), 'the known session survived the reconciliation');
 
-  const sessionEvents = async (): Promise<{ event_type: string; details: Record<string, unknown> }[]> =>
-    (await eventsOf(second, AGENT)).filter((e) => e.event_type.startsWith('session.'));
   const events = await waitFor(
     'the reconciliation to complete',
     async () => {
