@@ -3,6 +3,7 @@
  * returns the typed value or throws ConfigValueError with a reason (the loader adds the name).
  */
 import { isIP } from 'node:net';
+import { parseIpRange, type IpRange } from '../util/ip.js';
 
 export class ConfigValueError extends Error {}
 
@@ -113,6 +114,19 @@ export function parsePairs(raw: string): readonly (readonly [string, string])[] 
       const idx = item.indexOf('=');
       if (idx <= 0 || idx === item.length - 1) throw new ConfigValueError(`"${item}" is not key=value`);
       return Object.freeze([item.slice(0, idx), item.slice(idx + 1)] as const);
+    }),
+  );
+}
+
+/** Comma- or space-separated IP addresses and CIDR ranges; `none` is the empty list. */
+export function parseIpRanges(raw: string): readonly IpRange[] {
+  const items = parseList(raw);
+  if (items.length === 1 && items[0]?.toLowerCase() === 'none') return Object.freeze([]);
+  return Object.freeze(
+    items.map((item) => {
+      const r = parseIpRange(item);
+      if (r === null) throw new ConfigValueError(`"${item}" is not an IP address or CIDR range (e.g. 10.0.0.0/8, fd00::/8, ::1)`);
+      return r;
     }),
   );
 }

@@ -9,6 +9,7 @@ import {
   parseFlag,
   parseHypervisorUris,
   parseIntInRange,
+  parseIpRanges,
   parseList,
   parseListenAddress,
   parseJsonArgv,
@@ -229,6 +230,16 @@ export const SCHEMA = {
     defaultRaw: '0',
     parse: parseFlag,
     doc: 'Unsafe override: 1 allows a plaintext listener (HTTP, WS) on a non-loopback address.',
+  }),
+  SVC_TRUSTED_PROXIES: entry({
+    field: 'trustedProxies',
+    group: 'listeners',
+    defaultText: '127.0.0.0/8,::1 (loopback)',
+    defaultRaw: '127.0.0.0/8,::1',
+    parse: parseIpRanges,
+    doc:
+      'Peers (IPs or CIDRs, comma-separated; none for nobody) whose Forwarded / X-Forwarded-Proto / X-Forwarded-Host headers ' +
+      'decide the scheme and host of the URLs in responses; from any other peer only Host counts.',
   }),
   SVC_MAX_BODY_BYTES: entry({
     field: 'maxBodyBytes',

@@ -32,6 +32,19 @@ describe('configuration', () => {
     assert.equal(c.trustDomain, 'sandbox.local');
   });
 
+  test('SVC_TRUSTED_PROXIES: loopback by default, a list of IPs and CIDRs, none for nobody; a bad item is named', () => {
+    assert.deepEqual(
+      loadConfig({}, ctx).trustedProxies.map((r) => r.prefix),
+      [8, 128],
+    );
+    assert.equal(loadConfig({ SVC_TRUSTED_PROXIES: '10.0.0.0/8, 192.0.2.1,fd00::/8' }, ctx).trustedProxies.length, 3);
+    assert.deepEqual(loadConfig({ SVC_TRUSTED_PROXIES: 'none' }, ctx).trustedProxies, []);
+    assert.match(
+      problemsOf({ SVC_TRUSTED_PROXIES: '10.0.0.0/8,proxy.example' })[0] ?? '',
+      /^SVC_TRUSTED_PROXIES=.*"proxy\.example" is not an IP/,
+    );
+  });
+
   test('one core still gets one shard; a terminal gets pretty logs', () => {
     const c = loadConfig({}, { ...ctx, cpuCount: 1, stdoutIsTty: true });
     assert.equal(c.actorShards, 1);
