@@ -32,10 +32,11 @@ import { agentActorId } from '../../actors/protocol/agent-frames.js';
 import type { AgentService } from '../agent-link/agent-service.js';
 import { AgentCommandClient, type CommandCallPort } from '../agent-link/command-client.js';
 import type { Component } from '../component/component.js';
-import { formatAddress } from '../config/parsers.js';
 import { CONNECTED_STATUSES } from '../core/agent-status.js';
 import type { TmuxSocket } from '../core/tmux-argv.js';
+import { listenerUrl, originUrl, publicOrigin, type PublicUrlConfig } from '../http/public-url.js';
 import type { Router } from '../http/router.js';
+import type { RequestView } from '../http/types.js';
 import type { WsRouteOptions } from '../http/ws-route.js';
 import { errorMessage } from '../util/error-message.js';
 import type { SessionAgentPort, SessionAgents } from './agent-port.js';
@@ -59,7 +60,8 @@ export interface SessionsOptions {
   readonly agents: SessionAgents;
   readonly port: SessionAgentPort;
   readonly transport: ReconcileTransport;
-  readonly urls: SessionUrlBases;
+  /** The URL bases of a request's caller (see sessionsComponent). */
+  readonly urls: (req: RequestView) => SessionUrlBases;
   /** v1 events (EventStore.append fits). */
   readonly emit: (e: SessionEvent) => void;
   /** svc_session_reconciliations_total, svc_sessions_killed_total (createMetrics() fits). */
@@ -106,7 +108,6 @@ export function createSessions(o: SessionsOptions): SessionsComponent {
     registry,
     agents: o.agents,
     port: o.port,
-    urls: o.urls,
     idempotency: new IdempotencyCache({ store }),
     hitl,
     metrics: o.metrics,
@@ -133,7 +134,7 @@ export function createSessions(o: SessionsOptions): SessionsComponent {
     hitl,
     wsRoutes: sessionWsRoutes({ hub: (id) => service.hub(id) }),
     registerRoutes(router) {
-      registerSessionRoutes(router, { sessions: service });
+      registerSessionRoutes(router, { sessions: service, urls: o.urls });
       registerHitlRoutes(router, { hitl });
     },
     agentConnected(agentId) {
@@ -167,7 +168,7 @@ export interface WireSessionsOptions {
   readonly commandClient?: AgentCommandClient;
   /** $SVC_STATE_DIR: sessions.db goes to `<stateDir>/sessions`. */
   readonly stateDir: string;
-  readonly urls: SessionUrlBases;
+  readonly urls: SessionsOptions['urls'];
   readonly emit: (e: SessionEvent) => void;
   readonly metrics: ReconcileMetrics;
   readonly logger: SessionLogger;
@@ -298,21 +299,24 @@ export function sessionsComponent(o: SessionsComponentOptions = {}): Component {
     start(ctx) {
       const { config } = ctx;
       const events = ctx.need('events');
-      // Session URLs need the HTTP listener's bound port (port 0 in tests), known only later.
-      const httpBase = (scheme: 'http' | 'ws'): string =>
-        `${scheme}://${formatAddress({ host: config.httpAddr.host, port: ctx.find('http')?.port ?? config.httpAddr.port })}`;
+      // The caller's URLs (src/http/public-url.ts): its Host (or a trusted proxy's forwarded
+      // headers), the listeners' bound ports (port 0 in tests) only as the last resort.
+      const publicUrls: PublicUrlConfig = {
+        trustedProxies: config.trustedProxies,
+        listener: () => ({ host: config.httpAddr.host, port: ctx.find('http')?.port ?? config.httpAddr.port }),
+      };
+      const urls = (req: RequestView): SessionUrlBases => {
+        const origin = publicOrigin(req, publicUrls);
+        return {
+          httpBaseUrl: originUrl(origin),
+          wsBaseUrl: listenerUrl(origin, 'ws', ctx.find('output')?.ws.port ?? config.wsAddr.port),
+        };
+      };
       const sessions = wireSessions({
         agents: ctx.need('agents'),
         actors: ctx.need('actors'),
         stateDir: config.stateDir,
-        urls: {
-          get httpBaseUrl() {
-            return httpBase('http');
-          },
-          get wsBaseUrl() {
-            return httpBase('ws');
-          },
-        },
+        urls,
         emit: (e) => events.append(e),
         metrics: ctx.metrics,
         logger: ctx.logger.child({ component: 'sessions' }),

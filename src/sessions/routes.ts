@@ -16,9 +16,11 @@
  * The WebSocket routes of a session are in src/sessions/pty-ws-routes.ts.
  */
 import type { Router } from '../http/router.js';
+import type { RequestView } from '../http/types.js';
 import { parseIdempotencyKey } from './idempotency.js';
 import { parseKillSignal } from './session-request.js';
 import type { SessionService } from './session-service.js';
+import type { SessionUrlBases } from './session-types.js';
 
 const str = { type: 'string' } as const;
 const bool = { type: 'boolean' } as const;
@@ -110,6 +112,8 @@ export const SESSION_ENTRY_SCHEMA = {
 
 export interface SessionRoutesDeps {
   readonly sessions: Pick<SessionService, 'create' | 'list' | 'kill'>;
+  /** The URL bases of the caller of a request (its Host, or a trusted proxy's forwarded headers). */
+  readonly urls: (req: RequestView) => SessionUrlBases;
 }
 
 export function registerSessionRoutes(router: Router, deps: SessionRoutesDeps): void {
@@ -119,7 +123,7 @@ export function registerSessionRoutes(router: Router, deps: SessionRoutesDeps): 
     responseSchema: SESSION_CREATE_SCHEMA,
     handler: async (req) => {
       const key = parseIdempotencyKey(req.headers);
-      const r = await deps.sessions.create(req.params['id'] ?? '', req.body, key);
+      const r = await deps.sessions.create(req.params['id'] ?? '', req.body, key, deps.urls(req));
       return { status: r.status, json: r.json, ...(r.replayed && { headers: { 'idempotency-replayed': 'true' } }) };
     },
   });
@@ -132,7 +136,7 @@ export function registerSessionRoutes(router: Router, deps: SessionRoutesDeps): 
       properties: { agent_id: str, sessions: { type: 'array', items: SESSION_ENTRY_SCHEMA } },
       required: ['agent_id', 'sessions'],
     },
-    handler: (req) => ({ status: 200, json: deps.sessions.list(req.params['id'] ?? '') }),
+    handler: (req) => ({ status: 200, json: deps.sessions.list(req.params['id'] ?? '', deps.urls(req)) }),
   });
 
   router.add({

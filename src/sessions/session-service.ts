@@ -22,7 +22,15 @@ import { SessionHub, type SessionHubOptions } from './session-hub.js';
 import type { SessionRegistry } from './session-registry.js';
 import { parseCreateSessionBody, type KillSignalName } from './session-request.js';
 import { SessionCause, type SessionCauseName } from './session-state.js';
-import { createResponseOf, listEntryOf, sessionSeq, type SessionRecord, type SessionUrlBases } from './session-types.js';
+import {
+  createResponseOf,
+  listEntryOf,
+  sessionSeq,
+  withCallerUrls,
+  type SessionCreateResponse,
+  type SessionRecord,
+  type SessionUrlBases,
+} from './session-types.js';
 import type { SessionKillResult, SessionList } from '../wire/sessions.js';
 import { killOutcomeOf, tmuxAttachArgv, tmuxCreateArgv, tmuxHasSessionArgv, tmuxKillArgv, type TmuxSocket } from '../core/tmux-argv.js';
 
@@ -39,7 +47,6 @@ export interface SessionServiceOptions {
   readonly registry: SessionRegistry;
   readonly agents: SessionAgents;
   readonly port: SessionAgentPort;
-  readonly urls: SessionUrlBases;
   readonly idempotency?: IdempotencyCache;
   readonly hitl?: HitlService;
   readonly metrics?: { readonly sessionsKilledTotal: CounterLike };
@@ -71,12 +78,15 @@ export class SessionService {
     return this.#hubs.get(sessionId);
   }
 
-  /** POST /api/v1/agents/{id}/sessions. */
-  async create(agentId: string, body: unknown, idempotencyKey: string | undefined): Promise<IdempotencyOutcome> {
+  /**
+   * POST /api/v1/agents/{id}/sessions. `urls`: the caller's (from its request); a replayed
+   * response gets them too, whoever created the session.
+   */
+  async create(agentId: string, body: unknown, idempotencyKey: string | undefined, urls: SessionUrlBases): Promise<IdempotencyOutcome> {
     const req = parseCreateSessionBody(body);
     const agent = this.#agent(agentId);
     const hash = requestHash('POST', `/api/v1/agents/${agentId}/sessions`, body ?? {});
-    return await this.#idem.run(agentId, idempotencyKey, hash, async () => {
+    const outcome = await this.#idem.run(agentId, idempotencyKey, hash, async () => {
       if (!this.#o.agents.get(agentId)?.connected) throw new SvcError('server.unavailable', `agent ${agentId} is not connected`);
       const rec = this.#o.registry.create({
         agentId,
@@ -106,12 +116,15 @@ export class SessionService {
       hub.setStatus('running', true);
       const now = this.#o.registry.get(rec.sessionId) ?? rec;
       this.#event('agent.pty.created', now, { command: now.command });
-      return { status: 200, json: createResponseOf(now, this.#o.urls) };
+      return { status: 200, json: createResponseOf(now, urls) };
     });
+    return outcome.replayed && outcome.status === 200
+      ? { ...outcome, json: withCallerUrls(outcome.json as SessionCreateResponse, urls) }
+      : outcome;
   }
 
-  /** GET /api/v1/agents/{id}/sessions. */
-  list(agentId: string): SessionList {
+  /** GET /api/v1/agents/{id}/sessions, with the caller's URLs. */
+  list(agentId: string, urls: SessionUrlBases): SessionList {
     const records = this.#o.registry.listByAgent(agentId);
     const agent = this.#o.agents.get(agentId);
     if (agent === undefined && records.length === 0)
@@ -123,7 +136,7 @@ export class SessionService {
       return listEntryOf(
         r,
         { membership: hub?.membership() ?? { controllers: [], observers: [], attachment_count: 0 }, agentConnected: connected, ...stats },
-        this.#o.urls,
+        urls,
       );
     });
     return { agent_id: agentId, sessions };

@@ -2,13 +2,18 @@
  * Interactive sessions (spec part 2, "Interactive session"): the record the registry keeps, the
  * create response and list entry built from it, and the URLs clients use to attach.
  *
- * URL decisions (documented in the README):
- * - pty-ws.v1: `ws(s)://<http listener>/api/v1/sessions/{session_id}/pty`, subprotocol
- *   `pty-ws.v1` (required). Frames: pty-ws-protocol.ts.
- * - orchestrate: `ws(s)://<http listener>/ws/sessions/{session_id}/orchestrate?role=observer|controller`,
+ * URL decisions (documented in the README). Every URL is the caller's: the bases come from the
+ * request (src/http/public-url.ts: Host, or the forwarded headers of a trusted proxy), never from
+ * the listen address, and a replayed create response gets the replaying caller's URLs.
+ * - pty-ws.v1: `ws(s)://<caller's origin>/api/v1/sessions/{session_id}/pty`, subprotocol
+ *   `pty-ws.v1` (required). Frames: pty-ws-protocol.ts. Absolute: a relative reference cannot
+ *   change the scheme from http to ws for a client that is not a browser.
+ * - orchestrate: `ws(s)://<caller's origin>/ws/sessions/{session_id}/orchestrate?role=observer|controller`,
  *   the same frames with an implicit join at open (role from the query, default observer).
- * - ws_endpoint: the legacy dashboard listener (spec 4.18) root, with `join_message`.
- * - chat_stream_url: `<http>/api/v1/agent-output/chat?command_id=…&session_id=…` when the
+ * - ws_endpoint: the root of the WebSocket listener (spec 4.18, SVC_WS_ADDR), `ws://<caller's host
+ *   name>:<its port>/`, where `join_message` is sent.
+ * - chat_stream_url: relative, `/api/v1/agent-output/chat?command_id=…&session_id=…` (same origin
+ *   and scheme as the request, so any client resolves it against the URL it called) when the
  *   session's command emits stream-json (chat_source `stream-json`), else null (`none`).
  */
 import type {
@@ -89,9 +94,11 @@ export function sessionSeq(generation: number, commandSeq: number): number {
   return generation * kGenerationSeqSpan + commandSeq;
 }
 
-/** Where clients reach the listeners, e.g. `http://127.0.0.1:8122` and `ws://127.0.0.1:8121`. */
+/** Where the caller reaches the listeners, e.g. `http://box.example:8122` and `ws://box.example:8121/`. */
 export interface SessionUrlBases {
+  /** The HTTP listener's origin as the caller reached it. */
   readonly httpBaseUrl: string;
+  /** The WebSocket listener's root (spec 4.18) as the caller reaches it. */
   readonly wsBaseUrl: string;
 }
 
@@ -117,22 +124,44 @@ export function orchestrateUrl(bases: SessionUrlBases, sessionId: string, role: 
   return `${wsSchemeOf(bases.httpBaseUrl)}/ws/sessions/${encodeURIComponent(sessionId)}/orchestrate?role=${role}`;
 }
 
-function accessFields(r: SessionRecord, bases: SessionUrlBases): SessionAccessFields {
-  const chat = chatSourceOf(r.command);
-  const q = `command_id=${encodeURIComponent(r.commandId)}&session_id=${encodeURIComponent(r.sessionId)}`;
+type UrlFields = Pick<
+  SessionAccessFields,
+  'ws_endpoint' | 'pty_ws_url' | 'orchestrator_observer_url' | 'orchestrator_controller_url' | 'chat_stream_url'
+>;
+
+/** The URL fields of a session for one caller. */
+function urlFields(sessionId: string, commandId: string, chat: 'stream-json' | 'none', bases: SessionUrlBases): UrlFields {
+  const q = `command_id=${encodeURIComponent(commandId)}&session_id=${encodeURIComponent(sessionId)}`;
   return {
     ws_endpoint: `${trimSlash(bases.wsBaseUrl)}/`,
+    pty_ws_url: ptyWsUrl(bases, sessionId),
+    orchestrator_observer_url: orchestrateUrl(bases, sessionId, 'observer'),
+    orchestrator_controller_url: orchestrateUrl(bases, sessionId, 'controller'),
+    chat_stream_url: chat === 'none' ? null : `/api/v1/agent-output/chat?${q}`,
+  };
+}
+
+/** A stored create response (an idempotent replay) with the URLs of the caller replaying it. */
+export function withCallerUrls(stored: SessionCreateResponse, bases: SessionUrlBases): SessionCreateResponse {
+  return { ...stored, ...urlFields(stored.session_id, stored.command_id, stored.chat_source, bases) };
+}
+
+function accessFields(r: SessionRecord, bases: SessionUrlBases): SessionAccessFields {
+  const chat = chatSourceOf(r.command);
+  const urls = urlFields(r.sessionId, r.commandId, chat, bases);
+  return {
+    ws_endpoint: urls.ws_endpoint,
     join_message: { type: 'join_session', session_id: r.sessionId, role: 'controller' },
-    pty_ws_url: ptyWsUrl(bases, r.sessionId),
+    pty_ws_url: urls.pty_ws_url,
     pty_ws_subprotocol: PTY_WS_SUBPROTOCOL,
-    orchestrator_observer_url: orchestrateUrl(bases, r.sessionId, 'observer'),
-    orchestrator_controller_url: orchestrateUrl(bases, r.sessionId, 'controller'),
+    orchestrator_observer_url: urls.orchestrator_observer_url,
+    orchestrator_controller_url: urls.orchestrator_controller_url,
     default_role: DEFAULT_ROLE,
     controller_policy: CONTROLLER_POLICY,
     session_backend: r.sessionBackend,
     session_class: r.sessionClass,
     chat_source: chat,
-    chat_stream_url: chat === 'none' ? null : `${trimSlash(bases.httpBaseUrl)}/api/v1/agent-output/chat?${q}`,
+    chat_stream_url: urls.chat_stream_url,
   };
 }
 

@@ -1,6 +1,7 @@
 /**
- * The sessions integration tests' server: startServer with the events, actors, agents, sessions,
- * HTTP and gRPC listener components (what src/main.ts starts, without VMs, tasks and output); real
+ * The sessions integration tests' server: startServer with the events, actors, agents, output (the
+ * WebSocket listener the create record's ws_endpoint names), sessions, HTTP and gRPC listener
+ * components (what src/main.ts starts, without VMs and tasks); real
  * sandbox-agent processes with a private tmux server each (TMUX_TMPDIR) and a HOME of their own
  * (an empty one: no dotfiles, so a shell starts the same on every machine), pty-ws.v1 clients
  * over the `ws` package whose waits name what they waited for and show the frames received.
@@ -20,6 +21,7 @@ import type { EventStore } from '../../src/events/event-store.js';
 import { startServer } from '../../src/main.js';
 import { actorsComponent, httpComponent } from '../../src/server/runtime-components.js';
 import { sessionsComponent, type WiredSessions } from '../../src/sessions/component.js';
+import { outputComponent } from '../../src/streaming/component.js';
 import { DEADLINE_MS, tail, waitFor } from '../support/wait.js';
 import { AGENT_BIN } from './agents-harness.js';
 
@@ -28,6 +30,8 @@ export interface SessionsServer {
   readonly secretsDir: string;
   readonly trustDomain: string;
   readonly http: number;
+  /** The WebSocket listener's port (SVC_WS_ADDR). */
+  readonly ws: number;
   readonly grpc: number;
   readonly base: string;
   readonly wsBase: string;
@@ -61,6 +65,7 @@ export async function startSessionsServer(dir: string, grpcPort = 0, graceSecond
       eventsComponent(),
       actorsComponent,
       agentsComponent,
+      outputComponent(),
       sessionsComponent({ graceSeconds }),
       httpComponent,
       agentListenerComponent,
@@ -75,6 +80,7 @@ export async function startSessionsServer(dir: string, grpcPort = 0, graceSecond
     secretsDir: config.secretsDir,
     trustDomain: config.trustDomain,
     http: http.port,
+    ws: server.ports.ws,
     grpc: grpc.port,
     base,
     wsBase: `ws://127.0.0.1:${http.port}`,

@@ -33,7 +33,7 @@ test('createSessions wires routes, WS routes and reconciliation on a durable sto
         sendSessionQuery: (a) => sent.push(`query ${a}`),
         sendSessionReconcile: (a, m) => sent.push(`reconcile ${a} kill=${m.killSessionIds.join(',')}`),
       },
-      urls: { httpBaseUrl: 'http://127.0.0.1:8122', wsBaseUrl: 'ws://127.0.0.1:8121' },
+      urls: () => ({ httpBaseUrl: 'http://127.0.0.1:8122', wsBaseUrl: 'ws://127.0.0.1:8121' }),
       emit: (e) => events.push(e),
       metrics: { sessionReconciliationsTotal: counter, sessionsKilledTotal: counter },
       logger: { warn: () => undefined, info: () => undefined },

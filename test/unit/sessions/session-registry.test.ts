@@ -8,7 +8,7 @@ import { SvcError } from '../../../src/core/errors.js';
 import { SessionRegistry, type SessionStateChange } from '../../../src/sessions/session-registry.js';
 import { SessionCause, sessionTransitionsMarkdown } from '../../../src/sessions/session-state.js';
 import { SESSIONS_DB_FILE, SessionStore } from '../../../src/sessions/session-store.js';
-import { createResponseOf, listEntryOf, sessionSeq } from '../../../src/sessions/session-types.js';
+import { createResponseOf, listEntryOf, sessionSeq, withCallerUrls } from '../../../src/sessions/session-types.js';
 
 const URLS = { httpBaseUrl: 'http://127.0.0.1:8122', wsBaseUrl: 'ws://127.0.0.1:8121' };
 
@@ -130,7 +130,19 @@ describe('SessionRegistry', () => {
     );
     assert.deepEqual([c.observe_supported, c.drive_supported, c.reattach_supported], [true, true, true]);
     assert.equal(c.chat_source, 'stream-json');
-    assert.equal(c.chat_stream_url, `http://127.0.0.1:8122/api/v1/agent-output/chat?command_id=${r.commandId}&session_id=${r.sessionId}`);
+    // Relative: same origin and scheme as the request, resolved by the client against the URL it called.
+    assert.equal(c.chat_stream_url, `/api/v1/agent-output/chat?command_id=${r.commandId}&session_id=${r.sessionId}`);
+    const other = withCallerUrls(c, { httpBaseUrl: 'https://box.example', wsBaseUrl: 'ws://box.example:8121' });
+    assert.deepEqual(
+      [other.pty_ws_url, other.orchestrator_observer_url, other.ws_endpoint, other.chat_stream_url, other.session_id],
+      [
+        `wss://box.example/api/v1/sessions/${r.sessionId}/pty`,
+        `wss://box.example/ws/sessions/${r.sessionId}/orchestrate?role=observer`,
+        'ws://box.example:8121/',
+        c.chat_stream_url,
+        r.sessionId,
+      ],
+    );
     const e = listEntryOf(
       r,
       {

@@ -11,6 +11,7 @@ import { after, afterEach, before, beforeEach, describe, test } from 'node:test'
 import { registerSessionRoutes } from '../../../src/sessions/routes.js';
 import { inject } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';
+import type { RequestView } from '../../../src/http/types.js';
 import { HitlService } from '../../../src/sessions/hitl.js';
 import { IdempotencyCache } from '../../../src/sessions/idempotency.js';
 import type { JoinFrame } from '../../../src/sessions/pty-ws-protocol.js';
@@ -96,7 +97,6 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
       registry,
       agents: { get: (id) => agents.get(id) },
       port,
-      urls: URLS,
       idempotency: new IdempotencyCache({ store }),
       hitl,
       metrics: { sessionsKilledTotal: counter(killed) },
@@ -124,7 +124,12 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     });
     port.sink = service;
     const router = new Router();
-    registerSessionRoutes(router, { sessions: service });
+    // The caller's URLs: its Host when it sends one (as sessionsComponent does through src/http/public-url.ts).
+    const urls = (req: RequestView) => {
+      const host = req.headers['host'];
+      return host === undefined ? URLS : { httpBaseUrl: `http://${host}`, wsBaseUrl: `ws://${host.replace(/:\d+$/, '')}:8121` };
+    };
+    registerSessionRoutes(router, { sessions: service, urls });
     return { store, service, router, events, reconciler, hitl, killed };
   }
 
@@ -210,6 +215,13 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     assert.equal(b.status, 200);
     assert.equal(b.headers['idempotency-replayed'], 'true');
     assert.deepEqual(b.json, a.json);
+    // A replay through another host name (a proxy, a tunnel) answers with that caller's URLs.
+    const viaProxy = await create(s, { command: 'sleep 600' }, { 'idempotency-key': 'key-1', host: 'tunnel.example:9000' });
+    assert.equal(viaProxy.headers['idempotency-replayed'], 'true');
+    assert.equal(viaProxy.json.session_id, a.json.session_id);
+    assert.equal(viaProxy.json.pty_ws_url, `ws://tunnel.example:9000/api/v1/sessions/${a.json.session_id}/pty`);
+    assert.equal(viaProxy.json.ws_endpoint, 'ws://tunnel.example:8121/');
+    assert.equal(a.json.pty_ws_url, `ws://127.0.0.1:8122/api/v1/sessions/${a.json.session_id}/pty`);
     const c = await inject(s.router, {
       method: 'POST',
       url: '/api/v1/agents/agent-1/sessions',
