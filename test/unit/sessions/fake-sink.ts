@@ -5,6 +5,7 @@
  */
 import type { FrameSink } from '../../../src/sessions/session-hub.js';
 import { decodeOutputBinary } from '../../../src/sessions/pty-ws-frames.js';
+import type { JoinFrame } from '../../../src/sessions/pty-ws-protocol.js';
 import { tail } from '../../support/wait.js';
 
 let nextId = 1000;
@@ -92,4 +93,22 @@ export class FakeSink implements FrameSink {
   seqs(): number[] {
     return this.frames.filter((f) => f.op === 'pty.output' || f.op === 'binary').map((f) => f['seq'] as number);
   }
+}
+
+/** A pty.join_session frame with every field unset but `over`. */
+export function join(over: Partial<JoinFrame> = {}): JoinFrame {
+  return {
+    op: 'pty.join_session',
+    role: undefined,
+    sessionBackend: undefined,
+    sessionClass: undefined,
+    argv: undefined,
+    cwd: undefined,
+    env: undefined,
+    terminalSize: undefined,
+    replayFrom: undefined,
+    binaryOutput: false,
+    clientLabel: undefined,
+    ...over,
+  };
 }

@@ -11,7 +11,7 @@ import { pino } from 'pino';
 import { Router } from '../../../src/http/router.js';
 import { startHttpListener, type HttpListener } from '../../../src/http/uws-server.js';
 import { encodeClientFrame } from '../../../src/sessions/pty-ws-frames.js';
-import type { JoinFrame } from '../../../src/sessions/pty-ws-protocol.js';
+import { join } from './fake-sink.js';
 import { parseOrchestrateQuery, sessionWsRoutes } from '../../../src/sessions/pty-ws-routes.js';
 import { SessionHub } from '../../../src/sessions/session-hub.js';
 import { DEADLINE_MS, waitFor } from '../../support/wait.js';
@@ -82,23 +82,6 @@ function refusedStatus(url: string, protocols?: string[]): Promise<number> {
     ws.on('open', () => reject(new Error('upgrade was accepted')));
     ws.on('error', () => undefined);
   });
-}
-
-function join(over: Partial<JoinFrame> = {}): JoinFrame {
-  return {
-    op: 'pty.join_session',
-    role: undefined,
-    sessionBackend: undefined,
-    sessionClass: undefined,
-    argv: undefined,
-    cwd: undefined,
-    env: undefined,
-    terminalSize: undefined,
-    replayFrom: undefined,
-    binaryOutput: false,
-    clientLabel: undefined,
-    ...over,
-  };
 }
 
 describe('session WebSocket routes over real sockets', { timeout: 120_000 }, () => {

@@ -1,27 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { encodeBinaryInput, encodeClientFrame } from '../../../src/sessions/pty-ws-frames.js';
-import { decodeClientFrame, type ClientFrame, type JoinFrame } from '../../../src/sessions/pty-ws-protocol.js';
+import { decodeClientFrame, type ClientFrame } from '../../../src/sessions/pty-ws-protocol.js';
 import { SessionHub, type SessionHubOptions } from '../../../src/sessions/session-hub.js';
 import { DEADLINE_MS, waitFor } from '../../support/wait.js';
-import { FakeSink } from './fake-sink.js';
-
-function join(over: Partial<JoinFrame> = {}): JoinFrame {
-  return {
-    op: 'pty.join_session',
-    role: undefined,
-    sessionBackend: undefined,
-    sessionClass: undefined,
-    argv: undefined,
-    cwd: undefined,
-    env: undefined,
-    terminalSize: undefined,
-    replayFrom: undefined,
-    binaryOutput: false,
-    clientLabel: undefined,
-    ...over,
-  };
-}
+import { FakeSink, join } from './fake-sink.js';
 
 interface Rig {
   hub: SessionHub;

@@ -14,7 +14,6 @@ import { Router } from '../../../src/http/router.js';
 import type { RequestView } from '../../../src/http/types.js';
 import { HitlService } from '../../../src/sessions/hitl.js';
 import { IdempotencyCache } from '../../../src/sessions/idempotency.js';
-import type { JoinFrame } from '../../../src/sessions/pty-ws-protocol.js';
 import type { SessionEvent } from '../../../src/sessions/reconcile.js';
 import { SessionReconciler } from '../../../src/sessions/session-reconciler.js';
 import { SessionRegistry } from '../../../src/sessions/session-registry.js';
@@ -22,30 +21,13 @@ import { SessionService } from '../../../src/sessions/session-service.js';
 import { SessionStore } from '../../../src/sessions/session-store.js';
 import { kGenerationSeqSpan, type SessionCreateResponse, type SessionListEntry } from '../../../src/sessions/session-types.js';
 import { parseTmuxPanes, tmuxCreateArgv, tmuxListPanesArgv } from '../../../src/core/tmux-argv.js';
-import { FakeSink } from './fake-sink.js';
+import { FakeSink, join } from './fake-sink.js';
 import { LocalAgentPort } from './local-agent-port.js';
 import { TmuxHarness } from './tmux-harness.js';
 import { DEADLINE_MS, waitFor } from '../../support/wait.js';
 
 const URLS = { httpBaseUrl: 'http://127.0.0.1:8122', wsBaseUrl: 'ws://127.0.0.1:8121' };
 const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
-
-function join(over: Partial<JoinFrame> = {}): JoinFrame {
-  return {
-    op: 'pty.join_session',
-    role: undefined,
-    sessionBackend: undefined,
-    sessionClass: undefined,
-    argv: undefined,
-    cwd: undefined,
-    env: undefined,
-    terminalSize: undefined,
-    replayFrom: undefined,
-    binaryOutput: false,
-    clientLabel: undefined,
-    ...over,
-  };
-}
 
 /** Waits until `cond` holds for what `sink` received; the timeout shows its last frames and output. */
 function untilSeen(sink: FakeSink, what: string, cond: () => boolean): Promise<true> {
