@@ -16,26 +16,16 @@
  * - Every state change the port makes is reported to `onEvent` listeners once, with its reason;
  *   changes made behind sandboxd's back are reported by the implementation's event source.
  */
+import type { VmEventType } from '../wire/events.js';
 import type { VmState } from '../wire/vms.js';
 
 /** The spec's VM states (part 2): declared with the API's wire shapes (src/wire/vms.ts). */
 export { VM_STATES } from '../wire/vms.js';
 export type { VmState };
 
-/** The spec's VM lifecycle event types (part 6). */
-export const VM_EVENT_TYPES = [
-  'vm.started',
-  'vm.stopped',
-  'vm.crashed',
-  'vm.shutdown',
-  'vm.rebooted',
-  'vm.suspended',
-  'vm.resumed',
-  'vm.defined',
-  'vm.undefined',
-  'vm.pmsuspended',
-] as const;
-export type VmEventType = (typeof VM_EVENT_TYPES)[number];
+/** The spec's VM lifecycle event types (part 6): declared with the API's wire shapes (src/wire/events.ts). */
+export { VM_EVENT_TYPES } from '../wire/events.js';
+export type { VmEventType };
 
 /** What sandboxd records in a domain's `<metadata>` (and reads back). */
 export interface DomainMetadata {

@@ -22,3 +22,18 @@ export interface EventPage {
   /** Id of the newest event in the store (0 when empty): poll with since=last_event_id. */
   last_event_id: number;
 }
+
+/** The spec's VM lifecycle event types (part 6). */
+export const VM_EVENT_TYPES = [
+  'vm.started',
+  'vm.stopped',
+  'vm.crashed',
+  'vm.shutdown',
+  'vm.rebooted',
+  'vm.suspended',
+  'vm.resumed',
+  'vm.defined',
+  'vm.undefined',
+  'vm.pmsuspended',
+] as const;
+export type VmEventType = (typeof VM_EVENT_TYPES)[number];

@@ -19,17 +19,11 @@ import type { AppContext, ViewInstance } from '../context.js';
 import { frameThrottle, h, setText, uid } from '../dom.js';
 import { describeError } from '../ui/toast.js';
 import { button, emptyState, pageHeader, section } from '../ui/widgets.js';
+import { VM_EVENT_TYPES } from '../../../wire/events.js';
 
+/** The spec's event types (part 6), offered in the type filter. */
 const SPEC_EVENT_TYPES = [
-  'vm.started',
-  'vm.stopped',
-  'vm.crashed',
-  'vm.shutdown',
-  'vm.rebooted',
-  'vm.suspended',
-  'vm.resumed',
-  'vm.defined',
-  'vm.undefined',
+  ...VM_EVENT_TYPES,
   'agent.connected',
   'agent.disconnected',
   'agent.registered',
