@@ -6,6 +6,12 @@
  * an RFC 3339 date-time: only events whose timestamp is after it), event_type (exact, or a prefix
  * ending in `*` such as `agent.*`), agent_id, vm_name, limit (1-5000, default 100; the newest
  * matches, oldest first), follow (true: an SSE stream of `event` frames, starting after `since`).
+ *
+ * Every follow event goes out twice: as `event: event` with its id (what our clients read) and
+ * right after as an unnamed `data:` frame, which an EventSource delivers to `onmessage` (what the
+ * reference dashboard listens to; README "Compatibility with the reference dashboard"). Clients
+ * that dispatch on the event name ignore the unnamed copy. A follower cut off as slow gets
+ * `event: lagged` (the reference's resync signal) before the `event: error` slow-consumer frame.
  */
 import { SvcError } from '../core/errors.js';
 import type { EventPage, EventQuery, EventRecord, EventStore, StoredEvent } from './event-store.js';
@@ -118,7 +124,12 @@ function queryAfterTime(store: EventStore, filter: Omit<EventQuery, 'limit' | 's
 
 /** The events follow's slow-consumer frame: resume with since = the last id it got. */
 function slowFollowFrame(cursor: string | undefined): string {
-  return `event: error\ndata: ${JSON.stringify({ code: 'slow_subscriber', message: 'subscriber fell behind; resume with since', since: Number(cursor ?? 0) })}\n\n`;
+  const data = JSON.stringify({
+    code: 'slow_subscriber',
+    message: 'subscriber fell behind; resume with since',
+    since: Number(cursor ?? 0),
+  });
+  return `event: lagged\ndata: ${data}\n\nevent: error\ndata: ${data}\n\n`;
 }
 
 /**
@@ -140,10 +151,10 @@ function followEvents(
     (filter.vmName === undefined || e.vm_name === filter.vmName) &&
     (filter.eventType === undefined ||
       (filter.eventType.endsWith('*') ? e.event_type.startsWith(filter.eventType.slice(0, -1)) : e.event_type === filter.eventType));
-  const frame = (e: StoredEvent): { frame: string; cursor: string } => ({
-    frame: `id: ${e.id}\nevent: event\ndata: ${JSON.stringify(e)}\n\n`,
-    cursor: String(e.id),
-  });
+  const frame = (e: StoredEvent): { frame: string; cursor: string } => {
+    const data = JSON.stringify(e);
+    return { frame: `id: ${e.id}\nevent: event\ndata: ${data}\n\ndata: ${data}\n\n`, cursor: String(e.id) };
+  };
   let lastId = filter.since ?? 0;
   let replay: StoredEvent[] = [];
   // The cursor reported if it is cut off before any write: where an integer since resumes.
