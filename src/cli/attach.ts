@@ -1,6 +1,6 @@
 /**
  * `sbx session attach`: this terminal becomes a view of (or, with the controller role, the
- * keyboard of) a session, over pty-ws.v1.
+ * keyboard of) a session, over the pty-ws.v1 binding (src/client/pty-ws.ts).
  *
  * - stdin in raw mode while attached, restored on every way out (detach, close, error, signal,
  *   process exit);
@@ -8,27 +8,34 @@
  *   dropped as observer (with a one-time hint);
  * - the window size follows SIGWINCH (only the controller's size reaches the PTY);
  * - which role was granted is printed on stderr (a --control request may be downgraded);
+ * - a Keyframe (the join's screen, or a redraw after a replay gap) resets this terminal (ESC c)
+ *   and writes the snapshot, so the screen starts as the session's is, not mid-stream;
  * - a dropped connection (server restart, network, slow-consumer cut) reconnects with backoff
- *   and resumes after the last output seq, for up to a minute.
+ *   and resumes after the last sequence received, for up to a minute.
  */
 import { ApiClient } from '../client/api-client.js';
-import { PtyCloseCode, type PtyConnection } from '../client/pty-ws.js';
-import type { SessionRole } from '../client/types.js';
+import { PtyCloseCode, type PtyConnection, type PtyRole, type PtyRoleInfo } from '../client/pty-ws.js';
 import { backoffDelayMs } from '../client/sse-stream.js';
 import { ExitCode } from './exit-codes.js';
 import type { CommandContext } from './io.js';
 
+/** RIS (ESC c): a full terminal reset, written before a keyframe's snapshot. */
+const RESET = '\u001bc';
 /** Ctrl-] as a byte. */
 export const DETACH_BYTE = 0x1d;
 export const DETACH_KEY_NAME = 'Ctrl-]';
 /** Give up reconnecting after this long without a connection, ms. */
 const kReconnectWindowMs = 60_000;
+/** Closes after which the session may still be there: reconnect and resume. */
 const RECONNECT_CODES: ReadonlySet<number> = new Set([
   PtyCloseCode.goingAway,
   PtyCloseCode.abnormal,
-  PtyCloseCode.pongTimeout,
+  PtyCloseCode.serverError,
   PtyCloseCode.slowConsumer,
+  PtyCloseCode.rateLimited,
 ]);
+/** binding_goodbye reasons before a 1000 close that do not mean the session is over. */
+const RECONNECT_GOODBYES: ReadonlySet<string> = new Set(['server_shutdown', 'rate_limited']);
 
 type Ending =
   | { kind: 'detach' }
@@ -36,12 +43,15 @@ type Ending =
   | { kind: 'exited'; exitCode: number | null; reason: string }
   | { kind: 'closed'; code: number; reason: string; error: { code: string; message: string } | null };
 
-function roleMessage(sessionId: string, granted: SessionRole, requested: SessionRole, reason: string | undefined, again: boolean): string {
+function roleMessage(sessionId: string, granted: PtyRole, info: PtyRoleInfo, again: boolean): string {
   const verb = again ? 'reattached to' : 'attached to';
   if (granted === 'controller') return `${verb} ${sessionId} as controller; Ctrl-] detaches`;
-  if (requested === 'controller') {
+  if (info.downgraded) {
+    // The binding says only that it was downgraded; a reason that is not about the lease is shown.
     const why =
-      reason === 'lease_held' || reason === undefined ? 'the controller lease is held by another client' : `controller refused (${reason})`;
+      info.reason === undefined || /lease|held/i.test(info.reason)
+        ? 'the controller lease is held by another client'
+        : `controller refused (${info.reason.replace(/_/g, ' ')})`;
     return `${why}: ${verb} ${sessionId} as observer (read-only); Ctrl-] detaches`;
   }
   return `${verb} ${sessionId} as observer (read-only; --control to type); Ctrl-] detaches`;
@@ -63,7 +73,7 @@ export async function attachTerminal(
   const WebSocketCtor = await io.webSocket();
   // The ws base may differ from the HTTP server (a context's `ws`): a client for it.
   const wsApi = new ApiClient({ baseUrl: ctx.settings.ws.replace(/^ws(s?):/i, 'http$1:'), WebSocket: WebSocketCtor });
-  const requested: SessionRole = control ? 'controller' : 'observer';
+  const requested: PtyRole = control ? 'controller' : 'observer';
   // A terminal of unknown size reports 0 (or nothing): assume 80x24 rather than shrink the PTY.
   const dim = (v: number | undefined, dflt: number): number => (v !== undefined && v > 0 ? Math.min(1000, v) : dflt);
   const size = (): { cols: number; rows: number } => ({ cols: dim(io.stdout.columns, 80), rows: dim(io.stdout.rows, 24) });
@@ -108,6 +118,7 @@ export async function attachTerminal(
     new Promise<Ending>((resolve) => {
       let lastError: { code: string; message: string } | null = null;
       let exited: { exitCode: number | null; reason: string } | null = null;
+      let goodbye: string | null = null;
       finishUser = (e) => {
         resolve(e);
         conn?.close(1000, 'detached');
@@ -123,23 +134,33 @@ export async function attachTerminal(
         clientLabel: `sbx ${ctx.settings.actor}`,
         onRole: (granted, info) => {
           joined = true;
-          io.stderr.write(`\r\nsbx: ${roleMessage(sessionId, granted, info.requested, info.reason, again)}\r\n`);
+          io.stderr.write(`\r\nsbx: ${roleMessage(sessionId, granted, info, again)}\r\n`);
         },
-        onReplay: ({ reset }) => {
-          // The retained output starts mid-stream: begin from a clean screen.
-          if (reset) io.stdout.write('\u001b[H\u001b[2J');
+        onKeyframe: (k) => {
+          // The session's screen as it is now: start from a reset terminal and draw it.
+          io.stdout.write(RESET);
+          io.stdout.write(k.snapshot);
         },
         onOutput: (bytes) => {
           io.stdout.write(bytes);
         },
         onExit: (info) => {
-          exited = info;
+          exited = { exitCode: info.exitCode, reason: info.reason === 'normal' ? '' : info.reason };
         },
-        onError: (code, message) => {
-          lastError = { code, message };
+        onError: (code, message, info) => {
+          // A replay gap is mended by the keyframe that follows; a PTY hiccup does not end the attach.
+          if (info.scope === 'binding' && code !== 'REPLAY_OUT_OF_RANGE') lastError = { code, message };
         },
-        onClose: (code, reason) =>
-          resolve(exited !== null ? { kind: 'exited', ...exited } : { kind: 'closed', code, reason, error: lastError }),
+        onGoodbye: (reason) => {
+          goodbye = reason;
+        },
+        onClose: (code, reason) => {
+          if (exited !== null) resolve({ kind: 'exited', ...exited });
+          // "Closed after goodbye" is 1000; a server going down or shedding load is not the session's end.
+          else if (code === PtyCloseCode.normal && goodbye !== null && RECONNECT_GOODBYES.has(goodbye))
+            resolve({ kind: 'closed', code: PtyCloseCode.goingAway, reason: goodbye, error: null });
+          else resolve({ kind: 'closed', code, reason, error: lastError });
+        },
       });
     });
 
@@ -152,8 +173,9 @@ export async function attachTerminal(
       joined = false;
       ending = await attachOnce(replayFrom, again);
       if (ending.kind !== 'closed' || !RECONNECT_CODES.has(ending.code)) break;
-      const last = (conn as PtyConnection | null)?.lastSeq ?? -1;
-      if (last >= 0) replayFrom = last + 1;
+      // The connection starts from replayFrom and forgets it only when the server cannot replay it.
+      const last = (conn as PtyConnection | null)?.lastSequence ?? -1;
+      replayFrom = last >= 0 ? last : undefined;
       if (joined) {
         downSinceMs = null;
         failures = 0;
@@ -215,7 +237,12 @@ export async function attachTerminal(
           : `connection closed (${ending.code}${ending.reason !== '' ? ` ${ending.reason}` : ''})`;
       io.stderr.write(`\r\nsbx: ${why}\n`);
       if (ending.code === PtyCloseCode.sessionNotFound) return ExitCode.NOT_FOUND;
-      if (ending.code === PtyCloseCode.protocolError || ending.code === PtyCloseCode.unsupportedSelection) return ExitCode.OTHER;
+      if (
+        ending.code === PtyCloseCode.protocolError ||
+        ending.code === PtyCloseCode.unauthenticated ||
+        ending.code === PtyCloseCode.forbidden
+      )
+        return ExitCode.OTHER;
       return ExitCode.SERVER;
     }
   }

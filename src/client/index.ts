@@ -11,7 +11,21 @@ export {
   type WebSocketConstructor,
   type WebSocketLike,
 } from './http-transport.js';
-export { PtyConnection, PTY_WS_SUBPROTOCOL, type PtyConnectOptions } from './pty-ws.js';
+export {
+  PtyCloseCode,
+  PtyConnection,
+  PTY_WS_BINARY_SUBPROTOCOL,
+  PTY_WS_SUBPROTOCOL,
+  type PtyClientRef,
+  type PtyConnectOptions,
+  type PtyErrorInfo,
+  type PtyKeyframe,
+  type PtyMembership,
+  type PtyOutputStream,
+  type PtyRole,
+  type PtyRoleInfo,
+  type PtyServerMessage,
+} from './pty-ws.js';
 export { parseSseText, SseParser, type SseEvent, type SseParserHandlers } from './sse-parser.js';
 export { backoffDelayMs, sseStream, type FetchLike, type SseStreamOptions } from './sse-stream.js';
 export { pollUntil, type PollOptions } from './wait.js';

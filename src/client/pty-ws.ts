@@ -1,144 +1,222 @@
 /**
- * A terminal connection over pty-ws.v1 (WebSocket subprotocol `pty-ws.v1` on
- * `/api/v1/sessions/{session_id}/pty` of the HTTP listener), for the dashboard's xterm.js and
- * `sbx session attach`. The WebSocket constructor is injected (the browser's, or the `ws`
- * package's in Node), so this file runs in both. The frames are the server's
- * (src/sessions/pty-ws-protocol.ts); every frame is JSON text with an `op` field:
+ * A terminal connection over the published pty-ws.v1 binding (`/api/v1/sessions/{id}/pty` on the
+ * HTTP listener), for the dashboard's xterm.js and `sbx session attach`. The WebSocket constructor
+ * is injected (the browser's, or the `ws` package's in Node), so this file runs in both. The
+ * frames are the binding's (src/sessions/binding/README.md; this client's reading of them is
+ * pty-ws-wire.ts):
  *
- *   server → binding_hello {binding, version, session, session_host, supported_operations, limits}
- *   client → pty.join_session {role, terminal_size: {cols, rows}, replay_from?, client_label?}
- *   server → pty.role_assigned {role, requested_role, reason?}   ("lease_held": downgraded)
- *   server → pty.replay {from_seq, to_seq, reset}, pty.output {seq, data (base64)} …,
- *            pty.resize, pty.membership, pty.session_status, pty.closed {exit_code, reason},
- *            error {code, message, fatal}, ping {id?}
- *   client → pty.session_input {data}, pty.session_resize {cols, rows} (controller only),
- *            pty.request_role {role}, pty.leave_session {}, pong {id?}
+ *   open      offers pty-ws.v1.binary and pty-ws.v1; with binary, output arrives as PW1O
+ *             messages and input leaves as PW1I (control frames stay JSON)
+ *   server →  binding_hello; then, after our pty.join_session {role, cols, rows, client_label}
+ *             (+ envelope replay_from): RoleAssigned, the missed frames (or Error
+ *             REPLAY_OUT_OF_RANGE), MembershipChanged, a Keyframe, live frames
+ *   both      ping → pong (same id, client_ts echoed, server_ts of the answering side)
  *
- * Resuming after a drop: open a new connection with `replayFrom: conn.lastSeq + 1`.
+ * Screen rules, kept here so every client draws the same: a Keyframe whose anchor is newer than
+ * what the terminal shows is delivered (onKeyframe: reset the terminal, write the snapshot), one
+ * that is older or equal is dropped (cadence keyframes of a live stream are, so the screen and
+ * its scrollback are not redrawn every few seconds); Output and Resize at or below the screen's
+ * sequence are dropped (the snapshot holds them). Resuming after a drop: open a new connection
+ * with `replayFrom: old.lastSequence`; the server replays what is newer, or, when it no longer
+ * has it, says REPLAY_OUT_OF_RANGE and a Keyframe redraws the screen.
  */
-import { base64ToBytes, bytesToBase64 } from './base64.js';
+import { bytesToBase64 } from './base64.js';
 import type { WebSocketConstructor, WebSocketLike } from './http-transport.js';
-import type { SessionMembership, SessionRole } from './types.js';
+import {
+  clientFrameText,
+  decodeServerMessage,
+  encodeInputMessage,
+  KEYFRAME_FORMAT_VT100,
+  kMaxInputBytes,
+  kMaxLabelChars,
+  kMaxTerminalDim,
+  PTY_WS_BINARY_SUBPROTOCOL,
+  PTY_WS_SUBPROTOCOL,
+  type PtyClientRef,
+  type PtyOutputStream,
+  type PtyRole,
+  type PtyServerMessage,
+} from './pty-ws-wire.js';
 
-export const PTY_WS_SUBPROTOCOL = 'pty-ws.v1';
+export { PTY_WS_BINARY_SUBPROTOCOL, PTY_WS_SUBPROTOCOL, PtyCloseCode } from './pty-ws-wire.js';
+export type { PtyClientRef, PtyOutputStream, PtyRole, PtyServerMessage } from './pty-ws-wire.js';
 
-/** Close codes of pty-ws.v1 (besides 1000 normal and 1001 server stopping). */
-export const PtyCloseCode = {
-  normal: 1000,
-  goingAway: 1001,
-  abnormal: 1006,
-  protocolError: 4400,
-  sessionNotFound: 4404,
-  pongTimeout: 4408,
-  slowConsumer: 4413,
-  unsupportedSelection: 4501,
-} as const;
+export interface PtyRoleInfo {
+  /** The role this connection last asked for. */
+  requested: PtyRole;
+  /** A controller request answered with observer (another client holds the lease). */
+  downgraded: boolean;
+  reason: string | undefined;
+  clientId: string;
+}
 
-export interface PtyConnectOptions {
-  /** Requested role; the server may grant observer instead of controller (see onRole). */
-  role: SessionRole;
+/** A screen snapshot to draw on a reset terminal (format vt100-screen-state-v1). */
+export interface PtyKeyframe {
+  snapshot: Uint8Array;
   cols: number;
   rows: number;
-  /** First output seq wanted (resume); omitted: everything retained, after a screen reset. */
+  anchorSequence: number;
+}
+
+export interface PtyMembership {
+  /** Empty while the lease is free, never more than one. */
+  controllers: PtyClientRef[];
+  observers: PtyClientRef[];
+}
+
+export interface PtyErrorInfo {
+  /** `binding`: an Error frame (a refused request, REPLAY_OUT_OF_RANGE, …); `session`: a PTY-level Error frame. */
+  scope: 'binding' | 'session';
+  /** The same request may succeed later (binding errors say so; PTY errors never end the connection). */
+  retryable: boolean;
+}
+
+export interface PtyConnectOptions {
+  /** Requested role. The server may grant observer instead of controller (see onRole). */
+  role: PtyRole;
+  cols: number;
+  rows: number;
+  /** Resume: the previous connection's lastSequence; the terminal shows everything up to it. */
   replayFrom?: number;
   /** Shown to other clients in membership (≤ 128 characters). */
   clientLabel?: string;
-  /** The binding_hello frame (capabilities, limits). */
-  onHello?(hello: Record<string, unknown>): void;
-  /** The role granted (after a join or a role request) and the one asked for. */
-  onRole?(granted: SessionRole, info: { requested: SessionRole; reason: string | undefined; clientId: string | undefined }): void;
-  /** Replayed output follows; `reset`: clear the screen first. */
-  onReplay?(info: { fromSeq: number; toSeq: number; reset: boolean }): void;
-  /** Terminal bytes, in order. */
-  onOutput?(bytes: Uint8Array, seq: number): void;
+  /** Offer pty-ws.v1.binary (PTY bytes in binary messages). Default true. */
+  binary?: boolean;
+  /**
+   * Application ping every this many ms; a server silent for twice as long is taken as gone (the
+   * connection ends with 1006, so callers reconnect). Default 25 000; 0: no pings.
+   */
+  pingIntervalMs?: number;
+  /** binding_hello's payload (capabilities, limits, the session's current sequence). */
+  onHello?(payload: Record<string, unknown>): void;
+  /** The role granted, after the join and after every role request. */
+  onRole?(granted: PtyRole, info: PtyRoleInfo): void;
+  /** Reset the terminal, then write `snapshot`; observers also take its size. */
+  onKeyframe?(keyframe: PtyKeyframe): void;
+  /** Terminal bytes, in order, none already drawn. */
+  onOutput?(bytes: Uint8Array, sequence: number, stream: PtyOutputStream): void;
   /** The PTY's size changed (observers follow it). */
   onResize?(cols: number, rows: number): void;
-  onMembership?(m: SessionMembership): void;
-  onStatus?(status: { state: string; agent_connected: boolean }): void;
-  /** The session ended (its process exited or it was killed). */
-  onExit?(info: { exitCode: number | null; reason: string }): void;
-  /** An error frame; `fatal` ones are followed by a close. */
-  onError?(code: string, message: string, fatal: boolean): void;
-  /** The socket closed (nothing more arrives). 1006: no close frame (network, refused upgrade). */
+  onMembership?(membership: PtyMembership): void;
+  /** The session ended (its process exited or it was killed); the server closes after binding_goodbye. */
+  onExit?(info: { exitCode: number | null; reason: string; detail: string | undefined }): void;
+  onError?(code: string, message: string, info: PtyErrorInfo): void;
+  /** The server is about to close (reason: server_shutdown, session_closed, rate_limited, …). */
+  onGoodbye?(reason: string, detail: string | undefined): void;
+  /** The socket closed (nothing more arrives). 1006: no close frame (network, refused upgrade, silent server). */
   onClose?(code: number, reason: string): void;
-  /** Every parsed frame (diagnostics, newer frame types). */
-  onFrame?(frame: Record<string, unknown>): void;
+  /** Every decoded message (diagnostics). */
+  onFrame?(message: PtyServerMessage): void;
 }
 
 const OPEN = 1;
-/** How long to wait for binding_hello before joining anyway, ms. */
-const kHelloWaitMs = 2000;
+const kDefaultPingIntervalMs = 25_000;
 
-const num = (v: unknown, dflt: number): number => (typeof v === 'number' && Number.isFinite(v) ? v : dflt);
-const text = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+/** A size the binding accepts: 1..1024 (a terminal not laid out yet may report 0 or NaN). */
+const dim = (v: number, fallback: number): number =>
+  Number.isFinite(v) ? Math.min(kMaxTerminalDim, Math.max(1, Math.round(v))) : fallback;
+
+function unref(timer: unknown): void {
+  (timer as { unref?: () => void }).unref?.();
+}
 
 export class PtyConnection {
   readonly url: string;
   readonly #ws: WebSocketLike;
   readonly #opts: PtyConnectOptions;
-  #role: SessionRole | null = null;
+  #requested: PtyRole;
+  #role: PtyRole | null = null;
+  /** We released a controller role the server gave without our asking; its confirmation is not news. */
+  #releasing = false;
   #joined = false;
-  #lastSeq = -1;
+  #replayFrom: number | undefined;
+  /** Highest sequence of the session stream received (or covered by a keyframe). */
+  #lastSequence: number;
+  /** Sequence of the newest Output/Resize the terminal shows (a keyframe's anchor counts). */
+  #screenSequence: number;
+  /** An explicit keyframe request or a replay gap: the next keyframe is drawn even at the screen's sequence. */
+  #keyframeWanted = false;
+  #lastHeardMs = Date.now();
+  #pingTimer: ReturnType<typeof setInterval> | undefined;
   #closedInfo: { code: number; reason: string } | null = null;
   readonly #closedWaiters: Array<(info: { code: number; reason: string }) => void> = [];
   readonly #encoder = new TextEncoder();
 
   constructor(ctor: WebSocketConstructor, url: string, opts: PtyConnectOptions) {
     this.url = url;
-    this.#opts = { ...opts };
-    this.#ws = new ctor(url, PTY_WS_SUBPROTOCOL);
+    this.#opts = { ...opts, cols: dim(opts.cols, 80), rows: dim(opts.rows, 24) };
+    this.#requested = opts.role;
+    this.#replayFrom = opts.replayFrom;
+    this.#lastSequence = opts.replayFrom ?? -1;
+    this.#screenSequence = opts.replayFrom ?? -1;
+    const protocols = opts.binary === false ? [PTY_WS_SUBPROTOCOL] : [PTY_WS_BINARY_SUBPROTOCOL, PTY_WS_SUBPROTOCOL];
+    this.#ws = new ctor(url, protocols);
     this.#ws.binaryType = 'arraybuffer';
     this.#ws.onmessage = (ev) => this.#onMessage(ev.data);
     this.#ws.onclose = (ev) => this.#finish(ev.code, ev.reason);
     this.#ws.onerror = () => {
       // A close event follows (1006 when there was no close frame).
     };
-    this.#ws.onopen = () => {
-      // The server speaks first (binding_hello) and the join follows it; should no hello come, join anyway.
-      const timer = setTimeout(() => this.#join(), kHelloWaitMs);
-      (timer as { unref?: () => void }).unref?.();
-    };
+    this.#ws.onopen = () => this.#startPings();
   }
 
-  /** The granted role (null until pty.role_assigned, and after close). */
-  get role(): SessionRole | null {
+  /** The granted role (null until the join is answered, and after close). */
+  get role(): PtyRole | null {
     return this.#role;
   }
 
-  /** Seq of the last output received (-1 before any): resume with replayFrom = lastSeq + 1. */
-  get lastSeq(): number {
-    return this.#lastSeq;
+  /** Highest session sequence received: resume with `replayFrom: lastSequence` (-1: nothing yet). */
+  get lastSequence(): number {
+    return this.#lastSequence;
   }
 
-  /** Resolves when the socket has closed. */
+  /** The negotiated subprotocol ('' before open). */
+  get protocol(): string {
+    return this.#ws.protocol;
+  }
+
+  /** Resolves when the connection has ended. */
   closed(): Promise<{ code: number; reason: string }> {
     if (this.#closedInfo !== null) return Promise.resolve(this.#closedInfo);
     return new Promise((resolve) => this.#closedWaiters.push(resolve));
   }
 
-  /** Sends keystrokes; false (nothing sent) unless this connection holds the controller role. */
+  /** Sends keystrokes (in 64 KiB frames); false (nothing sent) unless this connection is the controller. */
   input(data: string | Uint8Array): boolean {
-    if (this.#role !== 'controller') return false;
+    if (this.#role !== 'controller' || this.#ws.readyState !== OPEN) return false;
     const bytes = typeof data === 'string' ? this.#encoder.encode(data) : data;
-    return this.#send({ op: 'pty.session_input', data: bytesToBase64(bytes) });
+    const binary = this.#ws.protocol === PTY_WS_BINARY_SUBPROTOCOL;
+    for (let at = 0; at < bytes.byteLength; at += kMaxInputBytes) {
+      const chunk = bytes.subarray(at, Math.min(bytes.byteLength, at + kMaxInputBytes));
+      if (binary) this.#ws.send(encodeInputMessage(chunk));
+      else this.#ws.send(clientFrameText('pty.session_input', { data: bytesToBase64(chunk) }));
+    }
+    return true;
   }
 
-  /** Reports the terminal's size; only a controller's size reaches the PTY (false otherwise). */
+  /** Reports the terminal's size (clamped to 1..1024); only a controller's reaches the PTY (false otherwise). */
   resize(cols: number, rows: number): boolean {
-    this.#opts.cols = cols;
-    this.#opts.rows = rows;
+    this.#opts.cols = dim(cols, this.#opts.cols);
+    this.#opts.rows = dim(rows, this.#opts.rows);
     if (this.#role !== 'controller') return false;
-    return this.#send({ op: 'pty.session_resize', cols, rows });
+    return this.#send('pty.session_resize', { cols: this.#opts.cols, rows: this.#opts.rows });
   }
 
   /** Asks for another role: controller (granted only while the lease is free) or observer (releases it). */
-  requestRole(role: SessionRole): boolean {
-    return this.#send({ op: 'pty.request_role', role });
+  requestRole(role: PtyRole): boolean {
+    this.#requested = role;
+    return this.#send('pty.request_role', { role });
   }
 
-  /** Leaves politely (the server answers pty.left and closes with 1000). */
+  /** Asks for a fresh Keyframe (a screen that went wrong); it is drawn even if nothing changed since. */
+  requestKeyframe(): boolean {
+    this.#keyframeWanted = true;
+    return this.#send('pty.request_keyframe', {});
+  }
+
+  /** Leaves politely (the server closes with 1000). */
   leave(): boolean {
-    return this.#send({ op: 'pty.leave_session' });
+    return this.#send('pty.leave_session', {});
   }
 
   close(code = 1000, reason = 'client closed'): void {
@@ -150,101 +228,154 @@ export class PtyConnection {
     }
   }
 
-  #send(frame: Record<string, unknown>): boolean {
+  #send(op: string, payload: Record<string, unknown>, extra?: { id?: string; replayFrom?: number }): boolean {
     if (this.#ws.readyState !== OPEN) return false;
-    this.#ws.send(JSON.stringify(frame));
+    this.#ws.send(clientFrameText(op, payload, extra));
     return true;
   }
 
-  #join(): void {
+  #join(currentSequence: number | undefined): void {
     if (this.#joined || this.#closedInfo !== null) return;
     this.#joined = true;
+    // A session whose counter is behind our cursor is not the stream we saw (a restarted server):
+    // join fresh and let the keyframe redraw everything.
+    if (this.#replayFrom !== undefined && currentSequence !== undefined && currentSequence < this.#replayFrom) this.#forgetScreen();
     const o = this.#opts;
-    const frame: Record<string, unknown> = { op: 'pty.join_session', role: o.role, terminal_size: { cols: o.cols, rows: o.rows } };
-    if (o.replayFrom !== undefined) frame['replay_from'] = o.replayFrom;
-    if (o.clientLabel !== undefined) frame['client_label'] = o.clientLabel.slice(0, 128);
-    this.#send(frame);
+    const payload: Record<string, unknown> = { role: o.role, cols: o.cols, rows: o.rows };
+    if (o.clientLabel !== undefined) payload['client_label'] = o.clientLabel.slice(0, kMaxLabelChars);
+    this.#send('pty.join_session', payload, this.#replayFrom !== undefined ? { replayFrom: this.#replayFrom } : {});
+  }
+
+  /** What the terminal shows is no longer known to match the session: the next keyframe redraws it. */
+  #forgetScreen(): void {
+    this.#replayFrom = undefined;
+    this.#lastSequence = -1;
+    this.#screenSequence = -1;
+    this.#keyframeWanted = true;
   }
 
   #onMessage(data: unknown): void {
-    const raw =
-      typeof data === 'string'
-        ? data
-        : data instanceof ArrayBuffer
-          ? new TextDecoder().decode(data)
-          : ArrayBuffer.isView(data)
-            ? new TextDecoder().decode(new Uint8Array(data.buffer, data.byteOffset, data.byteLength))
-            : '';
-    let f: Record<string, unknown>;
-    try {
-      const parsed: unknown = JSON.parse(raw);
-      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return;
-      f = parsed as Record<string, unknown>;
-    } catch {
+    this.#lastHeardMs = Date.now();
+    const m = decodeServerMessage(data);
+    const o = this.#opts;
+    o.onFrame?.(m);
+    switch (m.type) {
+      case 'hello':
+        o.onHello?.(m.payload);
+        this.#join(m.currentSequence);
+        return;
+      case 'output':
+        if (m.sequence <= this.#screenSequence) return;
+        this.#screenSequence = m.sequence;
+        this.#advance(m.sequence);
+        o.onOutput?.(m.bytes, m.sequence, m.stream);
+        return;
+      case 'resize':
+        if (m.sequence <= this.#screenSequence) return;
+        this.#screenSequence = m.sequence;
+        this.#advance(m.sequence);
+        o.onResize?.(m.cols, m.rows);
+        return;
+      case 'keyframe':
+        this.#onKeyframe(m);
+        return;
+      case 'role':
+        this.#onRole(m);
+        return;
+      case 'membership':
+        this.#advance(m.sequence);
+        o.onMembership?.({ controllers: m.controllers, observers: m.observers });
+        return;
+      case 'closed':
+        this.#advance(m.sequence);
+        o.onExit?.({ exitCode: m.exitCode, reason: m.reason, detail: m.detail });
+        return;
+      case 'session_error':
+        this.#advance(m.sequence);
+        // Output was lost between the PTY and the hub: what the screen shows may be wrong.
+        if (m.code === 'PTY_OUTPUT_LAGGED') this.requestKeyframe();
+        o.onError?.(m.code, m.message, { scope: 'session', retryable: true });
+        return;
+      case 'error':
+        // The server no longer holds the frames after our cursor; a Keyframe follows.
+        if (m.code === 'REPLAY_OUT_OF_RANGE') this.#forgetScreen();
+        o.onError?.(m.code, m.message, { scope: 'binding', retryable: m.retryable });
+        return;
+      case 'goodbye':
+        o.onGoodbye?.(m.reason, m.detail);
+        return;
+      case 'ping':
+        this.#send('pong', { client_ts: m.clientTs, server_ts: new Date().toISOString() }, { id: m.id });
+        return;
+      case 'pong':
+      case 'invalid':
+        return;
+    }
+  }
+
+  #advance(sequence: number): void {
+    if (sequence > this.#lastSequence) this.#lastSequence = sequence;
+  }
+
+  #onKeyframe(k: Extract<PtyServerMessage, { type: 'keyframe' }>): void {
+    if (k.format !== KEYFRAME_FORMAT_VT100) {
+      this.#opts.onError?.('KEYFRAME_FORMAT', `a keyframe in format ${k.format} cannot be drawn; it is ignored`, {
+        scope: 'session',
+        retryable: false,
+      });
       return;
     }
-    this.#opts.onFrame?.(f);
-    const o = this.#opts;
-    switch (f['op']) {
-      case 'binding_hello':
-        o.onHello?.(f);
-        this.#join();
-        break;
-      case 'pty.role_assigned': {
-        const role: SessionRole = f['role'] === 'controller' ? 'controller' : 'observer';
-        this.#role = role;
-        const requested: SessionRole =
-          f['requested_role'] === 'controller' || f['requested_role'] === 'observer' ? f['requested_role'] : o.role;
-        o.onRole?.(role, { requested, reason: text(f['reason']), clientId: text(f['client_id']) });
-        if (role === 'controller') this.resize(o.cols, o.rows);
-        break;
-      }
-      case 'pty.replay':
-        o.onReplay?.({ fromSeq: num(f['from_seq'], 0), toSeq: num(f['to_seq'], 0), reset: f['reset'] === true });
-        break;
-      case 'pty.output': {
-        const d = f['data'];
-        if (typeof d !== 'string') return;
-        let bytes: Uint8Array;
-        try {
-          bytes = base64ToBytes(d);
-        } catch {
-          return;
-        }
-        const seq = num(f['seq'], this.#lastSeq + 1);
-        this.#lastSeq = Math.max(this.#lastSeq, seq);
-        o.onOutput?.(bytes, seq);
-        break;
-      }
-      case 'pty.resize':
-        o.onResize?.(num(f['cols'], o.cols), num(f['rows'], o.rows));
-        break;
-      case 'pty.membership':
-        o.onMembership?.({
-          controllers: Array.isArray(f['controllers']) ? (f['controllers'] as string[]) : [],
-          observers: Array.isArray(f['observers']) ? (f['observers'] as string[]) : [],
-          attachment_count: num(f['attachment_count'], 0),
-        });
-        break;
-      case 'pty.session_status':
-        o.onStatus?.({ state: text(f['state']) ?? 'unknown', agent_connected: f['agent_connected'] === true });
-        break;
-      case 'pty.closed':
-        o.onExit?.({ exitCode: typeof f['exit_code'] === 'number' ? f['exit_code'] : null, reason: text(f['reason']) ?? '' });
-        break;
-      case 'error':
-        o.onError?.(text(f['code']) ?? 'error', text(f['message']) ?? '', f['fatal'] === true);
-        break;
-      case 'ping':
-        this.#send(f['id'] === undefined ? { op: 'pong' } : { op: 'pong', id: f['id'] });
-        break;
-      default:
-        break;
+    const newer = k.anchorSequence > this.#screenSequence || (this.#keyframeWanted && k.anchorSequence === this.#screenSequence);
+    if (newer) {
+      this.#keyframeWanted = false;
+      this.#screenSequence = k.anchorSequence;
     }
+    // Drawn or not, the screen now holds everything up to the keyframe's place in the stream.
+    this.#advance(Math.max(k.sequence, k.anchorSequence));
+    if (newer) this.#opts.onKeyframe?.({ snapshot: k.snapshot, cols: k.cols, rows: k.rows, anchorSequence: k.anchorSequence });
+  }
+
+  #onRole(r: Extract<PtyServerMessage, { type: 'role' }>): void {
+    const wasReleasing = this.#releasing;
+    this.#releasing = false;
+    if (r.role === 'controller' && this.#requested === 'observer') {
+      // The first member of a session is made controller whatever it asked for (pty-extensions
+      // 5.1); ours asked to watch, so give the lease back at once.
+      this.#releasing = this.requestRole('observer');
+      this.#role = 'observer';
+      this.#opts.onRole?.('observer', { requested: 'observer', downgraded: false, reason: undefined, clientId: r.clientId });
+      return;
+    }
+    if (wasReleasing && r.role === 'observer' && this.#role === 'observer') return;
+    this.#role = r.role;
+    const downgraded = r.downgraded || (this.#requested === 'controller' && r.role === 'observer');
+    this.#opts.onRole?.(r.role, { requested: this.#requested, downgraded, reason: r.reason, clientId: r.clientId });
+    if (r.role === 'controller') this.resize(this.#opts.cols, this.#opts.rows);
+  }
+
+  #startPings(): void {
+    const everyMs = this.#opts.pingIntervalMs ?? kDefaultPingIntervalMs;
+    this.#lastHeardMs = Date.now();
+    if (everyMs <= 0 || this.#closedInfo !== null) return;
+    this.#pingTimer = setInterval(() => {
+      if (Date.now() - this.#lastHeardMs > 2 * everyMs) {
+        // Nothing for two intervals: a half-open connection that could stay "open" for minutes.
+        this.#finish(1006, 'the server stopped answering');
+        try {
+          this.#ws.close(1000, 'server not answering');
+        } catch {
+          // Already closing.
+        }
+        return;
+      }
+      this.#send('ping', { client_ts: new Date().toISOString() });
+    }, everyMs);
+    unref(this.#pingTimer);
   }
 
   #finish(code: number, reason: string): void {
     if (this.#closedInfo !== null) return;
+    clearInterval(this.#pingTimer);
     this.#closedInfo = { code, reason };
     this.#role = null;
     this.#opts.onClose?.(code, reason);

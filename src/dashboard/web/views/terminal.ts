@@ -1,9 +1,10 @@
 /**
- * Terminal (#/agents/{id}/sessions/{session}): xterm.js attached over pty-ws.v1. It joins as an
- * OBSERVER (read-only); "Take control" asks for the controller lease on the live connection
- * (pty.request_role) and the server's answer decides: a refused request comes back as observer
- * ("lease_held") and the view says so. As controller, the PTY follows the browser window (fit
- * addon → pty.session_resize); as observer, the screen follows the PTY's size (pty.resize).
+ * Terminal (#/agents/{id}/sessions/{session}): xterm.js attached over the pty-ws.v1 binding. It
+ * joins as an OBSERVER (read-only); "Take control" asks for the controller lease on the live
+ * connection (pty.request_role) and the server's answer decides: a refused request comes back as
+ * observer (RoleAssigned, downgraded) and the view says so. As controller, the PTY follows the
+ * browser window (fit addon → pty.session_resize); as observer, the screen follows the PTY's size
+ * (Resize frames, and a keyframe's size). A Keyframe resets the screen and draws the snapshot.
  * An unexpected close reconnects with backoff and resumes with replay_from, so nothing is lost
  * or printed twice; membership (who controls, how many watch) is shown in the header.
  *
@@ -16,7 +17,7 @@ import { backoffDelayMs } from '../../model/backoff.js';
 import { href, type Route } from '../../model/routes.js';
 import {
   initialTerminalState,
-  isNewOutput,
+  membersText,
   reduceTerminal,
   replayFromOf,
   terminalStatusText,
@@ -90,6 +91,7 @@ export function terminalView(app: AppContext, route: Route, signal: AbortSignal)
 
   const render = (): void => {
     setText(status, terminalStatusText(state, Date.now(), retryAtMs));
+    setText(members, membersText(state));
     const role = state.phase === 'attached' ? state.granted : null;
     const b =
       role === 'controller'
@@ -121,12 +123,19 @@ export function terminalView(app: AppContext, route: Route, signal: AbortSignal)
     retryTimer = setTimeout(() => connect(state.requested), delayMs);
   };
 
+  /** Errors the view handles without bothering the user. */
+  const quietErrors = new Set(['PERMISSION_DENIED', 'REPLAY_OUT_OF_RANGE', 'KEYFRAME_UNAVAILABLE', 'PTY_OUTPUT_LAGGED']);
+  /** An observer draws at the PTY's size, so its screen matches what the controller sees. */
+  const follow = (cols: number, rows: number): void => {
+    if (state.granted !== 'controller' && (cols !== term.cols || rows !== term.rows)) term.resize(cols, rows);
+  };
+
   function connect(role: Role): void {
     clearTimeout(retryTimer);
     const old = conn;
     conn = null;
     old?.close(1000, role === 'controller' ? 'taking control' : 'reconnecting');
-    dispatch({ type: 'connect', role });
+    dispatch({ type: 'connect', role, ...(old !== null ? { lastSequence: old.lastSequence } : {}) });
     let c: PtyConnection;
     try {
       const replayFrom = replayFromOf(state);
@@ -138,52 +147,46 @@ export function terminalView(app: AppContext, route: Route, signal: AbortSignal)
         ...(replayFrom !== undefined ? { replayFrom } : {}),
         onRole: (granted, info) => {
           if (conn !== c) return;
-          dispatch({ type: 'role_assigned', granted, requested: info.requested, reason: info.reason });
+          dispatch({ type: 'role_assigned', granted, requested: info.requested, downgraded: info.downgraded, reason: info.reason });
           if (granted === 'controller') {
             refit();
             c.resize(term.cols, term.rows);
             term.focus();
           }
         },
-        onReplay: ({ fromSeq, reset }) => {
-          if (conn !== c || !reset) return;
-          term.reset();
-          dispatch({ type: 'replay_reset', fromSeq });
+        onKeyframe: (k) => {
+          if (conn !== c) return;
+          follow(k.cols, k.rows);
+          // RIS in the data stream rather than term.reset(): output written before it may still
+          // sit in xterm's write queue, and must be parsed before the reset, not after.
+          term.write('\u001bc');
+          term.write(k.snapshot);
         },
-        onOutput: (bytes, seq) => {
-          if (conn !== c || !isNewOutput(state, seq)) return;
-          state = reduceTerminal(state, { type: 'output', seq });
-          term.write(bytes);
+        onOutput: (bytes) => {
+          if (conn === c) term.write(bytes);
         },
         onResize: (cols, rows) => {
-          // Observers draw at the PTY's size, so the screen matches what the controller sees.
-          if (conn === c && state.granted !== 'controller' && (cols !== term.cols || rows !== term.rows)) term.resize(cols, rows);
+          if (conn === c) follow(cols, rows);
         },
         onMembership: (m) => {
-          if (conn !== c) return;
-          const watching = m.observers.length;
-          setText(
-            members,
-            ` · ${m.controllers.length > 0 ? '1 controller' : 'no controller'}, ${watching} ${watching === 1 ? 'observer' : 'observers'}`,
-          );
-        },
-        onStatus: (st) => {
-          if (conn === c && !st.agent_connected)
-            app.toasts.info('The agent is disconnected', 'The terminal resumes when it reconnects; its output is buffered.');
+          if (conn === c) dispatch({ type: 'membership', controllers: m.controllers.length, observers: m.observers.length });
         },
         onExit: (info) => {
           if (conn !== c) return;
           dispatch({ type: 'exit', exitCode: info.exitCode });
         },
-        onError: (code, message, fatal) => {
-          if (conn !== c) return;
-          dispatch({ type: 'error', code, message });
-          if (fatal || code !== 'input_not_permitted') app.toasts.show('error', 'Terminal error', `${code}: ${message}`);
+        onError: (code, message, info) => {
+          if (conn !== c || quietErrors.has(code)) return;
+          if (info.scope === 'binding') dispatch({ type: 'error', code, message });
+          app.toasts.show('error', 'Terminal error', `${code}: ${message}`);
+        },
+        onGoodbye: (reason) => {
+          if (conn === c) dispatch({ type: 'goodbye', reason });
         },
         onClose: (code, reason) => {
           if (conn !== c) return;
           conn = null;
-          dispatch({ type: 'socket_closed', code, reason });
+          dispatch({ type: 'socket_closed', code, reason, lastSequence: c.lastSequence });
           if (state.phase === 'waiting') scheduleRetry();
         },
       });

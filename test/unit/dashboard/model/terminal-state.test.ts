@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
   initialTerminalState,
-  isNewOutput,
+  membersText,
   reduceTerminal,
   replayFromOf,
   terminalStatusText,
@@ -30,7 +30,7 @@ describe('dashboard terminal state', () => {
     assert.match(terminalStatusText(granted), /^Controlling/);
     const refused = run([
       { type: 'connect', role: 'controller' },
-      { type: 'role_assigned', granted: 'observer', reason: 'lease_held' },
+      { type: 'role_assigned', granted: 'observer', downgraded: true },
     ]);
     assert.equal(refused.downgraded, true);
     assert.equal(refused.granted, 'observer');
@@ -62,13 +62,14 @@ describe('dashboard terminal state', () => {
     const ended = run([
       { type: 'role_assigned', granted: 'observer' },
       { type: 'exit', exitCode: 0 },
+      { type: 'goodbye', reason: 'session_closed' },
       { type: 'socket_closed', code: 1000, reason: '' },
     ]);
     assert.equal(ended.phase, 'ended');
     assert.equal(terminalStatusText(ended), 'Ended: the session ended (exit code 0)');
-    const gone = run([{ type: 'socket_closed', code: 4404, reason: 'no such session' }]);
-    assert.equal(gone.phase, 'ended');
-    for (const code of [1001, 1006, 4408, 4413])
+    for (const code of [4400, 4401, 4403, 4404])
+      assert.equal(run([{ type: 'socket_closed', code, reason: 'no' }]).phase, 'ended', String(code));
+    for (const code of [1001, 1006, 1011, 4413, 4429])
       assert.equal(
         run([
           { type: 'role_assigned', granted: 'observer' },
@@ -77,37 +78,40 @@ describe('dashboard terminal state', () => {
         'waiting',
         String(code),
       );
+    // A server that says goodbye because it is stopping closes with 1000: not the end of the session.
+    const shutdown = run([
+      { type: 'role_assigned', granted: 'observer' },
+      { type: 'goodbye', reason: 'server_shutdown' },
+      { type: 'socket_closed', code: 1000, reason: '' },
+    ]);
+    assert.equal(shutdown.phase, 'waiting');
+    assert.match(terminalStatusText(shutdown, 0, 1000), /the server said goodbye \(server shutdown\)/);
     const closed = run([{ type: 'user_closed' }, { type: 'socket_closed', code: 1006, reason: '' }]);
     assert.equal(closed.phase, 'closed');
   });
 
-  test('output already shown is skipped after a reconnect', () => {
-    let s = run([{ type: 'role_assigned', granted: 'observer' }]);
-    for (const seq of [1, 2, 3]) {
-      assert.equal(isNewOutput(s, seq), true);
-      s = reduceTerminal(s, { type: 'output', seq });
-    }
-    s = run(
-      [
-        { type: 'socket_closed', code: 1006, reason: '' },
-        { type: 'connect', role: 'observer' },
-        { type: 'role_assigned', granted: 'observer' },
-      ],
-      s,
-    );
-    assert.deepEqual(
-      [1, 2, 3, 4].map((q) => isNewOutput(s, q)),
-      [false, false, false, true],
-    );
-    assert.equal(isNewOutput(s, undefined), true);
-    assert.equal(s.failures, 0);
-    assert.equal(replayFromOf(s), 4);
+  test('a reconnect resumes from the last sequence the closed connection received', () => {
     assert.equal(replayFromOf(initialTerminalState()), undefined);
-    // The server could not resume there: it clears the screen and replays from seq 2.
-    s = reduceTerminal(s, { type: 'replay_reset', fromSeq: 2 });
-    assert.deepEqual(
-      [1, 2, 3].map((q) => isNewOutput(s, q)),
-      [false, true, true],
-    );
+    let s = run([
+      { type: 'role_assigned', granted: 'observer' },
+      { type: 'socket_closed', code: 1006, reason: '', lastSequence: 41 },
+      { type: 'connect', role: 'observer' },
+    ]);
+    assert.equal(replayFromOf(s), 41);
+    // The next connection got nothing before it failed: its lastSequence is still 41.
+    s = run([{ type: 'socket_closed', code: 1006, reason: '', lastSequence: 41 }], s);
+    assert.equal(replayFromOf(s), 41);
+    // Take control replaces a live connection: its position carries over.
+    s = run([{ type: 'connect', role: 'controller', lastSequence: 57 }], s);
+    assert.equal(replayFromOf(s), 57);
+    // A replay gap reset the connection's cursor: the next join is a fresh one.
+    s = run([{ type: 'socket_closed', code: 1006, reason: '', lastSequence: -1 }], s);
+    assert.equal(replayFromOf(s), undefined);
+  });
+
+  test('membership: who controls and how many watch', () => {
+    assert.equal(membersText(initialTerminalState()), '');
+    assert.equal(membersText(run([{ type: 'membership', controllers: 1, observers: 1 }])), ' · 1 controller, 1 observer');
+    assert.equal(membersText(run([{ type: 'membership', controllers: 0, observers: 3 }])), ' · no controller, 3 observers');
   });
 });
