@@ -210,6 +210,14 @@ export class LiveSubscriber {
   }
 
   /**
+   * Start holding live frames (as `holdLive` does at construction), e.g. while a fresh snapshot
+   * is made that will replace them; {@link resumeLive} ends it. No-op when already holding or closed.
+   */
+  hold(): void {
+    if (!this.#closed && this.#held === null) this.#held = [];
+  }
+
+  /**
    * End the hold: write `replay` (in order), then the held live frames for which `isNew(cursor)`
    * is true, and from now on write live frames as they come. Without a hold, just sends `replay`.
    */

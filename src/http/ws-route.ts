@@ -38,6 +38,10 @@ export interface WsConn {
   onDrain(cb: () => void): void;
   /** Called once when the connection closes (either side). */
   onClose(cb: () => void): void;
+  /** Sends a WebSocket Ping control frame (the peer's Pong arrives through {@link onPong}). */
+  ping(): void;
+  /** Called for every WebSocket Pong from the peer. */
+  onPong(cb: () => void): void;
 }
 
 export interface WsHandlers {
@@ -59,7 +63,10 @@ export interface WsRouteOptions {
   idleTimeoutSeconds?: number;
   /** Largest accepted incoming message. Default 64 KiB. */
   maxPayloadBytes?: number;
-  /** Accepted subprotocols; when set, a client offering none of them is refused with 400. */
+  /**
+   * Accepted subprotocols, most preferred first: the first of these the client offers is chosen;
+   * when set, a client offering none of them is refused with 400.
+   */
   protocols?: readonly string[];
   /** Runs before the upgrade; throw an SvcError to refuse with its envelope. */
   authorize?: (req: RequestView) => void | Promise<void>;
@@ -86,6 +93,7 @@ class WsConnImpl implements WsConn {
   #ws: WebSocket<UserData> | null = null;
   #closed = false;
   readonly #drainCbs: Array<() => void> = [];
+  readonly #pongCbs: Array<() => void> = [];
   #closeCbs: Array<() => void> = [];
 
   constructor(request: RequestView, protocol: string) {
@@ -105,6 +113,15 @@ class WsConnImpl implements WsConn {
   }
   onDrain(cb: () => void): void {
     this.#drainCbs.push(cb);
+  }
+  ponged(): void {
+    for (const cb of this.#pongCbs) cb();
+  }
+  onPong(cb: () => void): void {
+    this.#pongCbs.push(cb);
+  }
+  ping(): void {
+    this.#ws?.ping();
   }
   onClose(cb: () => void): void {
     if (this.#closed) cb();
@@ -188,6 +205,10 @@ export function attachWsRoute(app: TemplatedApp, opts: WsRouteOptions, ctx: WsRo
       const conn = ws.getUserData().conn;
       if (opts.handlers.message) safe('message', () => opts.handlers.message?.(conn, data, isBinary));
     },
+    pong: (ws) => {
+      const conn = ws.getUserData().conn;
+      safe('pong', () => conn.ponged());
+    },
     drain: (ws) => {
       const conn = ws.getUserData().conn;
       safe('drain', () => conn.drained());
@@ -237,7 +258,7 @@ function upgrade(
       .filter((s) => s !== '');
     let protocol = '';
     if (opts.protocols !== undefined) {
-      protocol = offered.find((p) => opts.protocols?.includes(p)) ?? '';
+      protocol = opts.protocols.find((p) => offered.includes(p)) ?? '';
       if (protocol === '') throw new SvcError('request.invalid', `supported WebSocket subprotocols: ${opts.protocols.join(', ')}`);
     }
     const view: RequestView = { ...raw, params, body: undefined, rawBody: null };

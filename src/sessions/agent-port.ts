@@ -16,6 +16,8 @@ export interface SessionAgentInfo {
 export interface SessionAgents {
   /** Undefined when no agent by this id is listed. */
   get(agentId: string): SessionAgentInfo | undefined;
+  /** The listed agent with this instance id (pty-ws.v1's agent-scoped URL); the agent id also matches. */
+  byInstance(instanceId: string): SessionAgentInfo | undefined;
 }
 
 /** A PTY command: CommandRequest {allocate_pty: true, command: argv[0], args: argv[1..], …}. */
@@ -31,6 +33,10 @@ export interface PtyCommandRequest {
   readonly term: string;
   /** timeout_seconds 0 (none): sessions run until they end. */
   readonly timeoutSeconds: 0;
+  /** working_dir: absolute, `~` (home) or relative to the agent's work directory; absent: the work directory. */
+  readonly workingDir?: string;
+  /** env: set over the agent's own environment for the PTY command. */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /** A one-shot command: CommandRequest {allocate_pty: false, capture_output: true, …}. */

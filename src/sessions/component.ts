@@ -28,6 +28,7 @@
  * query is therefore not sent again and its session.query_sent is not re-emitted.
  */
 import { join } from 'node:path';
+import { startScreenStates } from '../../actors/terminal/screen-states.js';
 import { agentActorId } from '../../actors/protocol/agent-frames.js';
 import type { AgentService } from '../agent-link/agent-service.js';
 import { AgentCommandClient, type CommandCallPort } from '../agent-link/command-client.js';
@@ -39,7 +40,7 @@ import type { Router } from '../http/router.js';
 import type { RequestView } from '../http/types.js';
 import type { WsRouteOptions } from '../http/ws-route.js';
 import { errorMessage } from '../util/error-message.js';
-import type { SessionAgentPort, SessionAgents } from './agent-port.js';
+import type { SessionAgentInfo, SessionAgentPort, SessionAgents } from './agent-port.js';
 import { CommandClientPort } from './command-client-port.js';
 import { registerHitlRoutes } from './hitl-routes.js';
 import { HitlService, type HitlRequest } from './hitl.js';
@@ -47,10 +48,16 @@ import { IdempotencyCache } from './idempotency.js';
 import { sessionWsRoutes } from './pty-ws-routes.js';
 import type { ReconcileMetrics, SessionEvent, SessionReconcileFields } from './reconcile.js';
 import { registerSessionRoutes } from './routes.js';
-import type { SessionHubOptions } from './session-hub.js';
+import {
+  DEFAULT_KEYFRAME_INTERVAL_FRAMES,
+  DEFAULT_KEYFRAME_INTERVAL_MS,
+  DEFAULT_MAX_OBSERVERS,
+  type ScreenStatePort,
+} from './session-hub.js';
+import { DEFAULT_REPLAY_MIN_FRAMES } from './replay-buffer.js';
 import { SessionReconciler, type ReconcileTransport } from './session-reconciler.js';
 import { SessionRegistry } from './session-registry.js';
-import { SessionService, type SessionLogger } from './session-service.js';
+import { SessionService, type SessionLogger, type SessionServiceOptions } from './session-service.js';
 import { SessionStore } from './session-store.js';
 import type { SessionUrlBases } from './session-types.js';
 
@@ -71,7 +78,8 @@ export interface SessionsOptions {
   readonly isKnownCommand?: (commandId: string, sessionId: string) => boolean;
   /** SessionReconcile grace and DELETE grace, seconds. Default 5. */
   readonly graceSeconds?: number;
-  readonly hub?: Pick<SessionHubOptions, 'maxQueuedBytes' | 'replayBytes' | 'pingIntervalMs' | 'pongTimeoutMs' | 'onSlowClient'>;
+  readonly hub?: SessionServiceOptions['hub'];
+  readonly screen?: ScreenStatePort;
   readonly hitlSettleMs?: number;
   readonly onHitl?: (kind: 'opened' | 'withdrawn' | 'resolved', req: HitlRequest) => void;
   readonly tmuxSocket?: TmuxSocket;
@@ -114,6 +122,7 @@ export function createSessions(o: SessionsOptions): SessionsComponent {
     emit: o.emit,
     logger: o.logger,
     ...(o.hub !== undefined && { hub: o.hub }),
+    ...(o.screen !== undefined && { screen: o.screen }),
     ...(o.tmuxSocket !== undefined && { tmuxSocket: o.tmuxSocket }),
     ...(o.graceSeconds !== undefined && { killGraceSeconds: o.graceSeconds }),
   });
@@ -132,7 +141,16 @@ export function createSessions(o: SessionsOptions): SessionsComponent {
     service,
     reconciler,
     hitl,
-    wsRoutes: sessionWsRoutes({ hub: (id) => service.hub(id) }),
+    wsRoutes: sessionWsRoutes({
+      hub: (id) => service.hub(id),
+      agentHub: (instanceId, sessionId, create) => service.agentHub(instanceId, sessionId, create),
+      params: {
+        keyframeIntervalFrames: o.hub?.keyframeIntervalFrames ?? DEFAULT_KEYFRAME_INTERVAL_FRAMES,
+        keyframeIntervalSeconds: Math.max(1, Math.round((o.hub?.keyframeIntervalMs ?? DEFAULT_KEYFRAME_INTERVAL_MS) / 1000)),
+        replayFrames: o.hub?.replay?.minFrames ?? DEFAULT_REPLAY_MIN_FRAMES,
+        maxObservers: DEFAULT_MAX_OBSERVERS,
+      },
+    }),
     registerRoutes(router) {
       registerSessionRoutes(router, { sessions: service, urls: o.urls });
       registerHitlRoutes(router, { hitl });
@@ -174,6 +192,7 @@ export interface WireSessionsOptions {
   readonly logger: SessionLogger;
   readonly graceSeconds?: number;
   readonly hub?: SessionsOptions['hub'];
+  readonly screen?: ScreenStatePort;
   readonly hitlSettleMs?: number;
   readonly onHitl?: SessionsOptions['onHitl'];
   readonly tmuxSocket?: SessionsOptions['tmuxSocket'];
@@ -192,10 +211,22 @@ function isConnectedStatus(status: string): boolean {
 export function wireSessions(o: WireSessionsOptions): WiredSessions {
   const registry = o.agents.registry;
   const connected = (agentId: string): boolean => isConnectedStatus(registry.get(agentId)?.status ?? 'Disconnected');
+  const info = (a: { id: string; instance_id: string; status: string }): SessionAgentInfo => ({
+    agentId: a.id,
+    instanceId: a.instance_id || a.id,
+    connected: isConnectedStatus(a.status),
+  });
   const agents: SessionAgents = {
     get(agentId) {
       const a = registry.get(agentId);
-      return a === undefined ? undefined : { agentId, instanceId: a.instance_id || agentId, connected: isConnectedStatus(a.status) };
+      return a === undefined ? undefined : info({ ...a, id: agentId });
+    },
+    byInstance(instanceId) {
+      for (const id of registry.ids()) {
+        const a = registry.get(id);
+        if (a !== undefined && (a.instance_id || id) === instanceId) return info({ ...a, id });
+      }
+      return undefined;
     },
   };
   const ownClient = o.commandClient === undefined;
@@ -224,6 +255,7 @@ export function wireSessions(o: WireSessionsOptions): WiredSessions {
     logger: o.logger,
     ...(o.graceSeconds !== undefined && { graceSeconds: o.graceSeconds }),
     ...(o.hub !== undefined && { hub: o.hub }),
+    ...(o.screen !== undefined && { screen: o.screen }),
     ...(o.hitlSettleMs !== undefined && { hitlSettleMs: o.hitlSettleMs }),
     ...(o.onHitl !== undefined && { onHitl: o.onHitl }),
     ...(o.tmuxSocket !== undefined && { tmuxSocket: o.tmuxSocket }),
@@ -312,7 +344,10 @@ export function sessionsComponent(o: SessionsComponentOptions = {}): Component {
           wsBaseUrl: listenerUrl(origin, 'ws', ctx.find('output')?.ws.port ?? config.wsAddr.port),
         };
       };
+      // Keyframes: one worker holds a headless terminal per session (actors/terminal/).
+      const screens = startScreenStates({ logger: ctx.logger.child({ component: 'screen-states' }) });
       const sessions = wireSessions({
+        screen: screens,
         agents: ctx.need('agents'),
         actors: ctx.need('actors'),
         stateDir: config.stateDir,
@@ -326,7 +361,10 @@ export function sessionsComponent(o: SessionsComponentOptions = {}): Component {
       return Promise.resolve({
         routes: (router) => sessions.registerRoutes(router),
         wsRoutes: sessions.wsRoutes,
-        stop: () => sessions.stop(),
+        stop: async () => {
+          await sessions.stop();
+          await screens.stop();
+        },
       });
     },
   };

@@ -1,32 +1,53 @@
 /**
- * The two session WebSocket routes on the HTTP listener (pass them as `wsRoutes` to
- * startHttpListener):
+ * The session WebSocket routes on the HTTP listener (pass them as `wsRoutes` to
+ * startHttpListener), all speaking pty-ws.v1 as published (binding/README.md):
  *
- *   /api/v1/sessions/{session_id}/pty                         subprotocol pty-ws.v1 (required);
- *                                                             the client sends pty.join_session
- *   /ws/sessions/{session_id}/orchestrate?role=…&replay_from=…  no subprotocol; joined at open
- *                                                             with the query's role (default
- *                                                             observer) and cursor
+ *   /api/v1/sessions/{session_id}/pty                        subprotocol pty-ws.v1.binary or
+ *   /agents/{instance_id}/sessions/{session_id}/attach       pty-ws.v1 (required; 400 otherwise);
+ *                                                            the client sends pty.join_session
+ *   /ws/sessions/{session_id}/orchestrate?role=…&replay_from=…  no subprotocol, JSON frames;
+ *                                                            joined at open with the query's role
+ *                                                            (default observer) and cursor
  *
- * Both speak the frames of pty-ws-protocol.ts. An unknown session is refused at the upgrade with
- * a 404 `session.not_found` envelope (a bad role or cursor: 400); a session that ends between
- * upgrade and open gets error session_closed and close 4404. A frame that does not decode closes
- * that connection only (error frame, then 4400).
+ * An unknown session is refused at the upgrade with a 404 `session.not_found` envelope (a bad
+ * role or cursor: 400). On the agent-scoped URL a session id that is a fresh UUID on a connected
+ * agent is accepted as a session to start: binding_hello reports it with current_sequence 0 and
+ * the agent's session_host, and a pty.join_session carrying session_backend starts it (spec 4.2).
+ *
+ * A text frame that does not decode gets Error INVALID_REQUEST (or UNSUPPORTED_OPERATION for an
+ * op sandboxd does not serve, e.g. the A2A core ops) with the frame's id: a malformed envelope
+ * closes that connection (4400), an unsupported op does not.
  */
 import { SvcError } from '../core/errors.js';
 import type { RequestView } from '../http/types.js';
 import type { WsConn, WsRouteOptions } from '../http/ws-route.js';
-import { encodeError } from './pty-ws-frames.js';
-import { CloseCode, decodeClientFrame, kMaxClientFrameBytes, type JoinFrame } from './pty-ws-protocol.js';
-import type { SessionHub } from './session-hub.js';
-import { ORCHESTRATE_WS_PATH, PTY_WS_PATH, PTY_WS_SUBPROTOCOL, type SessionRole } from './session-types.js';
+import { decodeBinaryInput } from './binding/binary.js';
+import { CLOSE_CODES, LIMITS, SUBPROTOCOL_BINARY, SUBPROTOCOL_JSON } from './binding/codes.js';
+import { decodeClientFrame } from './binding/decode.js';
+import { pongFrame, toText } from './binding/encode.js';
+import type { ClientFrame } from './binding/frames.js';
+import { bindingDialect, type BindingParams } from './binding-dialect.js';
+import type { JoinRequest, SessionHub } from './session-hub.js';
+import { AGENT_ATTACH_WS_PATH, ORCHESTRATE_WS_PATH, PTY_WS_PATH, type SessionRole } from './session-types.js';
+
+/** Most preferred first: a client offering the binary subprotocol gets it. */
+export const PTY_WS_PROTOCOLS = [SUBPROTOCOL_BINARY, SUBPROTOCOL_JSON] as const;
 
 export interface SessionWsRoutesDeps {
   /** The hub of a live session. */
   hub(sessionId: string): SessionHub | undefined;
-  /** uWS idle timeout; default 120 s (above the 90 s pong timeout, so the hub decides first). */
+  /**
+   * The hub behind an agent-scoped URL: the agent's live session, or (create=true) a pending hub
+   * for a fresh UUID on a connected agent (undefined instead when create=false). Throws SvcError
+   * (404 agent or session not found).
+   */
+  agentHub(instanceId: string, sessionId: string, create: boolean): SessionHub | undefined;
+  readonly params: BindingParams;
+  /** uWS idle timeout; default 120 s (above the hub's own ping and pong timeout, so the hub decides first). */
   idleTimeoutSeconds?: number;
 }
+
+type HubOf = (conn: WsConn) => SessionHub | undefined;
 
 function sessionIdOf(req: RequestView): string {
   return req.params['session_id'] ?? '';
@@ -34,7 +55,9 @@ function sessionIdOf(req: RequestView): string {
 
 function requireHub(deps: SessionWsRoutesDeps, req: RequestView): void {
   const id = sessionIdOf(req);
-  if (deps.hub(id)?.closed !== false) throw new SvcError('session.not_found', `no live session ${JSON.stringify(id.slice(0, 128))}`);
+  const hub = deps.hub(id);
+  if (hub === undefined || hub.closed || hub.pending)
+    throw new SvcError('session.not_found', `no live session ${JSON.stringify(id.slice(0, 128))}`);
 }
 
 /** role and replay_from of an orchestrate URL; throws 400 request.invalid. */
@@ -47,46 +70,87 @@ export function parseOrchestrateQuery(query: URLSearchParams): { role: SessionRo
   if (cursors.length > 1) throw new SvcError('request.invalid', 'replay_from given more than once');
   let replayFrom: number | undefined;
   if (cursors[0] !== undefined) {
-    if (!/^\d{1,16}$/.test(cursors[0])) throw new SvcError('request.invalid', 'replay_from must be a non-negative integer');
+    if (!/^\d{1,15}$/.test(cursors[0])) throw new SvcError('request.invalid', 'replay_from must be a non-negative integer');
     replayFrom = Number(cursors[0]);
   }
   return { role, replayFrom };
 }
 
-function handlers(deps: SessionWsRoutesDeps, implicitJoin: boolean): WsRouteOptions['handlers'] {
-  const hubOf = (conn: WsConn): SessionHub | undefined => deps.hub(sessionIdOf(conn.request));
+/** A decoded pty.join_session as the hub's typed join. */
+export function joinRequestOf(f: Extract<ClientFrame, { op: 'pty.join_session' }>): JoinRequest {
+  const p = f.payload;
+  return {
+    role: p.role,
+    clientLabel: p.client_label,
+    replayFrom: f.replay_from,
+    cols: p.terminal_size?.cols ?? p.cols,
+    rows: p.terminal_size?.rows ?? p.rows,
+    sessionBackend: p.session_backend,
+    sessionClass: p.session_class,
+    argv: p.argv,
+    command: p.command,
+    cwd: p.cwd,
+    env: p.env,
+  };
+}
+
+/** Dispatches one decoded client frame to the hub. */
+function dispatch(hub: SessionHub, conn: WsConn, f: ClientFrame, input: Uint8Array | undefined): void {
+  switch (f.op) {
+    case 'pty.join_session':
+      return hub.join(conn, joinRequestOf(f), f.id);
+    case 'pty.session_input':
+      return hub.input(conn, input ?? new Uint8Array(0), f.id);
+    case 'pty.session_resize':
+      return hub.resize(conn, f.payload.cols, f.payload.rows, f.id);
+    case 'pty.request_role':
+      return hub.requestRole(conn, f.payload.role, f.id);
+    case 'pty.request_keyframe':
+      return hub.requestKeyframe(conn, f.id);
+    case 'pty.leave_session':
+      return hub.leave(conn, f.id);
+    case 'ping':
+      return hub.reply(conn, toText(pongFrame(f.id, f.payload.client_ts)));
+    case 'pong':
+      return hub.alive(conn);
+  }
+}
+
+function handlers(deps: SessionWsRoutesDeps, hubOf: HubOf, implicitJoin: boolean): WsRouteOptions['handlers'] {
   return {
     open(conn) {
-      const hub = hubOf(conn);
-      if (hub === undefined) {
-        conn.send(encodeError('session_closed', 'the session has ended', true));
-        conn.close(CloseCode.sessionNotFound, 'no such session');
-        return;
+      let hub: SessionHub | undefined;
+      try {
+        hub = hubOf(conn);
+      } catch {
+        hub = undefined;
       }
-      hub.open(conn);
+      if (hub === undefined) return conn.close(CLOSE_CODES.notFound, 'no such session');
+      hub.open(conn, bindingDialect(conn.protocol === SUBPROTOCOL_BINARY, deps.params));
       if (!implicitJoin) return;
       const q = parseOrchestrateQuery(conn.request.query);
-      const join: JoinFrame = {
-        op: 'pty.join_session',
-        role: q.role,
-        sessionBackend: undefined,
-        sessionClass: undefined,
-        argv: undefined,
-        cwd: undefined,
-        env: undefined,
-        terminalSize: undefined,
-        replayFrom: q.replayFrom,
-        binaryOutput: false,
-        clientLabel: undefined,
-      };
-      hub.handle(conn, join);
+      hub.join(conn, { role: q.role, replayFrom: q.replayFrom });
     },
     message(conn, data, isBinary) {
       const hub = hubOf(conn);
-      if (hub === undefined) return conn.close(CloseCode.sessionNotFound, 'no such session');
-      const r = decodeClientFrame(data, isBinary);
-      if (r.ok) hub.handle(conn, r.frame);
-      else hub.protocolError(conn, r.code, r.message);
+      if (hub === undefined) return conn.close(CLOSE_CODES.notFound, 'no such session');
+      if (isBinary) {
+        if (conn.protocol !== SUBPROTOCOL_BINARY)
+          return hub.refuse(
+            conn,
+            'INVALID_REQUEST',
+            `binary messages need the ${SUBPROTOCOL_BINARY} subprotocol`,
+            undefined,
+            CLOSE_CODES.protocolError,
+          );
+        const r = decodeBinaryInput(new Uint8Array(data));
+        if (!r.ok) return hub.refuse(conn, 'INVALID_REQUEST', r.message, undefined, CLOSE_CODES.protocolError);
+        return hub.input(conn, r.value);
+      }
+      const r = decodeClientFrame(new Uint8Array(data));
+      if (r.ok) return dispatch(hub, conn, r.frame, r.input);
+      if (r.code === 'UNSUPPORTED_OPERATION') return hub.refuse(conn, r.code, r.message, r.id);
+      hub.refuse(conn, r.code, r.message, r.id, CLOSE_CODES.protocolError);
     },
     close(conn) {
       hubOf(conn)?.disconnect(conn);
@@ -94,16 +158,35 @@ function handlers(deps: SessionWsRoutesDeps, implicitJoin: boolean): WsRouteOpti
   };
 }
 
-/** The pty-ws.v1 route and the orchestrate route. */
+/** The pty-ws.v1 routes (session URL, agent-scoped URL) and the orchestrate route. */
 export function sessionWsRoutes(deps: SessionWsRoutesDeps): WsRouteOptions[] {
-  const common = { maxPayloadBytes: kMaxClientFrameBytes, idleTimeoutSeconds: deps.idleTimeoutSeconds ?? 120 };
+  const common = { maxPayloadBytes: LIMITS.maxClientFrameBytes, idleTimeoutSeconds: deps.idleTimeoutSeconds ?? 120 };
+  const bySession: HubOf = (conn) => deps.hub(sessionIdOf(conn.request));
+  // Connections of the agent-scoped URL remember their hub: a pending one is not yet in deps.hub.
+  const attached = new WeakMap<WsConn, SessionHub>();
+  const byAgent: HubOf = (conn) => {
+    const known = attached.get(conn);
+    if (known !== undefined) return known;
+    const hub = deps.agentHub(conn.request.params['instance_id'] ?? '', sessionIdOf(conn.request), true);
+    if (hub !== undefined) attached.set(conn, hub);
+    return hub;
+  };
   return [
     {
       ...common,
       path: PTY_WS_PATH,
-      protocols: [PTY_WS_SUBPROTOCOL],
+      protocols: PTY_WS_PROTOCOLS,
       authorize: (req) => requireHub(deps, req),
-      handlers: handlers(deps, false),
+      handlers: handlers(deps, bySession, false),
+    },
+    {
+      ...common,
+      path: AGENT_ATTACH_WS_PATH,
+      protocols: PTY_WS_PROTOCOLS,
+      authorize: (req) => {
+        deps.agentHub(req.params['instance_id'] ?? '', sessionIdOf(req), false);
+      },
+      handlers: handlers(deps, byAgent, false),
     },
     {
       ...common,
@@ -112,7 +195,7 @@ export function sessionWsRoutes(deps: SessionWsRoutesDeps): WsRouteOptions[] {
         parseOrchestrateQuery(req.query);
         requireHub(deps, req);
       },
-      handlers: handlers(deps, true),
+      handlers: handlers(deps, bySession, true),
     },
   ];
 }

@@ -1,99 +1,109 @@
 /**
- * A session's hot replay: its most recent output frames, bounded by bytes, for clients that join
- * or rejoin (pty.join_session replay_from). It lives with the session hub on the main thread, so
- * a join reads it synchronously and no live frame can slip between replay and live.
+ * A session's replay buffer: the newest events of its stream (session-dialect.ts SessionEvent,
+ * numbered by the hub's counter without gaps), for clients that rejoin with `replay_from`. It
+ * lives with the session hub on the main thread, so a join reads it synchronously and no live
+ * event can slip between replay and live.
  *
- * This is a terminal-sized window (default 256 KiB: many screens of a full-screen program, which
- * redraws anyway), not the command's full output: the agent-output SSE replay (actors' replay
- * rings) keeps more. Each entry costs its bytes plus {@link kReplayEntryOverheadBytes}.
- * Seqs must increase; a seq at or below the newest is a duplicate and is ignored.
+ * Retention (pty-ws.v1 8.2 asks for the last 1000 frames): at least `minFrames` events are kept
+ * while they fit in `maxBytes` (default 16 MiB, a hard bound: a session cannot pin unbounded
+ * memory), and beyond `minFrames` older events go once the buffer passes `softBytes` (default
+ * 1 MiB). Each event costs its payload bytes plus {@link kReplayEntryOverheadBytes}.
  */
+import type { SessionEvent } from './session-dialect.js';
 
-export const DEFAULT_SESSION_REPLAY_BYTES = 256 * 1024;
+export const DEFAULT_REPLAY_MIN_FRAMES = 1000;
+export const DEFAULT_REPLAY_SOFT_BYTES = 1024 * 1024;
+export const DEFAULT_REPLAY_MAX_BYTES = 16 * 1024 * 1024;
 export const kReplayEntryOverheadBytes = 64;
 
-export interface ReplayFrame {
-  readonly seq: number;
-  readonly data: Uint8Array;
+export interface ReplayBufferLimits {
+  readonly minFrames?: number;
+  readonly softBytes?: number;
+  readonly maxBytes?: number;
 }
 
-export interface ReplaySlice {
-  /** Clear the screen before drawing: the client has no cursor, or output after it is gone. */
-  readonly reset: boolean;
-  readonly frames: readonly ReplayFrame[];
-  /** First seq replayed (the cursor asked for when nothing is replayed). */
-  readonly fromSeq: number;
-  /** Newest seq retained (0 when none). */
-  readonly toSeq: number;
+/** What a rejoin with `replay_from` gets. */
+export type ReplayRange =
+  | { readonly inRange: true; readonly events: readonly SessionEvent[] }
+  /** The cursor is older than the oldest event kept, or newer than the newest: its screen is lost. */
+  | { readonly inRange: false };
+
+export function costOf(e: SessionEvent): number {
+  switch (e.kind) {
+    case 'Output':
+      return e.data.byteLength + kReplayEntryOverheadBytes;
+    case 'Keyframe':
+      return e.snapshot.byteLength + kReplayEntryOverheadBytes;
+    default:
+      return kReplayEntryOverheadBytes * 2;
+  }
 }
 
 export class ReplayBuffer {
+  readonly minFrames: number;
+  readonly softBytes: number;
   readonly maxBytes: number;
-  #frames: ReplayFrame[] = [];
+  #events: SessionEvent[] = [];
   #head = 0;
   #bytes = 0;
   #newest = 0;
 
-  constructor(maxBytes: number = DEFAULT_SESSION_REPLAY_BYTES) {
-    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new RangeError(`maxBytes must be a non-negative integer, got ${maxBytes}`);
-    this.maxBytes = maxBytes;
+  constructor(limits: ReplayBufferLimits = {}) {
+    this.minFrames = limits.minFrames ?? DEFAULT_REPLAY_MIN_FRAMES;
+    this.softBytes = limits.softBytes ?? DEFAULT_REPLAY_SOFT_BYTES;
+    this.maxBytes = limits.maxBytes ?? DEFAULT_REPLAY_MAX_BYTES;
+    for (const [k, v] of Object.entries({ minFrames: this.minFrames, softBytes: this.softBytes, maxBytes: this.maxBytes }))
+      if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`${k} must be a non-negative integer, got ${v}`);
   }
 
+  /** Sequence of the newest event appended (0 before any). */
   get newestSeq(): number {
     return this.#newest;
   }
 
-  /** Oldest retained seq (0 when empty). */
+  /** Sequence of the oldest event kept (newest + 1 when empty). */
   get oldestSeq(): number {
-    return this.#frames[this.#head]?.seq ?? 0;
+    return this.#events[this.#head]?.sequence ?? this.#newest + 1;
+  }
+
+  get size(): number {
+    return this.#events.length - this.#head;
   }
 
   get bytes(): number {
     return this.#bytes;
   }
 
-  get isEmpty(): boolean {
-    return this.#head === this.#frames.length;
-  }
-
-  /** Keeps a frame (the caller must not modify `data` afterwards). False for a duplicate seq. */
-  append(seq: number, data: Uint8Array): boolean {
-    if (!(seq > this.#newest)) return false;
-    this.#newest = seq;
-    const cost = data.byteLength + kReplayEntryOverheadBytes;
-    if (cost > this.maxBytes) {
-      // Larger than the whole window: nothing older survives it, and it is not kept either.
-      this.#frames = [];
-      this.#head = 0;
-      this.#bytes = 0;
-      return true;
-    }
-    this.#frames.push({ seq, data });
-    this.#bytes += cost;
-    while (this.#bytes > this.maxBytes) {
-      const old = this.#frames[this.#head] as ReplayFrame;
-      this.#frames[this.#head] = undefined as unknown as ReplayFrame;
+  /** Keeps an event; its sequence must be newest + 1 (the hub's counter has no gaps). */
+  append(e: SessionEvent): void {
+    if (e.sequence !== this.#newest + 1) throw new RangeError(`sequence ${e.sequence} after ${this.#newest}`);
+    this.#newest = e.sequence;
+    this.#events.push(e);
+    this.#bytes += costOf(e);
+    while (this.size > 1 && (this.#bytes > this.maxBytes || (this.size > this.minFrames && this.#bytes > this.softBytes))) {
+      const old = this.#events[this.#head] as SessionEvent;
+      this.#events[this.#head] = undefined as unknown as SessionEvent;
       this.#head++;
-      this.#bytes -= old.data.byteLength + kReplayEntryOverheadBytes;
+      this.#bytes -= costOf(old);
     }
-    if (this.#head > 1024 && this.#head * 2 > this.#frames.length) {
-      this.#frames = this.#frames.slice(this.#head);
+    if (this.#head > 1024 && this.#head * 2 > this.#events.length) {
+      this.#events = this.#events.slice(this.#head);
       this.#head = 0;
     }
-    return true;
   }
 
-  /** What a client joining with cursor `replayFrom` (first seq it wants; undefined: none) gets. */
-  since(replayFrom: number | undefined): ReplaySlice {
-    const all = this.#frames.slice(this.#head);
-    if (replayFrom === undefined) return { reset: true, frames: all, fromSeq: all[0]?.seq ?? this.#newest + 1, toSeq: this.#newest };
-    if (replayFrom > this.#newest) return { reset: false, frames: [], fromSeq: replayFrom, toSeq: this.#newest };
-    const oldest = all[0]?.seq;
-    if (oldest === undefined || replayFrom < oldest) {
-      // Output between the cursor and what is retained is gone (evicted, or from before a re-attach).
-      return { reset: true, frames: all, fromSeq: oldest ?? replayFrom, toSeq: this.#newest };
-    }
-    const frames = all.filter((f) => f.seq >= replayFrom);
-    return { reset: false, frames, fromSeq: frames[0]?.seq ?? replayFrom, toSeq: this.#newest };
+  /** Events with sequence > `after`, in order (empty when none). */
+  after(after: number): SessionEvent[] {
+    const first = Math.max(this.#head, this.#head + (after + 1 - this.oldestSeq));
+    return first >= this.#events.length ? [] : this.#events.slice(first);
+  }
+
+  /**
+   * The events a client that has everything up to `replayFrom` missed: in range when the next one
+   * it needs is still kept (or it missed nothing).
+   */
+  since(replayFrom: number): ReplayRange {
+    if (replayFrom > this.#newest || replayFrom + 1 < this.oldestSeq) return { inRange: false };
+    return { inRange: true, events: this.after(replayFrom) };
   }
 }

@@ -6,7 +6,7 @@
  * request (src/http/public-url.ts: Host, or the forwarded headers of a trusted proxy), never from
  * the listen address, and a replayed create response gets the replaying caller's URLs.
  * - pty-ws.v1: `ws(s)://<caller's origin>/api/v1/sessions/{session_id}/pty`, subprotocol
- *   `pty-ws.v1` (required). Frames: pty-ws-protocol.ts. Absolute: a relative reference cannot
+ *   `pty-ws.v1` (required). Frames: binding/README.md. Absolute: a relative reference cannot
  *   change the scheme from http to ws for a client that is not a browser.
  * - orchestrate: `ws(s)://<caller's origin>/ws/sessions/{session_id}/orchestrate?role=observer|controller`,
  *   the same frames with an implicit join at open (role from the query, default observer).
@@ -25,6 +25,7 @@ import type {
   SessionRole,
   SessionState,
 } from '../wire/sessions.js';
+import { REATTACHABLE_BACKENDS } from './session-backends.js';
 
 /**
  * The wire shapes (src/wire/sessions.ts): the role, the lifecycle states, the create response
@@ -34,9 +35,10 @@ import type {
 export { SESSION_STATES } from '../wire/sessions.js';
 export type { SessionAccessFields, SessionCreateResponse, SessionListEntry, SessionLiveness, SessionMembership, SessionRole, SessionState };
 
-/** The only backend we run; spec 4.2 names these four. */
+/** The backends spec 4.2 names; which pairs run where: session-backends.ts and session-host.ts. */
 export const SESSION_BACKENDS = ['tmux', 'screen', 'zellij', 'native'] as const;
 export type SessionBackendName = (typeof SESSION_BACKENDS)[number];
+/** What POST …/sessions accepts (a pty-ws.v1 join may select more: session-host.ts). */
 export const SUPPORTED_SESSION_BACKENDS = ['tmux'] as const;
 
 export const SESSION_CLASSES = ['managed', 'direct'] as const;
@@ -57,6 +59,8 @@ export const CONTROLLER_POLICY =
 /** Router patterns of the WebSocket routes (uWS `:param` syntax). */
 export const PTY_WS_PATH = '/api/v1/sessions/:session_id/pty';
 export const ORCHESTRATE_WS_PATH = '/ws/sessions/:session_id/orchestrate';
+/** pty-ws.v1's own URL pattern (the reference binding's 2.1), scoped by the agent's instance id. */
+export const AGENT_ATTACH_WS_PATH = '/agents/:instance_id/sessions/:session_id/attach';
 
 /** What the registry keeps per session (persisted; see session-store.ts). */
 export interface SessionRecord {
@@ -72,13 +76,17 @@ export interface SessionRecord {
    * across restarts of sandboxd (the agent resends buffered output with the same command seqs).
    */
   readonly generation: number;
-  /** Also the tmux session name (unique per agent among live sessions). */
+  /** Also the tmux or screen session name and the native pid file's (unique per agent among live sessions). */
   readonly sessionName: string;
-  /** The shell command run in the session (sh -c semantics). */
+  /**
+   * What runs in the session: POST's shell command (sh -c), a join's `command` (sh -lc), a join's
+   * argv shell-quoted, or empty for a join's default (the agent user's login shell).
+   */
   readonly command: string;
   readonly sessionType: 'interactive';
-  readonly sessionBackend: 'tmux';
-  readonly sessionClass: 'managed';
+  /** tmux/managed (POST and joins), screen/managed or native/direct (joins). */
+  readonly sessionBackend: SessionBackendName;
+  readonly sessionClass: SessionClassName;
   readonly createdAtMs: number;
   readonly state: SessionState;
   /** Last known terminal size of the PTY. */
@@ -177,7 +185,7 @@ export function createResponseOf(r: SessionRecord, bases: SessionUrlBases): Sess
     supported_session_classes: [...SUPPORTED_SESSION_CLASSES],
     observe_supported: true,
     drive_supported: true,
-    reattach_supported: true,
+    reattach_supported: REATTACHABLE_BACKENDS.has(r.sessionBackend),
   };
 }
 

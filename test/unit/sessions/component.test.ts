@@ -27,7 +27,10 @@ test('createSessions wires routes, WS routes and reconciliation on a durable sto
   const make = () =>
     createSessions({
       stateDir: join(dir, 'sessions'),
-      agents: { get: (id) => (id === 'a1' ? { agentId: 'a1', instanceId: 'i1', connected: true } : undefined) },
+      agents: {
+        get: (id) => (id === 'a1' ? { agentId: 'a1', instanceId: 'i1', connected: true } : undefined),
+        byInstance: (id) => (id === 'i1' ? { agentId: 'a1', instanceId: 'i1', connected: true } : undefined),
+      },
       port,
       transport: {
         sendSessionQuery: (a) => sent.push(`query ${a}`),
@@ -44,7 +47,7 @@ test('createSessions wires routes, WS routes and reconciliation on a durable sto
     s.registerRoutes(router);
     assert.deepEqual(
       s.wsRoutes.map((r) => r.path),
-      ['/api/v1/sessions/:session_id/pty', '/ws/sessions/:session_id/orchestrate'],
+      ['/api/v1/sessions/:session_id/pty', '/agents/:instance_id/sessions/:session_id/attach', '/ws/sessions/:session_id/orchestrate'],
     );
     const created = await inject(router, { method: 'POST', url: '/api/v1/agents/a1/sessions', body: { command: 'vim' } });
     assert.equal(created.status, 200);

@@ -1,26 +1,39 @@
 /**
  * An in-memory FrameSink (what a WsConn offers the session hub) with a controllable socket
  * buffer: `stopReading()` makes every sent byte count as queued, `drain()` empties it (and fires
- * the drain callbacks, as uWS's drain event does).
+ * the drain callbacks, as uWS's drain event does). It parses what the hub sends as pty-ws.v1
+ * frames: JSON text, or PW1O binary output (shown as a session frame of kind Output).
  */
-import type { FrameSink } from '../../../src/sessions/session-hub.js';
-import { decodeOutputBinary } from '../../../src/sessions/pty-ws-frames.js';
-import type { JoinFrame } from '../../../src/sessions/pty-ws-protocol.js';
+import { decodeBinaryOutput } from '../../../src/sessions/binding/binary.js';
+import { bindingDialect } from '../../../src/sessions/binding-dialect.js';
+import type { FrameSink, JoinRequest, SessionHub } from '../../../src/sessions/session-hub.js';
 import { tail } from '../../support/wait.js';
 
 let nextId = 1000;
 
-export type Frame = Record<string, unknown> & { op: string };
+export interface Frame {
+  op: string;
+  id: string;
+  ts?: string;
+  sequence?: number;
+  payload: Record<string, unknown>;
+  /** True for a PW1O binary message. */
+  binary?: boolean;
+}
 
 export class FakeSink implements FrameSink {
   readonly id = nextId++;
-  readonly frames: (Frame | { op: 'binary'; seq: number; data: Buffer })[] = [];
+  readonly frames: Frame[] = [];
   closeCode: number | undefined;
+  pings = 0;
   #buffered = 0;
   #reading = true;
   readonly #listeners = new Set<() => void>();
   readonly #drainCbs: Array<() => void> = [];
   readonly #closeCbs: Array<() => void> = [];
+  readonly #pongCbs: Array<() => void> = [];
+  /** Answer WebSocket pings (as every WebSocket stack does); false: a dead peer. */
+  answerPings = true;
 
   get closed(): boolean {
     return this.closeCode !== undefined;
@@ -28,9 +41,15 @@ export class FakeSink implements FrameSink {
   send(data: Uint8Array | string, isBinary = false): 'sent' | 'backpressure' | 'dropped' | 'closed' {
     if (this.closed) return 'closed';
     if (isBinary) {
-      const b = decodeOutputBinary(data as Uint8Array);
-      if (b === null) throw new Error('unexpected binary frame');
-      this.frames.push({ op: 'binary', seq: b.seq, data: Buffer.from(b.data) });
+      const b = decodeBinaryOutput(data as Uint8Array);
+      if (!b.ok) throw new Error(`unexpected binary frame: ${b.message}`);
+      this.frames.push({
+        op: 'pty.session_frame',
+        id: '',
+        sequence: b.value.sequence,
+        binary: true,
+        payload: { kind: 'Output', stream: b.value.stream, data: Buffer.from(b.value.bytes).toString('base64') },
+      });
     } else this.frames.push(JSON.parse(typeof data === 'string' ? data : Buffer.from(data).toString()) as Frame);
     for (const l of this.#listeners) l();
     if (this.#reading) return 'sent';
@@ -49,6 +68,13 @@ export class FakeSink implements FrameSink {
     if (this.closed) cb();
     else this.#closeCbs.push(cb);
   }
+  ping(): void {
+    this.pings++;
+    if (this.answerPings) for (const cb of this.#pongCbs) cb();
+  }
+  onPong(cb: () => void): void {
+    this.#pongCbs.push(cb);
+  }
   bufferedAmount(): number {
     return this.#buffered;
   }
@@ -65,50 +91,48 @@ export class FakeSink implements FrameSink {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
   }
-  /** What this sink received, for a timeout message: the last ops and seqs, the output's tail. */
+  /** What this sink received, for a timeout message: the last names and sequences, the output's tail. */
   describe(): string {
-    return `ops ${JSON.stringify(this.ops().slice(-12))} (of ${this.frames.length}), seqs ${JSON.stringify(this.seqs().slice(-4))}, output ${tail(this.output(), 400)}`;
+    return `frames ${JSON.stringify(this.names().slice(-12))} (of ${this.frames.length}), sequences ${JSON.stringify(this.sequences().slice(-6))}, output ${tail(this.output(), 400)}`;
   }
-  ops(): string[] {
-    return this.frames.map((f) => f.op);
+  /** Each frame's name: the op, or the kind of a pty.session_frame. */
+  names(): string[] {
+    return this.frames.map(nameOf);
   }
-  last(op: string): Frame | undefined {
-    return [...this.frames].reverse().find((f) => f.op === op);
+  /** The last frame with this name (op or session-frame kind). */
+  last(name: string): Frame | undefined {
+    return [...this.frames].reverse().find((f) => nameOf(f) === name);
   }
-  all(op: string): Frame[] {
-    return this.frames.filter((f) => f.op === op);
+  all(name: string): Frame[] {
+    return this.frames.filter((f) => nameOf(f) === name);
   }
-  /** Decoded output bytes received (JSON or binary), in order. */
+  /** Decoded Output bytes received (JSON or binary), in order. */
   output(): string {
-    return this.frames
-      .map((f) =>
-        f.op === 'pty.output'
-          ? Buffer.from(f['data'] as string, 'base64').toString()
-          : f.op === 'binary'
-            ? (f as { data: Buffer }).data.toString()
-            : '',
-      )
+    return this.all('Output')
+      .map((f) => Buffer.from(f.payload['data'] as string, 'base64').toString())
       .join('');
   }
-  seqs(): number[] {
-    return this.frames.filter((f) => f.op === 'pty.output' || f.op === 'binary').map((f) => f['seq'] as number);
+  /** Sequences of the Output frames. */
+  outputSequences(): number[] {
+    return this.all('Output').map((f) => f.sequence as number);
+  }
+  /** Every sequence received, in order. */
+  sequences(): number[] {
+    return this.frames.filter((f) => f.sequence !== undefined).map((f) => f.sequence as number);
   }
 }
 
-/** A pty.join_session frame with every field unset but `over`. */
-export function join(over: Partial<JoinFrame> = {}): JoinFrame {
-  return {
-    op: 'pty.join_session',
-    role: undefined,
-    sessionBackend: undefined,
-    sessionClass: undefined,
-    argv: undefined,
-    cwd: undefined,
-    env: undefined,
-    terminalSize: undefined,
-    replayFrom: undefined,
-    binaryOutput: false,
-    clientLabel: undefined,
-    ...over,
-  };
+export function nameOf(f: Frame): string {
+  return f.op === 'pty.session_frame' ? String(f.payload['kind']) : f.op;
+}
+
+/** The binding params the session tests use. */
+export const TEST_BINDING_PARAMS = { keyframeIntervalFrames: 100, keyframeIntervalSeconds: 5, replayFrames: 1000, maxObservers: 256 };
+
+/** Opens a pty-ws.v1 client on `hub` and joins (default observer); the keyframe arrives asynchronously. */
+export function attach(hub: SessionHub, req: Partial<JoinRequest> = {}, binary = false): FakeSink {
+  const sink = new FakeSink();
+  hub.open(sink, bindingDialect(binary, TEST_BINDING_PARAMS));
+  hub.join(sink, { role: 'observer', ...req });
+  return sink;
 }

@@ -5,6 +5,7 @@ import { LiveSubscriber } from '../../../src/http/live-subscriber.js';
 import { wsLiveSink } from '../../../src/http/ws-route.js';
 import { Membership } from '../../../src/sessions/lease.js';
 import { ReplayBuffer, kReplayEntryOverheadBytes } from '../../../src/sessions/replay-buffer.js';
+import type { SessionEvent } from '../../../src/sessions/session-dialect.js';
 import { FakeSink } from './fake-sink.js';
 
 describe('controller lease and membership', () => {
@@ -72,7 +73,7 @@ describe("a session client's bounded queue (LiveSubscriber over a WebSocket)", (
     const slow = new FakeSink();
     const fast = new FakeSink();
     let slowEvents = 0;
-    const slowFrame = (): string => JSON.stringify({ op: 'error', code: 'slow_consumer', message: 'fell behind', fatal: true });
+    const slowFrame = (): string => JSON.stringify({ op: 'Error', id: 'x', payload: { code: 'SLOW_CONSUMER', message: 'fell behind' } });
     const slowClose = { code: 4413, reason: 'slow consumer' };
     const s1 = new LiveSubscriber(wsLiveSink(slow, slowClose), { maxQueuedBytes: 1000, slowFrame, onSlow: () => slowEvents++ });
     const s2 = new LiveSubscriber(wsLiveSink(fast, slowClose), { maxQueuedBytes: 1000, slowFrame });
@@ -80,56 +81,74 @@ describe("a session client's bounded queue (LiveSubscriber over a WebSocket)", (
     const frame = 'x'.repeat(300);
     let sentToSlow = 0;
     for (let i = 0; i < 10; i++) {
-      if (s1.send(JSON.stringify({ op: 'pty.output', seq: i, data: frame }))) sentToSlow++;
-      assert.ok(s2.send(JSON.stringify({ op: 'pty.output', seq: i, data: frame })));
+      const out = JSON.stringify({ op: 'pty.session_frame', id: `f${i}`, sequence: i, payload: { kind: 'Output', data: frame } });
+      if (s1.send(out)) sentToSlow++;
+      assert.ok(s2.send(out));
     }
-    assert.equal(sentToSlow, Math.floor(1000 / JSON.stringify({ op: 'pty.output', seq: 0, data: frame }).length));
+    const size = JSON.stringify({ op: 'pty.session_frame', id: 'f0', sequence: 0, payload: { kind: 'Output', data: frame } }).length;
+    assert.equal(sentToSlow, Math.floor(1000 / size));
     assert.equal(slowEvents, 1);
     assert.equal(slow.closeCode, 4413);
-    assert.deepEqual(slow.last('error'), { op: 'error', code: 'slow_consumer', message: slow.last('error')?.['message'], fatal: true });
+    assert.equal(slow.last('Error')?.payload['code'], 'SLOW_CONSUMER');
     assert.ok(s1.closed && s1.cutOff);
-    assert.equal(fast.all('pty.output').length, 10);
+    assert.equal(fast.all('Output').length, 10);
     assert.equal(fast.closed, false);
   });
 });
 
 describe('ReplayBuffer', () => {
-  test('keeps the newest frames within its byte bound and tells a rejoining client whether to reset', () => {
-    const rb = new ReplayBuffer(3 * (10 + kReplayEntryOverheadBytes));
-    for (let seq = 1; seq <= 5; seq++) assert.ok(rb.append(seq, new Uint8Array(10).fill(seq)));
-    assert.equal(rb.append(5, new Uint8Array(1)), false, 'duplicate');
-    assert.deepEqual([rb.oldestSeq, rb.newestSeq], [3, 5]);
-    const fresh = rb.since(undefined);
-    assert.deepEqual([fresh.reset, fresh.frames.map((f) => f.seq), fresh.fromSeq, fresh.toSeq], [true, [3, 4, 5], 3, 5]);
-    const resume = rb.since(4);
-    assert.deepEqual([resume.reset, resume.frames.map((f) => f.seq)], [false, [4, 5]]);
-    const gone = rb.since(2);
-    assert.deepEqual([gone.reset, gone.frames.map((f) => f.seq)], [true, [3, 4, 5]]);
-    const ahead = rb.since(6);
-    assert.deepEqual([ahead.reset, ahead.frames.length], [false, 0]);
-    rb.append(6, new Uint8Array(10_000));
-    assert.ok(rb.isEmpty, 'a frame larger than the window clears it');
-    assert.deepEqual([rb.since(6).reset, rb.newestSeq], [true, 6]);
+  const out = (sequence: number, bytes: number): SessionEvent => ({
+    kind: 'Output',
+    stream: 'stdout',
+    data: new Uint8Array(bytes),
+    sequence,
+    id: `e${sequence}`,
+    ts: '2026-11-26T00:00:00Z',
   });
 
-  test('property: bytes never exceed the bound and seqs stay increasing', () => {
+  test('keeps at least minFrames events, drops older ones past the soft bound, and says when a cursor is out of range', () => {
+    const rb = new ReplayBuffer({ minFrames: 3, softBytes: 3 * (10 + kReplayEntryOverheadBytes), maxBytes: 1 << 20 });
+    for (let seq = 1; seq <= 5; seq++) rb.append(out(seq, 10));
+    assert.throws(() => rb.append(out(5, 1)), RangeError, 'a sequence must follow the newest');
+    assert.deepEqual([rb.oldestSeq, rb.newestSeq, rb.size], [3, 5, 3]);
+    const resume = rb.since(3);
+    assert.deepEqual(resume.inRange ? resume.events.map((e) => e.sequence) : 'out', [4, 5]);
+    const edge = rb.since(2);
+    assert.deepEqual(edge.inRange ? edge.events.map((e) => e.sequence) : 'out', [3, 4, 5], 'missed nothing that is gone');
+    assert.equal(rb.since(1).inRange, false);
+    assert.equal(rb.since(6).inRange, false, 'a cursor from the future (an earlier server run)');
+    const now = rb.since(5);
+    assert.deepEqual(now.inRange ? now.events : 'out', []);
+  });
+
+  test('the hard byte bound wins over minFrames: a burst of large frames cannot pin unbounded memory', () => {
+    const rb = new ReplayBuffer({ minFrames: 1000, softBytes: 0, maxBytes: 10 * (1000 + kReplayEntryOverheadBytes) });
+    for (let seq = 1; seq <= 50; seq++) rb.append(out(seq, 1000));
+    assert.equal(rb.size, 10);
+    assert.ok(rb.bytes <= rb.maxBytes);
+  });
+
+  test('property: bytes stay within the hard bound, minFrames are kept while they fit, sequences stay contiguous', () => {
     fc.assert(
       fc.property(
-        fc.array(fc.tuple(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 0, max: 400 })), { maxLength: 200 }),
+        fc.array(fc.integer({ min: 0, max: 400 }), { maxLength: 200 }),
+        fc.integer({ min: 1, max: 50 }),
         fc.integer({ min: 0, max: 3000 }),
-        (steps, max) => {
-          const rb = new ReplayBuffer(max);
-          let seq = 0;
-          for (const [gap, len] of steps) {
-            seq += gap;
-            rb.append(seq, new Uint8Array(len));
-            assert.ok(rb.bytes <= max);
-            const seqs = rb.since(undefined).frames.map((f) => f.seq);
+        fc.integer({ min: 500, max: 20_000 }),
+        (sizes, minFrames, softBytes, maxBytes) => {
+          const rb = new ReplayBuffer({ minFrames, softBytes, maxBytes });
+          sizes.forEach((len, i) => {
+            rb.append(out(i + 1, len));
+            assert.ok(rb.bytes <= maxBytes || rb.size === 1);
+            const r = rb.since(rb.oldestSeq - 1);
+            assert.ok(r.inRange);
+            const seqs = r.events.map((e) => e.sequence);
             assert.deepEqual(
               seqs,
-              [...seqs].sort((a, b) => a - b),
+              seqs.map((_, k) => rb.oldestSeq + k),
             );
-          }
+            assert.equal(seqs.at(-1), i + 1);
+          });
         },
       ),
     );

@@ -1,19 +1,43 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
-import { encodeBinaryInput, encodeClientFrame } from '../../../src/sessions/pty-ws-frames.js';
-import { decodeClientFrame, type ClientFrame } from '../../../src/sessions/pty-ws-protocol.js';
-import { SessionHub, type SessionHubOptions } from '../../../src/sessions/session-hub.js';
+import { after, describe, test } from 'node:test';
+import xtermHeadless from '@xterm/headless';
+import { startScreenStates } from '../../../actors/terminal/screen-states.js';
+import { bindingDialect } from '../../../src/sessions/binding-dialect.js';
+import type { SessionHostCapabilities } from '../../../src/sessions/binding/frames.js';
+import { SessionHub, StartError, type JoinRequest, type JoinSelection, type SessionHubOptions } from '../../../src/sessions/session-hub.js';
 import { DEADLINE_MS, waitFor } from '../../support/wait.js';
-import { FakeSink, join } from './fake-sink.js';
+import { FakeSink, type Frame } from './fake-sink.js';
+
+const screens = startScreenStates();
+after(() => screens.stop());
+
+const TMUX_HOST: SessionHostCapabilities = {
+  default_backend: 'tmux',
+  default_class: 'managed',
+  supported_backends: ['tmux', 'native'],
+  supported_classes: ['managed', 'direct'],
+  pairs: [
+    { session_backend: 'tmux', session_class: 'managed', available: true },
+    { session_backend: 'native', session_class: 'direct', available: true },
+    { session_backend: 'zellij', session_class: 'managed', available: false, reason: 'not installed' },
+  ],
+  observe_supported: true,
+  drive_supported: true,
+  reattach_supported: true,
+};
+
+const PARAMS = { keyframeIntervalFrames: 100, keyframeIntervalSeconds: 5, replayFrames: 1000, maxObservers: 256 };
+
+let nextSession = 1;
 
 interface Rig {
   hub: SessionHub;
   inputs: string[];
   resizes: string[];
   clock: { now: number };
-  connect: (frame?: ClientFrame) => FakeSink;
-  /** Send a frame as raw bytes through the decoder, like the route does. */
-  raw: (sink: FakeSink, data: string | Uint8Array, isBinary?: boolean) => void;
+  open: (binary?: boolean) => FakeSink;
+  /** Opens a connection and joins; resolves once its join keyframe (or keyframe error) arrived. */
+  joined: (req: Partial<JoinRequest>, binary?: boolean) => Promise<FakeSink>;
 }
 
 function rig(over: Partial<SessionHubOptions> = {}): Rig {
@@ -21,265 +45,327 @@ function rig(over: Partial<SessionHubOptions> = {}): Rig {
   const resizes: string[] = [];
   const clock = { now: 1_000_000 };
   const hub = new SessionHub({
-    sessionId: 's1',
+    sessionId: `s${nextSession++}`,
+    agentId: 'a1',
     state: 'running',
     agentConnected: true,
     terminalSize: { cols: 80, rows: 24 },
+    sessionBackend: 'tmux',
+    sessionClass: 'managed',
+    host: () => TMUX_HOST,
+    screen: screens,
     pingIntervalMs: 0,
-    pongTimeoutMs: 90_000,
     now: () => clock.now,
     pty: { input: (d) => inputs.push(Buffer.from(d).toString()), resize: (c, r) => resizes.push(`${c}x${r}`) },
     ...over,
   });
-  const r: Rig = {
+  const open = (binary = false): FakeSink => {
+    const sink = new FakeSink();
+    hub.open(sink, bindingDialect(binary, PARAMS));
+    return sink;
+  };
+  return {
     hub,
     inputs,
     resizes,
     clock,
-    connect: (frame) => {
-      const sink = new FakeSink();
-      hub.open(sink);
-      if (frame !== undefined) hub.handle(sink, frame);
+    open,
+    joined: async (req, binary) => {
+      const sink = open(binary);
+      const before = sink.all('Keyframe').length;
+      hub.join(sink, { role: 'observer', ...req }, `join-${sink.id}`);
+      await keyframeAfter(sink, before);
       return sink;
     },
-    raw: (sink, data, isBinary = false) => {
-      const d = decodeClientFrame(typeof data === 'string' ? new TextEncoder().encode(data) : data, isBinary);
-      if (d.ok) hub.handle(sink, d.frame);
-      else hub.protocolError(sink, d.code, d.message);
-    },
   };
-  return r;
 }
 
 const text = (s: string): Uint8Array => new TextEncoder().encode(s);
 
-describe('SessionHub', () => {
-  test('binding_hello first, with the real capabilities (tmux/managed only) and limits', () => {
-    const { connect } = rig();
-    const c = connect();
+async function keyframeAfter(sink: FakeSink, before: number): Promise<Frame> {
+  return waitFor(
+    'a keyframe',
+    () => (sink.all('Keyframe').length > before ? sink.last('Keyframe') : sink.closed ? new Error(`closed ${sink.closeCode}`) : undefined),
+    { deadlineMs: DEADLINE_MS.local, intervalMs: 5, lastState: () => sink.describe() },
+  ).then((f) => {
+    if (f instanceof Error) throw f;
+    return f;
+  });
+}
+
+/** The screen a keyframe describes, as text lines (trailing blanks trimmed). */
+async function screenOf(keyframe: Frame): Promise<string[]> {
+  const p = keyframe.payload;
+  const term = new xtermHeadless.Terminal({
+    cols: p['snapshot_cols'] as number,
+    rows: p['snapshot_rows'] as number,
+    allowProposedApi: true,
+  });
+  await new Promise<void>((resolve) => term.write(Buffer.from(p['snapshot'] as string, 'base64'), resolve));
+  const lines: string[] = [];
+  for (let i = 0; i < term.rows; i++) lines.push(term.buffer.active.getLine(i)?.translateToString(true) ?? '');
+  term.dispose();
+  return lines;
+}
+
+/** The session frames a connection saw never go back, and the broadcast ones advance by one. */
+function assertSequenceRules(sink: FakeSink): void {
+  const seqs = sink.sequences();
+  for (let i = 1; i < seqs.length; i++)
+    assert.ok((seqs[i] as number) >= (seqs[i - 1] as number), `sequences went back: ${JSON.stringify(seqs)}`);
+}
+
+describe('SessionHub on pty-ws.v1', () => {
+  test('binding_hello first: binding URI, the PTY verbs without A2A core ops, session_host, extension params', () => {
+    const { open } = rig();
+    const c = open();
     const hello = c.frames[0];
     assert.equal(hello?.op, 'binding_hello');
-    assert.equal(hello?.['binding'], 'pty-ws.v1');
-    const host = hello?.['session_host'] as { backends: { session_backend: string; session_class: string; supported: boolean }[] };
-    assert.deepEqual(
-      host.backends.filter((b) => b.supported).map((b) => `${b.session_backend}/${b.session_class}`),
-      ['tmux/managed'],
-    );
-    assert.ok(host.backends.some((b) => b.session_backend === 'native' && b.session_class === 'direct' && !b.supported));
-    assert.deepEqual((hello?.['session'] as { current_seq: number }).current_seq, 0);
-    assert.ok((hello?.['supported_operations'] as string[]).includes('pty.join_session'));
+    assert.equal(hello?.sequence, 0);
+    assert.equal(hello?.payload['binding_uri'], 'https://agentic-sandbox.aiwg.io/bindings/pty-ws/v1');
+    const ops = hello?.payload['supported_operations'] as string[];
+    assert.ok(ops.includes('pty.join_session') && ops.includes('pty.request_keyframe'));
+    assert.ok(!ops.includes('SendMessage'));
+    assert.deepEqual(hello?.payload['session_host'], TMUX_HOST);
+    assert.deepEqual((hello?.payload['session'] as Record<string, unknown>)['current_sequence'], 0);
+    const ext = Object.values(hello?.payload['extension_params'] as Record<string, Record<string, number>>)[0];
+    assert.equal(ext?.['max_controllers'], 1);
   });
 
-  test('controller types, observer reads; a second controller is downgraded and told why', () => {
-    const { hub, inputs, connect } = rig();
-    const ctl = connect(join({ role: 'controller' }));
-    const obs = connect(join());
-    const ctl2 = connect(join({ role: 'controller' }));
-    assert.deepEqual(
-      [ctl.last('pty.role_assigned')?.['role'], ctl.last('pty.role_assigned')?.['requested_role']],
-      ['controller', 'controller'],
-    );
-    assert.deepEqual(
-      [obs.last('pty.role_assigned')?.['role'], obs.last('pty.role_assigned')?.['requested_role']],
-      ['observer', 'observer'],
-    );
-    const r2 = ctl2.last('pty.role_assigned');
-    assert.deepEqual([r2?.['role'], r2?.['requested_role'], r2?.['reason']], ['observer', 'controller', 'lease_held']);
-    hub.handle(ctl, { op: 'pty.session_input', data: text('echo hi\r') });
-    hub.output(1, text('echo hi\r\nhi\r\n'));
+  test('join order: RoleAssigned, MembershipChanged, Keyframe; the first joiner controls, a second controller is downgraded', async () => {
+    const { hub, inputs, joined } = rig();
+    hub.output(1, text('before anyone joined\r\n'));
+    const first = await joined({ role: 'observer', clientLabel: 'alice' });
+    assert.deepEqual(first.names(), ['binding_hello', 'RoleAssigned', 'MembershipChanged', 'Keyframe']);
+    const role = first.last('RoleAssigned');
+    assert.deepEqual([role?.payload['role'], role?.payload['reason'], role?.id], ['controller', 'first_joiner', `join-${first.id}`]);
+    assert.deepEqual((await screenOf(first.last('Keyframe') as Frame))[0], 'before anyone joined');
+    const second = await joined({ role: 'controller' });
+    const r2 = second.last('RoleAssigned')?.payload;
+    assert.deepEqual([r2?.['role'], r2?.['downgraded'], r2?.['reason']], ['observer', true, 'lease_held']);
+    const m = first.last('MembershipChanged')?.payload;
+    assert.deepEqual(m?.['controllers'], [{ client_id: `c-${first.id}`, label: 'alice' }]);
+    assert.deepEqual(m?.['observers'], [{ client_id: `c-${second.id}` }]);
+    hub.input(first, text('echo hi\r'), 'in-1');
+    hub.output(2, text('hi\r\n'));
     assert.deepEqual(inputs, ['echo hi\r']);
-    assert.equal(obs.output(), 'echo hi\r\nhi\r\n');
-    assert.equal(ctl2.output(), 'echo hi\r\nhi\r\n');
-    assert.deepEqual(hub.membership(), { controllers: [`c${ctl.id}`], observers: [`c${obs.id}`, `c${ctl2.id}`], attachment_count: 3 });
-    assert.deepEqual(obs.last('pty.membership')?.['controllers'], [`c${ctl.id}`]);
+    assert.equal(second.output(), 'hi\r\n');
+    assert.equal(first.output(), 'hi\r\n');
+    assertSequenceRules(first);
+    assertSequenceRules(second);
   });
 
-  test('observer input and resize are ignored, and the observer is told so (input_not_permitted)', () => {
-    const { hub, inputs, resizes, connect } = rig();
-    connect(join({ role: 'controller' }));
-    const obs = connect(join());
-    hub.handle(obs, { op: 'pty.session_input', data: text('rm -rf /\r') });
-    hub.handle(obs, { op: 'pty.session_resize', cols: 10, rows: 10 });
-    assert.deepEqual(inputs, []);
-    assert.deepEqual(resizes, []);
-    const errs = obs.all('error');
+  test("an observer's input and resize are refused with PERMISSION_DENIED (id echoed); the connection stays", async () => {
+    const { hub, inputs, resizes, joined } = rig();
+    await joined({ role: 'controller' });
+    const obs = await joined({});
+    hub.input(obs, text('rm -rf /\r'), 'bad-input');
+    hub.resize(obs, 10, 10, 'bad-resize');
+    assert.deepEqual([inputs, resizes], [[], []]);
     assert.deepEqual(
-      errs.map((e) => [e['code'], e['fatal']]),
+      obs.all('Error').map((e) => [e.payload['code'], e.id, e.payload['retryable']]),
       [
-        ['input_not_permitted', false],
-        ['input_not_permitted', false],
+        ['PERMISSION_DENIED', 'bad-input', false],
+        ['PERMISSION_DENIED', 'bad-resize', false],
       ],
     );
     assert.equal(obs.closed, false);
   });
 
-  test("the controller's join size and resizes reach the PTY and every client learns the size", () => {
-    const { hub, resizes, connect } = rig();
-    const obs = connect(join());
-    const ctl = connect(join({ role: 'controller', terminalSize: { cols: 120, rows: 40 } }));
-    hub.handle(ctl, { op: 'pty.session_resize', cols: 100, rows: 30 });
-    assert.deepEqual(resizes, ['120x40', '100x30']);
+  test("the controller's resize reaches the PTY and every client gets Resize; the keyframe follows the size", async () => {
+    const { hub, resizes, joined } = rig();
+    const obs = await joined({});
+    const ctl = await joined({ role: 'controller' });
+    hub.requestRole(obs, 'observer');
+    hub.requestRole(ctl, 'controller', 'take');
+    hub.resize(ctl, 100, 30);
+    assert.deepEqual(resizes, ['100x30']);
     assert.deepEqual(
-      obs.all('pty.resize').map((f) => `${String(f['cols'])}x${String(f['rows'])}`),
-      ['120x40', '100x30'],
+      [obs, ctl].map((c) => c.all('Resize').map((f) => `${String(f.payload['cols'])}x${String(f.payload['rows'])}`)),
+      [['100x30'], ['100x30']],
     );
-    assert.deepEqual(hub.terminalSize, { cols: 100, rows: 30 });
+    const late = await joined({});
+    const k = late.last('Keyframe')?.payload;
+    assert.deepEqual([k?.['snapshot_cols'], k?.['snapshot_rows']], [100, 30]);
   });
 
-  test('when the controller leaves, disconnects or times out, the lease is free for the next request', () => {
-    const { hub, connect, clock } = rig();
-    const a = connect(join({ role: 'controller' }));
-    const b = connect(join());
-    hub.handle(a, { op: 'pty.leave_session' });
-    assert.equal(a.last('pty.left')?.op, 'pty.left');
+  test('replay within the window: exactly the missed frames, then MembershipChanged, Keyframe, live', async () => {
+    const { hub, joined } = rig();
+    const watcher = await joined({});
+    for (let i = 1; i <= 5; i++) hub.output(i, text(`line-${i}\r\n`));
+    const seen = watcher.sequences();
+    const cursor = watcher.all('Output')[1]?.sequence as number;
+    const back = await joined({ replayFrom: cursor });
+    hub.output(6, text('line-6\r\n'));
+    assert.equal(back.output(), 'line-3\r\nline-4\r\nline-5\r\nline-6\r\n');
+    const names = back.names();
+    assert.deepEqual(names.slice(0, 5), ['binding_hello', 'RoleAssigned', 'Output', 'Output', 'Output']);
+    assert.deepEqual(names.slice(5), ['MembershipChanged', 'Keyframe', 'Output']);
+    const replayed = back.all('Output').map((f) => f.sequence);
+    assert.deepEqual(
+      replayed.slice(0, 3),
+      seen.filter((s) => s > cursor && watcher.frames.some((f) => f.sequence === s && f.payload['kind'] === 'Output')),
+    );
+    assertSequenceRules(back);
+  });
+
+  test('replay out of range: Error REPLAY_OUT_OF_RANGE, then a Keyframe with the current screen', async () => {
+    const { hub, joined } = rig({ replay: { minFrames: 4, softBytes: 0 } });
+    for (let i = 1; i <= 20; i++) hub.output(i, text(`row ${i}\r\n`));
+    const stale = await joined({ replayFrom: 2 });
+    assert.deepEqual(stale.names(), ['binding_hello', 'RoleAssigned', 'Error', 'MembershipChanged', 'Keyframe']);
+    assert.equal(stale.last('Error')?.payload['code'], 'REPLAY_OUT_OF_RANGE');
+    assert.ok((await screenOf(stale.last('Keyframe') as Frame)).includes('row 20'));
+    const future = await joined({ replayFrom: 10_000 });
+    assert.equal(future.last('Error')?.payload['code'], 'REPLAY_OUT_OF_RANGE');
+  });
+
+  test('cadence keyframes: one after every N outputs, in the stream, anchored at the output before it', async () => {
+    const { hub, joined } = rig({ keyframeIntervalFrames: 5 });
+    const c = await joined({});
+    for (let i = 1; i <= 12; i++) hub.output(i, text(`${i} `));
+    await waitFor('two cadence keyframes', () => c.all('Keyframe').length >= 3, {
+      deadlineMs: DEADLINE_MS.local,
+      intervalMs: 5,
+      lastState: () => c.describe(),
+    });
+    const session = c.frames.filter((f) => f.op === 'pty.session_frame').slice(3);
+    const seqs = session.map((f) => f.sequence as number);
+    assert.deepEqual(
+      seqs,
+      seqs.map((_, i) => (seqs[0] as number) + i),
+      'no gaps',
+    );
+    for (const k of c.all('Keyframe').slice(1)) {
+      const before = c.frames.find((f) => f.sequence === (k.sequence as number) - 1);
+      assert.equal(k.payload['anchor_sequence'], before?.sequence);
+      assert.equal(before?.payload['kind'], 'Output');
+    }
+    assert.equal(c.output(), Array.from({ length: 12 }, (_, i) => `${i + 1} `).join(''));
+  });
+
+  test('pty.request_keyframe: a fresh keyframe to that client only, live frames after it', async () => {
+    const { hub, joined } = rig();
+    const a = await joined({});
+    const b = await joined({});
+    hub.output(1, text('x'));
+    hub.requestKeyframe(b, 'kf');
+    hub.output(2, text('y'));
+    const k = await keyframeAfter(b, 1);
+    assert.equal(k.id, 'kf');
+    await waitFor('y after the keyframe', () => b.output().endsWith('y'), { deadlineMs: DEADLINE_MS.local, intervalMs: 5 });
+    assert.deepEqual(b.names().slice(-2), ['Keyframe', 'Output']);
+    assert.equal(a.all('Keyframe').length, 1);
+  });
+
+  test('leave: the last MembershipChanged to everyone, binding_goodbye, close 1000; the lease is free', async () => {
+    const { hub, joined } = rig();
+    const a = await joined({ role: 'controller' });
+    const b = await joined({});
+    hub.leave(a, 'bye');
+    assert.deepEqual(a.names().slice(-2), ['MembershipChanged', 'binding_goodbye']);
     assert.equal(a.closeCode, 1000);
-    hub.handle(b, { op: 'pty.request_role', role: 'controller' });
-    assert.equal(b.last('pty.role_assigned')?.['role'], 'controller');
-    hub.disconnect(b);
-    const c = connect(join({ role: 'controller' }));
-    assert.equal(c.last('pty.role_assigned')?.['role'], 'controller');
-    const d = connect(join());
-    clock.now += 60_000;
-    hub.handle(d, { op: 'pong', id: 1 });
-    clock.now += 40_000;
+    assert.deepEqual(b.last('MembershipChanged')?.payload['controllers'], []);
+    hub.requestRole(b, 'controller', 'take');
+    assert.equal(b.last('RoleAssigned')?.payload['role'], 'controller');
+  });
+
+  test('liveness: a Ping after 30 s of silence; no answer within 10 s closes 1011 and frees the lease', async () => {
+    const { hub, joined, clock } = rig({ pingIntervalMs: 30_000, pongTimeoutMs: 10_000 });
+    const dead = await joined({ role: 'controller' });
+    const alive = await joined({});
+    dead.answerPings = false;
+    clock.now += 30_000;
     hub.tick();
-    assert.equal(c.closeCode, 4408);
-    assert.equal(c.last('error')?.['code'], 'ping_timeout');
-    assert.equal(d.closed, false);
-    assert.equal(d.last('ping')?.op, 'ping');
+    assert.deepEqual([dead.pings, alive.pings], [1, 1]);
+    clock.now += 10_000;
+    hub.tick();
+    assert.equal(dead.closeCode, 1011);
+    assert.equal(alive.closed, false);
     assert.deepEqual(hub.membership().controllers, []);
-    hub.handle(d, { op: 'pty.request_role', role: 'controller' });
-    assert.equal(d.last('pty.role_assigned')?.['role'], 'controller');
   });
 
-  test('a controller silent past the pong timeout cannot block a new controller even before the sweep', () => {
-    const { connect, clock } = rig();
-    connect(join({ role: 'controller' }));
-    clock.now += 100_000;
-    const b = connect(join({ role: 'controller' }));
-    assert.equal(b.last('pty.role_assigned')?.['role'], 'controller');
-  });
-
-  test('a client that stops reading is dropped (4413) without slowing the others; its lease frees', () => {
-    const { hub, connect, inputs } = rig({ maxQueuedBytes: 64 * 1024, replayBytes: 16 * 1024 });
-    const slow = connect(join({ role: 'controller' }));
-    const fast = connect(join());
+  test('a client that stops reading is cut off (SLOW_CONSUMER, 4413) without slowing the others', async () => {
+    const { hub, joined } = rig({ maxQueuedBytes: 64 * 1024 });
+    const slow = await joined({});
+    const fast = await joined({});
     slow.stopReading();
     const chunk = new Uint8Array(4096).fill(0x61);
     for (let seq = 1; seq <= 100; seq++) hub.output(seq, chunk);
     assert.equal(slow.closeCode, 4413);
-    assert.equal(slow.last('error')?.['code'], 'slow_consumer');
+    assert.equal(slow.last('Error')?.payload['code'], 'SLOW_CONSUMER');
+    assert.equal(fast.output().length, 100 * 4096);
+  });
+
+  test('the session ends: Closed with the exit code, binding_goodbye, close 1000; later opens get 4404', async () => {
+    const { hub, joined, open } = rig();
+    const a = await joined({});
+    const b = await joined({}, true);
+    hub.close(7, 'exited');
+    for (const c of [a, b]) {
+      assert.deepEqual(c.names().slice(-2), ['Closed', 'binding_goodbye']);
+      assert.deepEqual([c.last('Closed')?.payload['exit_code'], c.last('Closed')?.payload['reason']], [7, 'normal']);
+      assert.equal(c.last('binding_goodbye')?.payload['reason'], 'session_closed');
+      assert.equal(c.closeCode, 1000);
+    }
+    assert.equal(open().closeCode, 4404);
+  });
+
+  test('binary dialect: Output travels as PW1O with the same sequences as JSON clients see', async () => {
+    const { hub, joined } = rig();
+    const json = await joined({});
+    const bin = await joined({}, true);
+    hub.output(1, text('bytes'));
+    assert.equal(bin.last('Output')?.binary, true);
+    assert.equal(bin.output(), 'bytes');
+    assert.equal(bin.last('Output')?.sequence, json.last('Output')?.sequence);
+  });
+
+  test('a selection on an existing session: unavailable pairs fail closed, argv is refused, the pair it runs is fine', async () => {
+    const { open, hub, inputs } = rig();
+    const c = open();
+    hub.join(c, { role: 'controller', sessionBackend: 'zellij' }, 'z');
+    hub.join(c, { role: 'controller', sessionBackend: 'screen' }, 's');
+    hub.join(c, { role: 'controller', argv: ['/bin/sh'] }, 'argv');
     assert.deepEqual(
-      fast.seqs(),
-      Array.from({ length: 100 }, (_, i) => i + 1),
+      c.all('Error').map((e) => [e.id, e.payload['code']]),
+      [
+        ['z', 'session_backend.not_implemented'],
+        ['s', 'session_backend.not_implemented'],
+        ['argv', 'INVALID_REQUEST'],
+      ],
     );
-    assert.deepEqual(hub.membership().controllers, []);
-    hub.handle(slow, { op: 'pty.session_input', data: text('x') });
+    assert.equal(c.last('RoleAssigned'), undefined);
+    hub.join(c, { role: 'controller', sessionBackend: 'tmux', sessionClass: 'managed' }, 'ok');
+    await keyframeAfter(c, 0);
+    assert.equal(c.last('RoleAssigned')?.payload['role'], 'controller');
     assert.deepEqual(inputs, []);
   });
 
-  test('join replays from the cursor without loss or repeats, then live; reset when output is gone', () => {
-    const { hub, connect } = rig({ replayBytes: 4 * (8 + 64) });
-    for (let seq = 1; seq <= 6; seq++) hub.output(seq, text(`line-${seq}\n`));
-    const resume = connect(join({ replayFrom: 4 }));
-    hub.output(7, text('line-7\n'));
-    assert.deepEqual(resume.last('pty.replay'), { op: 'pty.replay', from_seq: 4, to_seq: 6, reset: false });
-    assert.deepEqual(resume.seqs(), [4, 5, 6, 7]);
-    const stale = connect(join({ replayFrom: 1 }));
-    assert.deepEqual([stale.last('pty.replay')?.['reset'], stale.seqs()], [true, [4, 5, 6, 7]]);
-    const fresh = connect(join({ binaryOutput: true }));
-    assert.equal(fresh.last('pty.replay')?.['reset'], true);
-    assert.equal(fresh.output(), 'line-4\nline-5\nline-6\nline-7\n');
-    hub.output(7, text('dup'));
-    assert.deepEqual(resume.seqs(), [4, 5, 6, 7]);
-    assert.deepEqual(hub.stats(), { hasScreen: true, newestSeq: 7, maxClientLagBytes: 0 });
-  });
-
-  test('unsupported selections fail closed before anything reaches the PTY (4501)', () => {
-    const { connect, inputs, resizes } = rig();
-    for (const sel of [
-      { sessionBackend: 'screen' },
-      { sessionClass: 'direct' },
-      { argv: ['/bin/sh'] },
-      { env: { A: 'b' } },
-      { cwd: '/tmp' },
-    ]) {
-      const c = connect(join({ role: 'controller', terminalSize: { cols: 10, rows: 5 }, ...sel }));
-      assert.equal(c.closeCode, 4501, JSON.stringify(sel));
-      assert.equal(c.last('error')?.['code'], 'unsupported_selection');
-      assert.equal(c.last('pty.role_assigned'), undefined);
-    }
-    assert.deepEqual([inputs, resizes], [[], []]);
-    const ok = connect(join({ role: 'controller', sessionBackend: 'tmux', sessionClass: 'managed' }));
-    assert.equal(ok.last('pty.role_assigned')?.['role'], 'controller');
-  });
-
-  test('malformed frames close that client only (4400); frames before the join are refused', () => {
-    const r = rig();
-    const good = r.connect(join());
-    const bad = r.connect(join({ role: 'controller' }));
-    r.raw(bad, '{"op":"pty.session_input","data":"!!"}');
-    assert.equal(bad.closeCode, 4400);
-    assert.equal(bad.last('error')?.['code'], 'invalid_field');
-    const early = r.connect();
-    r.raw(early, encodeClientFrame({ op: 'pty.session_input', data: text('x') }));
-    assert.equal(early.closeCode, 4400);
-    assert.equal(early.last('error')?.['code'], 'not_joined');
-    const garbage = r.connect();
-    r.raw(garbage, 'nonsense');
-    assert.equal(garbage.closeCode, 4400);
-    r.hub.output(1, text('still here'));
-    assert.equal(good.output(), 'still here');
-    assert.equal(good.closed, false);
-    assert.deepEqual(r.hub.membership().controllers, []);
-    const ctl = r.connect(join({ role: 'controller' }));
-    r.raw(ctl, encodeBinaryInput(text('bin')), true);
-    r.raw(ctl, encodeClientFrame({ op: 'ping', id: 7 }));
-    assert.deepEqual(r.inputs, ['bin']);
-    assert.deepEqual(ctl.last('pong'), { op: 'pong', id: 7 });
-    r.raw(ctl, encodeClientFrame(join()));
-    assert.equal(ctl.last('error')?.['code'], 'already_joined');
-    assert.equal(ctl.closed, false);
-  });
-
-  test('status changes reach joined clients; close ends everyone with pty.closed and refuses later joins', () => {
-    const { hub, connect } = rig();
-    const c = connect(join());
-    hub.setStatus('detached', false);
-    assert.deepEqual(c.last('pty.session_status'), {
-      op: 'pty.session_status',
-      session_id: 's1',
-      state: 'detached',
-      agent_connected: false,
+  test('a pending session: a join without a backend is refused (4404); one with a selection starts it, then joins', async () => {
+    const starts: JoinSelection[] = [];
+    let fail = false;
+    const { open, hub } = rig({
+      state: 'pending',
+      start: (sel) => {
+        starts.push(sel);
+        return fail ? Promise.reject(new StartError('session_backend.not_implemented', 'no')) : Promise.resolve();
+      },
     });
-    const late = connect(join());
-    assert.equal(late.last('pty.session_status')?.['state'], 'detached');
-    hub.close(0, 'exited');
-    assert.deepEqual(c.last('pty.closed'), { op: 'pty.closed', session_id: 's1', exit_code: 0, reason: 'exited' });
-    assert.equal(c.closeCode, 1000);
-    const after = connect();
-    assert.equal(after.closeCode, 4404);
-    assert.equal(hub.clientCount, 0);
-  });
-
-  test("the hub's own timer pings and reaps (unref'd interval)", async () => {
-    const pinging = rig({ pingIntervalMs: 20, pongTimeoutMs: 60_000, now: Date.now });
-    const c = pinging.connect(join());
-    await waitFor("two pings from the hub's own timer", () => c.all('ping').length >= 2, {
-      deadlineMs: DEADLINE_MS.local,
-      intervalMs: 10,
-      lastState: () => c.describe(),
-    });
-    assert.equal(c.closed, false);
-    pinging.hub.close(null, 'test over');
-    const reaping = rig({ pingIntervalMs: 20, pongTimeoutMs: 50, now: Date.now });
-    const d = reaping.connect(join());
-    await waitFor('the silent client to be reaped after its pong timeout', () => d.closed, {
-      deadlineMs: DEADLINE_MS.local,
-      intervalMs: 10,
-      lastState: () => d.describe(),
-    });
-    assert.equal(d.closeCode, 4408);
-    assert.equal(reaping.hub.clientCount, 0);
+    const none = open();
+    hub.join(none, { role: 'controller' }, 'j0');
+    assert.equal(none.closeCode, 4404);
+    const c = open();
+    hub.join(c, { role: 'controller', sessionBackend: 'native', argv: ['/bin/sh'], cols: 90, rows: 20 }, 'j1');
+    await keyframeAfter(c, 0);
+    assert.deepEqual(starts, [{ backend: 'native', class: 'direct', argv: ['/bin/sh'], cols: 90, rows: 20 }]);
+    assert.deepEqual(hub.terminalSize, { cols: 90, rows: 20 });
+    assert.equal(c.last('RoleAssigned')?.payload['role'], 'controller');
+    fail = true;
+    const other = rig({ state: 'pending', start: () => Promise.reject(new StartError('session_class.not_implemented', 'nope')) });
+    const d = other.open();
+    other.hub.join(d, { role: 'controller', sessionBackend: 'native' }, 'j2');
+    await waitFor('the failed start to close the joiner', () => d.closed, { deadlineMs: DEADLINE_MS.local, intervalMs: 5 });
+    assert.deepEqual([d.last('Error')?.payload['code'], d.last('Error')?.id, d.closeCode], ['session_class.not_implemented', 'j2', 4404]);
   });
 });

@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join as joinPath } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
+import { startScreenStates } from '../../../actors/terminal/screen-states.js';
 import { registerSessionRoutes } from '../../../src/sessions/routes.js';
 import { inject } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';
@@ -19,9 +20,9 @@ import { SessionReconciler } from '../../../src/sessions/session-reconciler.js';
 import { SessionRegistry } from '../../../src/sessions/session-registry.js';
 import { SessionService } from '../../../src/sessions/session-service.js';
 import { SessionStore } from '../../../src/sessions/session-store.js';
-import { kGenerationSeqSpan, type SessionCreateResponse, type SessionListEntry } from '../../../src/sessions/session-types.js';
+import { type SessionCreateResponse, type SessionListEntry } from '../../../src/sessions/session-types.js';
 import { parseTmuxPanes, tmuxCreateArgv, tmuxListPanesArgv } from '../../../src/core/tmux-argv.js';
-import { FakeSink, join } from './fake-sink.js';
+import { attach, type FakeSink } from './fake-sink.js';
 import { LocalAgentPort } from './local-agent-port.js';
 import { TmuxHarness } from './tmux-harness.js';
 import { DEADLINE_MS, waitFor } from '../../support/wait.js';
@@ -57,6 +58,9 @@ interface Server {
   killed: { value: number };
 }
 
+const screens = startScreenStates();
+after(() => screens.stop());
+
 describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () => {
   let h: TmuxHarness;
   let dir: string;
@@ -77,7 +81,7 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     });
     const service: SessionService = new SessionService({
       registry,
-      agents: { get: (id) => agents.get(id) },
+      agents: { get: (id) => agents.get(id), byInstance: (i) => [...agents.values()].find((a) => a.instanceId === i) },
       port,
       idempotency: new IdempotencyCache({ store }),
       hitl,
@@ -86,6 +90,7 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
       tmuxSocket: h.socket,
       killGraceSeconds: 1,
       hub: { pingIntervalMs: 0 },
+      screen: screens,
     });
     const reconciler = new SessionReconciler({
       sessions: registry,
@@ -152,36 +157,30 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     assert.equal(res.json.session_name, 'pair');
     const hub = s.service.hub(res.json.session_id);
     assert.ok(hub);
-    const ctl = new FakeSink();
-    const obs = new FakeSink();
-    const ctl2 = new FakeSink();
-    hub.open(ctl);
-    hub.handle(ctl, join({ role: 'controller', terminalSize: { cols: 100, rows: 30 } }));
-    hub.open(obs);
-    hub.handle(obs, join());
-    hub.open(ctl2);
-    hub.handle(ctl2, join({ role: 'controller' }));
-    assert.equal(ctl2.last('pty.role_assigned')?.['role'], 'observer');
-    assert.equal(ctl2.last('pty.role_assigned')?.['reason'], 'lease_held');
+    const ctl = attach(hub, { role: 'controller', cols: 100, rows: 30 });
+    const obs = attach(hub);
+    const ctl2 = attach(hub, { role: 'controller' });
+    assert.equal(ctl2.last('RoleAssigned')?.payload['role'], 'observer');
+    assert.equal(ctl2.last('RoleAssigned')?.payload['reason'], 'lease_held');
     await h.waitSession('pair');
-    hub.handle(obs, { op: 'pty.session_input', data: enc('echo OBSERVER-WAS-HERE\r') });
-    assert.equal(obs.last('error')?.['code'], 'input_not_permitted');
-    hub.handle(ctl, { op: 'pty.session_input', data: enc('echo hello-$((6*7)); stty size\r') });
+    hub.input(obs, enc('echo OBSERVER-WAS-HERE\r'));
+    await untilSeen(obs, 'the refusal of the observer input', () => obs.last('Error')?.payload['code'] === 'PERMISSION_DENIED');
+    hub.input(ctl, enc('echo hello-$((6*7)); stty size\r'));
     await untilSeen(obs, "the observer to see the controller's command", () => obs.output().includes('hello-42'));
     await untilSeen(obs, "stty size to show the controller's size", () => obs.output().includes('30 100'));
-    hub.handle(ctl, { op: 'pty.session_resize', cols: 90, rows: 20 });
+    hub.resize(ctl, 90, 20);
     // The resize travels PTY → tmux client → tmux server → pane asynchronously: ask until it shows.
     let asked = 0;
     await untilSeen(obs, 'the resize to reach the PTY (stty size 20 90)', () => {
       if (Date.now() - asked > 500) {
         asked = Date.now();
-        hub.handle(ctl, { op: 'pty.session_input', data: enc('stty size\r') });
+        hub.input(ctl, enc('stty size\r'));
       }
       return obs.output().includes('20 90');
     });
     assert.ok(!obs.output().includes('OBSERVER-WAS-HERE'));
     const entry = (await list(s))[0];
-    assert.deepEqual(entry?.membership, { controllers: [`c${ctl.id}`], observers: [`c${obs.id}`, `c${ctl2.id}`], attachment_count: 3 });
+    assert.deepEqual(entry?.membership, { controllers: [`c-${ctl.id}`], observers: [`c-${obs.id}`, `c-${ctl2.id}`], attachment_count: 3 });
     assert.equal(entry?.liveness.agent_connected, true);
     assert.equal(entry?.has_screen, true);
     assert.ok((entry?.liveness.replay_newest_seq ?? 0) > 0);
@@ -223,11 +222,9 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     const res = await create(s, { command: 'bash --norc --noprofile -i', session_name: 'doomed' });
     const hub = s.service.hub(res.json.session_id);
     assert.ok(hub);
-    const ctl = new FakeSink();
-    hub.open(ctl);
-    hub.handle(ctl, join({ role: 'controller' }));
+    const ctl = attach(hub, { role: 'controller' });
     await h.waitSession('doomed');
-    hub.handle(ctl, { op: 'pty.session_input', data: enc("sleep 1001 & (trap '' TERM HUP; exec sleep 1002) & echo STARTED\r") });
+    hub.input(ctl, enc("sleep 1001 & (trap '' TERM HUP; exec sleep 1002) & echo STARTED\r"));
     await untilSeen(ctl, 'the jobs to start', () => ctl.output().includes('STARTED\r\n'));
     const pane = parseTmuxPanes((await h.exec(tmuxListPanesArgv({ socket: h.socket }))).stdout).find((p) => p.name === 'doomed');
     assert.ok(pane);
@@ -238,7 +235,7 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     assert.deepEqual(del.json(), { killed: true });
     assert.deepEqual(pids.filter(alive), []);
     await h.waitSession('doomed', false);
-    assert.equal(ctl.last('pty.closed')?.['reason'], 'killed');
+    assert.equal(ctl.last('Closed')?.payload['reason'], 'killed');
     assert.equal(ctl.closeCode, 1000);
     assert.deepEqual(await list(s), []);
     assert.equal(s.killed.value, 1);
@@ -279,11 +276,11 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
     const s1 = startServer();
     const res = await create(s1, { command: 'i=0; while :; do echo tick-$i; i=$((i+1)); sleep 0.1; done', session_name: 'long' });
     const id = res.json.session_id;
-    const obs1 = new FakeSink();
-    s1.service.hub(id)?.open(obs1);
-    s1.service.hub(id)?.handle(obs1, join());
+    const hub1 = s1.service.hub(id);
+    assert.ok(hub1);
+    const obs1 = attach(hub1);
     await untilSeen(obs1, 'ticks before the restart', () => obs1.output().includes('tick-3'));
-    const lastSeqBefore = Math.max(...obs1.seqs());
+    const lastSeqBefore = Math.max(...obs1.sequences());
 
     // sandboxd goes away (the agent keeps running and buffers; here: output is dropped).
     port.sink = null;
@@ -337,11 +334,16 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
       after.map((e) => [e.session_id, e.state, e.command_id]),
       [[id, 'running', res.json.command_id]],
     );
-    const obs2 = new FakeSink();
-    s2.service.hub(id)?.open(obs2);
-    s2.service.hub(id)?.handle(obs2, join({ replayFrom: lastSeqBefore + 1 }));
-    await untilSeen(obs2, 'new output after the restart', () => obs2.seqs().length >= 3);
-    assert.ok(Math.min(...obs2.seqs()) > lastSeqBefore, 'seqs continue from the same command');
+    const hub2 = s2.service.hub(id);
+    assert.ok(hub2);
+    // The new server keeps no replay from before its start: the old cursor is out of range, a keyframe follows.
+    const obs2 = attach(hub2, { replayFrom: lastSeqBefore });
+    await untilSeen(obs2, 'new ticks after the restart', () => /tick-\d+/.test(obs2.output()));
+    assert.ok(
+      obs2.all('Error').some((e) => e.payload['code'] === 'REPLAY_OUT_OF_RANGE'),
+      obs2.describe(),
+    );
+    assert.ok(obs2.names().includes('Keyframe'));
     assert.ok(s2.killed.value >= 1);
     await inject(s2.router, { method: 'DELETE', url: `/api/v1/agents/agent-1/sessions/${id}?signal=KILL` });
     s2.store.close();
@@ -362,13 +364,13 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
       ['detached', 'detached'],
     );
     agents.set('agent-1', { agentId: 'agent-1', instanceId: 'inst-1', connected: true });
-    const obs = new FakeSink();
-    s.service.hub(kept.json.session_id)?.open(obs);
-    s.service.hub(kept.json.session_id)?.handle(obs, join());
+    const keptHub = s.service.hub(kept.json.session_id);
+    assert.ok(keptHub);
+    const obs = attach(keptHub);
     s.service.agentConnected('agent-1');
     s.reconciler.agentRegistered('agent-1');
     const sessions = async (): Promise<string> => JSON.stringify((await list(s)).map((e) => [e.session_name, e.state, e.command_id]));
-    await waitFor('output of generation 1 (the re-attached tmux client)', () => obs.seqs().some((q) => q > kGenerationSeqSpan), {
+    await waitFor('output of generation 1 (the re-attached tmux client)', () => /beat-\d+/.test(obs.output()), {
       deadlineMs: DEADLINE_MS.process,
       wake: (recheck) => obs.onFrame(recheck),
       lastState: async () => `${obs.describe()}; sessions ${await sessions()}; events ${JSON.stringify(s.events.map((e) => e.event_type))}`,
@@ -397,9 +399,9 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
       command: 'printf "Proceed with deploy? [y/N] "; read a; echo "answer=$a"; sleep 600',
       session_name: 'asks',
     });
-    const obs = new FakeSink();
-    s.service.hub(res.json.session_id)?.open(obs);
-    s.service.hub(res.json.session_id)?.handle(obs, join());
+    const askHub = s.service.hub(res.json.session_id);
+    assert.ok(askHub);
+    const obs = attach(askHub);
     await waitFor('a HITL request', () => s.hitl.list().length === 1, { deadlineMs: DEADLINE_MS.process, lastState: () => obs.describe() });
     const req = s.hitl.list()[0];
     assert.equal(req?.kind, 'confirm');

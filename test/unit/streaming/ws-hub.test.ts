@@ -14,6 +14,8 @@ import { kMaxAgentSubscriptions, WsHub, wsTopic, type WsPublisher } from '../../
 let nextId = 1;
 
 class FakeConn implements WsConn {
+  ping(): void {}
+  onPong(): void {}
   readonly id = nextId++;
   readonly request = {
     method: 'GET',
