@@ -60,6 +60,7 @@ import { SessionRegistry } from './session-registry.js';
 import { SessionService, type SessionLogger, type SessionServiceOptions } from './session-service.js';
 import { SessionStore } from './session-store.js';
 import type { SessionUrlBases } from './session-types.js';
+import { wsSessionsHook } from './ws-sessions-hook.js';
 
 export interface SessionsOptions {
   /** Directory of sessions.db (e.g. `$SVC_STATE_DIR/sessions`); created 0700. */
@@ -358,10 +359,26 @@ export function sessionsComponent(o: SessionsComponentOptions = {}): Component {
         ...o,
       });
       ctx.provide('sessions', sessions);
+      // The WS listener's fleet and session messages (the reference dashboard's, join_session):
+      // their callers reached the WS listener, so the HTTP URLs take the HTTP listener's port.
+      const output = ctx.find('output');
+      const agents = ctx.need('agents');
+      output?.fanout.setSessionsHook(
+        wsSessionsHook({
+          service: sessions.service,
+          registry: sessions.registry,
+          agents: () => agents.registry.list(),
+          urls: (req) => {
+            const origin = publicOrigin(req, publicUrls);
+            return { httpBaseUrl: listenerUrl(origin, 'http', publicUrls.listener().port), wsBaseUrl: originUrl(origin, 'ws') };
+          },
+        }),
+      );
       return Promise.resolve({
         routes: (router) => sessions.registerRoutes(router),
         wsRoutes: sessions.wsRoutes,
         stop: async () => {
+          output?.fanout.setSessionsHook(undefined);
           await sessions.stop();
           await screens.stop();
         },

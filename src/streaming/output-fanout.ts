@@ -35,6 +35,7 @@ import { commandScopedTopics, outputPublishTopics, outputPublishTopicsAllStreams
 import { DEFAULT_LIVE_QUEUE_BYTES } from '../http/live-subscriber.js';
 import { SseTopics } from './sse-topics.js';
 import { WsHub, type JoinSessionHandler, type WsPublisher } from './ws-hub.js';
+import type { WsSessionsHook } from './ws-session-messages.js';
 import { errorMessage } from '../util/error-message.js';
 
 /** The actor module to list in the ActorSystem's actorModules (the per-shard output service). */
@@ -83,6 +84,8 @@ export interface OutputFanout {
   attachWs(ws: WsPublisher): void;
   /** The sessions component's join_session handler. */
   setJoinSessionHandler(handler: JoinSessionHandler | undefined): void;
+  /** The sessions component's hook for the WS listener's fleet and session messages (ws-session-messages.ts). */
+  setSessionsHook(hook: WsSessionsHook | undefined): void;
   /** ActorSystem onEmit: true when the frame was the fanout's (kinds 34–37). Never throws. */
   onEmit(kind: number, key: string, payload: Uint8Array): boolean;
   /** Open streams, for health and tests. */
@@ -211,6 +214,7 @@ export async function startOutputFanout(opts: OutputFanoutOptions): Promise<Outp
     wsMaxBackpressureBytes: ws.maxBackpressureBytes,
     attachWs: (listener) => ws.attach(listener),
     setJoinSessionHandler: (h) => ws.setJoinSessionHandler(h),
+    setSessionsHook: (h) => ws.setSessionsHook(h),
     onEmit(kind, key, payload) {
       try {
         switch (kind) {

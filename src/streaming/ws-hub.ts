@@ -12,6 +12,7 @@
  * | {type:"subscribe", agent_id, channels?} | start receiving `channels` (default ["output","status"]) of agent_id; `*` = every agent | {type:"subscribed", agent_id, channels} |
  * | {type:"unsubscribe", agent_id, channels?} | stop (same defaults) | {type:"unsubscribed", agent_id, channels} |
  * | {type:"join_session", session_id, role} | role controller or observer; handled by the sessions hook when one is installed | its reply, else {type:"error", code:"session.not_found", session_id, message} |
+ * | list_agents, list_sessions, start_shell, create_session, attach_session, send_input, pty_resize, … | the reference dashboard's fleet and session messages (ws-session-messages.ts; join_session too once the sessions component installed its hook) | see there |
  * | {type:"ping"} | | {type:"pong", timestamp} |
  *
  * Channel `output` carries `output` messages; channel `status` carries `agent_status` and
@@ -29,6 +30,7 @@ import type { Logger } from 'pino';
 import type { AgentChange } from '../agent-link/agent-registry.js';
 import type { WsConn, WsHandlers } from '../http/ws-server.js';
 import { StatusMessages } from './ws-status.js';
+import { WS_SESSION_MESSAGE_TYPES, WsSessionMessages, type WsSessionsHook } from './ws-session-messages.js';
 import { errorMessage } from '../util/error-message.js';
 
 export type WsChannel = 'output' | 'status';
@@ -97,6 +99,8 @@ export class WsHub {
   readonly #outputListeners = new Map<string, number>();
   #publisher: WsPublisher | undefined;
   #joinSession: JoinSessionHandler | undefined;
+  #sessionsHook: WsSessionsHook | undefined;
+  readonly #sessions: WsSessionMessages;
   #sweep: NodeJS.Timeout | undefined;
   #lastCheckMs = 0;
 
@@ -105,6 +109,7 @@ export class WsHub {
     this.slowCloseBytes = opts.slowCloseBytes ?? DEFAULT_WS_SLOW_CLOSE_BYTES;
     this.#onSlow = opts.onSlow ?? (() => undefined);
     this.#joinSession = opts.joinSession;
+    this.#sessions = new WsSessionMessages({ hook: () => this.#sessionsHook, logger: opts.logger });
     this.handlers = {
       open: (conn) => this.#open(conn),
       message: (conn, data, isBinary) => this.#message(conn, data, isBinary),
@@ -126,6 +131,11 @@ export class WsHub {
   /** Installs (or replaces) the join_session handler (the sessions component). */
   setJoinSessionHandler(handler: JoinSessionHandler | undefined): void {
     this.#joinSession = handler;
+  }
+
+  /** Installs (or removes) what the fleet and session messages need (the sessions component). */
+  setSessionsHook(hook: WsSessionsHook | undefined): void {
+    this.#sessionsHook = hook;
   }
 
   /** An encoded `output` message of `agentId`, to its output subscribers. `bytes` may be a view valid only during the call. */
@@ -180,11 +190,12 @@ export class WsHub {
       case 'unsubscribe':
         return this.#subscription(st, m, m['type']);
       case 'join_session':
-        return this.#join(conn, m);
+        return this.#sessionsHook === undefined ? this.#join(conn, m) : this.#sessions.message(conn, m);
       case 'ping':
         conn.send(JSON.stringify({ type: 'pong', timestamp: Date.now() }));
         return;
       default:
+        if (typeof m['type'] === 'string' && WS_SESSION_MESSAGE_TYPES.has(m['type'])) return this.#sessions.message(conn, m);
         return this.#error(
           conn,
           typeof m['type'] === 'string'
@@ -264,6 +275,7 @@ export class WsHub {
     if (st === undefined) return;
     this.#conns.delete(conn.id);
     this.#unsubscribe(st, 'output', '*');
+    this.#sessions.closed(conn);
   }
 
   #join(conn: WsConn, m: Record<string, unknown>): void {
