@@ -7,7 +7,7 @@
  *
  *   open      offers pty-ws.v1.binary and pty-ws.v1; with binary, output arrives as PW1O
  *             messages and input leaves as PW1I (control frames stay JSON)
- *   server →  binding_hello; then, after our pty.join_session {role, cols, rows, client_label}
+ *   server →  binding_hello; then, after our pty.join_session {role, cols?, rows?, client_label}
  *             (+ envelope replay_from): RoleAssigned, the missed frames (or Error
  *             REPLAY_OUT_OF_RANGE), MembershipChanged, a Keyframe, live frames
  *   both      ping → pong (same id, client_ts echoed, server_ts of the answering side)
@@ -241,7 +241,10 @@ export class PtyConnection {
     // join fresh and let the keyframe redraw everything.
     if (this.#replayFrom !== undefined && currentSequence !== undefined && currentSequence < this.#replayFrom) this.#forgetScreen();
     const o = this.#opts;
-    const payload: Record<string, unknown> = { role: o.role, cols: o.cols, rows: o.rows };
+    // The size is a hint the server applies when it grants the controller role: an observer
+    // (which may be made controller as the first member, and hands the lease back) sends none,
+    // so only a viewer that asked to drive sizes the PTY.
+    const payload: Record<string, unknown> = o.role === 'controller' ? { role: o.role, cols: o.cols, rows: o.rows } : { role: o.role };
     if (o.clientLabel !== undefined) payload['client_label'] = o.clientLabel.slice(0, kMaxLabelChars);
     this.#send('pty.join_session', payload, this.#replayFrom !== undefined ? { replayFrom: this.#replayFrom } : {});
   }

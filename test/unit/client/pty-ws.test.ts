@@ -101,6 +101,7 @@ describe('PtyConnection', () => {
   test('a keyframe resets the screen; frames it covers are dropped, and older or equal keyframes are ignored', () => {
     const { conn, ws, log } = connect();
     ws.open({ currentSequence: 40 });
+    assert.deepEqual(ws.framesOf('pty.join_session')[0]?.payload, { role: 'observer' }, "an observer's size never reaches the PTY");
     ws.sendFrame(roleAssignedFrame(40, { role: 'observer', clientId: 'c-2' }));
     ws.sendFrame(membershipChangedFrame(41, [{ client_id: 'c-1', label: 'alice' }], [{ client_id: 'c-2' }]));
     ws.sendFrame(keyframeFrame(41, { snapshot: enc('SCREEN@40'), cols: 132, rows: 43, anchorSequence: 40 }));
