@@ -1,8 +1,9 @@
 /**
  * sbx session against the real server (VM on the test driver, its local agent, tmux): create,
- * list, kill, and `session attach` driven through real pseudo-terminals (node-pty): a controller
- * types `echo`, an observer sees the output and cannot type, a second --control request is
- * downgraded, Ctrl-] detaches, killing the session ends the observer's attach.
+ * list, kill, and `session attach` (the pty-ws.v1 binding) driven through real pseudo-terminals
+ * (node-pty): a controller types `echo`, an observer sees the output and cannot type, a second
+ * --control request is downgraded and is drawn the screen so far (keyframe), Ctrl-] detaches,
+ * killing the session ends the observer's attach.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -81,6 +82,8 @@ describe('sbx session', () => {
     const second = runSbxInPty(srv, ['session', 'attach', agent, created.session_id, '--control']);
     terminals.push(second);
     await second.waitFor(/controller lease is held by another client: attached to \S+ as observer/);
+    // A late attach is drawn the session's screen (the join's keyframe), earlier output included.
+    await second.waitFor(/hello-42/);
     second.write('\u001d');
     assert.equal(await second.waitExit(), 0);
 

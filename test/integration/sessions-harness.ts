@@ -3,8 +3,8 @@
  * WebSocket listener the create record's ws_endpoint names), sessions, HTTP and gRPC listener
  * components (what src/main.ts starts, without VMs and tasks); real
  * sandbox-agent processes with a private tmux server each (TMUX_TMPDIR) and a HOME of their own
- * (an empty one: no dotfiles, so a shell starts the same on every machine), pty-ws.v1 clients
- * over the `ws` package whose waits name what they waited for and show the frames received.
+ * (an empty one: no dotfiles, so a shell starts the same on every machine), raw pty-ws.v1 binding
+ * clients over the `ws` package whose waits name what they waited for and show the frames received.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -21,6 +21,9 @@ import type { EventStore } from '../../src/events/event-store.js';
 import { startServer } from '../../src/main.js';
 import { actorsComponent, httpComponent } from '../../src/server/runtime-components.js';
 import { sessionsComponent, type WiredSessions } from '../../src/sessions/component.js';
+import { decodeBinaryOutput, encodeBinaryInput } from '../../src/sessions/binding/binary.js';
+import { clientFrame, toText } from '../../src/sessions/binding/encode.js';
+import type { ClientFrame, JoinSessionFrame, SessionInputFrame } from '../../src/sessions/binding/frames.js';
 import { outputComponent } from '../../src/streaming/component.js';
 import { DEADLINE_MS, tail, waitFor } from '../support/wait.js';
 import { AGENT_BIN } from './agents-harness.js';
@@ -175,7 +178,7 @@ interface WsClient {
   on(event: 'close', cb: (code: number, reason: Buffer) => void): this;
   on(event: 'error', cb: (err: Error) => void): this;
   on(event: 'unexpected-response', cb: (req: unknown, res: { statusCode: number }) => void): this;
-  send(data: string | Buffer): void;
+  send(data: string | Uint8Array): void;
   close(): void;
   pause(): void;
   resume(): void;
@@ -185,17 +188,24 @@ interface WsClient {
 type WsCtor = new (url: string, protocols?: string | string[]) => WsClient;
 const WebSocketClient = createRequire(import.meta.url)('ws') as WsCtor;
 
+/** A frame as received: the JSON of a text frame, or `{op: 'PW1O', sequence}` for a binary output message. */
 export type Frame = Record<string, unknown> & { op: string };
+/** A pty.session_frame's payload. */
+export type SessionPayload = Record<string, unknown> & { kind: string };
 
 /** What a probe command prints once a shell runs it (the typed line itself does not contain it). */
 const SHELL_PROBE = { input: 'echo "shell-$((40+2))"\r', output: /shell-42/ } as const;
 
-/** A pty-ws.v1 client: every frame kept, output decoded into `text()`. */
+/**
+ * A raw pty-ws.v1 binding client (frames built with src/sessions/binding's encoders): every frame
+ * kept, output (Output frames and PW1O messages) decoded into `text()`. Raw on purpose: tests
+ * send malformed frames and stall its socket. sandboxd's own client is src/client/pty-ws.ts.
+ */
 export class PtyClient {
   readonly ws: WsClient;
   readonly frames: Frame[] = [];
   #output = '';
-  /** Frames already returned by next(): it hands out each frame once. */
+  /** Frames already returned by next()/nextKind(): each is handed out once. */
   readonly #taken = new Set<Frame>();
   readonly #listeners = new Set<() => void>();
   #closeCode: number | undefined;
@@ -203,10 +213,17 @@ export class PtyClient {
   private constructor(ws: WsClient) {
     this.ws = ws;
     ws.on('message', (d, isBinary) => {
-      if (isBinary) return;
-      const f = JSON.parse(d.toString('utf8')) as Frame;
-      this.frames.push(f);
-      if (f.op === 'pty.output') this.#output += Buffer.from(String(f['data']), 'base64').toString('utf8');
+      if (isBinary) {
+        const r = decodeBinaryOutput(new Uint8Array(d.buffer, d.byteOffset, d.byteLength));
+        if (!r.ok) throw new Error(`a binary message that is not PW1O: ${r.message}`);
+        this.frames.push({ op: 'PW1O', sequence: r.value.sequence });
+        this.#output += Buffer.from(r.value.bytes).toString('utf8');
+      } else {
+        const f = JSON.parse(d.toString('utf8')) as Frame;
+        this.frames.push(f);
+        const p = f['payload'] as SessionPayload | undefined;
+        if (f.op === 'pty.session_frame' && p?.kind === 'Output') this.#output += Buffer.from(String(p['data']), 'base64').toString('utf8');
+      }
       for (const l of this.#listeners) l();
     });
     ws.on('close', (code) => {
@@ -215,8 +232,9 @@ export class PtyClient {
     });
   }
 
-  static async open(wsBase: string, sessionId: string): Promise<PtyClient> {
-    const ws = new WebSocketClient(`${wsBase}/api/v1/sessions/${encodeURIComponent(sessionId)}/pty`, ['pty-ws.v1']);
+  /** Opens the session's pty-ws.v1 socket offering `protocols` (default JSON only). */
+  static async open(wsBase: string, sessionId: string, protocols: string[] = ['pty-ws.v1']): Promise<PtyClient> {
+    const ws = new WebSocketClient(`${wsBase}/api/v1/sessions/${encodeURIComponent(sessionId)}/pty`, protocols);
     const c = new PtyClient(ws);
     await new Promise<void>((resolve, reject) => ws.on('open', resolve).on('error', reject));
     return c;
@@ -232,26 +250,33 @@ export class PtyClient {
     });
   }
 
-  send(frame: Record<string, unknown>): void {
-    this.ws.send(JSON.stringify(frame));
+  /** Sends a client frame of the binding (fresh id, now). */
+  send<F extends ClientFrame>(op: F['op'], payload: F['payload'], extra?: { replay_from?: number }): void {
+    this.ws.send(toText(clientFrame<F>(op, payload, extra)));
   }
 
-  async join(role: 'controller' | 'observer'): Promise<Frame> {
-    this.send({ op: 'pty.join_session', role, session_backend: 'tmux', session_class: 'managed' });
-    return await this.next('pty.role_assigned');
+  /** Joins and waits for the RoleAssigned answer; resolves with its payload (role, client_id, downgraded?, reason?). */
+  async join(role: 'controller' | 'observer', replayFrom?: number): Promise<SessionPayload> {
+    this.send<JoinSessionFrame>('pty.join_session', { role }, replayFrom === undefined ? {} : { replay_from: replayFrom });
+    return await this.nextKind('RoleAssigned');
   }
 
+  /** Types `text`: PW1I on pty-ws.v1.binary, pty.session_input otherwise. */
   type(text: string): void {
-    this.send({ op: 'pty.session_input', data: Buffer.from(text).toString('base64') });
+    if (this.ws.protocol === 'pty-ws.v1.binary') this.ws.send(encodeBinaryInput(Buffer.from(text)));
+    else this.send<SessionInputFrame>('pty.session_input', { data: Buffer.from(text).toString('base64') });
   }
 
   text(): string {
     return this.#output;
   }
 
-  /** What this client received, for a timeout message: the last frames' ops, the close code, the output's tail. */
+  /** What this client received, for a timeout message: the last frames, the close code, the output's tail. */
   describe(): string {
-    const ops = this.frames.slice(-12).map((f) => (f.op === 'error' ? `error:${String(f['code'])}` : f.op));
+    const ops = this.frames.slice(-12).map((f) => {
+      const p = f['payload'] as Record<string, unknown> | undefined;
+      return f.op === 'pty.session_frame' ? String(p?.['kind']) : f.op === 'Error' ? `Error:${String(p?.['code'])}` : f.op;
+    });
     return `frames ${JSON.stringify(ops)} (of ${this.frames.length})${this.#closeCode !== undefined ? `, closed ${this.#closeCode}` : ''}, output ${tail(this.#output)}`;
   }
 
@@ -260,6 +285,20 @@ export class PtyClient {
     const frame = await this.#until(`frame ${op}`, () => this.frames.find((f) => f.op === op && !this.#taken.has(f)), deadlineMs);
     this.#taken.add(frame);
     return frame;
+  }
+
+  /** Waits for the first pty.session_frame of `kind` not yet handed out; resolves with its payload. */
+  async nextKind(kind: string, deadlineMs: number = DEADLINE_MS.process): Promise<SessionPayload> {
+    const frame = await this.#until(
+      `a ${kind} session frame`,
+      () =>
+        this.frames.find(
+          (f) => f.op === 'pty.session_frame' && (f['payload'] as SessionPayload | undefined)?.kind === kind && !this.#taken.has(f),
+        ),
+      deadlineMs,
+    );
+    this.#taken.add(frame);
+    return frame['payload'] as SessionPayload;
   }
 
   /** Waits until the output matches `re`; resolves with the whole output. */

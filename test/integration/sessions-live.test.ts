@@ -1,14 +1,21 @@
 /**
  * Interactive sessions end to end with the real parts: the agents server and the sessions
- * component wired as in src/main.ts, a real sandbox-agent over mTLS gRPC, real tmux, pty-ws.v1
- * over real WebSockets. Roles, input, resize, idempotent create, verified kill, bad input, a
- * client that stops reading.
+ * component wired as in src/main.ts, a real sandbox-agent over mTLS gRPC, real tmux, the pty-ws.v1
+ * binding over real WebSockets (JSON and binary subprotocols). Roles, input, resize, keyframes,
+ * idempotent create, verified kill, bad input, a client that stops reading, and sandboxd's own
+ * client (src/client/pty-ws.ts) resuming after a drop.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { createRequire } from 'node:module';
+import { ApiClient } from '../../src/client/api-client.js';
+import type { WebSocketConstructor } from '../../src/client/http-transport.js';
+import type { PtyConnection } from '../../src/client/pty-ws.js';
+import { BINDING_URI } from '../../src/sessions/binding/codes.js';
+import type { SessionResizeFrame } from '../../src/sessions/binding/frames.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
 import {
   PtyClient,
@@ -22,6 +29,8 @@ import {
 } from './sessions-harness.js';
 
 const AGENT = 'sess-live-1';
+/** The `ws` package's WebSocket, as sbx session attach uses it. */
+const WsClientCtor = (createRequire(import.meta.url)('ws') as { WebSocket: WebSocketConstructor }).WebSocket;
 let dir = '';
 let srv: SessionsServer;
 let agent: AgentProc;
@@ -33,8 +42,8 @@ interface Created {
   agent_id: string;
 }
 
-async function open(sessionId: string): Promise<PtyClient> {
-  const c = await PtyClient.open(srv.wsBase, sessionId);
+async function open(sessionId: string, protocols?: string[]): Promise<PtyClient> {
+  const c = await PtyClient.open(srv.wsBase, sessionId, protocols);
   clients.push(c);
   return c;
 }
@@ -67,30 +76,38 @@ void describe('sessions with a real agent and real tmux', () => {
     const r = await create({ session_name: 'live-one' });
     assert.equal(r.status, 200, JSON.stringify(r.body));
     const sid = r.body.session_id;
-    const ctl = await open(sid);
+    // The controller on pty-ws.v1.binary (PW1O output, PW1I input), the observers on JSON.
+    const ctl = await open(sid, ['pty-ws.v1.binary', 'pty-ws.v1']);
+    assert.equal(ctl.ws.protocol, 'pty-ws.v1.binary');
     const hello = await ctl.next('binding_hello');
-    assert.equal(hello['binding'], 'pty-ws.v1');
+    assert.equal((hello['payload'] as { binding_uri: string }).binding_uri, BINDING_URI);
     assert.equal((await ctl.join('controller'))['role'], 'controller');
     const obs = await open(sid);
     assert.equal((await obs.join('observer'))['role'], 'observer');
     const second = await open(sid);
     const granted = await second.join('controller');
     assert.equal(granted['role'], 'observer', 'a second controller is downgraded');
-    assert.equal(granted['requested_role'], 'controller');
+    assert.equal(granted['downgraded'], true);
 
     await ctl.waitForShell();
     ctl.type('echo "hello-$((6*7))"\r');
     await obs.waitText(/hello-42/);
 
     obs.type('echo "observer-typed-$((5*5))"\r');
-    const err = await obs.next('error');
-    assert.equal(err['code'], 'input_not_permitted');
+    const err = await obs.next('Error');
+    assert.equal((err['payload'] as { code: string }).code, 'PERMISSION_DENIED');
     ctl.type('echo "after-$((2*2))"\r');
     await obs.waitText(/after-4/);
     assert.doesNotMatch(obs.text(), /observer-typed-25/, 'observer input never reached the PTY');
+    // A late viewer is drawn the screen as it is: the join's Keyframe holds what was typed before.
+    const late = await open(sid);
+    await late.join('observer');
+    const keyframe = await late.nextKind('Keyframe');
+    assert.equal(keyframe['snapshot_format'], 'vt100-screen-state-v1');
+    assert.match(Buffer.from(String(keyframe['snapshot']), 'base64').toString('utf8'), /after-4/);
 
-    ctl.send({ op: 'pty.session_resize', cols: 101, rows: 31 });
-    await ctl.next('pty.resize');
+    ctl.send<SessionResizeFrame>('pty.session_resize', { cols: 101, rows: 31 });
+    await ctl.nextKind('Resize');
     // The frame says the hub resized; the pane follows asynchronously (PTY → tmux client → tmux server).
     await ctl.askUntil('stty size\r', /31 101/, 'stty size to show the new size 31 101');
   });
@@ -185,8 +202,8 @@ void describe('sessions with a real agent and real tmux', () => {
     await ctl.waitForShell();
     slow.ws.pause();
     // A big terminal makes tmux send big redraws: megabytes reach the clients in seconds.
-    ctl.send({ op: 'pty.session_resize', cols: 400, rows: 200 });
-    await ctl.next('pty.resize');
+    ctl.send<SessionResizeFrame>('pty.session_resize', { cols: 400, rows: 200 });
+    await ctl.nextKind('Resize');
     ctl.type('yes "$(printf %0390d 0)" | head -n 600000; echo "done-$((7*8))"\r');
     // Dropped while the output still runs (membership loses it), and the controller saw it all.
     const membership = async (): Promise<unknown> =>
@@ -210,5 +227,66 @@ void describe('sessions with a real agent and real tmux', () => {
     // 4413 when the close frame still fits behind the queued bytes; a stalled socket may only
     // see the connection end (1006).
     assert.ok([4413, 1006].includes(await slow.waitClosed()));
+  });
+
+  test("sandboxd's own client resumes after a drop with replay_from, and joins fresh when the server's counter is behind it", async () => {
+    const r = await create({ session_name: 'resume-one' });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    const sid = r.body.session_id;
+    const ctl = await open(sid);
+    await ctl.join('controller');
+    await ctl.waitForShell();
+    const api = new ApiClient({ baseUrl: srv.base, WebSocket: WsClientCtor });
+    const seen: string[] = [];
+    const keyframes: string[] = [];
+    const errors: string[] = [];
+    const watch = (replayFrom?: number): PtyConnection =>
+      api.openPty(sid, {
+        role: 'observer',
+        cols: 80,
+        rows: 24,
+        ...(replayFrom !== undefined ? { replayFrom } : {}),
+        onKeyframe: (k) => keyframes.push(new TextDecoder().decode(k.snapshot)),
+        onOutput: (b) => seen.push(new TextDecoder().decode(b)),
+        onError: (code) => errors.push(code),
+      });
+    const state = (c: PtyConnection) => (): string =>
+      `role ${c.role}, lastSequence ${c.lastSequence}, keyframes ${keyframes.length}, errors ${JSON.stringify(errors)}, output ${JSON.stringify(seen.join('').slice(-300))}`;
+
+    const first = watch();
+    await waitFor('the first connection to be drawn the screen', () => keyframes.length > 0 && first.role === 'observer', {
+      deadlineMs: DEADLINE_MS.process,
+      lastState: state(first),
+    });
+    assert.match(keyframes.join(''), /shell-42/);
+    ctl.type('echo "one-$((1+1))"\r');
+    await waitFor('one-2 live', () => seen.join('').includes('one-2'), { deadlineMs: DEADLINE_MS.process, lastState: state(first) });
+    first.close();
+    await first.closed();
+
+    ctl.type('echo "two-$((2+1))"\r');
+    await ctl.waitText(/two-3/);
+    seen.length = 0;
+    keyframes.length = 0;
+    const resumed = watch(first.lastSequence);
+    await waitFor('the missed output', () => [...seen, ...keyframes].join('').includes('two-3'), {
+      deadlineMs: DEADLINE_MS.process,
+      lastState: state(resumed),
+    });
+    assert.doesNotMatch(seen.join(''), /one-2/, 'what the screen showed before the drop is not sent again');
+    assert.deepEqual(errors, [], 'the cursor was still retained');
+    resumed.close();
+    await resumed.closed();
+
+    // A cursor beyond the session's counter (what a restarted server looks like): a fresh join, a redraw.
+    keyframes.length = 0;
+    const ahead = watch(resumed.lastSequence + 1_000_000);
+    await waitFor('a redraw of the whole screen', () => keyframes.some((k) => /two-3/.test(k)), {
+      deadlineMs: DEADLINE_MS.process,
+      lastState: state(ahead),
+    });
+    assert.ok(ahead.lastSequence < resumed.lastSequence + 1_000_000);
+    ahead.close();
+    await ahead.closed();
   });
 });
