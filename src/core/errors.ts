@@ -119,9 +119,22 @@ export const ERROR_TABLE = {
     grpc: GrpcStatus.ALREADY_EXISTS,
     meaning: 'the agent already has a live session with this session_name',
   },
+  'session.id_in_use': {
+    http: 409,
+    grpc: GrpcStatus.ALREADY_EXISTS,
+    meaning: 'a pty-ws.v1 join would start a session under the id of a live one',
+  },
   'hitl.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no pending human-in-the-loop request with this id' },
-  'session_backend.not_implemented': { http: 501, grpc: GrpcStatus.UNIMPLEMENTED, meaning: 'session backend other than tmux' },
-  'session_class.not_implemented': { http: 501, grpc: GrpcStatus.UNIMPLEMENTED, meaning: 'session class other than managed' },
+  'session_backend.not_implemented': {
+    http: 501,
+    grpc: GrpcStatus.UNIMPLEMENTED,
+    meaning: 'session backend not run by sandboxd or not on the agent',
+  },
+  'session_class.not_implemented': {
+    http: 501,
+    grpc: GrpcStatus.UNIMPLEMENTED,
+    meaning: 'session class that does not pair with the backend',
+  },
   'idempotency.key_conflict': { http: 409, grpc: GrpcStatus.ALREADY_EXISTS, meaning: 'same Idempotency-Key, different request' },
   'idempotency.in_progress': {
     http: 409,

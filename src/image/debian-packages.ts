@@ -21,7 +21,7 @@ export const DEBIAN_SUITE = 'bookworm';
 /**
  * What the image holds besides the minbase set: systemd as init, cloud-init (its cffi backend
  * named because debootstrap-era resolvers miss the virtual package), Debian's cloud kernel and
- * initramfs-tools, and what tasks use (tmux, git, curl, sudo, ...).
+ * initramfs-tools, and what tasks and sessions use (tmux, screen, git, curl, sudo, ...).
  */
 export const IMAGE_PACKAGES: readonly string[] = [
   'usr-is-merged',
@@ -39,6 +39,7 @@ export const IMAGE_PACKAGES: readonly string[] = [
   'initramfs-tools',
   'zstd',
   'tmux',
+  'screen',
   'git',
   'curl',
   'sudo',

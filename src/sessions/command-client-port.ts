@@ -61,6 +61,8 @@ export class CommandClientPort implements SessionAgentPort {
         sessionId: req.sessionId,
         sessionName: req.sessionName,
         timeoutSeconds: req.timeoutSeconds,
+        ...(req.workingDir !== undefined && { workingDir: req.workingDir }),
+        ...(req.env !== undefined && { env: { ...req.env } }),
       });
       // Output and the result reach SessionService through subscribeCommands; the client's own
       // route would only hold the result promise, so drop it now.

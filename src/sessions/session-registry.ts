@@ -12,7 +12,13 @@ import { SvcError } from '../core/errors.js';
 import { StateMachine, type TransitionLogger } from '../core/state-machine.js';
 import { SESSION_TRANSITIONS, SessionCause, type SessionCauseName } from './session-state.js';
 import type { SessionStore } from './session-store.js';
-import { SESSION_NAME_PREFIX, type SessionRecord, type SessionState } from './session-types.js';
+import {
+  SESSION_NAME_PREFIX,
+  type SessionBackendName,
+  type SessionClassName,
+  type SessionRecord,
+  type SessionState,
+} from './session-types.js';
 
 /** What a state change reports (emit agent.pty.* events, update hubs). */
 export interface SessionStateChange {
@@ -33,8 +39,13 @@ export interface SessionRegistryOptions {
 }
 
 export interface NewSession {
+  /** A pty-ws.v1 join's session id (the client chose it); default a fresh UUID. */
+  readonly sessionId?: string;
   readonly agentId: string;
   readonly instanceId: string;
+  /** Default tmux/managed. */
+  readonly sessionBackend?: SessionBackendName;
+  readonly sessionClass?: SessionClassName;
   /** Default `terminal-<first 8 hex of the session id>`. */
   readonly sessionName?: string;
   readonly command: string;
@@ -119,10 +130,12 @@ export class SessionRegistry {
 
   /**
    * Registers a new session in `starting`, persisted before returning. Throws
-   * `session.name_in_use` when the agent has a live session of that name.
+   * `session.name_in_use` when the agent has a live session of that name, `session.id_in_use`
+   * when a live session has the given id.
    */
   create(input: NewSession): SessionRecord {
-    const sessionId = this.#newId();
+    const sessionId = input.sessionId ?? this.#newId();
+    if (this.#byId.has(sessionId)) throw new SvcError('session.id_in_use', `a live session has the id ${sessionId}`);
     let name = input.sessionName;
     if (name === undefined) {
       name = `${SESSION_NAME_PREFIX}${sessionId.replace(/-/g, '').slice(0, 8)}`;
@@ -143,8 +156,8 @@ export class SessionRegistry {
       sessionName: name,
       command: input.command,
       sessionType: 'interactive',
-      sessionBackend: 'tmux',
-      sessionClass: 'managed',
+      sessionBackend: input.sessionBackend ?? 'tmux',
+      sessionClass: input.sessionClass ?? 'managed',
       createdAtMs: this.#now(),
       state: 'starting',
       cols: input.cols,

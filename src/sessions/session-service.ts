@@ -19,6 +19,7 @@ import type { HitlService } from './hitl.js';
 import { IdempotencyCache, requestHash, type IdempotencyOutcome } from './idempotency.js';
 import type { CounterLike, ReconcilePlan, SessionEvent } from './reconcile.js';
 import { SessionHub, type SessionHubOptions } from './session-hub.js';
+import type { SessionHostCapabilities } from './binding/frames.js';
 import type { SessionRegistry } from './session-registry.js';
 import { parseCreateSessionBody, type KillSignalName } from './session-request.js';
 import { SessionCause, type SessionCauseName } from './session-state.js';
@@ -32,7 +33,10 @@ import {
   type SessionUrlBases,
 } from './session-types.js';
 import type { SessionKillResult, SessionList } from '../wire/sessions.js';
-import { killOutcomeOf, tmuxAttachArgv, tmuxCreateArgv, tmuxHasSessionArgv, tmuxKillArgv, type TmuxSocket } from '../core/tmux-argv.js';
+import { killOutcomeOf, tmuxCreateArgv, type TmuxSocket } from '../core/tmux-argv.js';
+import { sessionBackendPlan, type SessionBackendPlan } from './session-backends.js';
+import { checkSelection, SessionHostProbe } from './session-host.js';
+import { checkJoinStart, type JoinStart } from './session-join.js';
 
 export const DEFAULT_KILL_GRACE_SECONDS = 5;
 export const DEFAULT_PTY_SIZE = { cols: 80, rows: 24 } as const;
@@ -55,6 +59,10 @@ export interface SessionServiceOptions {
   readonly hub?: Pick<SessionHubOptions, 'maxQueuedBytes' | 'replayBytes' | 'pingIntervalMs' | 'pongTimeoutMs' | 'onSlowClient'>;
   /** Default `-L sandboxd`. */
   readonly tmuxSocket?: TmuxSocket;
+  /** On the agent: screen sockets and native pid files (session-backends.ts). Default `/tmp/sandboxd-<uid>`. */
+  readonly runtimeDir?: string;
+  /** How long hostCapabilities waits for the agent's probe (ms). Default session-host.ts's kProbeTimeoutMs. */
+  readonly hostProbeTimeoutMs?: number;
   /** DELETE: seconds between the first signal and KILL. Default {@link DEFAULT_KILL_GRACE_SECONDS}. */
   readonly killGraceSeconds?: number;
   readonly logger?: SessionLogger;
@@ -66,10 +74,17 @@ export class SessionService {
   readonly #hubs = new Map<string, SessionHub>();
   /** Sessions a DELETE is killing (their end is `killed`, not `exited`). */
   readonly #killing = new Set<string>();
+  /** Each agent's session host (session-host.ts), probed once per registration. */
+  readonly #host: SessionHostProbe;
 
   constructor(opts: SessionServiceOptions) {
     this.#o = opts;
     this.#idem = opts.idempotency ?? new IdempotencyCache();
+    this.#host = new SessionHostProbe({
+      port: opts.port,
+      ...(opts.hostProbeTimeoutMs !== undefined && { timeoutMs: opts.hostProbeTimeoutMs }),
+      onProbeFailed: (agent, why) => opts.logger?.info({ agent, why }, 'session host probe failed: only native/direct is offered for now'),
+    });
     for (const r of opts.registry.list()) this.#hubFor(r);
   }
 
@@ -123,6 +138,79 @@ export class SessionService {
       : outcome;
   }
 
+  /**
+   * What the agent's session host runs (binding_hello's `session_host`): probed once per
+   * registration and cached until the agent disconnects or registers again (session-host.ts).
+   * Rejects only for an unknown agent (agent.not_found); a probe that fails or takes longer than
+   * `hostProbeTimeoutMs` answers native/direct only, with the reason on every other pair.
+   */
+  hostCapabilities(agentId: string): Promise<SessionHostCapabilities> {
+    if (this.#o.agents.get(agentId) === undefined)
+      return Promise.reject(new SvcError('agent.not_found', `no agent ${JSON.stringify(agentId.slice(0, 128))}`));
+    return this.#host.capabilities(agentId);
+  }
+
+  /** The cached capabilities, for synchronous checks; undefined until a probe answered (asking starts one). */
+  hostCapabilitiesCached(agentId: string): SessionHostCapabilities | undefined {
+    return this.#host.cached(agentId);
+  }
+
+  /**
+   * A pty.join_session with a selection starts the session `sessionId` (the client's UUID):
+   * selection checked (request.invalid), agent known (agent.not_found) and connected
+   * (server.unavailable), the pair available on its host (`session_backend.not_implemented` /
+   * `session_class.not_implemented`, before anything runs), the record created in `starting`
+   * with the pair (session.id_in_use for a live id), the backend's PTY command sent with the
+   * join's cwd and env, then `running` and `agent.pty.created`. The hub is #hubFor's (a pending
+   * one the join came through, or a new one). A failed send forgets the session and rejects.
+   */
+  async startForJoin(agentId: string, sessionId: string, sel: JoinStart): Promise<SessionRecord> {
+    const join = checkJoinStart(sessionId, sel);
+    const agent = this.#agent(agentId);
+    if (!this.#o.agents.get(agentId)?.connected) throw new SvcError('server.unavailable', `agent ${agentId} is not connected`);
+    checkSelection(await this.#host.capabilities(agentId), join.backend, join.sessionClass);
+    const plan = this.#plan({ sessionBackend: join.backend, sessionClass: join.sessionClass });
+    const hadHub = this.#hubs.has(sessionId);
+    const rec = this.#o.registry.create({
+      sessionId,
+      agentId,
+      instanceId: agent.instanceId || agentId,
+      command: join.display,
+      cols: join.cols,
+      rows: join.rows,
+      sessionBackend: join.backend,
+      sessionClass: join.sessionClass,
+    });
+    const hub = this.#hubFor(rec);
+    const argv = plan.startArgv({
+      sessionName: rec.sessionName,
+      program: join.program,
+      cols: rec.cols,
+      rows: rec.rows,
+      ...(join.env !== undefined && { env: join.env }),
+    });
+    try {
+      await this.#o.port.startPty(agentId, {
+        ...this.#ptyRequest(rec, argv),
+        ...(join.cwd !== undefined && { workingDir: join.cwd }),
+        ...(join.env !== undefined && { env: join.env }),
+      });
+    } catch (err) {
+      // A pending hub the join came through reports the failure to its clients itself.
+      if (!hadHub) {
+        hub.close(null, 'start_failed');
+        this.#hubs.delete(rec.sessionId);
+      }
+      this.#o.registry.discard(rec.sessionId);
+      throw err;
+    }
+    this.#o.registry.transition(rec.sessionId, ['starting'], 'running', SessionCause.ptyStarted);
+    if (!hadHub) hub.setStatus('running', true);
+    const now = this.#o.registry.get(rec.sessionId) ?? rec;
+    this.#event('agent.pty.created', now, { command: now.command, session_backend: now.sessionBackend, session_class: now.sessionClass });
+    return now;
+  }
+
   /** GET /api/v1/agents/{id}/sessions, with the caller's URLs. */
   list(agentId: string, urls: SessionUrlBases): SessionList {
     const records = this.#o.registry.listByAgent(agentId);
@@ -160,7 +248,7 @@ export class SessionService {
     try {
       const r = await this.#o.port.runCommand(agentId, {
         commandId: randomUUID(),
-        argv: tmuxKillArgv({ sessionName: rec.sessionName, signal, graceSeconds: grace, ...this.#socket() }),
+        argv: this.#plan(rec).killArgv({ sessionName: rec.sessionName, signal, graceSeconds: grace }),
         timeoutSeconds: grace + 15,
       });
       if (killOutcomeOf(r.exitCode) === 'failed') {
@@ -192,6 +280,7 @@ export class SessionService {
 
   /** The agent's stream ended: its sessions are detached, not killed. */
   agentDisconnected(agentId: string): void {
+    this.#host.forget(agentId);
     for (const r of this.#o.registry.listByAgent(agentId)) {
       this.#o.registry.transition(r.sessionId, ['starting', 'running'], 'detached', SessionCause.agentDisconnected);
       this.#hubs.get(r.sessionId)?.setStatus('detached', false);
@@ -200,6 +289,8 @@ export class SessionService {
 
   /** The agent registered again (the reconciler then sends SessionQuery). */
   agentConnected(agentId: string): void {
+    this.#host.forget(agentId);
+    void this.#host.capabilities(agentId);
     for (const r of this.#o.registry.listByAgent(agentId)) this.#hubs.get(r.sessionId)?.setStatus(r.state, true);
   }
 
@@ -215,24 +306,36 @@ export class SessionService {
   }
 
   /**
-   * Re-attach after the session's PTY command was lost (an agent restart): `tmux has-session`
-   * first (exit 1: the tmux session is gone too → the session closes, cause not_found), then a
-   * new PTY command `tmux attach-session` (new command id, generation + 1).
+   * Re-attach after the session's PTY command was lost (an agent restart): the backend's
+   * has-session check first (`tmux has-session`, screen's exact `<pid>.<name>`; non-zero: the
+   * session is gone too → it closes, cause not_found), then a new PTY command attaching to it
+   * (`tmux attach-session`, `screen -d -r`; new command id, generation + 1). A native session has
+   * nothing to attach to: what may be left of its terminal session is killed (HUP, KILL after the
+   * grace period) and it closes, cause not_found.
    */
   async reattach(sessionId: string): Promise<void> {
     const before = this.#o.registry.get(sessionId);
     // `starting`: a create in flight (racing a reconnect's report); its own PTY command comes.
     if (before === undefined || before.state === 'running' || before.state === 'starting') return;
-    const check = await this.#o.port.runCommand(before.agentId, {
-      commandId: randomUUID(),
-      argv: tmuxHasSessionArgv({ sessionName: before.sessionName, ...this.#socket() }),
-      timeoutSeconds: 15,
-    });
+    const plan = this.#plan(before);
+    const hasArgv = plan.hasSessionArgv(before.sessionName);
+    if (!plan.reattachable || hasArgv === undefined) {
+      const grace = this.#o.killGraceSeconds ?? DEFAULT_KILL_GRACE_SECONDS;
+      await this.#o.port
+        .runCommand(before.agentId, {
+          commandId: randomUUID(),
+          argv: plan.killArgv({ sessionName: before.sessionName, signal: 'HUP', graceSeconds: grace }),
+          timeoutSeconds: grace + 15,
+        })
+        .catch((err: unknown) => this.#o.logger?.warn({ err, session: sessionId }, 'could not clean up after a lost native session'));
+      return this.#end(sessionId, SessionCause.notFound, null);
+    }
+    const check = await this.#o.port.runCommand(before.agentId, { commandId: randomUUID(), argv: hasArgv, timeoutSeconds: 15 });
     if (check.exitCode !== 0) return this.#end(sessionId, SessionCause.notFound, null);
     const now = this.#o.registry.get(sessionId);
     if (now === undefined || now.state === 'running') return;
     const rec = this.#o.registry.replaceCommand(sessionId);
-    await this.#o.port.startPty(rec.agentId, this.#ptyRequest(rec, tmuxAttachArgv({ sessionName: rec.sessionName, ...this.#socket() })));
+    await this.#o.port.startPty(rec.agentId, this.#ptyRequest(rec, plan.reattachArgv(rec.sessionName) ?? []));
   }
 
   /** Writes to a session's PTY regardless of roles (HITL responses). Rejects when it cannot. */
@@ -259,6 +362,16 @@ export class SessionService {
 
   #socket(): { socket?: TmuxSocket } {
     return this.#o.tmuxSocket === undefined ? {} : { socket: this.#o.tmuxSocket };
+  }
+
+  /** The plan of a session's backend/class pair (the store only loads pairs that have one). */
+  #plan(r: Pick<SessionRecord, 'sessionBackend' | 'sessionClass'>): SessionBackendPlan {
+    const plan = sessionBackendPlan(r.sessionBackend, r.sessionClass, {
+      ...(this.#o.tmuxSocket !== undefined && { tmuxSocket: this.#o.tmuxSocket }),
+      ...(this.#o.runtimeDir !== undefined && { runtimeDir: this.#o.runtimeDir }),
+    });
+    if (plan === undefined) throw new SvcError('server.internal', `no plan for ${r.sessionBackend}/${r.sessionClass}`);
+    return plan;
   }
 
   #ptyRequest(rec: SessionRecord, argv: string[]): Parameters<SessionAgentPort['startPty']>[1] {

@@ -10,14 +10,23 @@
  *
  * Rows hold JSON with a version field; a row that does not parse or fails validation is skipped
  * at load (and reported to `onCorrupt`) instead of failing the start.
+ *
+ * Schema versions (`PRAGMA user_version`), migrated in order at open, each in one transaction:
+ *   0 → 1  columns `session_backend` (default 'tmux') and `session_class` (default 'managed'):
+ *          rows written before keep working as the tmux/managed sessions they are. The columns
+ *          are what load reads; the JSON keeps a copy, so an older sandboxd skips a screen or
+ *          native row ('bad kind') instead of taking it for tmux.
  */
 import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { SESSION_STATES, type SessionRecord } from './session-types.js';
+import { sessionBackendPlan } from './session-backends.js';
+import { SESSION_STATES, type SessionBackendName, type SessionClassName, type SessionRecord } from './session-types.js';
 
 export const SESSIONS_DB_FILE = 'sessions.db';
 const kRecordVersion = 1;
+/** PRAGMA user_version this code writes (see the file comment). */
+export const kSessionsSchemaVersion = 1;
 
 /** A stored idempotent response. */
 export interface StoredIdempotency {
@@ -40,7 +49,7 @@ export class SessionStore {
   readonly path: string;
   readonly #db: Database.Database;
   readonly #onCorrupt: SessionStoreOptions['onCorrupt'];
-  readonly #put: Database.Statement<[string, string, string, number]>;
+  readonly #put: Database.Statement<[string, string, string, number, string, string]>;
   readonly #del: Database.Statement<[string]>;
   readonly #idemPut: Database.Statement<[string, string, string, number, string, number, number]>;
   readonly #idemDel: Database.Statement<[string, string]>;
@@ -74,7 +83,10 @@ export class SessionStore {
         PRIMARY KEY (scope, key)
       );
     `);
-    this.#put = this.#db.prepare('INSERT OR REPLACE INTO sessions (session_id, agent_id, record, updated_at_ms) VALUES (?, ?, ?, ?)');
+    this.#migrate();
+    this.#put = this.#db.prepare(
+      'INSERT OR REPLACE INTO sessions (session_id, agent_id, record, updated_at_ms, session_backend, session_class) VALUES (?, ?, ?, ?, ?, ?)',
+    );
     this.#del = this.#db.prepare('DELETE FROM sessions WHERE session_id = ?');
     this.#idemPut = this.#db.prepare(
       'INSERT OR REPLACE INTO idempotency (scope, key, request_hash, status, response, created_at_ms, expires_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)',
@@ -85,10 +97,15 @@ export class SessionStore {
 
   /** Every valid stored session record. */
   loadSessions(): SessionRecord[] {
-    const rows = this.#db.prepare('SELECT session_id, record FROM sessions').all() as { session_id: string; record: string }[];
+    const rows = this.#db.prepare('SELECT session_id, record, session_backend, session_class FROM sessions').all() as {
+      session_id: string;
+      record: string;
+      session_backend: string;
+      session_class: string;
+    }[];
     const out: SessionRecord[] = [];
     for (const row of rows) {
-      const rec = parseRecord(row.record);
+      const rec = parseRecord(row.record, row.session_backend, row.session_class);
       if (typeof rec === 'string') this.#onCorrupt?.('session', row.session_id, rec);
       else out.push(rec);
     }
@@ -96,7 +113,7 @@ export class SessionStore {
   }
 
   putSession(r: SessionRecord, nowMs: number = Date.now()): void {
-    this.#put.run(r.sessionId, r.agentId, JSON.stringify({ v: kRecordVersion, ...r }), nowMs);
+    this.#put.run(r.sessionId, r.agentId, JSON.stringify({ v: kRecordVersion, ...r }), nowMs, r.sessionBackend, r.sessionClass);
   }
 
   deleteSession(sessionId: string): void {
@@ -139,6 +156,21 @@ export class SessionStore {
     this.#db.transaction(fn)();
   }
 
+  /** The schema version of the open file. */
+  get schemaVersion(): number {
+    return this.#db.pragma('user_version', { simple: true }) as number;
+  }
+
+  #migrate(): void {
+    if (this.schemaVersion >= kSessionsSchemaVersion) return;
+    this.#db.transaction(() => {
+      const columns = new Set((this.#db.pragma('table_info(sessions)') as { name: string }[]).map((c) => c.name));
+      if (!columns.has('session_backend')) this.#db.exec("ALTER TABLE sessions ADD COLUMN session_backend TEXT NOT NULL DEFAULT 'tmux'");
+      if (!columns.has('session_class')) this.#db.exec("ALTER TABLE sessions ADD COLUMN session_class TEXT NOT NULL DEFAULT 'managed'");
+      this.#db.pragma(`user_version = ${kSessionsSchemaVersion}`);
+    })();
+  }
+
   /** Closes the database; idempotent. */
   close(): void {
     if (this.#db.open) this.#db.close();
@@ -149,7 +181,7 @@ const STRING_FIELDS = ['sessionId', 'agentId', 'instanceId', 'commandId', 'sessi
 const COUNT_FIELDS = ['generation', 'createdAtMs', 'cols', 'rows'] as const;
 
 /** A stored row → record, or the reason it is rejected. */
-function parseRecord(text: string): SessionRecord | string {
+function parseRecord(text: string, backend: string, sessionClass: string): SessionRecord | string {
   let raw: unknown;
   try {
     raw = JSON.parse(text);
@@ -161,7 +193,7 @@ function parseRecord(text: string): SessionRecord | string {
   if (o['v'] !== kRecordVersion) return `unknown record version ${String(o['v'])}`;
   for (const f of STRING_FIELDS) if (typeof o[f] !== 'string' || (f !== 'command' && o[f] === '')) return `bad ${f}`;
   for (const f of COUNT_FIELDS) if (!Number.isSafeInteger(o[f]) || (o[f] as number) < 0) return `bad ${f}`;
-  if (o['sessionType'] !== 'interactive' || o['sessionBackend'] !== 'tmux' || o['sessionClass'] !== 'managed') return 'bad kind';
+  if (o['sessionType'] !== 'interactive' || sessionBackendPlan(backend, sessionClass) === undefined) return 'bad kind';
   if (!SESSION_STATES.includes(o['state'] as SessionRecord['state'])) return 'bad state';
   return {
     sessionId: o['sessionId'] as string,
@@ -172,8 +204,8 @@ function parseRecord(text: string): SessionRecord | string {
     sessionName: o['sessionName'] as string,
     command: o['command'] as string,
     sessionType: 'interactive',
-    sessionBackend: 'tmux',
-    sessionClass: 'managed',
+    sessionBackend: backend as SessionBackendName,
+    sessionClass: sessionClass as SessionClassName,
     createdAtMs: o['createdAtMs'] as number,
     state: o['state'] as SessionRecord['state'],
     cols: o['cols'] as number,

@@ -59,6 +59,7 @@ export const PROGRAMS = Object.freeze({
     step: 'base',
     why: 'set-up, image build and host prepare install packages; image build downloads .debs; in the debian root',
   },
+  chmod: { debianPackage: 'coreutils', step: 'base', why: "screen and native sessions: the runtime directory's mode 0700 (on the agent)" },
   chown: { debianPackage: 'coreutils', step: 'base', why: 'debian image: the agent files belong to root' },
   chroot: { debianPackage: 'coreutils', step: 'base', why: 'debian image: every command in the root (run by sh inside unshare)' },
   'dpkg-deb': { debianPackage: 'dpkg', step: 'base', why: 'minimal image: unpacks the kernel and busybox packages' },
@@ -74,6 +75,8 @@ export const PROGRAMS = Object.freeze({
   mkdir: { debianPackage: 'coreutils', step: 'base', why: 'tests: git-clone fixtures; the guest push script' },
   mkfifo: { debianPackage: 'coreutils', step: 'base', why: 'tests: a FIFO the storage routes must refuse' },
   mount: { debianPackage: 'mount', step: 'base', why: 'debian image: proc, sysfs, devpts inside the private namespace' },
+  mv: { debianPackage: 'coreutils', step: 'base', why: 'screen and native sessions: the screenrc and pid files are written atomically' },
+  rm: { debianPackage: 'coreutils', step: 'base', why: 'native sessions: stale pid files (the kill and start scripts)' },
   sed: { debianPackage: 'sed', step: 'base', why: 'the session kill script reads process states' },
   sh: { debianPackage: 'dash', step: 'base', why: 'the session kill script, the guest workspace push, the chroot wrapper, tests' },
   sleep: { debianPackage: 'coreutils', step: 'base', why: 'the session kill script; tests (fake coding agent)' },
@@ -107,6 +110,11 @@ export const PROGRAMS = Object.freeze({
   pkill: { debianPackage: 'procps', step: 'start', why: "the session kill script signals the panes' processes" },
   ps: { debianPackage: 'procps', step: 'start', why: 'real-VM tests look for leftover QEMU processes' },
   python3: { debianPackage: 'python3', step: 'start', why: 'npm ci: node-gyp is a Python program' },
+  screen: {
+    debianPackage: 'screen',
+    step: 'start',
+    why: 'screen/managed sessions of local agents (pty-ws.v1 joins); the debian image installs it; tests',
+  },
   tmux: { debianPackage: 'tmux', step: 'start', why: 'managed sessions of local agents; the minimal image copies it' },
   virsh: {
     debianPackage: 'libvirt-clients',

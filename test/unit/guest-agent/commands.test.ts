@@ -120,6 +120,14 @@ describe('CommandManager', () => {
     assert.equal((await resultOf('p1')).exitCode, 130);
   });
 
+  test("PTY requests honour working_dir and env too (a pty-ws.v1 join's cwd and env)", async () => {
+    mkdirSync(join(tmp, 'pty dir'), { recursive: true });
+    const { m, resultOf, text } = manager();
+    m.start(req('p2', 'sh', ['-c', 'pwd; echo "[$J]"'], { allocatePty: true, workingDir: 'pty dir', env: { J: 'a b;c' } }));
+    assert.equal((await resultOf('p2')).exitCode, 0);
+    assert.equal(text('p2', 'stdout'), `${join(tmp, 'pty dir')}\r\n[a b;c]\r\n`);
+  });
+
   test('run_as: unknown users fail; known users run with their uid (as root)', { skip: !isRoot && 'needs root' }, async () => {
     const { m, resultOf, text } = manager({ isRoot: true });
     m.start(req('u1', 'id', ['-u'], { runAs: 'no-such-user-xyz' }));

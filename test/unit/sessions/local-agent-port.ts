@@ -1,10 +1,11 @@
 /**
  * A SessionAgentPort that does locally what the agent does for sessions: PTY commands through
- * node-pty (output as Buffers, numbered per command like OutputChunk.seq), one-shot commands
- * without a shell, SessionReport from its running commands, SessionReconcile by killing with the
- * tmux kill script. Real tmux, real PTYs; only the gRPC hop is missing. `sink` is where output
+ * node-pty (output as Buffers, numbered per command like OutputChunk.seq; working_dir and env
+ * applied), one-shot commands without a shell, SessionReport from its running commands,
+ * SessionReconcile by killing with the tmux kill script. Real tmux, real PTYs; only the gRPC hop is missing. `sink` is where output
  * and results go (switch it to simulate a restart of sandboxd; null drops them).
  */
+import { resolve } from 'node:path';
 import { spawn as ptySpawn, type IPty } from 'node-pty';
 import { SvcError } from '../../../src/core/errors.js';
 import type { OneShotCommandRequest, OneShotResult, PtyCommandRequest, SessionAgentPort } from '../../../src/sessions/agent-port.js';
@@ -44,8 +45,9 @@ export class LocalAgentPort implements SessionAgentPort {
       name: req.term,
       cols: req.cols,
       rows: req.rows,
-      cwd: this.#h.dir,
-      env: this.#h.env,
+      // As the agent does: working_dir relative to its work directory, env over its own.
+      cwd: req.workingDir === undefined ? this.#h.dir : resolve(this.#h.dir, req.workingDir),
+      env: { ...this.#h.env, ...req.env },
       encoding: null,
     });
     const run: Running = { pty, req, seq: 0, detached: false };

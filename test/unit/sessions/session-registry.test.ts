@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, test } from 'node:test';
@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 import { SvcError } from '../../../src/core/errors.js';
 import { SessionRegistry, type SessionStateChange } from '../../../src/sessions/session-registry.js';
 import { SessionCause, sessionTransitionsMarkdown } from '../../../src/sessions/session-state.js';
-import { SESSIONS_DB_FILE, SessionStore } from '../../../src/sessions/session-store.js';
+import { kSessionsSchemaVersion, SESSIONS_DB_FILE, SessionStore } from '../../../src/sessions/session-store.js';
 import { createResponseOf, listEntryOf, sessionSeq, withCallerUrls } from '../../../src/sessions/session-types.js';
 
 const URLS = { httpBaseUrl: 'http://127.0.0.1:8122', wsBaseUrl: 'ws://127.0.0.1:8121' };
@@ -103,7 +103,9 @@ describe('SessionRegistry', () => {
     assert.equal(statSync(join(dir, 'sessions')).mode & 0o777, 0o700);
     const db = new Database(join(dir, 'sessions', SESSIONS_DB_FILE));
     assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
-    db.prepare("INSERT INTO sessions VALUES ('bad1', 'a', '{not json', 0), ('bad2', 'a', '{\"v\":1,\"sessionId\":\"bad2\"}', 0)").run();
+    db.prepare(
+      "INSERT INTO sessions (session_id, agent_id, record, updated_at_ms) VALUES ('bad1', 'a', '{not json', 0), ('bad2', 'a', '{\"v\":1,\"sessionId\":\"bad2\"}', 0)",
+    ).run();
     db.close();
     stores[0]?.close();
     const corrupt: string[] = [];
@@ -159,6 +161,83 @@ describe('SessionRegistry', () => {
     assert.deepEqual(e.liveness, { agent_connected: true, has_screen: true, replay_newest_seq: 7, max_client_lag: 0 });
     const plain = createResponseOf(reg.create({ agentId: 'a1', instanceId: 'i', command: 'bash', cols: 80, rows: 24 }), URLS);
     assert.deepEqual([plain.chat_source, plain.chat_stream_url], ['none', null]);
+  });
+
+  test("a join's session: the client's id, its backend and class kept across a restart; a live id is not taken twice (409)", () => {
+    const reg = open();
+    const id = '0f1e2d3c-4b5a-4968-8776-655443322110';
+    const r = reg.create({
+      sessionId: id,
+      agentId: 'a1',
+      instanceId: 'i1',
+      command: '',
+      cols: 100,
+      rows: 30,
+      sessionBackend: 'screen',
+      sessionClass: 'managed',
+    });
+    assert.deepEqual([r.sessionId, r.sessionBackend, r.sessionClass, r.sessionName], [id, 'screen', 'managed', 'terminal-0f1e2d3c']);
+    assert.throws(
+      () => reg.create({ sessionId: id, agentId: 'a2', instanceId: 'i2', command: 'x', cols: 80, rows: 24 }),
+      (e: unknown) => e instanceof SvcError && e.code === 'session.id_in_use' && e.httpStatus === 409,
+    );
+    const n = reg.create({
+      agentId: 'a1',
+      instanceId: 'i1',
+      command: 'top',
+      cols: 80,
+      rows: 24,
+      sessionBackend: 'native',
+      sessionClass: 'direct',
+    });
+    const plain = reg.create({ agentId: 'a1', instanceId: 'i1', command: 'bash', cols: 80, rows: 24 });
+    assert.deepEqual([plain.sessionBackend, plain.sessionClass], ['tmux', 'managed']);
+    stores[0]?.close();
+    const again = open();
+    assert.deepEqual(
+      [id, n.sessionId, plain.sessionId].map((s) => `${again.get(s)?.sessionBackend}/${again.get(s)?.sessionClass}`),
+      ['screen/managed', 'native/direct', 'tmux/managed'],
+    );
+    assert.equal(createResponseOf(again.get(n.sessionId) ?? n, URLS).reattach_supported, false);
+    assert.equal(createResponseOf(again.get(id) ?? r, URLS).session_backend, 'screen');
+  });
+
+  test('a store written before backends were stored (schema 0) opens as tmux/managed sessions, migrated once', () => {
+    mkdirSync(join(dir, 'sessions'), { recursive: true, mode: 0o700 });
+    const old = new Database(join(dir, 'sessions', SESSIONS_DB_FILE));
+    old.exec(
+      'CREATE TABLE sessions (session_id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, record TEXT NOT NULL, updated_at_ms INTEGER NOT NULL)',
+    );
+    const rec = {
+      v: 1,
+      sessionId: 's-old',
+      agentId: 'a1',
+      instanceId: 'i1',
+      commandId: 'c-old',
+      generation: 2,
+      sessionName: 'legacy',
+      command: 'bash',
+      sessionType: 'interactive',
+      sessionBackend: 'tmux',
+      sessionClass: 'managed',
+      createdAtMs: 1,
+      state: 'running',
+      cols: 80,
+      rows: 24,
+    };
+    old.prepare('INSERT INTO sessions VALUES (?, ?, ?, ?)').run('s-old', 'a1', JSON.stringify(rec), 1);
+    old.close();
+    const reg = open();
+    assert.equal(stores[0]?.schemaVersion, kSessionsSchemaVersion);
+    const r = reg.get('s-old');
+    assert.deepEqual([r?.sessionBackend, r?.sessionClass, r?.generation, r?.state], ['tmux', 'managed', 2, 'detached']);
+    stores[0]?.close();
+    const columns = new Database(join(dir, 'sessions', SESSIONS_DB_FILE), { readonly: true });
+    assert.deepEqual(columns.prepare('SELECT session_backend, session_class FROM sessions').all(), [
+      { session_backend: 'tmux', session_class: 'managed' },
+    ]);
+    columns.close();
+    assert.equal(open().get('s-old')?.sessionName, 'legacy');
   });
 
   test('session seqs stay ordered across generations', () => {
