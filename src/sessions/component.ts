@@ -145,6 +145,7 @@ export function createSessions(o: SessionsOptions): SessionsComponent {
     wsRoutes: sessionWsRoutes({
       hub: (id) => service.hub(id),
       agentHub: (instanceId, sessionId, create) => service.agentHub(instanceId, sessionId, create),
+      hostReady: (instanceId, sessionId) => service.hostReady(instanceId, sessionId),
       params: {
         keyframeIntervalFrames: o.hub?.keyframeIntervalFrames ?? DEFAULT_KEYFRAME_INTERVAL_FRAMES,
         keyframeIntervalSeconds: Math.max(1, Math.round((o.hub?.keyframeIntervalMs ?? DEFAULT_KEYFRAME_INTERVAL_MS) / 1000)),

@@ -43,6 +43,8 @@ export interface SessionWsRoutesDeps {
    */
   agentHub(instanceId: string, sessionId: string, create: boolean): SessionHub | undefined;
   readonly params: BindingParams;
+  /** Resolves once the session's (or the agent-scoped URL's) host is probed, so binding_hello's session_host is the real one. */
+  hostReady?(instanceId: string | undefined, sessionId: string): Promise<void>;
   /** uWS idle timeout; default 120 s (above the hub's own ping and pong timeout, so the hub decides first). */
   idleTimeoutSeconds?: number;
 }
@@ -176,24 +178,30 @@ export function sessionWsRoutes(deps: SessionWsRoutesDeps): WsRouteOptions[] {
       ...common,
       path: PTY_WS_PATH,
       protocols: PTY_WS_PROTOCOLS,
-      authorize: (req) => requireHub(deps, req),
+      authorize: async (req) => {
+        requireHub(deps, req);
+        await deps.hostReady?.(undefined, sessionIdOf(req));
+      },
       handlers: handlers(deps, bySession, false),
     },
     {
       ...common,
       path: AGENT_ATTACH_WS_PATH,
       protocols: PTY_WS_PROTOCOLS,
-      authorize: (req) => {
-        deps.agentHub(req.params['instance_id'] ?? '', sessionIdOf(req), false);
+      authorize: async (req) => {
+        const instanceId = req.params['instance_id'] ?? '';
+        deps.agentHub(instanceId, sessionIdOf(req), false);
+        await deps.hostReady?.(instanceId, sessionIdOf(req));
       },
       handlers: handlers(deps, byAgent, false),
     },
     {
       ...common,
       path: ORCHESTRATE_WS_PATH,
-      authorize: (req) => {
+      authorize: async (req) => {
         parseOrchestrateQuery(req.query);
         requireHub(deps, req);
+        await deps.hostReady?.(undefined, sessionIdOf(req));
       },
       handlers: handlers(deps, bySession, true),
     },

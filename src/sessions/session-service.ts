@@ -18,8 +18,8 @@ import type { SessionAgentPort, SessionAgents } from './agent-port.js';
 import type { HitlService } from './hitl.js';
 import { IdempotencyCache, requestHash, type IdempotencyOutcome } from './idempotency.js';
 import type { CounterLike, ReconcilePlan, SessionEvent } from './reconcile.js';
-import { SessionHub, type SessionHubOptions } from './session-hub.js';
 import type { SessionHostCapabilities } from './binding/frames.js';
+import { SessionHub, StartError, type JoinSelection, type ScreenStatePort, type SessionHubOptions } from './session-hub.js';
 import type { SessionRegistry } from './session-registry.js';
 import { parseCreateSessionBody, type KillSignalName } from './session-request.js';
 import { SessionCause, type SessionCauseName } from './session-state.js';
@@ -40,6 +40,23 @@ import { checkJoinStart, type JoinStart } from './session-join.js';
 
 export const DEFAULT_KILL_GRACE_SECONDS = 5;
 export const DEFAULT_PTY_SIZE = { cols: 80, rows: 24 } as const;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Until the agent's host is probed: what every agent runs (tmux/managed). */
+const PROBING_HOST: SessionHostCapabilities = {
+  default_backend: 'tmux',
+  default_class: 'managed',
+  supported_backends: ['tmux'],
+  supported_classes: ['managed'],
+  pairs: [
+    { session_backend: 'tmux', session_class: 'managed', available: true },
+    { session_backend: 'screen', session_class: 'managed', available: false, reason: 'the agent host is being probed' },
+    { session_backend: 'native', session_class: 'direct', available: false, reason: 'the agent host is being probed' },
+  ],
+  observe_supported: true,
+  drive_supported: true,
+  reattach_supported: true,
+};
 
 /** Where errors that have no caller go (pino fits). */
 export interface SessionLogger {
@@ -56,7 +73,12 @@ export interface SessionServiceOptions {
   readonly metrics?: { readonly sessionsKilledTotal: CounterLike };
   /** agent.pty.created / agent.pty.closed events. */
   readonly emit?: (e: SessionEvent) => void;
-  readonly hub?: Pick<SessionHubOptions, 'maxQueuedBytes' | 'replayBytes' | 'pingIntervalMs' | 'pongTimeoutMs' | 'onSlowClient'>;
+  readonly hub?: Pick<
+    SessionHubOptions,
+    'maxQueuedBytes' | 'replay' | 'pingIntervalMs' | 'pongTimeoutMs' | 'onSlowClient' | 'keyframeIntervalFrames' | 'keyframeIntervalMs'
+  >;
+  /** Screen state for keyframes (actors/terminal/); without it joins get Error KEYFRAME_UNAVAILABLE. */
+  readonly screen?: ScreenStatePort;
   /** Default `-L sandboxd`. */
   readonly tmuxSocket?: TmuxSocket;
   /** On the agent: screen sockets and native pid files (session-backends.ts). Default `/tmp/sandboxd-<uid>`. */
@@ -72,6 +94,8 @@ export class SessionService {
   readonly #o: SessionServiceOptions;
   readonly #idem: IdempotencyCache;
   readonly #hubs = new Map<string, SessionHub>();
+  /** Pending hubs (agentHub): session id → agent id. */
+  readonly #pendingAgents = new Map<string, string>();
   /** Sessions a DELETE is killing (their end is `killed`, not `exited`). */
   readonly #killing = new Set<string>();
   /** Each agent's session host (session-host.ts), probed once per registration. */
@@ -91,6 +115,56 @@ export class SessionService {
   /** The hub of a live session (pty-ws-routes.ts). */
   hub(sessionId: string): SessionHub | undefined {
     return this.#hubs.get(sessionId);
+  }
+
+  /**
+   * The hub behind `/agents/{instance_id}/sessions/{session_id}/attach`: the agent's live session,
+   * or, for a fresh UUID on a connected agent, a pending hub that a join with a selection starts
+   * (`create`; without it undefined). Throws SvcError 404 otherwise.
+   */
+  agentHub(instanceId: string, sessionId: string, create: boolean): SessionHub | undefined {
+    const agent = this.#o.agents.byInstance(instanceId);
+    if (agent === undefined) throw new SvcError('agent.not_found', `no agent with instance id ${JSON.stringify(instanceId.slice(0, 128))}`);
+    const rec = this.#o.registry.getForAgent(agent.agentId, sessionId);
+    const live = this.#hubs.get(sessionId);
+    if (rec !== undefined && live !== undefined && !live.closed) return live;
+    if (live?.pending === true && this.#pendingAgents.get(sessionId) === agent.agentId) return live;
+    if (rec !== undefined || this.#o.registry.get(sessionId) !== undefined || !UUID.test(sessionId) || !agent.connected)
+      throw new SvcError('session.not_found', `no live session ${JSON.stringify(sessionId.slice(0, 128))} on agent ${agent.agentId}`);
+    if (!create) return undefined;
+    const hub = this.#newHub(sessionId, agent.agentId, {
+      state: 'pending',
+      cols: DEFAULT_PTY_SIZE.cols,
+      rows: DEFAULT_PTY_SIZE.rows,
+      start: (sel) => this.#startForJoin(agent.agentId, sessionId, sel),
+      onIdle: () => {
+        if (this.#hubs.get(sessionId) === hub && hub.pending) {
+          this.#hubs.delete(sessionId);
+          this.#pendingAgents.delete(sessionId);
+          hub.close(null, 'abandoned');
+        }
+      },
+    });
+    this.#pendingAgents.set(sessionId, agent.agentId);
+    return hub;
+  }
+
+  /**
+   * What the agent's host can run, as binding_hello's session_host says it: the probed answer,
+   * or (while the first probe runs) tmux/managed only, which every agent is assumed to have.
+   * The WebSocket routes await {@link hostReady} first, so a client normally sees the probed one.
+   */
+  hostCapabilitiesNow(agentId: string): SessionHostCapabilities {
+    return this.#host.cached(agentId) ?? PROBING_HOST;
+  }
+
+  /**
+   * Resolves once the host behind a session URL (its agent's, or an agent-scoped URL's) has been
+   * probed; never rejects (an unknown agent or session is the route's 404 to give).
+   */
+  async hostReady(instanceId: string | undefined, sessionId: string): Promise<void> {
+    const agentId = instanceId === undefined ? this.#o.registry.get(sessionId)?.agentId : this.#o.agents.byInstance(instanceId)?.agentId;
+    if (agentId !== undefined && this.#o.agents.get(agentId) !== undefined) await this.#host.capabilities(agentId).catch(() => undefined);
   }
 
   /**
@@ -388,13 +462,46 @@ export class SessionService {
   }
 
   #hubFor(rec: SessionRecord): SessionHub {
-    const sid = rec.sessionId;
+    const existing = this.#hubs.get(rec.sessionId);
+    if (existing !== undefined && !existing.closed) {
+      this.#pendingAgents.delete(rec.sessionId);
+      return existing;
+    }
+    return this.#newHub(rec.sessionId, rec.agentId, {
+      state: rec.state,
+      cols: rec.cols,
+      rows: rec.rows,
+      backend: rec.sessionBackend ?? 'tmux',
+      class: rec.sessionClass ?? 'managed',
+    });
+  }
+
+  #newHub(
+    sid: string,
+    agentId: string,
+    o: {
+      state: SessionHubOptions['state'];
+      cols: number;
+      rows: number;
+      backend?: string;
+      class?: string;
+      start?: (sel: JoinSelection) => Promise<void>;
+      onIdle?: () => void;
+    },
+  ): SessionHub {
     const hub = new SessionHub({
       ...this.#o.hub,
       sessionId: sid,
-      state: rec.state,
-      agentConnected: this.#o.agents.get(rec.agentId)?.connected ?? false,
-      terminalSize: { cols: rec.cols, rows: rec.rows },
+      agentId,
+      state: o.state,
+      agentConnected: this.#o.agents.get(agentId)?.connected ?? false,
+      terminalSize: { cols: o.cols, rows: o.rows },
+      ...(o.backend !== undefined && { sessionBackend: o.backend }),
+      ...(o.class !== undefined && { sessionClass: o.class }),
+      host: () => this.hostCapabilitiesNow(agentId),
+      ...(this.#o.screen !== undefined && { screen: this.#o.screen }),
+      ...(o.start !== undefined && { start: o.start }),
+      ...(o.onIdle !== undefined && { onIdle: o.onIdle }),
       pty: {
         input: (data) => {
           const r = this.#o.registry.get(sid);
@@ -405,11 +512,27 @@ export class SessionService {
           if (r !== undefined) this.#o.port.resizePty(r.agentId, r.commandId, cols, rows);
         },
       },
-      onResize: (size) => this.#o.registry.setSize(sid, size.cols, size.rows),
+      onResize: (size) => {
+        if (this.#o.registry.get(sid) !== undefined) this.#o.registry.setSize(sid, size.cols, size.rows);
+      },
       ...(this.#o.hitl !== undefined && { onOutput: (data: Uint8Array) => this.#o.hitl?.output(sid, data) }),
     });
     this.#hubs.set(sid, hub);
     return hub;
+  }
+
+  /** A join on a pending hub starts the session; refusals become the binding's error codes. */
+  #startForJoin(agentId: string, sessionId: string, sel: JoinSelection): Promise<void> {
+    return this.startForJoin(agentId, sessionId, sel).then(
+      () => undefined,
+      (err: unknown) => {
+        if (!(err instanceof SvcError)) throw err;
+        if (err.code === 'session_backend.not_implemented' || err.code === 'session_class.not_implemented')
+          throw new StartError(err.code, err.message);
+        if (err.code === 'request.invalid' || err.code === 'session.id_in_use') throw new StartError('INVALID_REQUEST', err.message);
+        throw new StartError('INTERNAL', err.message);
+      },
+    );
   }
 
   #running(rec: SessionRecord, cause: SessionCauseName): void {
