@@ -8,8 +8,8 @@
  * |---|---|---|
  * | list_agents | | {type:"agent_list", agents} (GET /api/v1/agents's) |
  * | list_sessions {agent_id} | | {type:"session_list", agent_id, sessions} (GET …/sessions's entries, plus `running`) |
- * | start_shell {agent_id, cols?, rows?} | creates a session, attaches (legacy, controller) | {type:"shell_started", agent_id, command_id, session_id, session_name, role} |
- * | create_session {agent_id, session_name, session_type, command, args, working_dir, cols, rows} | same; interactive only | {type:"session_created", agent_id, session_name, session_type, command_id, session_id, role} |
+ * | start_shell {agent_id, cols?, rows?} | attaches (legacy, controller) to the agent's session `main`, created if need be | {type:"shell_started", agent_id, command_id, session_id, session_name, role} |
+ * | create_session {agent_id, session_name, session_type, command, args, working_dir, cols, rows} | creates that session and attaches likewise; interactive only | {type:"session_created", agent_id, session_name, session_type, command_id, session_id, role} |
  * | attach_session {agent_id, session_name, cols?, rows?} | attaches (legacy, controller) or asks for control | {type:"session_attached", agent_id, session_name, command_id, session_id, role} |
  * | join_session {session_id, role?, replay_from?} | attaches (frames, role asked; observer by default) | {type:"session_joined", session_id, role, current_seq} |
  * | detach_session {agent_id, session_name} / leave_session {session_id} | detaches | session_detached / session_left |
@@ -51,6 +51,8 @@ export interface WsSessionHub {
   alive(conn: SessionAttachmentSink): void;
   reply(conn: SessionAttachmentSink, frame: string): void;
   disconnect(conn: SessionAttachmentSink): void;
+  /** hasScreen: the session's command has produced output. */
+  stats(): { readonly hasScreen: boolean };
 }
 
 /** What the messages need of the server, installed by the sessions component. Throwing SvcError is fine. */
@@ -80,6 +82,8 @@ interface Attachment {
 }
 
 const kAskAgainMs = 2000;
+/** The session start_shell attaches to or creates (the reference's shell is tmux session main). */
+const kShellSessionName = 'main';
 const kReadOnly = 'read-only: another client holds the controller lease of this session; your keystrokes were not sent';
 
 export const WS_SESSION_MESSAGE_TYPES: ReadonlySet<string> = new Set([
@@ -105,6 +109,8 @@ export class WsSessionMessages {
   readonly #now: () => number;
   /** connection id → session id → attachment */
   readonly #conns = new Map<number, Map<string, Attachment>>();
+  /** start_shell creates in flight, by agent and name. */
+  readonly #creating = new Map<string, Promise<WsSessionIds>>();
 
   constructor(o: { hook: () => WsSessionsHook | undefined; logger: Logger; now?: () => number }) {
     this.#hook = o.hook;
@@ -160,22 +166,14 @@ export class WsSessionMessages {
       case 'attach_session': {
         const agentId = field(m, 'agent_id');
         const ids = this.#found(hook.find({ agentId, sessionName: field(m, 'session_name') }), agentId);
-        const size = this.#size(m);
-        const reply = (role: Role | undefined): Record<string, unknown> => ({
+        return this.#drive(conn, hook, ids, this.#size(m), (role) => ({
           type: 'session_attached',
           agent_id: ids.agentId,
           session_name: ids.sessionName,
           command_id: ids.commandId,
           session_id: ids.sessionId,
           role,
-        });
-        const a = this.#conns.get(conn.id)?.get(ids.sessionId);
-        if (a === undefined) return this.#attach(conn, hook, ids, 'legacy', { role: 'controller', ...size }, reply);
-        if (a.role !== 'controller') a.hub.requestRole(a.sink, 'controller');
-        if (a.role === 'controller' && size.cols !== undefined && size.rows !== undefined) a.hub.resize(a.sink, size.cols, size.rows);
-        a.hub.reply(a.sink, JSON.stringify(reply(a.role)));
-        if (a.role !== 'controller') a.hub.reply(a.sink, this.#readOnly(ids.sessionId));
-        return;
+        }));
       }
       case 'join_session': {
         const sessionId = field(m, 'session_id');
@@ -187,7 +185,8 @@ export class WsSessionMessages {
         if (ids === undefined) throw new SvcError('session.not_found', `no live session ${sessionId}`);
         // The reference's replay_from is the first seq wanted; the hub's is the last one seen.
         const replayFrom = from === undefined ? null : Math.max(0, from - 1);
-        return this.#attach(conn, hook, ids, 'frames', { role, replayFrom, clientLabel: `dashboard-ws-${conn.id}` });
+        this.#attach(conn, hook, ids, 'frames', { role, replayFrom, clientLabel: `dashboard-ws-${conn.id}` });
+        return;
       }
       case 'detach_session': {
         const agentId = field(m, 'agent_id');
@@ -233,6 +232,11 @@ export class WsSessionMessages {
     }
   }
 
+  /**
+   * start_shell: the agent's `main` session, created when it has none (one create at a time per
+   * agent, so the reference's double start_shell on a fresh pane ends in one session, as its
+   * attach-or-create shell did); create_session: a new session of that name.
+   */
   #create(conn: WsConn, hook: WsSessionsHook, type: 'start_shell' | 'create_session', m: Fields): void {
     const agentId = field(m, 'agent_id');
     const size = this.#size(m);
@@ -248,37 +252,53 @@ export class WsSessionMessages {
       body.session_name = field(m, 'session_name');
       const command = commandLine(m);
       if (command !== undefined) body.command = command;
-    }
-    hook.create(agentId, body, conn.request).then(
-      (created) => {
-        if (conn.closed) return;
-        const ids: WsSessionIds = {
-          sessionId: created.session_id,
-          agentId,
-          commandId: created.command_id,
-          sessionName: created.session_name,
+    } else body.session_name = kShellSessionName;
+    const reply =
+      (ids: WsSessionIds) =>
+      (role: Role | undefined): Record<string, unknown> =>
+        type === 'start_shell'
+          ? {
+              type: 'shell_started',
+              agent_id: agentId,
+              command_id: ids.commandId,
+              session_id: ids.sessionId,
+              session_name: ids.sessionName,
+              role,
+            }
+          : {
+              type: 'session_created',
+              agent_id: agentId,
+              session_name: ids.sessionName,
+              session_type: 'interactive',
+              command_id: ids.commandId,
+              session_id: ids.sessionId,
+              role,
+            };
+    const existing = type === 'start_shell' ? hook.find({ agentId, sessionName: kShellSessionName }) : undefined;
+    if (existing !== undefined) return this.#drive(conn, hook, existing, size, reply(existing));
+    const key = `${agentId}\u0000${body.session_name ?? ''}`;
+    let creating = type === 'start_shell' ? this.#creating.get(key) : undefined;
+    if (creating === undefined) {
+      creating = hook.create(agentId, body, conn.request).then((c) => ({
+        sessionId: c.session_id,
+        agentId,
+        commandId: c.command_id,
+        sessionName: c.session_name,
+      }));
+      if (type === 'start_shell') {
+        const mine = creating;
+        this.#creating.set(key, mine);
+        const forget = (): void => {
+          if (this.#creating.get(key) === mine) this.#creating.delete(key);
         };
-        const reply = (role: Role | undefined): Record<string, unknown> =>
-          type === 'start_shell'
-            ? {
-                type: 'shell_started',
-                agent_id: agentId,
-                command_id: ids.commandId,
-                session_id: ids.sessionId,
-                session_name: ids.sessionName,
-                role,
-              }
-            : {
-                type: 'session_created',
-                agent_id: agentId,
-                session_name: ids.sessionName,
-                session_type: 'interactive',
-                command_id: ids.commandId,
-                session_id: ids.sessionId,
-                role,
-              };
+        mine.then(forget, forget);
+      }
+    }
+    creating.then(
+      (ids) => {
+        if (conn.closed) return;
         try {
-          this.#attach(conn, hook, ids, 'legacy', { role: 'controller', ...size }, reply);
+          this.#drive(conn, hook, ids, size, reply(ids), true);
         } catch (err) {
           this.#fail(conn, err, m);
         }
@@ -287,7 +307,45 @@ export class WsSessionMessages {
     );
   }
 
-  /** A new attachment of `conn` to the session (an earlier one of the same pair is dropped first). */
+  /**
+   * Attaches `conn` to drive the session (legacy form, controller), or, when it is attached
+   * already (in either form, which it keeps), asks for the controller role; answers `reply`, and
+   * says so when another client holds the lease.
+   *
+   * `fresh`: the session was just created. The agent drops a resize that reaches it while the
+   * PTY command is still starting, and the hub would then take the size as applied; so the size
+   * is applied once the session has shown output (its command runs).
+   */
+  #drive(
+    conn: WsConn,
+    hook: WsSessionsHook,
+    ids: WsSessionIds,
+    size: { cols?: number; rows?: number },
+    reply: (role: Role | undefined) => Record<string, unknown>,
+    fresh = false,
+  ): void {
+    const a = this.#conns.get(conn.id)?.get(ids.sessionId);
+    if (a === undefined) {
+      const sink = this.#attach(conn, hook, ids, 'legacy', { role: 'controller', ...(fresh ? {} : size) }, reply);
+      const { cols, rows } = size;
+      if (!fresh || cols === undefined || rows === undefined) return;
+      const hub = hook.hub(ids.sessionId);
+      sink.watchSends(() => {
+        if (hub?.stats().hasScreen !== true) return false;
+        setImmediate(() => {
+          if (!sink.closed) hub.resize(sink, cols, rows);
+        });
+        return true;
+      });
+      return;
+    }
+    if (a.role !== 'controller') a.hub.requestRole(a.sink, 'controller');
+    if (a.role === 'controller' && size.cols !== undefined && size.rows !== undefined) a.hub.resize(a.sink, size.cols, size.rows);
+    a.hub.reply(a.sink, JSON.stringify(reply(a.role)));
+    if (a.role !== 'controller') a.hub.reply(a.sink, this.#readOnly(ids.sessionId));
+  }
+
+  /** A new attachment of `conn` to the session (an earlier one of the same pair is dropped first); its sink. */
   #attach(
     conn: WsConn,
     hook: WsSessionsHook,
@@ -295,7 +353,7 @@ export class WsSessionMessages {
     form: WsSessionForm,
     join: { role: Role; replayFrom?: number | null; clientLabel?: string; cols?: number; rows?: number },
     reply?: (role: Role | undefined) => Record<string, unknown>,
-  ): void {
+  ): SessionAttachmentSink {
     const hub = hook.hub(ids.sessionId);
     if (hub === undefined || hub.closed) throw new SvcError('session.not_found', `no live session ${ids.sessionId}`);
     let atts = this.#conns.get(conn.id);
@@ -332,6 +390,7 @@ export class WsSessionMessages {
     const { cols, rows, ...rest } = join;
     hub.join(sink, { ...rest, ...(cols !== undefined && rows !== undefined && { cols, rows }) });
     if (join.role === 'controller' && a.role === 'observer') hub.reply(sink, this.#readOnly(ids.sessionId));
+    return sink;
   }
 
   /** The hub ended an attachment (fatal error, slow consumer, leave, the session's end). */

@@ -25,6 +25,7 @@ export class SessionAttachmentSink {
   #drain: Array<() => void> = [];
   #pong: Array<() => void> = [];
   #close: Array<() => void> = [];
+  #watch: (() => boolean) | undefined;
 
   /** `onDetach`: the hub closed this attachment (not called when the connection closed). */
   constructor(conn: AttachmentConn, sessionId: string, onDetach: (sink: SessionAttachmentSink, code: number, reason: string) => void) {
@@ -38,7 +39,15 @@ export class SessionAttachmentSink {
   }
 
   send(data: Uint8Array | string, isBinary?: boolean): WsSendStatus {
-    return this.closed ? 'closed' : this.conn.send(data, isBinary);
+    if (this.closed) return 'closed';
+    const status = this.conn.send(data, isBinary);
+    if (this.#watch?.() === true) this.#watch = undefined;
+    return status;
+  }
+
+  /** Calls `check` after each frame sent until it returns true (it runs inside the hub's send: defer work). */
+  watchSends(check: () => boolean): void {
+    this.#watch = check;
   }
 
   /** Detaches this session only. Idempotent. */
@@ -87,6 +96,7 @@ export class SessionAttachmentSink {
     this.#close = [];
     this.#drain = [];
     this.#pong = [];
+    this.#watch = undefined;
     for (const cb of cbs) cb();
   }
 }

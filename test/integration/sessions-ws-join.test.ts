@@ -3,7 +3,9 @@
  * returned, attach to the session on the WebSocket listener: the join is answered, the screen
  * arrives as a keyframe, typed input reaches the real tmux session and its output comes back as
  * session frames. A second connection joining as observer sees the same output and cannot type;
- * one connection attached to two sessions keeps the second when the first ends.
+ * start_shell (the reference dashboard's first terminal) attaches with the untagged output
+ * stream and its page size; one connection attached to two sessions keeps the second when the
+ * first ends.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -11,7 +13,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import type { SessionCreated } from '../../src/wire/sessions.js';
+import type { SessionCreated, SessionList } from '../../src/wire/sessions.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
 import { spawnSessionAgent, startSessionsServer, waitForAgent, type AgentProc, type SessionsServer } from './sessions-harness.js';
 
@@ -159,6 +161,48 @@ void describe('join_session on the WebSocket listener', () => {
       ws.close();
       observer.close();
       await srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${id}?signal=KILL`);
+    }
+  });
+
+  test("start_shell (the reference's first terminal): untagged output as text, send_input by command id, the page's size", async () => {
+    const ws = new DashboardWs(`ws://127.0.0.1:${srv.ws}/`);
+    await ws.opened;
+    ws.send({ type: 'start_shell', agent_id: AGENT, cols: 111, rows: 33 });
+    const started = await waitFor('shell_started', () => ws.of('shell_started')[0], {
+      deadlineMs: DEADLINE_MS.process,
+      lastState: () => ws.state(),
+    });
+    assert.equal(started['session_name'], 'main');
+    const text = (): string =>
+      ws
+        .of('output')
+        .filter((m) => m['command_id'] === started['command_id'])
+        .map((m) => m['data'] as string)
+        .join('');
+    let typedMs = 0;
+    try {
+      // The size the page sent reaches the PTY once the shell runs (a resize while it starts is dropped).
+      await waitFor(
+        'stty size to show 33 111',
+        () => {
+          if (/33 111/.test(text())) return true;
+          if (Date.now() - typedMs >= 2000) {
+            typedMs = Date.now();
+            ws.send({ type: 'send_input', agent_id: AGENT, command_id: started['command_id'], data: 'stty size\r' });
+          }
+          return false;
+        },
+        { deadlineMs: DEADLINE_MS.process, lastState: () => `${ws.state()}; text ${JSON.stringify(text().slice(-300))}` },
+      );
+      const listed = await srv.json<SessionList>('GET', `/api/v1/agents/${AGENT}/sessions`);
+      assert.deepEqual(
+        listed.body.sessions.filter((x) => x.session_name === 'main').map((x) => x.session_id),
+        [started['session_id']],
+        'the session REST lists',
+      );
+    } finally {
+      ws.close();
+      await srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${started['session_id'] as string}?signal=KILL`);
     }
   });
 

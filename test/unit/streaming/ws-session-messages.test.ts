@@ -71,6 +71,10 @@ class FakeHub implements WsSessionHub {
   readonly resizes: Array<[number, number]> = [];
   readonly joins: unknown[] = [];
   disconnected = 0;
+  hasScreen = false;
+  stats(): { hasScreen: boolean } {
+    return { hasScreen: this.hasScreen };
+  }
   open(sink: SessionAttachmentSink, dialect: SessionDialect): void {
     this.clients.set(sink.id, { sink, dialect });
   }
@@ -198,23 +202,59 @@ describe('dashboard WebSocket session messages', () => {
     const conn = new FakeConn();
     messages.message(conn, { type: 'start_shell', agent_id: 'agent-a', cols: 100, rows: 30 });
     await settle();
-    assert.deepEqual(created, [{}], 'the default command, a generated name');
+    assert.deepEqual(created, [{ session_name: 'main' }], 'the default command, in the session main');
     const started = conn.of('shell_started')[0];
     assert.deepEqual(started, {
       type: 'shell_started',
       agent_id: 'agent-a',
       command_id: 'cmd-1',
       session_id: 's-1',
-      session_name: 'terminal-1',
+      session_name: 'main',
       role: 'controller',
     });
     const hub = hubs.get('s-1')!;
-    assert.deepEqual(hub.joins, [{ role: 'controller', cols: 100, rows: 30 }]);
+    assert.deepEqual(hub.joins, [{ role: 'controller' }], 'no size yet: the agent drops a resize while the PTY command starts');
+    const sink = [...hub.clients.values()][0]!.sink;
+    sink.send('{"type":"output","data":"keyframe"}');
+    await settle();
+    assert.deepEqual(hub.resizes, [], 'not before the session has shown output');
+    hub.hasScreen = true;
+    sink.send('{"type":"output","data":"$ "}');
+    await settle();
+    assert.deepEqual(hub.resizes, [[100, 30]], "the page's size once the command runs");
     messages.message(conn, { type: 'send_input', agent_id: 'agent-a', command_id: 'cmd-1', data: 'echo hi\r' });
     messages.message(conn, { type: 'pty_resize', agent_id: 'agent-a', command_id: 'cmd-1', cols: 120, rows: 40 });
     assert.deepEqual(hub.inputs, ['echo hi\r']);
-    assert.deepEqual(hub.resizes, [[120, 40]]);
+    assert.deepEqual(hub.resizes, [
+      [100, 30],
+      [120, 40],
+    ]);
     assert.equal(conn.of('error').length, 0, JSON.stringify(conn.of('error')));
+  });
+
+  test('start_shell twice at once (the reference does on a fresh pane), and from a second page: one session main', async () => {
+    const { messages, hubs, created } = setup();
+    const a = new FakeConn();
+    const b = new FakeConn();
+    messages.message(a, { type: 'start_shell', agent_id: 'agent-a', cols: 80, rows: 24 });
+    messages.message(a, { type: 'start_shell', agent_id: 'agent-a', cols: 80, rows: 24 });
+    await settle();
+    messages.message(b, { type: 'start_shell', agent_id: 'agent-a', cols: 80, rows: 24 });
+    assert.equal(created.length, 1, 'one create');
+    assert.deepEqual(
+      [...a.of('shell_started'), ...b.of('shell_started')].map((m) => [m['session_id'], m['role']]),
+      [
+        ['s-1', 'controller'],
+        ['s-1', 'controller'],
+        ['s-1', 'observer'],
+      ],
+    );
+    assert.equal(hubs.get('s-1')!.clients.size, 2, 'one attachment per connection');
+    assert.deepEqual(
+      b.of('error').map((e) => e['code']),
+      ['PERMISSION_DENIED'],
+      'the second page is told it watches',
+    );
   });
 
   test('create_session: interactive only; command, args and working_dir become one quoted command line', async () => {
