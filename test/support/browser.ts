@@ -53,6 +53,8 @@ export interface OpenBrowserOptions {
   viewport?: { width: number; height: number };
   /** Emulated prefers-color-scheme. Default light. */
   colorScheme?: 'light' | 'dark';
+  /** Chromium switches added to the defaults. */
+  extraArgs?: readonly string[];
 }
 
 /** Launches Chromium headless with a fresh user-data-dir and opens one page. */
@@ -63,7 +65,7 @@ export async function openBrowser(opts: OpenBrowserOptions = {}): Promise<Browse
     context = await chromium.launchPersistentContext(userDataDir, {
       executablePath: CHROMIUM_PATH,
       headless: true,
-      args: ARGS,
+      args: [...ARGS, ...(opts.extraArgs ?? [])],
       viewport: opts.viewport ?? { width: 1440, height: 900 },
       colorScheme: opts.colorScheme ?? 'light',
       reducedMotion: 'reduce',
