@@ -19,9 +19,11 @@
  * actors/ may use src/util, src/core, src/observability, src/wire and proto/, never a transport. Inside it:
  *   actors/protocol (the main⇄worker contract) and actors/ring import no other actors folder;
  *   actors/runtime uses only those two; the domain actors point one way,
- *   agent-connection -> replay -> chat, with vm on its own. src/ reaches actors/ only through
- *   the runtime's face (actors/runtime/actor-system.ts, actor-lane.ts), the job pool
- *   (actors/jobs/job-pool.ts) and actors/protocol/**; the other modules are worker-side.
+ *   agent-connection -> replay -> chat, with vm on its own, and terminal (the screen states of
+ *   pty-ws keyframes) apart from all of them. src/ reaches actors/ only through the runtime's
+ *   face (actors/runtime/actor-system.ts, actor-lane.ts), the job pool (actors/jobs/job-pool.ts),
+ *   the screen states (actors/terminal/screen-states.ts) and actors/protocol/**; the other
+ *   modules are worker-side.
  * Only src/http imports uWebSockets.js; only src/hypervisor/libvirt imports the libvirt binding;
  * only src/agent-link (server) and src/guest-agent (the agent's client) import grpc-js.
  * Worker entry files (*.worker.ts) are loaded by URL and never imported.
@@ -130,6 +132,18 @@ module.exports = {
       severity: 'error',
       from: { path: '^actors/(agent-connection|replay|chat)/' },
       to: { path: '^actors/vm/' },
+    },
+    {
+      name: 'the-terminal-screens-import-no-other-actors-folder',
+      severity: 'error',
+      from: { path: '^actors/terminal/' },
+      to: { path: '^actors/(?!terminal/)' },
+    },
+    {
+      name: 'no-other-actors-folder-imports-the-terminal-screens',
+      severity: 'error',
+      from: { path: '^actors/(?!terminal/)' },
+      to: { path: '^actors/terminal/' },
     },
     {
       name: 'nothing-imports-main-or-bins',

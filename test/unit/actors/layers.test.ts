@@ -27,6 +27,13 @@ const forbidden: readonly { rule: string; from: string; to: string }[] = [
   { rule: 'chat-projection-does-not-import-agent-or-replay-actors', from: 'actors/chat/probe.ts', to: 'actors/replay/stream-text.ts' },
   { rule: 'vm-actors-import-no-other-domain-actors', from: 'actors/vm/probe.ts', to: 'actors/agent-connection/agent-view.ts' },
   { rule: 'no-other-domain-actor-imports-the-vm-actors', from: 'actors/agent-connection/probe.ts', to: 'actors/vm/job-plans.ts' },
+  {
+    rule: 'src-reaches-actors-only-through-the-runtime-face-and-the-protocol',
+    from: 'src/sessions/probe.ts',
+    to: 'actors/terminal/session-screen.ts',
+  },
+  { rule: 'the-terminal-screens-import-no-other-actors-folder', from: 'actors/terminal/probe.ts', to: 'actors/replay/stream-text.ts' },
+  { rule: 'no-other-actors-folder-imports-the-terminal-screens', from: 'actors/replay/probe.ts', to: 'actors/terminal/sgr.ts' },
 ];
 
 /** Imports the same rules allow. */
@@ -39,6 +46,8 @@ const allowed: readonly { from: string; to: string }[] = [
   { from: 'actors/agent-connection/ok.ts', to: 'actors/replay/stream-text.ts' },
   { from: 'actors/replay/ok.ts', to: 'actors/chat/projector.ts' },
   { from: 'actors/vm/ok.ts', to: 'actors/runtime/ticker.ts' },
+  { from: 'src/sessions/ok.ts', to: 'actors/terminal/screen-states.ts' },
+  { from: 'actors/terminal/ok.ts', to: 'actors/terminal/screen-protocol.ts' },
 ];
 
 void describe('actors layering rules', () => {
