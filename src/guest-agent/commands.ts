@@ -62,6 +62,8 @@ interface Entry {
   running: RunningCommand | undefined;
   /** Stdin that arrived while the command was still starting. */
   readonly early: { data: Uint8Array; eof: boolean }[];
+  /** The last resize that arrived while the PTY command was still starting (applied once it runs). */
+  earlyResize: { cols: number; rows: number } | undefined;
   timedOutBy: string;
   timer: NodeJS.Timeout | undefined;
   readonly done: Promise<void>;
@@ -120,6 +122,7 @@ export class CommandManager {
       out,
       running: undefined,
       early: [],
+      earlyResize: undefined,
       timedOutBy: '',
       timer: undefined,
       done: new Promise<void>((r) => (resolveDone = r)),
@@ -174,6 +177,8 @@ export class CommandManager {
     entry.info.pid = running.pid;
     log.info({ pid: running.pid, pty: running.isPty, command: spec.command }, 'command started');
     for (const s of entry.early.splice(0)) running.writeStdin(s.data, s.eof);
+    if (entry.earlyResize !== undefined) running.resize(entry.earlyResize.cols, entry.earlyResize.rows);
+    entry.earlyResize = undefined;
     const timeoutS = req.timeoutSeconds ?? 0;
     if (timeoutS > 0) {
       entry.timer = setTimeout(() => {
@@ -244,6 +249,12 @@ export class CommandManager {
   control(ctl: v1.IPtyControl): void {
     const e = this.#commands.get(ctl.commandId ?? '');
     const log = this.#opts.log.child({ commandId: ctl.commandId });
+    if (e !== undefined && e.running === undefined && ctl.resize) {
+      // A PTY command still starting keeps the newest size and applies it once it runs: the
+      // server believes the size applied and will not send the same one again.
+      e.earlyResize = { cols: ctl.resize.cols ?? 0, rows: ctl.resize.rows ?? 0 };
+      return;
+    }
     if (!e?.running) {
       log.debug('pty_control for an unknown or starting command dropped');
       return;

@@ -120,6 +120,17 @@ describe('CommandManager', () => {
     assert.equal((await resultOf('p1')).exitCode, 130);
   });
 
+  test('a resize sent while the PTY command is still starting is applied once it runs (the newest one)', async () => {
+    const { m, text, until } = manager();
+    m.start(req('p3', 'sh', ['-c', 'read _; stty size; sleep 1000'], { allocatePty: true, ptyCols: 80, ptyRows: 24 }));
+    m.control({ commandId: 'p3', resize: { cols: 100, rows: 30 } });
+    m.control({ commandId: 'p3', resize: { cols: 132, rows: 43 } });
+    m.stdin({ commandId: 'p3', data: Buffer.from('\n') });
+    await until('p3', 'stty size after the early resize', () => /\b\d+ \d+\r\n/.test(text('p3', 'stdout').replace(/^\r?\n/, '')));
+    assert.match(text('p3', 'stdout'), /43 132/);
+    await m.kill('p3', 500);
+  });
+
   test("PTY requests honour working_dir and env too (a pty-ws.v1 join's cwd and env)", async () => {
     mkdirSync(join(tmp, 'pty dir'), { recursive: true });
     const { m, resultOf, text } = manager();
