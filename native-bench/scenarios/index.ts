@@ -11,7 +11,8 @@ import { jobs } from './jobs.js';
 import { latency } from './latency.js';
 import { replay } from './replay.js';
 import { ring } from './ring.js';
+import { terminal } from './terminal.js';
 import { vmOps } from './vm-ops.js';
 import { vmReal } from './vm-real.js';
 
-export const scenarios: readonly BenchScenario[] = [ring, ingest, fanout, latency, replay, fleet, vmOps, jobs, dashboard, vmReal];
+export const scenarios: readonly BenchScenario[] = [ring, ingest, fanout, latency, replay, fleet, vmOps, jobs, terminal, dashboard, vmReal];
