@@ -194,7 +194,9 @@ export class AgentCommands {
       pty,
       timeout_seconds: a.timeoutSeconds ?? 0,
     });
-    if (pty)
+    // A session's PTY commands (sessionId set) are announced by the sessions service, once per
+    // session with its command and backend; here only PTY commands of no session.
+    if (pty && !a.sessionId)
       this.#host.event('agent.pty.created', {
         command_id: commandId,
         session_id: a.sessionId ?? '',

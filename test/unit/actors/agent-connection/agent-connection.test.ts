@@ -373,6 +373,16 @@ void describe('agent-connection actor: commands', () => {
     assert.equal(req?.allocatePty, true);
     assert.ok(events(r).some((e) => e.event_type === 'agent.command.started' && e.details['source'] === 'exec'));
     assert.ok(events(r).some((e) => e.event_type === 'agent.pty.created'));
+    // A session's PTY command is announced by the sessions service instead (once, with the session's details).
+    r.actor.call('runCommand', {
+      commandId: 'c-2',
+      command: 'tmux',
+      allocatePty: true,
+      sessionId: 's-1',
+      sessionName: 'main',
+      source: 'exec',
+    });
+    assert.equal(events(r).filter((e) => e.event_type === 'agent.pty.created').length, 1);
     assert.throws(
       () => r.actor.call('runCommand', { commandId: 'c-1', command: 'echo' }),
       (err: unknown) => err instanceof SvcError && err.code === 'request.invalid',
