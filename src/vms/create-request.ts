@@ -14,6 +14,12 @@
  * | ssh_key    | one OpenSSH public key line (ssh-ed25519, ecdsa-sha2-nistp256/384/521, ssh-rsa ≥ 2048 bits), ≤ 8 KiB | none |
  * Unknown fields are refused (request.invalid), so a typo never silently becomes a default.
  *
+ * The reference implementation's dashboard also sends `loadout` and `composition` (AI tooling it
+ * provisions) and `profile: ""`. sandboxd has neither: an empty or null value (nothing asked for,
+ * what that dashboard sends when the server lists no loadouts) is accepted and means nothing; any
+ * other value is refused with a 400 that says so, never silently dropped. `profile: ""` is the
+ * default profile.
+ *
  * ssh_key policy (spec: "managed svc-dev provisioning omits such keys unless
  * SVC_ENABLE_DIRECT_RUNTIME_SSH=1"): the key is always validated; for profile basic, or svc-dev
  * with the flag, it is installed; for svc-dev without the flag it is omitted and the 202 answer
@@ -51,7 +57,20 @@ export interface CreateVmRequest {
   warnings: string[];
 }
 
-const CREATE_FIELDS = new Set(['name', 'profile', 'vcpus', 'memory_mb', 'disk_gb', 'agentshare', 'start', 'ssh_key']);
+const CREATE_FIELDS = new Set([
+  'name',
+  'profile',
+  'vcpus',
+  'memory_mb',
+  'disk_gb',
+  'agentshare',
+  'start',
+  'ssh_key',
+  'loadout',
+  'composition',
+]);
+/** Fields of the reference's create body that sandboxd accepts only empty (see the file comment). */
+const EMPTY_ONLY_FIELDS = ['loadout', 'composition'] as const;
 const RESTART_FIELDS = new Set(['mode', 'timeout_seconds']);
 
 function invalid(message: string): SvcError {
@@ -125,7 +144,12 @@ export function parseCreateVm(body: unknown, opts: { directRuntimeSsh: boolean }
   if (body === undefined) throw invalid('a JSON body with at least a name is required');
   const rec = objectBody(body, CREATE_FIELDS, 'the body');
   const name = checkVmName(rec['name']);
-  const profile = rec['profile'] ?? 'svc-dev';
+  for (const f of EMPTY_ONLY_FIELDS) {
+    const v = rec[f];
+    if (v !== undefined && v !== null && v !== '')
+      throw invalid(`${f}: sandboxd provisions no loadouts or compositions; leave ${f} out (or empty)`);
+  }
+  const profile = rec['profile'] === undefined || rec['profile'] === '' ? 'svc-dev' : rec['profile'];
   if (typeof profile !== 'string' || !(PROFILES as readonly string[]).includes(profile))
     throw invalid(`profile must be one of ${PROFILES.join(', ')}`);
   const out: CreateVmRequest = {

@@ -113,6 +113,7 @@ export async function startVmHarness(
         assert.equal(r.status, 200, r.text);
         last = r.text;
         const op = r.json() as Record<string, unknown>;
+        assert.equal(op['state'], op['status'], "state mirrors status (the reference dashboard's name)");
         return op['status'] === 'completed' || op['status'] === 'failed' ? op : undefined;
       },
       { deadlineMs, intervalMs: 50, lastState: () => last },

@@ -192,6 +192,20 @@ describe('VM lifecycle through the API (test:///default, worker shards)', () => 
     assert.equal((await h.req('DELETE', `/api/v1/vms/${name}?delete_disk=true`)).status, 200);
   });
 
+  test("the reference dashboard's create body (empty profile and loadout) creates a running VM; polling reads state", async () => {
+    const name = uniqueName('ref');
+    const body = { name, profile: '', loadout: '', vcpus: 1, memory_mb: 512, disk_gb: 2, agentshare: false, start: true };
+    const r = await h.req('POST', '/api/v1/vms', body);
+    assert.equal(r.status, 202, r.text);
+    const op = await h.waitOp(((r.json() as { operation: Json }).operation['id'] as string) ?? '');
+    assert.deepEqual([op['state'], op['status']], ['completed', 'completed']);
+    assert.equal(((await h.req('GET', `/api/v1/vms/${name}`)).json() as Json)['state'], 'running');
+    const refused = await h.req('POST', '/api/v1/vms', { ...body, name: uniqueName('ref'), loadout: 'claude-code' });
+    assert.equal(refused.status, 400);
+    assert.match(String((refused.json() as { error: Json }).error['message']), /^loadout:/);
+    assert.equal((await h.req('DELETE', `/api/v1/vms/${name}?force=true&delete_disk=true`)).status, 200);
+  });
+
   test('list filters by state and prefix; * lists every VM', async () => {
     const a = uniqueName('lsa');
     const b = uniqueName('lsb');

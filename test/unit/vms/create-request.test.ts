@@ -44,6 +44,31 @@ describe('POST /api/v1/vms body', () => {
     });
   });
 
+  test('the reference dashboard\'s body: empty loadout/composition and profile "" are nothing asked for; a real loadout is refused by name', () => {
+    const ref = {
+      name: 'agent-r1',
+      profile: '',
+      loadout: '',
+      composition: null,
+      vcpus: 2,
+      memory_mb: 4096,
+      disk_gb: 20,
+      agentshare: true,
+      start: true,
+    };
+    const r = parseCreateVm(ref, { directRuntimeSsh: false });
+    assert.deepEqual([r.profile, r.vcpus, r.memoryMiB, r.diskGiB], ['svc-dev', 2, 4096, 20]);
+    for (const [field, v] of [
+      ['loadout', 'claude-code'],
+      ['composition', { layers: ['x'] }],
+    ] as const) {
+      assert.throws(
+        () => parseCreateVm({ ...ref, [field]: v }, { directRuntimeSsh: false }),
+        (e: unknown) => e instanceof SvcError && e.code === 'request.invalid' && e.message.startsWith(`${field}:`),
+      );
+    }
+  });
+
   test('ranges are inclusive at both ends', () => {
     for (const [field, lim] of Object.entries(LIMITS)) {
       for (const v of [lim.min, lim.max])
@@ -140,7 +165,10 @@ describe('POST /api/v1/vms body', () => {
       fc.property(
         fc
           .string({ minLength: 1, maxLength: 12 })
-          .filter((k) => !['name', 'profile', 'vcpus', 'memory_mb', 'disk_gb', 'agentshare', 'start', 'ssh_key'].includes(k)),
+          .filter(
+            (k) =>
+              !['name', 'profile', 'vcpus', 'memory_mb', 'disk_gb', 'agentshare', 'start', 'ssh_key', 'loadout', 'composition'].includes(k),
+          ),
         (k) => {
           assert.equal(
             codeOf(() => parseCreateVm({ name: 'agent-a', [k]: 1 }, { directRuntimeSsh: false })),
