@@ -150,6 +150,10 @@ interface Client {
   readonly clientId: string;
   label: string | undefined;
   joined: boolean;
+  /** Its join waits for the session to start (a pending hub): not yet sent any session event. */
+  waiting: boolean;
+  /** Start the join's keyframe once the event with this sequence (its MembershipChanged) reached it. */
+  keyframeAfter: number | undefined;
   /** Sequence of the last session event handed to the sender (sent or held). */
   position: number;
   /** Session events up to this sequence are covered by a keyframe the client got: not sent. */
@@ -262,6 +266,8 @@ export class SessionHub {
       clientId: `c-${conn.id}`,
       label: undefined,
       joined: false,
+      waiting: false,
+      keyframeAfter: undefined,
       position: this.#counter,
       skipUpTo: 0,
       syncing: false,
@@ -312,17 +318,18 @@ export class SessionHub {
   join(conn: FrameSink, req: JoinRequest, requestId?: string): void {
     const c = this.#live(conn);
     if (c === undefined) return;
-    if (c.joined) return this.#refuse(c, 'INVALID_REQUEST', 'this connection has joined already; use pty.request_role', requestId);
+    if (c.joined || c.waiting)
+      return this.#refuse(c, 'INVALID_REQUEST', 'this connection has joined already; use pty.request_role', requestId);
     const refusal = this.#checkSelection(req);
     if (refusal !== undefined) return this.#refuse(c, refusal.code, refusal.message, requestId);
     if (this.#state !== 'pending') return this.#admit(c, req, requestId);
     if (this.#starting !== undefined) {
       // Joins while a join starts the session wait for it.
       const started = this.#starting;
-      c.joined = true;
+      c.waiting = true;
       void started.then(
         () => {
-          c.joined = false;
+          c.waiting = false;
           if (!c.sender.closed) this.#admit(c, req, requestId);
         },
         () => undefined,
@@ -351,16 +358,18 @@ export class SessionHub {
       ...(req.cwd !== undefined && { cwd: req.cwd }),
       ...(req.env !== undefined && { env: req.env }),
     };
-    c.joined = true;
+    c.waiting = true;
     this.#starting = start(sel);
     this.#starting.then(
       () => {
         this.#starting = undefined;
         this.#backend = sel.backend;
         this.#class = sel.class;
-        this.#resizeTo({ cols: sel.cols, rows: sel.rows }, false);
+        // The PTY starts at this size: no Resize frame (nothing was drawn yet), the screen follows.
+        this.#size = { cols: sel.cols, rows: sel.rows };
+        this.#opts.screen?.resize(this.sessionId, this.#counter, sel.cols, sel.rows);
         if (this.#state === 'pending') this.#state = 'running';
-        c.joined = false;
+        c.waiting = false;
         if (!c.sender.closed) this.#admit(c, { ...req, cols: undefined, rows: undefined }, requestId);
       },
       (err: unknown) => {
@@ -368,7 +377,7 @@ export class SessionHub {
         const code = err instanceof StartError ? err.code : 'INTERNAL';
         const message = err instanceof Error ? err.message : String(err);
         for (const other of [...this.#clients.values()]) {
-          if (other.joined)
+          if (other.waiting)
             this.#fatal(other, code, `the session could not start: ${message}`, CLOSE_CODES.notFound, other === c ? requestId : undefined);
         }
       },
@@ -449,6 +458,7 @@ export class SessionHub {
   output(agentSeq: number, data: Uint8Array): void {
     if (this.#closed || !(agentSeq > this.#agentSeq)) return;
     this.#agentSeq = agentSeq;
+    if (data.byteLength === 0) return;
     this.#opts.onOutput?.(data);
     this.#emit({ kind: 'Output', stream: 'stdout', data });
     this.#outputsSinceKeyframe++;
@@ -525,7 +535,10 @@ export class SessionHub {
     };
     const replayFrom = req.replayFrom ?? undefined;
     const range = replayFrom === undefined ? undefined : this.#replay.since(replayFrom);
-    c.position = range?.inRange === true ? (replayFrom as number) : this.#delivered();
+    // A client without a usable cursor starts at the newest event emitted: events still waiting
+    // behind a cadence slot are in its keyframe's snapshot, so it skips them.
+    c.position = range?.inRange === true ? (replayFrom as number) : this.#counter;
+    if (range?.inRange !== true) c.skipUpTo = this.#counter;
     this.#sendRole(c, role, requestId);
     if (range !== undefined) {
       if (range.inRange) {
@@ -546,8 +559,11 @@ export class SessionHub {
     }
     if (grant.role === 'controller' && req.cols !== undefined && req.rows !== undefined)
       this.#resizeTo({ cols: req.cols, rows: req.rows }, true);
-    this.#broadcastMembership();
-    this.#syncKeyframe(c, undefined);
+    const membership = this.#broadcastMembership();
+    // The join's keyframe follows its MembershipChanged: at once, or (when that event waits behind
+    // a cadence keyframe's slot) as soon as it reaches this client.
+    if (membership <= this.#delivered()) this.#syncKeyframe(c, undefined);
+    else c.keyframeAfter = membership;
   }
 
   /** Sequence of the newest event handed to clients (a pending cadence slot and what follows it excluded). */
@@ -699,12 +715,13 @@ export class SessionHub {
   }
 
   /** A new session event: numbered, fed to the screen, then delivered (or queued behind a cadence slot). */
-  #emit(e: NewEvent): void {
+  #emit(e: NewEvent): number {
     const ev = { ...e, sequence: ++this.#counter, id: newFrameId(), ts: nowTs() } as SessionEvent;
     if (ev.kind === 'Output') this.#opts.screen?.output(this.sessionId, ev.sequence, ev.data);
     else if (ev.kind === 'Resize') this.#opts.screen?.resize(this.sessionId, ev.sequence, ev.cols, ev.rows);
     if (this.#queue.length > 0) this.#queue.push({ seq: ev.sequence, ev });
     else this.#deliver(ev);
+    return ev.sequence;
   }
 
   #deliver(ev: SessionEvent): void {
@@ -717,6 +734,10 @@ export class SessionHub {
       const frame = cache.get(c.dialect.key);
       c.position = ev.sequence;
       if (frame !== undefined) c.sender.send(frame, String(ev.sequence));
+      if (c.keyframeAfter === ev.sequence) {
+        c.keyframeAfter = undefined;
+        this.#syncKeyframe(c, undefined);
+      }
     }
   }
 
@@ -785,14 +806,15 @@ export class SessionHub {
     return false;
   }
 
-  #broadcastMembership(): void {
+  /** Emits MembershipChanged; returns its sequence. */
+  #broadcastMembership(): number {
     const refs = (ids: readonly string[]): ClientRef[] =>
       ids.map((id) => {
         const label = [...this.#clients.values()].find((c) => c.clientId === id)?.label;
         return label === undefined ? { client_id: id } : { client_id: id, label };
       });
     const m = this.#membership.snapshot();
-    this.#emit({ kind: 'MembershipChanged', controllers: refs(m.controllers), observers: refs(m.observers) });
+    return this.#emit({ kind: 'MembershipChanged', controllers: refs(m.controllers), observers: refs(m.observers) });
   }
 
   #startTimer(): void {

@@ -349,7 +349,10 @@ export class SessionService {
     const rec = this.#o.registry.byCommandId(commandId);
     if (rec === undefined) return;
     const cause = this.#killing.has(rec.sessionId) ? SessionCause.killed : SessionCause.exited;
-    this.#end(rec.sessionId, cause, exitCode);
+    // A managed session's PTY command is the multiplexer's client (tmux attach, screen -r): its
+    // exit status is the client's (0 when the pane's program ended, whatever that returned), not
+    // the program's, so the session's exit code is unknown. A direct session's is the program's.
+    this.#end(rec.sessionId, cause, rec.sessionClass === 'direct' ? exitCode : null);
   }
 
   /** The agent's stream ended: its sessions are detached, not killed. */
@@ -363,8 +366,9 @@ export class SessionService {
 
   /** The agent registered again (the reconciler then sends SessionQuery). */
   agentConnected(agentId: string): void {
+    // Probed on first need (a pty-ws.v1 client's hello or join), not here: a registration
+    // alone runs nothing on the agent.
     this.#host.forget(agentId);
-    void this.#host.capabilities(agentId);
     for (const r of this.#o.registry.listByAgent(agentId)) this.#hubs.get(r.sessionId)?.setStatus(r.state, true);
   }
 

@@ -244,6 +244,25 @@ describe('SessionHub on pty-ws.v1', () => {
     assert.equal(c.output(), Array.from({ length: 12 }, (_, i) => `${i + 1} `).join(''));
   });
 
+  test('a join while a cadence keyframe is pending still gets RoleAssigned, MembershipChanged, Keyframe in that order', async () => {
+    const { hub, joined, open } = rig({ keyframeIntervalFrames: 1 });
+    const first = await joined({});
+    for (let i = 1; i <= 3; i++) hub.output(i, text(`out-${i} `));
+    const late = open();
+    hub.join(late, { role: 'observer' }, 'late');
+    hub.output(4, text('out-4 '));
+    await keyframeAfter(late, 0);
+    await waitFor('out-4 for the late joiner or in its keyframe', () => late.frames.length >= 5 || undefined, {
+      deadlineMs: DEADLINE_MS.local,
+      intervalMs: 5,
+    });
+    const names = late.names();
+    assert.deepEqual(names.slice(0, 4), ['binding_hello', 'RoleAssigned', 'MembershipChanged', 'Keyframe'], late.describe());
+    assert.ok((await screenOf(late.all('Keyframe')[0] as Frame))[0]?.startsWith('out-1 out-2 out-3'));
+    assertSequenceRules(late);
+    assertSequenceRules(first);
+  });
+
   test('pty.request_keyframe: a fresh keyframe to that client only, live frames after it', async () => {
     const { hub, joined } = rig();
     const a = await joined({});
@@ -360,6 +379,8 @@ describe('SessionHub on pty-ws.v1', () => {
     await keyframeAfter(c, 0);
     assert.deepEqual(starts, [{ backend: 'native', class: 'direct', argv: ['/bin/sh'], cols: 90, rows: 20 }]);
     assert.deepEqual(hub.terminalSize, { cols: 90, rows: 20 });
+    assert.deepEqual(c.names(), ['binding_hello', 'RoleAssigned', 'MembershipChanged', 'Keyframe'], 'the start size is no Resize frame');
+    assert.deepEqual([c.last('Keyframe')?.payload['snapshot_cols'], c.last('Keyframe')?.payload['snapshot_rows']], [90, 20]);
     assert.equal(c.last('RoleAssigned')?.payload['role'], 'controller');
     fail = true;
     const other = rig({ state: 'pending', start: () => Promise.reject(new StartError('session_class.not_implemented', 'nope')) });
