@@ -51,8 +51,6 @@ export interface WsSessionHub {
   alive(conn: SessionAttachmentSink): void;
   reply(conn: SessionAttachmentSink, frame: string): void;
   disconnect(conn: SessionAttachmentSink): void;
-  /** hasScreen: the session's command has produced output. */
-  stats(): { readonly hasScreen: boolean };
 }
 
 /** What the messages need of the server, installed by the sessions component. Throwing SvcError is fine. */
@@ -298,7 +296,7 @@ export class WsSessionMessages {
       (ids) => {
         if (conn.closed) return;
         try {
-          this.#drive(conn, hook, ids, size, reply(ids), true);
+          this.#drive(conn, hook, ids, size, reply(ids));
         } catch (err) {
           this.#fail(conn, err, m);
         }
@@ -310,11 +308,8 @@ export class WsSessionMessages {
   /**
    * Attaches `conn` to drive the session (legacy form, controller), or, when it is attached
    * already (in either form, which it keeps), asks for the controller role; answers `reply`, and
-   * says so when another client holds the lease.
-   *
-   * `fresh`: the session was just created. The agent drops a resize that reaches it while the
-   * PTY command is still starting, and the hub would then take the size as applied; so the size
-   * is applied once the session has shown output (its command runs).
+   * says so when another client holds the lease. The page's size goes with the join (the agent
+   * keeps a resize that reaches a PTY command still starting).
    */
   #drive(
     conn: WsConn,
@@ -322,21 +317,10 @@ export class WsSessionMessages {
     ids: WsSessionIds,
     size: { cols?: number; rows?: number },
     reply: (role: Role | undefined) => Record<string, unknown>,
-    fresh = false,
   ): void {
     const a = this.#conns.get(conn.id)?.get(ids.sessionId);
     if (a === undefined) {
-      const sink = this.#attach(conn, hook, ids, 'legacy', { role: 'controller', ...(fresh ? {} : size) }, reply);
-      const { cols, rows } = size;
-      if (!fresh || cols === undefined || rows === undefined) return;
-      const hub = hook.hub(ids.sessionId);
-      sink.watchSends(() => {
-        if (hub?.stats().hasScreen !== true) return false;
-        setImmediate(() => {
-          if (!sink.closed) hub.resize(sink, cols, rows);
-        });
-        return true;
-      });
+      this.#attach(conn, hook, ids, 'legacy', { role: 'controller', ...size }, reply);
       return;
     }
     if (a.role !== 'controller') a.hub.requestRole(a.sink, 'controller');

@@ -25,7 +25,6 @@ export class SessionAttachmentSink {
   #drain: Array<() => void> = [];
   #pong: Array<() => void> = [];
   #close: Array<() => void> = [];
-  #watch: (() => boolean) | undefined;
 
   /** `onDetach`: the hub closed this attachment (not called when the connection closed). */
   constructor(conn: AttachmentConn, sessionId: string, onDetach: (sink: SessionAttachmentSink, code: number, reason: string) => void) {
@@ -40,14 +39,7 @@ export class SessionAttachmentSink {
 
   send(data: Uint8Array | string, isBinary?: boolean): WsSendStatus {
     if (this.closed) return 'closed';
-    const status = this.conn.send(data, isBinary);
-    if (this.#watch?.() === true) this.#watch = undefined;
-    return status;
-  }
-
-  /** Calls `check` after each frame sent until it returns true (it runs inside the hub's send: defer work). */
-  watchSends(check: () => boolean): void {
-    this.#watch = check;
+    return this.conn.send(data, isBinary);
   }
 
   /** Detaches this session only. Idempotent. */
@@ -96,7 +88,6 @@ export class SessionAttachmentSink {
     this.#close = [];
     this.#drain = [];
     this.#pong = [];
-    this.#watch = undefined;
     for (const cb of cbs) cb();
   }
 }

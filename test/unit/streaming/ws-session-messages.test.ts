@@ -71,10 +71,6 @@ class FakeHub implements WsSessionHub {
   readonly resizes: Array<[number, number]> = [];
   readonly joins: unknown[] = [];
   disconnected = 0;
-  hasScreen = false;
-  stats(): { hasScreen: boolean } {
-    return { hasScreen: this.hasScreen };
-  }
   open(sink: SessionAttachmentSink, dialect: SessionDialect): void {
     this.clients.set(sink.id, { sink, dialect });
   }
@@ -213,22 +209,11 @@ describe('dashboard WebSocket session messages', () => {
       role: 'controller',
     });
     const hub = hubs.get('s-1')!;
-    assert.deepEqual(hub.joins, [{ role: 'controller' }], 'no size yet: the agent drops a resize while the PTY command starts');
-    const sink = [...hub.clients.values()][0]!.sink;
-    sink.send('{"type":"output","data":"keyframe"}');
-    await settle();
-    assert.deepEqual(hub.resizes, [], 'not before the session has shown output');
-    hub.hasScreen = true;
-    sink.send('{"type":"output","data":"$ "}');
-    await settle();
-    assert.deepEqual(hub.resizes, [[100, 30]], "the page's size once the command runs");
+    assert.deepEqual(hub.joins, [{ role: 'controller', cols: 100, rows: 30 }], "the page's size goes with the join");
     messages.message(conn, { type: 'send_input', agent_id: 'agent-a', command_id: 'cmd-1', data: 'echo hi\r' });
     messages.message(conn, { type: 'pty_resize', agent_id: 'agent-a', command_id: 'cmd-1', cols: 120, rows: 40 });
     assert.deepEqual(hub.inputs, ['echo hi\r']);
-    assert.deepEqual(hub.resizes, [
-      [100, 30],
-      [120, 40],
-    ]);
+    assert.deepEqual(hub.resizes, [[120, 40]]);
     assert.equal(conn.of('error').length, 0, JSON.stringify(conn.of('error')));
   });
 
