@@ -162,16 +162,18 @@ export function tmuxCapturePaneArgv(o: { socket?: TmuxSocket; sessionName: strin
 }
 
 /** Exit codes of {@link tmuxKillArgv}. */
-export const TmuxKillExit = { killed: 0, notFound: 3, survivors: 4 } as const;
+export const TmuxKillExit = { killed: 0, notFound: 3, survivors: 4, noProcps: 5 } as const;
 
-// $1 -L|-S, $2 socket, $3 session name, $4 signal name, $5 grace seconds. Every process whose
-// session id is a pane's pid (the pane's whole terminal session: its job-control groups too) gets
-// the signal; whatever is left after the grace period gets SIGKILL; then the tmux session goes;
-// then we wait (≤ 5 s) until none of them is alive (zombies do not count).
-const KILL_SCRIPT = `set -u
-flag=$1 sock=$2 name=$3 sig=$4 grace=$5
-pids=$(tmux "$flag" "$sock" list-panes -s -t "=$name" -F '#{pane_pid}' 2>/dev/null) || exit 3
-[ -n "$pids" ] || exit 3
+/**
+ * Shell that ends terminal sessions: needs `$pids` (their leaders), `$sig` and `$grace`. Exits 5
+ * when pgrep or pkill is missing (nothing can be checked); else every process of those sessions
+ * gets `$sig`, what is left after `$grace` seconds gets KILL, and `alive` (any of them left that
+ * is not a zombie) stays defined for the caller's last check. Used by every backend's kill.
+ */
+export const SIGNAL_TERMINAL_SESSIONS_SH = `command -v pgrep >/dev/null 2>&1 && command -v pkill >/dev/null 2>&1 || {
+  echo "sandboxd: pgrep and pkill (procps) are needed to kill a session" >&2
+  exit 5
+}
 alive() {
   for p in $pids; do
     for q in $(pgrep -s "$p" 2>/dev/null); do
@@ -187,7 +189,17 @@ if [ "$sig" != KILL ]; then
   while alive && [ "$i" -lt $((grace * 10)) ]; do sleep 0.1; i=$((i + 1)); done
 fi
 for p in $pids; do pkill -KILL -s "$p" 2>/dev/null; done
-tmux "$flag" "$sock" kill-session -t "=$name" 2>/dev/null
+`;
+
+// $1 -L|-S, $2 socket, $3 session name, $4 signal name, $5 grace seconds. Every process whose
+// session id is a pane's pid (the pane's whole terminal session: its job-control groups too) gets
+// the signal; whatever is left after the grace period gets SIGKILL; then the tmux session goes;
+// then we wait (≤ 5 s) until none of them is alive (zombies do not count).
+const KILL_SCRIPT = `set -u
+flag=$1 sock=$2 name=$3 sig=$4 grace=$5
+pids=$(tmux "$flag" "$sock" list-panes -s -t "=$name" -F '#{pane_pid}' 2>/dev/null) || exit 3
+[ -n "$pids" ] || exit 3
+${SIGNAL_TERMINAL_SESSIONS_SH}tmux "$flag" "$sock" kill-session -t "=$name" 2>/dev/null
 i=0
 while alive && [ "$i" -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 if alive; then exit 4; fi

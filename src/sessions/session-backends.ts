@@ -40,6 +40,7 @@
 import type { SessionBackend, SessionClass } from './binding/codes.js';
 import {
   SESSION_SHELL_NAME,
+  SIGNAL_TERMINAL_SESSIONS_SH,
   tmuxAttachArgv,
   tmuxCreateArgv,
   tmuxHasSessionArgv,
@@ -146,26 +147,7 @@ state() { read -r l <"/proc/$1/stat" 2>/dev/null || return 0; set -- \${l##*) };
 `;
 
 // $pids: leaders of the terminal sessions to end. Needs sig and grace set.
-const KILL_SESSIONS = `command -v pgrep >/dev/null 2>&1 && command -v pkill >/dev/null 2>&1 || {
-  echo "sandboxd: pgrep and pkill (procps) are needed to kill a session" >&2
-  exit 5
-}
-alive() {
-  for p in $pids; do
-    for q in $(pgrep -s "$p" 2>/dev/null); do
-      st=$(state "$q")
-      [ -n "$st" ] && [ "$st" != Z ] && return 0
-    done
-  done
-  return 1
-}
-for p in $pids; do pkill "-$sig" -s "$p" 2>/dev/null; done
-if [ "$sig" != KILL ]; then
-  i=0
-  while alive && [ "$i" -lt $((grace * 10)) ]; do sleep 0.1; i=$((i + 1)); done
-fi
-for p in $pids; do pkill -KILL -s "$p" 2>/dev/null; done
-`;
+const KILL_SESSIONS = SIGNAL_TERMINAL_SESSIONS_SH;
 
 const SCREEN_RC = [
   'startup_message off',
