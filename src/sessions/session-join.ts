@@ -11,20 +11,11 @@
 import { SvcError } from '../core/errors.js';
 import { LIMITS } from './binding/codes.js';
 import type { SessionProgram } from './session-backends.js';
+import type { JoinSelection } from './session-hub.js';
 import { SESSION_BACKENDS, SESSION_CLASSES, type SessionBackendName, type SessionClassName } from './session-types.js';
 
-/** What a starting join selected (session-hub.ts's JoinSelection has this shape). */
-export interface JoinStart {
-  readonly backend: string;
-  readonly class: string;
-  readonly argv?: readonly string[];
-  /** Run through `/bin/sh -lc`. */
-  readonly command?: string;
-  readonly cwd?: string;
-  readonly env?: Readonly<Record<string, string>>;
-  readonly cols: number;
-  readonly rows: number;
-}
+/** What a starting join selected: the hub's JoinSelection. */
+export type JoinStart = JoinSelection;
 
 /** A join's selection, checked. */
 export interface CheckedJoin {
