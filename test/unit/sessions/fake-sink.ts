@@ -6,6 +6,7 @@
  */
 import { decodeBinaryOutput } from '../../../src/sessions/binding/binary.js';
 import { bindingDialect } from '../../../src/sessions/binding-dialect.js';
+import type { SessionHostCapabilities } from '../../../src/sessions/binding/frames.js';
 import type { FrameSink, JoinRequest, SessionHub } from '../../../src/sessions/session-hub.js';
 import { tail } from '../../support/wait.js';
 
@@ -125,6 +126,22 @@ export class FakeSink implements FrameSink {
 export function nameOf(f: Frame): string {
   return f.op === 'pty.session_frame' ? String(f.payload['kind']) : f.op;
 }
+
+/** A session host the session tests use: tmux/managed and native/direct available, zellij not. */
+export const TEST_HOST: SessionHostCapabilities = {
+  default_backend: 'tmux',
+  default_class: 'managed',
+  supported_backends: ['tmux', 'native'],
+  supported_classes: ['managed', 'direct'],
+  pairs: [
+    { session_backend: 'tmux', session_class: 'managed', available: true },
+    { session_backend: 'native', session_class: 'direct', available: true },
+    { session_backend: 'zellij', session_class: 'managed', available: false, reason: 'not installed' },
+  ],
+  observe_supported: true,
+  drive_supported: true,
+  reattach_supported: true,
+};
 
 /** The binding params the session tests use. */
 export const TEST_BINDING_PARAMS = { keyframeIntervalFrames: 100, keyframeIntervalSeconds: 5, replayFrames: 1000, maxObservers: 256 };

@@ -14,7 +14,8 @@ import { startHttpListener, type HttpListener } from '../../../src/http/uws-serv
 import { startScreenStates } from '../../../actors/terminal/screen-states.js';
 import { decodeBinaryOutput, encodeBinaryInput } from '../../../src/sessions/binding/binary.js';
 import { clientFrame, toText } from '../../../src/sessions/binding/encode.js';
-import type { ClientFrame, SessionHostCapabilities } from '../../../src/sessions/binding/frames.js';
+import type { ClientFrame } from '../../../src/sessions/binding/frames.js';
+import { TEST_BINDING_PARAMS, TEST_HOST } from './fake-sink.js';
 import { parseOrchestrateQuery, sessionWsRoutes } from '../../../src/sessions/pty-ws-routes.js';
 import { SessionHub, type SessionHubOptions } from '../../../src/sessions/session-hub.js';
 import { DEADLINE_MS, waitFor } from '../../support/wait.js';
@@ -106,19 +107,6 @@ function refusedStatus(url: string, protocols?: string[]): Promise<number> {
   });
 }
 
-const HOST: SessionHostCapabilities = {
-  default_backend: 'tmux',
-  default_class: 'managed',
-  supported_backends: ['tmux', 'native'],
-  supported_classes: ['managed', 'direct'],
-  pairs: [
-    { session_backend: 'tmux', session_class: 'managed', available: true },
-    { session_backend: 'native', session_class: 'direct', available: true },
-  ],
-  observe_supported: true,
-  drive_supported: true,
-  reattach_supported: true,
-};
 const UUID = '0190f5c2-7a3b-7c4d-8e5f-123456789abc';
 
 describe('session WebSocket routes over real sockets', { timeout: 120_000 }, () => {
@@ -134,7 +122,7 @@ describe('session WebSocket routes over real sockets', { timeout: 120_000 }, () 
       agentConnected: true,
       terminalSize: { cols: 80, rows: 24 },
       ...(pair && { sessionBackend: 'tmux', sessionClass: 'managed' }),
-      host: () => HOST,
+      host: () => TEST_HOST,
       screen: screens,
       maxQueuedBytes: 256 * 1024,
       pty: { input: (d) => inputs.push(Buffer.from(d).toString()), resize: () => undefined },
@@ -172,7 +160,7 @@ describe('session WebSocket routes over real sockets', { timeout: 120_000 }, () 
           hubs.set(sessionId, pending);
           return pending;
         },
-        params: { keyframeIntervalFrames: 100, keyframeIntervalSeconds: 5, replayFrames: 1000, maxObservers: 256 },
+        params: TEST_BINDING_PARAMS,
       }),
     });
     base = `ws://127.0.0.1:${listener.port}`;

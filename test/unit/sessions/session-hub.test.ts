@@ -3,30 +3,12 @@ import { after, describe, test } from 'node:test';
 import xtermHeadless from '@xterm/headless';
 import { startScreenStates } from '../../../actors/terminal/screen-states.js';
 import { bindingDialect } from '../../../src/sessions/binding-dialect.js';
-import type { SessionHostCapabilities } from '../../../src/sessions/binding/frames.js';
 import { SessionHub, StartError, type JoinRequest, type JoinSelection, type SessionHubOptions } from '../../../src/sessions/session-hub.js';
 import { DEADLINE_MS, waitFor } from '../../support/wait.js';
-import { FakeSink, type Frame } from './fake-sink.js';
+import { FakeSink, TEST_BINDING_PARAMS, TEST_HOST, type Frame } from './fake-sink.js';
 
 const screens = startScreenStates();
 after(() => screens.stop());
-
-const TMUX_HOST: SessionHostCapabilities = {
-  default_backend: 'tmux',
-  default_class: 'managed',
-  supported_backends: ['tmux', 'native'],
-  supported_classes: ['managed', 'direct'],
-  pairs: [
-    { session_backend: 'tmux', session_class: 'managed', available: true },
-    { session_backend: 'native', session_class: 'direct', available: true },
-    { session_backend: 'zellij', session_class: 'managed', available: false, reason: 'not installed' },
-  ],
-  observe_supported: true,
-  drive_supported: true,
-  reattach_supported: true,
-};
-
-const PARAMS = { keyframeIntervalFrames: 100, keyframeIntervalSeconds: 5, replayFrames: 1000, maxObservers: 256 };
 
 let nextSession = 1;
 
@@ -52,7 +34,7 @@ function rig(over: Partial<SessionHubOptions> = {}): Rig {
     terminalSize: { cols: 80, rows: 24 },
     sessionBackend: 'tmux',
     sessionClass: 'managed',
-    host: () => TMUX_HOST,
+    host: () => TEST_HOST,
     screen: screens,
     pingIntervalMs: 0,
     now: () => clock.now,
@@ -61,7 +43,7 @@ function rig(over: Partial<SessionHubOptions> = {}): Rig {
   });
   const open = (binary = false): FakeSink => {
     const sink = new FakeSink();
-    hub.open(sink, bindingDialect(binary, PARAMS));
+    hub.open(sink, bindingDialect(binary, TEST_BINDING_PARAMS));
     return sink;
   };
   return {
@@ -126,7 +108,7 @@ describe('SessionHub on pty-ws.v1', () => {
     const ops = hello?.payload['supported_operations'] as string[];
     assert.ok(ops.includes('pty.join_session') && ops.includes('pty.request_keyframe'));
     assert.ok(!ops.includes('SendMessage'));
-    assert.deepEqual(hello?.payload['session_host'], TMUX_HOST);
+    assert.deepEqual(hello?.payload['session_host'], TEST_HOST);
     assert.deepEqual((hello?.payload['session'] as Record<string, unknown>)['current_sequence'], 0);
     const ext = Object.values(hello?.payload['extension_params'] as Record<string, Record<string, number>>)[0];
     assert.equal(ext?.['max_controllers'], 1);
