@@ -131,7 +131,7 @@ function handlers(deps: SessionWsRoutesDeps, hubOf: HubOf, implicitJoin: boolean
       hub.open(conn, bindingDialect(conn.protocol === SUBPROTOCOL_BINARY, deps.params));
       if (!implicitJoin) return;
       const q = parseOrchestrateQuery(conn.request.query);
-      hub.join(conn, { role: q.role, replayFrom: q.replayFrom });
+      hub.join(conn, { role: q.role, exactRole: true, replayFrom: q.replayFrom });
     },
     message(conn, data, isBinary) {
       const hub = hubOf(conn);

@@ -80,6 +80,11 @@ export interface JoinSelection {
 /** A typed join (the routes build it from pty.join_session, or a dashboard join message). */
 export interface JoinRequest {
   readonly role: Role;
+  /**
+   * Grant exactly `role`: the first joiner of a session is not made controller when it asked to
+   * observe (the orchestrate observer URL, spec 4.2: observers attach first without taking control).
+   */
+  readonly exactRole?: boolean | undefined;
   readonly clientLabel?: string | undefined;
   /** Replay events with sequence > replayFrom; null/undefined: start at the newest. */
   readonly replayFrom?: number | null | undefined;
@@ -516,7 +521,7 @@ export class SessionHub {
   #admit(c: Client, req: JoinRequest, requestId: string | undefined): void {
     c.joined = true;
     c.label = req.clientLabel;
-    const first = !this.#everJoined;
+    const first = !this.#everJoined && req.exactRole !== true;
     const max = this.#opts.maxObservers ?? DEFAULT_MAX_OBSERVERS;
     if (
       !first &&

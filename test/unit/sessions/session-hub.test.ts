@@ -137,6 +137,14 @@ describe('SessionHub on pty-ws.v1', () => {
     assertSequenceRules(second);
   });
 
+  test('an exact observer (the orchestrate observer URL) is not made controller by being first', async () => {
+    const { hub, joined } = rig();
+    const orchestrator = await joined({ role: 'observer', exactRole: true });
+    assert.deepEqual([orchestrator.last('RoleAssigned')?.payload['role'], hub.membership().controllers], ['observer', []]);
+    const human = await joined({ role: 'controller' });
+    assert.equal(human.last('RoleAssigned')?.payload['role'], 'controller');
+  });
+
   test("an observer's input and resize are refused with PERMISSION_DENIED (id echoed); the connection stays", async () => {
     const { hub, inputs, resizes, joined } = rig();
     await joined({ role: 'controller' });
