@@ -24,7 +24,7 @@
  * stays up, idle, after its last session ended: otherwise a create racing the last session's end
  * connects to a dying server and fails with "server exited unexpectedly").
  *
- * Killing ({@link tmuxKillArgv}) needs `pkill`/`pgrep` (procps) in the guest besides tmux.
+ * Killing ({@link tmuxKillArgv}) needs nothing besides tmux and a POSIX shell: it reads /proc.
  */
 import { execFile } from 'node:child_process';
 
@@ -162,33 +162,45 @@ export function tmuxCapturePaneArgv(o: { socket?: TmuxSocket; sessionName: strin
 }
 
 /** Exit codes of {@link tmuxKillArgv}. */
-export const TmuxKillExit = { killed: 0, notFound: 3, survivors: 4, noProcps: 5 } as const;
+export const TmuxKillExit = { killed: 0, notFound: 3, survivors: 4 } as const;
 
 /**
- * Shell that ends terminal sessions: needs `$pids` (their leaders), `$sig` and `$grace`. Exits 5
- * when pgrep or pkill is missing (nothing can be checked); else every process of those sessions
- * gets `$sig`, what is left after `$grace` seconds gets KILL, and `alive` (any of them left that
- * is not a zombie) stays defined for the caller's last check. Used by every backend's kill.
+ * Shell functions that end terminal sessions, reading /proc alone (no procps: a minimal guest has
+ * no pgrep or pkill). `$pids` holds the sessions' leaders (a session id is its leader's pid).
+ *   in_sessions        the pids of the live (not zombie) processes of those sessions
+ *   children_of P      the pids of P's live children
+ *   alive              true while any process of those sessions lives
+ *   signal_sessions S G  S to every process of them, KILL to what is left after G seconds
+ * Used by every backend's kill (tmux here, screen and native in src/sessions/session-backends.ts).
  */
-export const SIGNAL_TERMINAL_SESSIONS_SH = `command -v pgrep >/dev/null 2>&1 && command -v pkill >/dev/null 2>&1 || {
-  echo "sandboxd: pgrep and pkill (procps) are needed to kill a session" >&2
-  exit 5
-}
-alive() {
-  for p in $pids; do
-    for q in $(pgrep -s "$p" 2>/dev/null); do
-      st=$(sed -n 's/.*) \\(.\\).*/\\1/p' "/proc/$q/stat" 2>/dev/null)
-      [ -n "$st" ] && [ "$st" != Z ] && return 0
-    done
+export const TERMINAL_SESSION_FUNCS_SH = `in_sessions() {
+  for f in /proc/[0-9]*/stat; do
+    read -r l <"$f" 2>/dev/null || continue
+    q=\${f#/proc/}
+    q=\${q%/stat}
+    set -- \${l##*) }
+    [ "$1" = Z ] && continue
+    for p in $pids; do [ "$4" = "$p" ] && { echo "$q"; break; }; done
   done
-  return 1
 }
-for p in $pids; do pkill "-$sig" -s "$p" 2>/dev/null; done
-if [ "$sig" != KILL ]; then
-  i=0
-  while alive && [ "$i" -lt $((grace * 10)) ]; do sleep 0.1; i=$((i + 1)); done
-fi
-for p in $pids; do pkill -KILL -s "$p" 2>/dev/null; done
+children_of() {
+  for f in /proc/[0-9]*/stat; do
+    read -r l <"$f" 2>/dev/null || continue
+    q=\${f#/proc/}
+    q=\${q%/stat}
+    set -- "$1" \${l##*) }
+    [ "$2" != Z ] && [ "$3" = "$1" ] && echo "$q"
+  done
+}
+alive() { [ -n "$(in_sessions)" ]; }
+signal_sessions() {
+  for q in $(in_sessions); do kill "-$1" "$q" 2>/dev/null; done
+  if [ "$1" != KILL ]; then
+    i=0
+    while alive && [ "$i" -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+  fi
+  for q in $(in_sessions); do kill -KILL "$q" 2>/dev/null; done
+}
 `;
 
 // $1 -L|-S, $2 socket, $3 session name, $4 signal name, $5 grace seconds. Every process whose
@@ -199,7 +211,8 @@ const KILL_SCRIPT = `set -u
 flag=$1 sock=$2 name=$3 sig=$4 grace=$5
 pids=$(tmux "$flag" "$sock" list-panes -s -t "=$name" -F '#{pane_pid}' 2>/dev/null) || exit 3
 [ -n "$pids" ] || exit 3
-${SIGNAL_TERMINAL_SESSIONS_SH}tmux "$flag" "$sock" kill-session -t "=$name" 2>/dev/null
+${TERMINAL_SESSION_FUNCS_SH}signal_sessions "$sig" "$grace"
+tmux "$flag" "$sock" kill-session -t "=$name" 2>/dev/null
 i=0
 while alive && [ "$i" -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 if alive; then exit 4; fi

@@ -32,15 +32,15 @@
  * `<runtime dir>/native/<name>.pid` and execs the program, so the kill finds the terminal session
  * (its id is the leader's pid) and a reused pid is never mistaken for it.
  *
- * The kill scripts exit like tmux-argv.ts's (0 killed, 3 no such session, 4 survivors remained;
- * 5 when pgrep/pkill are missing, so nothing is ever reported killed unchecked): signal every
+ * The kill scripts exit like tmux-argv.ts's (0 killed, 3 no such session, 4 survivors remained)
+ * and share its /proc-only functions (no procps needed): signal every
  * process of the session's terminal sessions, KILL what is left after the grace period, end the
  * multiplexer, wait (≤ 5 s) until none is alive (zombies do not count).
  */
 import type { SessionBackend, SessionClass } from './binding/codes.js';
 import {
   SESSION_SHELL_NAME,
-  SIGNAL_TERMINAL_SESSIONS_SH,
+  TERMINAL_SESSION_FUNCS_SH,
   tmuxAttachArgv,
   tmuxCreateArgv,
   tmuxHasSessionArgv,
@@ -96,7 +96,7 @@ export interface SessionBackendPlan {
   reattachArgv(sessionName: string): string[] | undefined;
   /** argv of a one-shot command that exits 0 while the session exists (undefined: not re-attachable). */
   hasSessionArgv(sessionName: string): string[] | undefined;
-  /** argv of the one-shot kill (exit 0 killed, 3 not found, 4 survivors, 5 cannot check). */
+  /** argv of the one-shot kill (exit 0 killed, 3 not found, 4 survivors). */
   killArgv(k: BackendKill): string[];
 }
 
@@ -144,10 +144,10 @@ ensure_dir() (
 )
 starttime() { read -r l <"/proc/$1/stat" 2>/dev/null || return 0; set -- \${l##*) }; echo "\${20}"; }
 state() { read -r l <"/proc/$1/stat" 2>/dev/null || return 0; set -- \${l##*) }; echo "$1"; }
-`;
+${TERMINAL_SESSION_FUNCS_SH}`;
 
 // $pids: leaders of the terminal sessions to end. Needs sig and grace set.
-const KILL_SESSIONS = SIGNAL_TERMINAL_SESSIONS_SH;
+const KILL_SESSIONS = `signal_sessions "$sig" "$grace"\n`;
 
 const SCREEN_RC = [
   'startup_message off',
@@ -186,7 +186,7 @@ kill)
   servers=$(sessions)
   [ -n "$servers" ] || exit 3
   pids=
-  for s in $servers; do pids="$pids $(pgrep -P "$s" 2>/dev/null)"; done
+  for s in $servers; do pids="$pids $(children_of "$s")"; done
 ${KILL_SESSIONS}  for s in $servers; do screen -S "$s.$name" -X quit >/dev/null 2>&1; done
   up() {
     alive && return 0
@@ -223,7 +223,7 @@ kill)
   # (a session id is never reused while a process of that session lives).
   if [ -n "$now" ] && [ "$now" != "$start" ]; then rm -f "$f"; exit 3; fi
   pids=$pid
-  if [ -z "$now" ] && [ -z "$(pgrep -s "$pid" 2>/dev/null)" ]; then rm -f "$f"; exit 3; fi
+  if [ -z "$now" ] && ! alive; then rm -f "$f"; exit 3; fi
 ${KILL_SESSIONS}  i=0
   while alive && [ "$i" -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
   if alive; then exit 4; fi

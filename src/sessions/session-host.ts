@@ -7,8 +7,8 @@
  * - Pairs advertised: tmux/managed, screen/managed, native/direct, zellij/managed. A managed pair
  *   is available when its program is on the agent's PATH. zellij/managed is never available:
  *   Debian 12 has no zellij package, so sandboxd neither installs nor tests it, and the reason
- *   says whether the agent has one all the same. Every pair needs pgrep and pkill (procps): a
- *   session that cannot be killed verifiably is not started.
+ *   says whether the agent has one all the same. Kills read /proc (tmux-argv.ts's
+ *   TERMINAL_SESSION_FUNCS_SH), so no pair needs procps.
  * - A probe that fails (agent not connected, no answer within {@link kProbeTimeoutMs}, an odd
  *   answer) is not cached: native/direct stays available (it needs nothing but the agent, which
  *   runs PTY commands itself), every managed pair is unavailable with the failure as its reason,
@@ -31,7 +31,7 @@ export const kProbeTimeoutMs = 5_000;
 export const kProbeRetryMs = 15_000;
 
 /** Programs the probe looks for. */
-export const PROBED_PROGRAMS = ['tmux', 'screen', 'zellij', 'pgrep', 'pkill'] as const;
+export const PROBED_PROGRAMS = ['tmux', 'screen', 'zellij'] as const;
 
 const PROBE_SCRIPT = `for p in "$@"; do
   if command -v "$p" >/dev/null 2>&1; then echo "$p yes"; else echo "$p no"; fi
@@ -81,7 +81,6 @@ function capabilitiesOf(pairs: SessionHostPair[]): SessionHostCapabilities {
 
 /** Capabilities from the programs an agent has. */
 export function capabilitiesFromProbe(found: ReadonlySet<string>): SessionHostCapabilities {
-  const procps = ['pgrep', 'pkill'].filter((p) => !found.has(p));
   return capabilitiesOf(
     ADVERTISED_PAIRS.map(({ backend, sessionClass }) => {
       if (backend === 'zellij') {
@@ -93,8 +92,6 @@ export function capabilitiesFromProbe(found: ReadonlySet<string>): SessionHostCa
             : 'zellij is not installed on the agent, and sandboxd does not drive it: Debian 12 has no zellij package',
         );
       }
-      if (procps.length > 0)
-        return pair(backend, sessionClass, `${procps.join(' and ')} (procps) missing on the agent: a session could not be killed`);
       const missing = (sessionBackendPlan(backend, sessionClass)?.requires ?? []).filter((p) => !found.has(p));
       return pair(backend, sessionClass, missing.length > 0 ? `${missing.join(', ')} is not installed on the agent` : undefined);
     }),
