@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { before, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import type { Role } from '../../src/sessions/binding/codes.js';
 import { newFrameId } from '../../src/sessions/binding/values.js';
 import { ConformanceClient, JSON_ONLY, upgradeStatus, type JoinOptions } from './pty-conformance-kit.js';
@@ -186,4 +186,19 @@ export function forEachVariant(title: string, bedOf: () => ConformanceBed, defin
       });
     });
   }
+}
+
+/** The file's bed: started before its tests (one server and agent named `agent`), stopped after them. */
+export function useConformanceBed(agent: string): () => ConformanceBed {
+  let bed: ConformanceBed | undefined;
+  before(async () => {
+    bed = await ConformanceBed.start(agent);
+  });
+  after(async () => {
+    await bed?.stop();
+  });
+  return () => {
+    if (bed === undefined) throw new Error('the conformance bed is not started');
+    return bed;
+  };
 }
