@@ -35,6 +35,10 @@ const forbidden: readonly { rule: string; from: string; to: string }[] = [
   { rule: 'the-bench-imports-no-test-but-the-support-kit', from: 'native-bench/probe.ts', to: 'test/unit/layers.test.ts' },
   { rule: 'the-support-kit-imports-no-test', from: 'test/support/probe.ts', to: 'test/integration/vms-harness.ts' },
   { rule: 'the-support-kit-imports-no-test', from: 'test/support/probe-bench.ts', to: 'native-bench/harness.ts' },
+  // Package rules: the packages stand in as files under node_modules/ (cruised as leaves, never followed).
+  { rule: 'uws-only-in-http', from: 'src/sessions/probe-uws.ts', to: 'node_modules/@trufflesuite/uws-js-unofficial/index.ts' },
+  { rule: 'libvirt-only-in-hypervisor-libvirt', from: 'src/vms/probe-libvirt.ts', to: 'node_modules/@unraid/libvirt/index.ts' },
+  { rule: 'grpc-only-in-the-agent-link-and-the-guest-agent', from: 'src/tasks/probe-grpc.ts', to: 'node_modules/@grpc/grpc-js/index.ts' },
 ];
 
 /** Imports the same rules allow. */
@@ -65,6 +69,9 @@ const allowed: readonly { from: string; to: string }[] = [
   { from: 'test/support/ok.ts', to: 'src/main.ts' },
   { from: 'test/integration/ok.ts', to: 'test/support/ports.ts' },
   { from: 'test/unit/ok.ts', to: 'native-bench/harness.ts' },
+  { from: 'src/http/ok-uws.ts', to: 'node_modules/@trufflesuite/uws-js-unofficial/index.ts' },
+  { from: 'src/hypervisor/libvirt/ok.ts', to: 'node_modules/@unraid/libvirt/index.ts' },
+  { from: 'src/agent-link/ok-grpc.ts', to: 'node_modules/@grpc/grpc-js/index.ts' },
 ];
 
 void describe('src layering rules', () => {
