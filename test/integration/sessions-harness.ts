@@ -8,10 +8,11 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, before } from 'node:test';
 import pino from 'pino';
 import { agentListenerComponent, agentsComponent } from '../../src/agent-link/component.js';
 import { loadConfig } from '../../src/config/load.js';
@@ -407,4 +408,40 @@ export function pidAlive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** A test file's server and agent: started before its tests, stopped after them (`beforeStop` first). */
+export interface SessionsBed {
+  readonly srv: SessionsServer;
+  readonly agent: AgentProc;
+}
+
+export function useSessionsBed(agentId: string, beforeStop?: () => void): SessionsBed {
+  let dir = '';
+  let srv: SessionsServer | undefined;
+  let agent: AgentProc | undefined;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), `sandboxd-${agentId}-`));
+    srv = await startSessionsServer(dir);
+    agent = await spawnSessionAgent(srv, agentId);
+    await waitForAgent(srv, agent, agentId);
+  });
+  after(async () => {
+    beforeStop?.();
+    await srv?.stop();
+    await agent?.kill();
+    if (dir !== '') await rm(dir, { recursive: true, force: true });
+  });
+  const started = <T>(v: T | undefined): T => {
+    if (v === undefined) throw new Error('the sessions bed is not started');
+    return v;
+  };
+  return {
+    get srv() {
+      return started(srv);
+    },
+    get agent() {
+      return started(agent);
+    },
+  };
 }

@@ -6,10 +6,7 @@
  * client (src/client/pty-ws.ts) resuming after a drop.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { createRequire } from 'node:module';
 import { ApiClient } from '../../src/client/api-client.js';
 import type { WebSocketConstructor } from '../../src/client/http-transport.js';
@@ -17,23 +14,11 @@ import type { PtyConnection } from '../../src/client/pty-ws.js';
 import { BINDING_URI } from '../../src/sessions/binding/codes.js';
 import type { SessionResizeFrame } from '../../src/sessions/binding/frames.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
-import {
-  PtyClient,
-  pidAlive,
-  spawnSessionAgent,
-  startSessionsServer,
-  tmuxOn,
-  waitForAgent,
-  type AgentProc,
-  type SessionsServer,
-} from './sessions-harness.js';
+import { PtyClient, pidAlive, tmuxOn, useSessionsBed } from './sessions-harness.js';
 
 const AGENT = 'sess-live-1';
 /** The `ws` package's WebSocket, as sbx session attach uses it. */
 const WsClientCtor = (createRequire(import.meta.url)('ws') as { WebSocket: WebSocketConstructor }).WebSocket;
-let dir = '';
-let srv: SessionsServer;
-let agent: AgentProc;
 const clients: PtyClient[] = [];
 
 interface Created {
@@ -43,13 +28,13 @@ interface Created {
 }
 
 async function open(sessionId: string, protocols?: string[]): Promise<PtyClient> {
-  const c = await PtyClient.open(srv.wsBase, sessionId, protocols);
+  const c = await PtyClient.open(bed.srv.wsBase, sessionId, protocols);
   clients.push(c);
   return c;
 }
 
 async function create(body: Record<string, unknown>, key?: string): Promise<{ status: number; body: Created & Record<string, unknown> }> {
-  return await srv.json<Created & Record<string, unknown>>(
+  return await bed.srv.json<Created & Record<string, unknown>>(
     'POST',
     `/api/v1/agents/${AGENT}/sessions`,
     body,
@@ -57,18 +42,8 @@ async function create(body: Record<string, unknown>, key?: string): Promise<{ st
   );
 }
 
-before(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'sandboxd-sess-'));
-  srv = await startSessionsServer(dir);
-  agent = await spawnSessionAgent(srv, AGENT);
-  await waitForAgent(srv, agent, AGENT);
-});
-
-after(async () => {
+const bed = useSessionsBed(AGENT, () => {
   for (const c of clients) c.ws.terminate();
-  await srv?.stop();
-  await agent?.kill();
-  await rm(dir, { recursive: true, force: true });
 });
 
 void describe('sessions with a real agent and real tmux', () => {
@@ -121,7 +96,7 @@ void describe('sessions with a real agent and real tmux', () => {
     const c = await create({ session_name: 'idem-two' }, 'key-1');
     assert.equal(c.status, 409);
     assert.equal((c.body as unknown as { error: { code: string } }).error.code, 'idempotency.key_conflict');
-    const list = await srv.json<{ sessions: { session_id: string }[] }>('GET', `/api/v1/agents/${AGENT}/sessions`);
+    const list = await bed.srv.json<{ sessions: { session_id: string }[] }>('GET', `/api/v1/agents/${AGENT}/sessions`);
     assert.equal(list.body.sessions.filter((s) => s.session_id === a.body.session_id).length, 1);
   });
 
@@ -131,12 +106,12 @@ void describe('sessions with a real agent and real tmux', () => {
     const panes = await waitFor(
       'the tmux session kill-me',
       async () => {
-        const l = await tmuxOn(agent, ['list-panes', '-t', '=kill-me', '-F', '#{pane_pid}']);
+        const l = await tmuxOn(bed.agent, ['list-panes', '-t', '=kill-me', '-F', '#{pane_pid}']);
         return l.code === 0 && l.stdout.trim() !== '' ? l.stdout.trim().split('\n').map(Number) : undefined;
       },
       {
         deadlineMs: DEADLINE_MS.process,
-        lastState: async () => `sessions on the agent's tmux: ${JSON.stringify((await tmuxOn(agent, ['list-sessions'])).stdout)}`,
+        lastState: async () => `sessions on the agent's tmux: ${JSON.stringify((await tmuxOn(bed.agent, ['list-sessions'])).stdout)}`,
       },
     );
     let pids: number[] = [];
@@ -155,12 +130,12 @@ void describe('sessions with a real agent and real tmux', () => {
       },
       { deadlineMs: DEADLINE_MS.process, lastState: () => `pids ${JSON.stringify(pids)}` },
     );
-    const del = await srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${r.body.session_id}?signal=TERM`);
+    const del = await bed.srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${r.body.session_id}?signal=TERM`);
     assert.equal(del.status, 200, JSON.stringify(del.body));
     assert.deepEqual(del.body, { killed: true });
     for (const pid of tree) assert.equal(pidAlive(pid), false, `pid ${pid} is gone`);
-    assert.notEqual((await tmuxOn(agent, ['has-session', '-t', '=kill-me'])).code, 0);
-    const list = await srv.json<{ sessions: { session_id: string }[] }>('GET', `/api/v1/agents/${AGENT}/sessions`);
+    assert.notEqual((await tmuxOn(bed.agent, ['has-session', '-t', '=kill-me'])).code, 0);
+    const list = await bed.srv.json<{ sessions: { session_id: string }[] }>('GET', `/api/v1/agents/${AGENT}/sessions`);
     assert.equal(
       list.body.sessions.some((s) => s.session_id === r.body.session_id),
       false,
@@ -168,16 +143,16 @@ void describe('sessions with a real agent and real tmux', () => {
   });
 
   test('unknown agent and session ids are 404 envelopes; a malformed frame closes that client only', async () => {
-    const noAgent = await srv.json<{ error: { code: string } }>('GET', '/api/v1/agents/nobody/sessions');
+    const noAgent = await bed.srv.json<{ error: { code: string } }>('GET', '/api/v1/agents/nobody/sessions');
     assert.equal(noAgent.status, 404);
     assert.equal(noAgent.body.error.code, 'agent.not_found');
-    const noSession = await srv.json<{ error: { code: string } }>(
+    const noSession = await bed.srv.json<{ error: { code: string } }>(
       'DELETE',
       `/api/v1/agents/${AGENT}/sessions/00000000-0000-0000-0000-000000000000`,
     );
     assert.equal(noSession.status, 404);
     assert.equal(noSession.body.error.code, 'session.not_found');
-    assert.equal(await PtyClient.refusedStatus(`${srv.wsBase}/api/v1/sessions/nope/pty`), 404);
+    assert.equal(await PtyClient.refusedStatus(`${bed.srv.wsBase}/api/v1/sessions/nope/pty`), 404);
 
     const r = await create({ session_name: 'bad-frames' });
     assert.equal(r.status, 200);
@@ -208,7 +183,7 @@ void describe('sessions with a real agent and real tmux', () => {
     // Dropped while the output still runs (membership loses it), and the controller saw it all.
     const membership = async (): Promise<unknown> =>
       (
-        await srv.json<{ sessions: { session_id: string; membership: { attachment_count: number } }[] }>(
+        await bed.srv.json<{ sessions: { session_id: string; membership: { attachment_count: number } }[] }>(
           'GET',
           `/api/v1/agents/${AGENT}/sessions`,
         )
@@ -236,7 +211,7 @@ void describe('sessions with a real agent and real tmux', () => {
     const ctl = await open(sid);
     await ctl.join('controller');
     await ctl.waitForShell();
-    const api = new ApiClient({ baseUrl: srv.base, WebSocket: WsClientCtor });
+    const api = new ApiClient({ baseUrl: bed.srv.base, WebSocket: WsClientCtor });
     const seen: string[] = [];
     const keyframes: string[] = [];
     const errors: string[] = [];

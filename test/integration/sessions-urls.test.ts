@@ -5,20 +5,14 @@
  * listener, which a client reaches with exactly the URL the response gives.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { request } from 'node:http';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { SessionCreated, SessionList } from '../../src/wire/sessions.js';
 import { DEADLINE_MS } from '../support/wait.js';
-import { spawnSessionAgent, startSessionsServer, waitForAgent, type AgentProc, type SessionsServer } from './sessions-harness.js';
+import { useSessionsBed } from './sessions-harness.js';
 
 const AGENT = 'sess-urls-1';
-let dir = '';
-let srv: SessionsServer;
-let agent: AgentProc;
 
 interface WsLike {
   on(event: 'message', cb: (data: Buffer) => void): this;
@@ -36,7 +30,7 @@ function call<T>(method: string, path: string, headers: Record<string, string>, 
     const req = request(
       {
         host: '127.0.0.1',
-        port: srv.http,
+        port: bed.srv.http,
         method,
         path,
         headers: {
@@ -76,18 +70,7 @@ function firstMessage(url: string, protocol?: string): Promise<Record<string, un
   });
 }
 
-before(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'sandboxd-sess-urls-'));
-  srv = await startSessionsServer(dir);
-  agent = await spawnSessionAgent(srv, AGENT);
-  await waitForAgent(srv, agent, AGENT);
-});
-
-after(async () => {
-  await srv?.stop();
-  await agent?.kill();
-  await rm(dir, { recursive: true, force: true });
-});
+const bed = useSessionsBed(AGENT);
 
 void describe('session URLs are the caller’s', () => {
   test('a custom Host header: every URL of the create record and the list entry uses it', async () => {
@@ -102,7 +85,7 @@ void describe('session URLs are the caller’s', () => {
     assert.equal(created.body.orchestrator_controller_url, `ws://sandbox.tunnel.test:18122/ws/sessions/${id}/orchestrate?role=controller`);
     assert.equal(
       created.body.ws_endpoint,
-      `ws://sandbox.tunnel.test:${srv.ws}/`,
+      `ws://sandbox.tunnel.test:${bed.srv.ws}/`,
       'the WebSocket listener: the same host name, its own port',
     );
     assert.deepEqual(created.body.join_message, { type: 'join_session', session_id: id, role: 'controller' });
@@ -112,7 +95,7 @@ void describe('session URLs are the caller’s', () => {
     const listed = await call<SessionList>('GET', `/api/v1/agents/${AGENT}/sessions`, { host: '[::1]:9' });
     const entry = listed.body.sessions.find((s) => s.session_id === id);
     assert.equal(entry?.pty_ws_url, `ws://[::1]:9/api/v1/sessions/${id}/pty`);
-    assert.equal(entry?.ws_endpoint, `ws://[::1]:${srv.ws}/`);
+    assert.equal(entry?.ws_endpoint, `ws://[::1]:${bed.srv.ws}/`);
 
     // A loopback peer is a trusted proxy by default: its forwarded scheme and host count.
     const proxied = await call<SessionList>('GET', `/api/v1/agents/${AGENT}/sessions`, {
@@ -122,22 +105,25 @@ void describe('session URLs are the caller’s', () => {
     });
     const viaProxy = proxied.body.sessions.find((s) => s.session_id === id);
     assert.equal(viaProxy?.pty_ws_url, `wss://sandbox.example.com/api/v1/sessions/${id}/pty`);
-    assert.equal(viaProxy?.ws_endpoint, `ws://sandbox.example.com:${srv.ws}/`);
+    assert.equal(viaProxy?.ws_endpoint, `ws://sandbox.example.com:${bed.srv.ws}/`);
 
     // A Host that is not a host is never echoed: the listener's own address instead.
     const bad = await call<SessionList>('GET', `/api/v1/agents/${AGENT}/sessions`, { host: 'evil.example/x?y' });
-    assert.equal(bad.body.sessions.find((s) => s.session_id === id)?.pty_ws_url, `ws://127.0.0.1:${srv.http}/api/v1/sessions/${id}/pty`);
+    assert.equal(
+      bad.body.sessions.find((s) => s.session_id === id)?.pty_ws_url,
+      `ws://127.0.0.1:${bed.srv.http}/api/v1/sessions/${id}/pty`,
+    );
 
-    assert.equal((await srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${id}?signal=KILL`)).status, 200);
+    assert.equal((await bed.srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${id}?signal=KILL`)).status, 200);
   });
 
   test('ws_endpoint and pty_ws_url, exactly as returned, accept a WebSocket', async () => {
-    const created = await srv.json<SessionCreated>('POST', `/api/v1/agents/${AGENT}/sessions`, { command: 'sleep 600' });
+    const created = await bed.srv.json<SessionCreated>('POST', `/api/v1/agents/${AGENT}/sessions`, { command: 'sleep 600' });
     assert.equal(created.status, 200, JSON.stringify(created.body));
     const hello = await firstMessage(created.body.ws_endpoint);
     assert.equal(hello['type'], 'server_hello', JSON.stringify(hello));
     const binding = await firstMessage(created.body.pty_ws_url, created.body.pty_ws_subprotocol);
     assert.equal(binding['op'], 'binding_hello', JSON.stringify(binding));
-    assert.equal((await srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${created.body.session_id}?signal=KILL`)).status, 200);
+    assert.equal((await bed.srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${created.body.session_id}?signal=KILL`)).status, 200);
   });
 });

@@ -8,14 +8,11 @@
  * first ends.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { SessionCreated, SessionList } from '../../src/wire/sessions.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
-import { spawnSessionAgent, startSessionsServer, waitForAgent, type AgentProc, type SessionsServer } from './sessions-harness.js';
+import { useSessionsBed } from './sessions-harness.js';
 
 const AGENT = 'sess-ws-join-1';
 
@@ -90,25 +87,10 @@ async function typeUntil(ws: DashboardWs, sessionId: string, input: string, re: 
   );
 }
 
-let dir = '';
-let srv: SessionsServer;
-let agent: AgentProc;
-
-before(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'sandboxd-sess-wsjoin-'));
-  srv = await startSessionsServer(dir);
-  agent = await spawnSessionAgent(srv, AGENT);
-  await waitForAgent(srv, agent, AGENT);
-});
-
-after(async () => {
-  await srv?.stop();
-  await agent?.kill();
-  await rm(dir, { recursive: true, force: true });
-});
+const bed = useSessionsBed(AGENT);
 
 async function createSession(): Promise<SessionCreated> {
-  const created = await srv.json<SessionCreated>('POST', `/api/v1/agents/${AGENT}/sessions`, {});
+  const created = await bed.srv.json<SessionCreated>('POST', `/api/v1/agents/${AGENT}/sessions`, {});
   assert.equal(created.status, 200, JSON.stringify(created.body));
   return created.body;
 }
@@ -160,12 +142,12 @@ void describe('join_session on the WebSocket listener', () => {
     } finally {
       ws.close();
       observer.close();
-      await srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${id}?signal=KILL`);
+      await bed.srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${id}?signal=KILL`);
     }
   });
 
   test("start_shell (the reference's first terminal): untagged output as text, send_input by command id, the page's size", async () => {
-    const ws = new DashboardWs(`ws://127.0.0.1:${srv.ws}/`);
+    const ws = new DashboardWs(`ws://127.0.0.1:${bed.srv.ws}/`);
     await ws.opened;
     ws.send({ type: 'start_shell', agent_id: AGENT, cols: 111, rows: 33 });
     const started = await waitFor('shell_started', () => ws.of('shell_started')[0], {
@@ -194,7 +176,7 @@ void describe('join_session on the WebSocket listener', () => {
         },
         { deadlineMs: DEADLINE_MS.process, lastState: () => `${ws.state()}; text ${JSON.stringify(text().slice(-300))}` },
       );
-      const listed = await srv.json<SessionList>('GET', `/api/v1/agents/${AGENT}/sessions`);
+      const listed = await bed.srv.json<SessionList>('GET', `/api/v1/agents/${AGENT}/sessions`);
       assert.deepEqual(
         listed.body.sessions.filter((x) => x.session_name === 'main').map((x) => x.session_id),
         [started['session_id']],
@@ -202,7 +184,7 @@ void describe('join_session on the WebSocket listener', () => {
       );
     } finally {
       ws.close();
-      await srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${started['session_id'] as string}?signal=KILL`);
+      await bed.srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${started['session_id'] as string}?signal=KILL`);
     }
   });
 
@@ -218,7 +200,7 @@ void describe('join_session on the WebSocket listener', () => {
         deadlineMs: DEADLINE_MS.process,
         lastState: () => ws.state(),
       });
-      assert.equal((await srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${one.session_id}?signal=KILL`)).status, 200);
+      assert.equal((await bed.srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${one.session_id}?signal=KILL`)).status, 200);
       await waitFor('the closed frame of the first', () => ws.of('session_frame', one.session_id).find((m) => m['kind'] === 'closed'), {
         deadlineMs: DEADLINE_MS.process,
         lastState: () => ws.state(),
@@ -231,7 +213,7 @@ void describe('join_session on the WebSocket listener', () => {
       await typeUntil(ws, two.session_id, 'echo "still-$((40+2))"\r', /still-42/, 'the second session to answer');
     } finally {
       ws.close();
-      await srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${two.session_id}?signal=KILL`);
+      await bed.srv.json('DELETE', `/api/v1/agents/${AGENT}/sessions/${two.session_id}?signal=KILL`);
     }
   });
 });
