@@ -9,7 +9,7 @@
  * replay: one agent streams `chunks` chunks of a command; then a new subscriber asks for
  * replay=true&limit=<chunks> again and again; each time is request → last replayed event parsed.
  */
-import { performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay, performance, PerformanceObserver } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as hdr from 'hdr-histogram-js';
 import { minSeq, SseSubscriber, WsSubscriber, type LightSubscriber } from './light-subscribers.js';
@@ -22,16 +22,96 @@ export interface Percentiles {
   p50Ms: number;
   p90Ms: number;
   p99Ms: number;
+  p999Ms: number;
   maxMs: number;
 }
 
-function histogram(): hdr.Histogram {
+/** The histogram in compact form for the result line: [percentile, value] pairs (bench report plots). */
+export interface CompactHistogram {
+  unit: 'ms';
+  percentiles: Array<[number, number]>;
+}
+
+/** Where the compact form samples the distribution: dense in the tail, where the target is. */
+const kPlotPercentiles = [0, 10, 25, 50, 75, 90, 95, 97.5, 99, 99.5, 99.75, 99.9, 99.95, 99.99, 100];
+
+/** What this process saw of its own event loop and GC while measuring (the client's share of the tail). */
+export interface LoopStats {
+  /** Event-loop delay (monitorEventLoopDelay, 1 ms resolution), ms. */
+  loopDelayP99Ms: number;
+  loopDelayMaxMs: number;
+  gcCount: number;
+  gcTotalMs: number;
+  gcMaxMs: number;
+}
+
+/** Measures this thread's event-loop delay and GC pauses from start() to stop(). */
+export class LoopMonitor {
+  readonly #delay = monitorEventLoopDelay({ resolution: 1 });
+  readonly #gc: PerformanceObserver;
+  #gcCount = 0;
+  #gcTotal = 0;
+  #gcMax = 0;
+
+  constructor() {
+    this.#gc = new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) {
+        this.#gcCount++;
+        this.#gcTotal += e.duration;
+        if (e.duration > this.#gcMax) this.#gcMax = e.duration;
+      }
+    });
+  }
+
+  start(): void {
+    this.#delay.enable();
+    this.#gc.observe({ entryTypes: ['gc'] });
+  }
+
+  stop(): LoopStats {
+    this.#delay.disable();
+    this.#gc.disconnect();
+    const ms = (ns: number): number => Math.round(ns / 1e4) / 100;
+    return {
+      loopDelayP99Ms: ms(this.#delay.percentile(99)),
+      loopDelayMaxMs: ms(this.#delay.max),
+      gcCount: this.#gcCount,
+      gcTotalMs: Math.round(this.#gcTotal * 100) / 100,
+      gcMaxMs: Math.round(this.#gcMax * 100) / 100,
+    };
+  }
+}
+
+/** An HDR histogram of latencies in µs (1 µs to 60 s, 3 significant digits). */
+export function histogram(): hdr.Histogram {
   return hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
 }
 
-function percentiles(h: hdr.Histogram): Percentiles {
+export function percentiles(h: hdr.Histogram): Percentiles {
   const ms = (p: number): number => Math.round(h.getValueAtPercentile(p)) / 1000;
-  return { count: h.totalCount, p50Ms: ms(50), p90Ms: ms(90), p99Ms: ms(99), maxMs: Math.round(h.maxValue) / 1000 };
+  return {
+    count: h.totalCount,
+    p50Ms: ms(50),
+    p90Ms: ms(90),
+    p99Ms: ms(99),
+    p999Ms: ms(99.9),
+    maxMs: Math.round(h.maxValue) / 1000,
+  };
+}
+
+/**
+ * `h` (µs) as percentile → ms pairs, non-decreasing: 0 is the smallest value, 100 the highest value
+ * of the largest value's bucket (as every other percentile is reported). Empty: no pairs.
+ */
+export function compactHistogram(h: hdr.Histogram): CompactHistogram {
+  if (h.totalCount === 0) return { unit: 'ms', percentiles: [] };
+  return {
+    unit: 'ms',
+    percentiles: kPlotPercentiles.map((p): [number, number] => [
+      p,
+      Math.round(p === 0 ? h.minNonZeroValue : h.getValueAtPercentile(p)) / 1000,
+    ]),
+  };
 }
 
 function agentOf(a: Args): SimAgent {
@@ -48,10 +128,14 @@ export async function runLatency(a: Args): Promise<Record<string, unknown>> {
   const chunkBytes = Number(a['chunkBytes']);
   let sendAt = new Float64Array(1 << 16);
   let recording = false;
-  const hists = { sse: histogram(), ws: histogram() };
+  const hists = { sse: histogram(), ws: histogram(), all: histogram() };
   let wake: (() => void) | undefined;
   const listener = (h: hdr.Histogram) => (seq: number, nowMs: number) => {
-    if (recording && seq < sendAt.length && sendAt[seq]! > 0) h.recordValue(Math.max(1, Math.round((nowMs - sendAt[seq]!) * 1000)));
+    if (recording && seq < sendAt.length && sendAt[seq]! > 0) {
+      const us = Math.max(1, Math.round((nowMs - sendAt[seq]!) * 1000));
+      h.recordValue(us);
+      hists.all.recordValue(us);
+    }
     const w = wake;
     wake = undefined;
     w?.();
@@ -101,11 +185,17 @@ export async function runLatency(a: Args): Promise<Record<string, unknown>> {
   const rate = maxRate / 2;
   const warmupMs = Number(a['warmupMs']);
   const measureMs = Number(a['measureMs']);
+  const monitor = new LoopMonitor();
   const start = performance.now();
   let due = 0;
+  let monitoring = false;
   while (performance.now() - start < warmupMs + measureMs) {
     const elapsed = performance.now() - start;
     recording = elapsed >= warmupMs;
+    if (recording && !monitoring) {
+      monitoring = true;
+      monitor.start();
+    }
     const target = Math.floor((elapsed / 1000) * rate);
     while (due < target) {
       send();
@@ -114,6 +204,7 @@ export async function runLatency(a: Args): Promise<Record<string, unknown>> {
     await sleep(1);
   }
   const last = seq;
+  const client = monitoring ? monitor.stop() : null;
   while (minSeq(subs) < last && performance.now() - start < warmupMs + measureMs + 5000) await sleep(1);
   recording = false;
   agent.close();
@@ -123,6 +214,9 @@ export async function runLatency(a: Args): Promise<Record<string, unknown>> {
     rate: Math.round(rate),
     sse: percentiles(hists.sse),
     ws: percentiles(hists.ws),
+    all: percentiles(hists.all),
+    histogram: compactHistogram(hists.all),
+    client,
     holes: subs.reduce((n, s) => n + s.holes, 0),
     incomplete: subs.filter((s) => s.lastSeq < last).length,
   };

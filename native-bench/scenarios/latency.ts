@@ -5,12 +5,16 @@
  * (latency-client.ts); every chunk's latency goes into an HDR histogram per transport.
  *
  * value  = p99 in ms, the worse of SSE and WS, actors in workers (target ≤ 5 ms).
- * extras = p50/p90/max per transport, the max and half rates, the same with SVC_ACTORS=inline,
- *          and `workersVsInline` (inline p99 ÷ workers p99: above 1 means workers are faster).
+ * extras = p50Ms/p99Ms/p999Ms; `histogram` {unit:'ms', percentiles:[[p, v], ...]} of every
+ *          subscriber's latencies (the bench report plots it); per transport p50/p90/p99/p99.9/max;
+ *          the max and half rates; event-loop delay and GC pauses of the client process and of the
+ *          server's main thread while measuring (where a tail comes from); the same with
+ *          SVC_ACTORS=inline (its own histogram), and `workersVsInline` (inline p99 ÷ workers p99:
+ *          above 1 means workers are faster).
  */
-import type { BenchResult, BenchScenario } from '../types.js';
+import type { BenchResult, BenchScenario, JsonValue } from '../types.js';
 import { BenchClient, stopOnAbort } from './client-process.js';
-import type { Percentiles } from './latency-client.js';
+import { LoopMonitor, type CompactHistogram, type LoopStats, type Percentiles } from './latency-client.js';
 import { startBenchServer } from './stream-server.js';
 
 const AGENT = 'bench-latency';
@@ -21,15 +25,31 @@ interface LatencyRun {
   rate: number;
   sse: Percentiles;
   ws: Percentiles;
+  all: Percentiles;
+  histogram: CompactHistogram;
+  /** The client process's event loop and GC while measuring. */
+  client: LoopStats | null;
+  /** The server's main thread, from the end of the max-rate phase on (approximately the measuring window). */
+  server?: LoopStats;
   holes: number;
   incomplete: number;
 }
 
 async function runMode(client: BenchClient, mode: 'workers' | 'inline', seconds: number): Promise<LatencyRun> {
   const server = await startBenchServer({ mode });
+  const monitor = new LoopMonitor();
+  let monitoring = false;
+  let timer: NodeJS.Timeout | undefined;
   try {
     const tls = await server.agentTls(`i-${AGENT}`);
-    return await client.call<LatencyRun>('latency.run', {
+    timer = setTimeout(
+      () => {
+        monitoring = true;
+        monitor.start();
+      },
+      seconds * 200 + Math.min(1000, seconds * 100),
+    );
+    const run = await client.call<LatencyRun>('latency.run', {
       target: server.grpcTarget,
       tls,
       agentId: AGENT,
@@ -45,9 +65,22 @@ async function runMode(client: BenchClient, mode: 'workers' | 'inline', seconds:
       warmupMs: Math.min(1000, seconds * 100),
       measureMs: seconds * 300,
     });
+    if (monitoring) run.server = monitor.stop();
+    return run;
   } finally {
+    clearTimeout(timer);
     await server.stop();
   }
+}
+
+/** A plain-data value as the result line's JSON (the interfaces hold only numbers and strings). */
+function json<T extends object>(v: T): { readonly [key: string]: JsonValue } {
+  return v as unknown as { readonly [key: string]: JsonValue };
+}
+
+function withoutHistogram(r: LatencyRun): Omit<LatencyRun, 'histogram' | 'holes' | 'incomplete'> {
+  const { histogram: _h, holes: _holes, incomplete: _incomplete, ...rest } = r;
+  return rest;
 }
 
 function p99(r: LatencyRun): number {
@@ -77,8 +110,12 @@ export const latency: BenchScenario = {
         value: p99(workers),
         ceiling: null,
         extra: {
-          workers: { maxRate: workers.maxRate, rate: workers.rate, sse: { ...workers.sse }, ws: { ...workers.ws } },
-          inline: { maxRate: inline.maxRate, rate: inline.rate, sse: { ...inline.sse }, ws: { ...inline.ws }, p99Ms: p99(inline) },
+          p50Ms: workers.all.p50Ms,
+          p99Ms: p99(workers),
+          p999Ms: Math.max(workers.sse.p999Ms, workers.ws.p999Ms),
+          histogram: json(workers.histogram),
+          workers: json(withoutHistogram(workers)),
+          inline: { ...json(withoutHistogram(inline)), p99Ms: p99(inline), histogram: json(inline.histogram) },
           workersVsInline: Math.round((p99(inline) / Math.max(0.001, p99(workers))) * 100) / 100,
           notes: 'rates in chunks/s; workersVsInline = inline p99 / workers p99',
         },
