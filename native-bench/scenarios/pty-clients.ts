@@ -8,7 +8,8 @@
  *   open      {url, binary, observers, raw}   connect (and join: controller first) → {protocol}
  *   type      {text}                          the controller types `text`
  *   waitFor   {text, ms}                      until the controller's screen shows `text`
- *   arm                                       the next flood counts bytes from now
+ *   arm       {base}                          the next flood counts bytes from now (base: totals too)
+ *   totals    {quietMs}                       after quiet, bytes per client since the base arm
  *   flood     {typing, floodBytes, stopAfterMs, quietMs, recordBytes}  one flood measured (see flood() below)
  *   close
  */
@@ -27,6 +28,10 @@ type Args = Record<string, unknown>;
 
 interface Client {
   bytes: number;
+  /** Sequence → bytes of each Output since the base arm (real clients). */
+  seqs: Map<number, number>;
+  /** Keyframes drawn since the base arm (a drawn keyframe stands for the output it covers). */
+  keyframes: number;
   /** performance.now() of the first and the latest output message. */
   firstAt: number;
   lastAt: number;
@@ -74,6 +79,8 @@ function realClient(
   return new Promise((resolve, reject) => {
     const c: Client = {
       bytes: 0,
+      seqs: new Map(),
+      keyframes: 0,
       firstAt: 0,
       lastAt: 0,
       closed: null,
@@ -92,8 +99,9 @@ function realClient(
         if (granted === role) resolve(c);
         else reject(new Error(`${label} was granted ${granted}, not ${role}`));
       },
-      onOutput: (bytes) => {
+      onOutput: (bytes, sequence) => {
         c.bytes += bytes.byteLength;
+        c.seqs.set(sequence, bytes.byteLength);
         c.lastAt = performance.now();
         if (c.firstAt === 0) c.firstAt = c.lastAt;
         if (role === 'controller') {
@@ -102,6 +110,7 @@ function realClient(
         }
       },
       onKeyframe: (k) => {
+        c.keyframes++;
         if (role === 'controller') controllerTail = (controllerTail + Buffer.from(k.snapshot).toString('latin1')).slice(-4096);
       },
       onError: (code) => {
@@ -122,6 +131,8 @@ function rawClient(url: string, isController: boolean): Promise<Client> {
     ws.binaryType = 'arraybuffer';
     const c: Client = {
       bytes: 0,
+      seqs: new Map(),
+      keyframes: 0,
       firstAt: 0,
       lastAt: 0,
       closed: null,
@@ -149,6 +160,7 @@ async function open(a: Args): Promise<{ clients: number }> {
   for (const c of clients) c.close();
   clients = [];
   controllerTail = '';
+  nextKeys.clear();
   const url = String(a['url']);
   const binary = a['binary'] === true;
   const observers = Number(a['observers']);
@@ -192,11 +204,26 @@ function histogram(): hdr.Histogram {
  * to start the flood, then `K` every 40 ms while it lasts, timing each until `[K<n>]` shows on
  * its screen (a keystroke still unanswered when the flood has drained counts as missed). Keeps up to `recordBytes` of the controller's chunks for the ceiling.
  */
+/** Echo times per `echoKey`, over every flood with that key. */
+const echoHistograms = new Map<string, hdr.Histogram>();
+/** The next keystroke's number per `echoKey`. */
+const nextKeys = new Map<string, number>();
+
 /** Each client's bytes at the last `arm`: a flood counts from there. */
 let armed: number[] = [];
 
-function arm(): Promise<null> {
+/** Each client's bytes at the first `arm` of a session: `totals` counts from there. */
+let based: number[] = [];
+
+function arm(a: Args): Promise<null> {
   armed = clients.map((c) => c.bytes);
+  if (a['base'] === true) {
+    based = armed;
+    for (const c of clients) {
+      c.seqs.clear();
+      c.keyframes = 0;
+    }
+  }
   for (const c of clients) {
     c.firstAt = 0;
     c.lastAt = 0;
@@ -212,10 +239,14 @@ async function flood(a: Args): Promise<Record<string, unknown>> {
   const quietMs = Number(a['quietMs'] ?? 500);
   const deadline = performance.now() + Number(a['deadlineMs'] ?? 60_000);
   const recordBytes = Number(a['recordBytes'] ?? 0);
-  const echoes = histogram();
+  const echoKey = String(a['echoKey'] ?? '');
+  const echoes = echoHistograms.get(echoKey) ?? histogram();
+  echoHistograms.set(echoKey, echoes);
+  const echoesBefore = echoes.totalCount;
   const recorded: Uint8Array[] = [];
   let recordedBytes = 0;
-  let nextKey = 1;
+  // the program numbers keystrokes over the whole session
+  let nextKey = nextKeys.get(echoKey) ?? 1;
   /** Keystrokes typed and not yet echoed, oldest first (the program draws them in order). */
   const waiting: { marker: string; at: number }[] = [];
   let tail = '';
@@ -266,6 +297,8 @@ async function flood(a: Args): Promise<Record<string, unknown>> {
     await sleep(5);
   }
   onControllerOutput = undefined;
+  const typed = nextKey - (nextKeys.get(echoKey) ?? 1);
+  nextKeys.set(echoKey, nextKey);
   const deltas = clients.map((c, i) => c.bytes - before[i]!);
   const observers = clients.slice(1);
   const lastObserverAt = Math.max(0, ...observers.map((c) => c.lastAt));
@@ -276,12 +309,32 @@ async function flood(a: Args): Promise<Record<string, unknown>> {
     observerBytes: deltas.slice(1).reduce((s, b) => s + b, 0),
     perObserver: deltas.slice(1),
     echoes: echoes.totalCount,
-    echoMissed: nextKey - 1 - echoes.totalCount,
+    echoMissed: typed - (echoes.totalCount - echoesBefore),
     echo: echoes.totalCount > 0 ? histogramJson(echoes, 1000, 'ms') : null,
     closed: clients.flatMap((c, i) => (c.closed === null ? [] : [`client ${i}: ${c.closed}`])),
     lagged: clients.reduce((s, c) => s + c.lagged, 0),
     recorded,
   };
+}
+
+/** After the last flood: waits until no client got anything for `quietMs`, then each client's bytes since the base `arm`. */
+async function totals(a: Args): Promise<{ controllerBytes: number; perObserver: number[]; keyframes: number[]; differences: string[] }> {
+  const quietMs = Number(a['quietMs'] ?? 1000);
+  const deadline = performance.now() + 30_000;
+  while (performance.now() - Math.max(0, ...clients.map((c) => c.lastAt)) < quietMs && performance.now() < deadline) await sleep(20);
+  const since = clients.map((c, i) => c.bytes - (based[i] ?? 0));
+  // where an observer's output differs from the controller's: the first few sequences, both ways
+  const differences: string[] = [];
+  const controller = clients[0]?.seqs ?? new Map<number, number>();
+  clients.slice(1).forEach((o, i) => {
+    if (differences.length >= 5) return;
+    const extra = [...o.seqs].filter(([q]) => !controller.has(q)).slice(0, 3);
+    const missing = [...controller].filter(([q]) => !o.seqs.has(q)).slice(0, 3);
+    const seqs = (l: [number, number][]): string => l.map(([q, n]) => `${q} (${n} B)`).join(', ');
+    if (extra.length > 0) differences.push(`observer ${i} got ${seqs(extra)} which the controller did not`);
+    if (missing.length > 0) differences.push(`observer ${i} lacks ${seqs(missing)}`);
+  });
+  return { controllerBytes: since[0] ?? 0, perObserver: since.slice(1), keyframes: clients.map((c) => c.keyframes), differences };
 }
 
 async function waitFor(a: Args): Promise<null> {
@@ -299,6 +352,7 @@ const ops: Record<string, (a: Args) => Promise<unknown>> = {
   open,
   flood,
   arm,
+  totals,
   waitFor,
   type: (a) => {
     clients[0]?.input(String(a['text']));
