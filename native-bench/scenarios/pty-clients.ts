@@ -239,7 +239,7 @@ async function flood(a: Args): Promise<Record<string, unknown>> {
   const quietMs = Number(a['quietMs'] ?? 500);
   const deadline = performance.now() + Number(a['deadlineMs'] ?? 60_000);
   const recordBytes = Number(a['recordBytes'] ?? 0);
-  const echoKey = String(a['echoKey'] ?? '');
+  const echoKey = typeof a['echoKey'] === 'string' ? a['echoKey'] : '';
   const echoes = echoHistograms.get(echoKey) ?? histogram();
   echoHistograms.set(echoKey, echoes);
   const echoesBefore = echoes.totalCount;
