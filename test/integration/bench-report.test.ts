@@ -113,7 +113,14 @@ describe('bench HTML report in Chromium', { skip: chromiumMissing() ?? false, ti
     const names = scenariosOf(await readFile(NEW_RUN, 'utf8'));
     const o = await open(b, file);
     assert.deepEqual(o.sections, names);
-    for (const name of names) assert.equal(await b.page.locator(`#summary tr[data-scenario="${name}"]`).count(), 1, name);
+    for (const name of names) {
+      const href = await b.page.locator(`#summary tr[data-scenario="${name}"] a`).getAttribute('href');
+      assert.equal(
+        await b.page.locator(`section.scenario${href ?? ''}`).getAttribute('data-scenario'),
+        name,
+        'the summary links to its section',
+      );
+    }
     // the machine the run recorded, not the one rendering it
     assert.doesNotMatch(await b.page.locator('#machine').innerText(), /rendered this page/);
     // every line carrying percentiles has a plot with a line per series; compared series are dashed
