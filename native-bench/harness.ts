@@ -4,8 +4,14 @@
  * with their own scenarios and streams.
  */
 import { spawn } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
-import type { BenchResult, BenchScenario, BenchTarget, JsonValue } from './types.js';
+import { machineInfo, machineRecord, type MachineInfo } from './report/machine.js';
+import { renderReport } from './report/report-html.js';
+import { readRun, type SavedRun } from './report/run-file.js';
+import type { BenchResult, BenchScenario, BenchTarget, ResultLine } from './types.js';
+
+export type { ResultLine } from './types.js';
 
 /** Measuring time per scenario when --seconds is not given, seconds. */
 export const DEFAULT_SECONDS = 5;
@@ -20,22 +26,6 @@ export const EXIT_INTERRUPTED = 130;
 /** A scenario's hard limit: 3 × its measuring time + grace, ms. */
 export function hardLimitMs(seconds: number, graceMs = DEFAULT_GRACE_MS): number {
   return Math.ceil(3 * seconds * 1000 + graceMs);
-}
-
-/** The one line a scenario prints. Contract fields first, then the scenario's extras, then `seconds`. */
-export interface ResultLine {
-  scenario: string;
-  /** null when the scenario failed (then `error` says why). */
-  value: number | null;
-  unit: string;
-  ceiling: number | null;
-  /** value ÷ ceiling; null without a ceiling or on failure. */
-  ratio: number | null;
-  /** The target in words, e.g. "ratio >= 0.8"; null when the scenario has none. */
-  target: string | null;
-  /** Target met and no problems (false on failure). */
-  pass: boolean;
-  [extra: string]: JsonValue;
 }
 
 /** True when the line records a failure (not merely a missed target). */
@@ -177,14 +167,39 @@ export interface BenchArgs {
   help: boolean;
   strict: boolean;
   inProcess: boolean;
+  /** Write the HTML report here (`--html FILE`). */
+  html: string | null;
+  /** Render the report from this saved run instead of running (`--from FILE`, needs --html). */
+  from: string | null;
+  /** Overlay this earlier run on the report (`--compare FILE`, needs --html). */
+  compare: string | null;
+  /** Print the `{"machine":…}` record and exit (`--machine`). */
+  machine: boolean;
 }
 
 /** Parses the command line; returns a message for bad usage. */
 export function parseBenchArgs(argv: readonly string[]): BenchArgs | string {
-  const args: BenchArgs = { names: [], seconds: DEFAULT_SECONDS, list: false, help: false, strict: false, inProcess: false };
+  const args: BenchArgs = {
+    names: [],
+    seconds: DEFAULT_SECONDS,
+    list: false,
+    help: false,
+    strict: false,
+    inProcess: false,
+    html: null,
+    from: null,
+    compare: null,
+    machine: false,
+  };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    if (a === '--list') args.list = true;
+    const file = FILE_OPTIONS.find((o) => a === `--${o}` || a.startsWith(`--${o}=`));
+    if (file !== undefined) {
+      const text = a === `--${file}` ? argv[++i] : a.slice(file.length + 3);
+      if (text === undefined || text === '' || (a === `--${file}` && text.startsWith('-'))) return `--${file} needs a file name`;
+      args[file] = text;
+    } else if (a === '--machine') args.machine = true;
+    else if (a === '--list') args.list = true;
     else if (a === '--help' || a === '-h') args.help = true;
     else if (a === '--strict') args.strict = true;
     else if (a === '--in-process') args.inProcess = true;
@@ -197,14 +212,24 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs | string {
     } else if (a.startsWith('-')) return `unknown option ${a}`;
     else args.names.push(a);
   }
+  if ((args.from !== null || args.compare !== null) && args.html === null)
+    return `--${args.from !== null ? 'from' : 'compare'} needs --html FILE`;
   return args;
 }
 
-export const USAGE = `usage: npm run bench -- [NAME ...] [--seconds N] [--strict] [--in-process] | --list
+const FILE_OPTIONS = ['html', 'from', 'compare'] as const;
+
+export const USAGE = `usage: npm run bench -- [NAME ...] [--seconds N] [--strict] [--in-process] [--html FILE [--compare OLD.ndjson]]
+       npm run bench -- --html FILE --from RUN.ndjson [--compare OLD.ndjson] [NAME ...]
+       npm run bench -- --list | --machine
   NAME          scenarios to run (default: all); one JSON result line each on stdout
   --seconds N   measuring time per scenario, seconds (default ${DEFAULT_SECONDS}); hard limit 3 × N + ${DEFAULT_GRACE_MS / 1000} s
   --strict      a missed target also fails the run (exit 1)
   --in-process  run several scenarios in this process instead of one child process each
+  --html FILE   also write the report: one self-contained HTML page (bars, ratios, percentile plots, machine)
+  --from FILE   render the report from saved result lines (npm run --silent bench > FILE) without running
+  --compare OLD overlay an earlier run's saved result lines on the report
+  --machine     print this machine and commit as one {"machine":…} line (prepend it to a saved run)
   --list        list the scenarios and their targets`;
 
 function listText(scenarios: readonly BenchScenario[]): string {
@@ -225,6 +250,8 @@ export interface BenchDeps {
   graceMs?: number;
   /** Runs one scenario in a child process; used when several are selected, unless --in-process. */
   isolate?: (s: BenchScenario, seconds: number) => Promise<ResultLine>;
+  /** Describes the machine for the report and --machine (default: machineInfo()). */
+  machine?: () => MachineInfo;
 }
 
 /** The bench command: resolves with the process exit code (EXIT_*). */
@@ -243,6 +270,19 @@ export async function runBench(argv: readonly string[], deps: BenchDeps): Promis
     stdout.write(listText(scenarios));
     return EXIT_OK;
   }
+  const machine = deps.machine ?? machineInfo;
+  if (args.machine) {
+    stdout.write(`${machineRecord(machine())}\n`);
+    return EXIT_OK;
+  }
+  let compare: SavedRun | null = null;
+  try {
+    if (args.compare !== null) compare = await readRun(args.compare);
+    if (args.from !== null) return await reportFromFile(args, compare, machine, stderr);
+  } catch (err) {
+    stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+    return EXIT_USAGE;
+  }
   const unknown = args.names.filter((n) => !scenarios.some((s) => s.name === n));
   if (unknown.length > 0) {
     stderr.write(`unknown scenario ${unknown.map((n) => `"${n}"`).join(', ')}; the scenarios are:\n${listText(scenarios)}`);
@@ -252,6 +292,8 @@ export async function runBench(argv: readonly string[], deps: BenchDeps): Promis
   const isolate = selected.length > 1 && !args.inProcess ? deps.isolate : undefined;
   let failed = 0;
   let missed = 0;
+  const lines: ResultLine[] = [];
+  const where = args.html !== null ? machine() : null;
   for (const s of selected) {
     if (deps.signal?.aborted === true) break;
     // an isolated child reports its own progress and summary on the shared stderr
@@ -262,9 +304,28 @@ export async function runBench(argv: readonly string[], deps: BenchDeps): Promis
       ? await isolate(s, args.seconds)
       : await runScenario(s, deps.signal ? { ...runOpts, signal: deps.signal } : runOpts);
     stdout.write(`${JSON.stringify(line)}\n`);
+    lines.push(line);
     if (isFailure(line)) failed++;
     else if (!line.pass) missed++;
     if (!isolate || isFailure(line)) stderr.write(`[bench] ${s.name}: ${summary(line)}\n`);
+  }
+  if (args.html !== null) {
+    // written even after Ctrl-C or a failure: the page shows what ran
+    const page = renderReport({
+      lines,
+      machine: where,
+      source: 'this run',
+      compare,
+      command: commandLine(argv),
+      generatedAt: new Date().toISOString(),
+    });
+    try {
+      await writeFile(args.html, page);
+      stderr.write(`[bench] report: ${args.html} (${lines.length} scenarios)\n`);
+    } catch (err) {
+      stderr.write(`[bench] report: cannot write ${args.html}: ${err instanceof Error ? err.message : String(err)}\n`);
+      failed++;
+    }
   }
   if (deps.signal?.aborted === true) return EXIT_INTERRUPTED;
   return failed > 0 || (args.strict && missed > 0) ? EXIT_FAILED : EXIT_OK;
@@ -276,4 +337,49 @@ function summary(line: ResultLine): string {
   const target = line.target === null ? '' : `; target ${line.target} ${line.pass ? 'met' : 'MISSED'}`;
   const problems = Array.isArray(line.problems) ? `; PROBLEMS: ${line.problems.join('; ')}` : '';
   return `${line.value} ${line.unit}${vs}${target}${problems}`;
+}
+
+function commandLine(argv: readonly string[]): string {
+  return ['npm run bench --', ...argv].map((a) => (/^[\w./:=@+-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`)).join(' ');
+}
+
+/**
+ * `--from RUN.ndjson`: the report of a saved run, nothing measured. Named scenarios narrow it to
+ * those (each must be in the file). Without a machine record in the file the page shows the
+ * machine rendering it, and says so.
+ */
+async function reportFromFile(
+  args: BenchArgs,
+  compare: SavedRun | null,
+  machine: () => MachineInfo,
+  stderr: BenchDeps['stderr'],
+): Promise<number> {
+  const run = await readRun(args.from!);
+  for (const why of run.skipped) stderr.write(`[bench] ${args.from}: skipped ${why}\n`);
+  const missing = args.names.filter((n) => !run.lines.some((l) => l.scenario === n));
+  if (missing.length > 0) throw new Error(`${args.from} has no result line for ${missing.map((n) => `"${n}"`).join(', ')}`);
+  const lines = args.names.length === 0 ? run.lines : run.lines.filter((l) => args.names.includes(l.scenario));
+  const page = renderReport({
+    lines,
+    machine: run.machine ?? machine(),
+    ...(run.machine
+      ? {}
+      : {
+          machineNote: `${args.from} does not record where it ran (save one with --machine); shown is the machine that rendered this page`,
+        }),
+    source: args.from!,
+    compare,
+    command: commandLine([
+      '--html',
+      args.html!,
+      '--from',
+      args.from!,
+      ...(args.compare !== null ? ['--compare', args.compare] : []),
+      ...args.names,
+    ]),
+    generatedAt: new Date().toISOString(),
+  });
+  await writeFile(args.html!, page);
+  stderr.write(`[bench] report: ${args.html} (${lines.length} scenarios from ${args.from})\n`);
+  return EXIT_OK;
 }

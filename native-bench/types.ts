@@ -45,3 +45,19 @@ export interface BenchScenario {
   /** Measures; rejects on failure. Must honour `signal` and finish in about `seconds`. */
   run(opts: BenchRunOptions): Promise<BenchResult>;
 }
+
+/** The one line a scenario prints. Contract fields first, then the scenario's extras, then `seconds`. */
+export interface ResultLine {
+  scenario: string;
+  /** null when the scenario failed (then `error` says why). */
+  value: number | null;
+  unit: string;
+  ceiling: number | null;
+  /** value ÷ ceiling; null without a ceiling or on failure. */
+  ratio: number | null;
+  /** The target in words, e.g. "ratio >= 0.8"; null when the scenario has none. */
+  target: string | null;
+  /** Target met and no problems (false on failure). */
+  pass: boolean;
+  [extra: string]: JsonValue;
+}

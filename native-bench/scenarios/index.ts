@@ -8,6 +8,7 @@ import { fanout } from './fanout.js';
 import { fleet } from './fleet.js';
 import { ingest } from './ingest.js';
 import { jobs } from './jobs.js';
+import { pty } from './pty.js';
 import { latency } from './latency.js';
 import { replay } from './replay.js';
 import { ring } from './ring.js';
@@ -15,4 +16,17 @@ import { terminal } from './terminal.js';
 import { vmOps } from './vm-ops.js';
 import { vmReal } from './vm-real.js';
 
-export const scenarios: readonly BenchScenario[] = [ring, ingest, fanout, latency, replay, fleet, vmOps, jobs, terminal, dashboard, vmReal];
+export const scenarios: readonly BenchScenario[] = [
+  ring,
+  ingest,
+  fanout,
+  latency,
+  replay,
+  fleet,
+  vmOps,
+  jobs,
+  terminal,
+  pty,
+  dashboard,
+  vmReal,
+];
