@@ -6,7 +6,10 @@
  * messages are (de)serialized here.
  */
 import * as grpc from '@grpc/grpc-js';
+import { constants as cryptoConstants } from 'node:crypto';
+import type { SecureServerOptions } from 'node:http2';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
+import type { SecureContextOptions } from 'node:tls';
 import { AGENT_SERVICE_NAME, AgentServiceMethods, MAX_MESSAGE_BYTES, v1 } from '../../proto/index.js';
 import { formatAddress, type ListenAddress } from '../config/parsers.js';
 import type { CaMaterial } from '../identity/ca.js';
@@ -29,6 +32,31 @@ export interface GrpcListener {
 }
 
 const identity = (b: Buffer): Buffer => b;
+
+/**
+ * grpc-js's createSsl with two settings it cannot express, both for memory per agent (about
+ * 100 KiB each at 10,000 agents, see native-bench/README.md "fleet"):
+ * - no TLS session tickets (SSL_OP_NO_TICKET): agents never resume a session (grpc-js does not),
+ *   and OpenSSL kept each connection's ticket session copies, peer certificate included, for the
+ *   connection's life: ≈ 10 KiB per agent;
+ * - requestCert with the CA as the only trust anchor, as createSsl(ca, pairs, true) does.
+ * grpc-js spreads these options into http2.createSecureServer (server.ts createHttp2Server).
+ */
+class AgentServerCredentials extends grpc.ServerCredentials {
+  constructor(ca: CaMaterial) {
+    const server: SecureServerOptions = { requestCert: true, rejectUnauthorized: true, secureOptions: cryptoConstants.SSL_OP_NO_TICKET };
+    const context: SecureContextOptions = {
+      ca: Buffer.from(ca.caCertPem),
+      cert: Buffer.from(ca.serverCertPem),
+      key: Buffer.from(ca.serverKeyPem),
+    };
+    super(server, context);
+  }
+
+  _equals(other: grpc.ServerCredentials): boolean {
+    return other === this;
+  }
+}
 
 function toBuffer(u8: Uint8Array): Buffer {
   return Buffer.isBuffer(u8) ? u8 : Buffer.from(u8.buffer, u8.byteOffset, u8.byteLength);
@@ -81,17 +109,16 @@ export async function startGrpcListener(opts: {
     'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
     'grpc.keepalive_time_ms': kServerKeepaliveMs,
     'grpc.keepalive_timeout_ms': kServerKeepaliveTimeoutMs,
+    // channelz keeps per-connection and per-call trackers (closures, counters, a global registry
+    // entry) that nothing here reads.
+    'grpc.enable_channelz': 0,
   });
   const handlers: grpc.UntypedServiceImplementation = {
     Connect: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => opts.handlers.connect(call),
     Exec: (call: grpc.ServerWritableStream<v1.ExecRequest, v1.IExecOutput>) => opts.handlers.exec(call),
   };
   server.addService(agentServiceDefinition(), handlers);
-  const creds = grpc.ServerCredentials.createSsl(
-    Buffer.from(opts.ca.caCertPem),
-    [{ cert_chain: Buffer.from(opts.ca.serverCertPem), private_key: Buffer.from(opts.ca.serverKeyPem) }],
-    true,
-  );
+  const creds = new AgentServerCredentials(opts.ca);
   const injector = server.createConnectionInjector(creds);
   const sockets = new Set<Socket>();
   const tcp = createServer({ noDelay: true }, (socket) => {
