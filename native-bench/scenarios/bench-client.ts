@@ -9,7 +9,7 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { minSeq, SseSubscriber, totalBytes, WsSubscriber, type LightSubscriber, type SeqListener } from './light-subscribers.js';
-import { runFleet, stopFleet } from './fleet-agents.js';
+import { fleetStats, runFleet, stopFleet } from './fleet-agents.js';
 import { runLatency, runReplay } from './latency-client.js';
 import { ptyText, SimAgent, type SimAgentTls } from './sim-agent.js';
 
@@ -205,6 +205,7 @@ const ops: Record<string, (a: Args) => Promise<unknown>> = {
   'replay.run': runReplay,
   'ingest.run': ingest,
   'fleet.run': runFleet,
+  'fleet.stats': fleetStats,
   'fleet.stop': stopFleet,
 };
 

@@ -4,7 +4,6 @@
  * streams output chunks for a command id the server has not dispatched (the agent actor adopts
  * it). Each agent gets its own HTTP/2 connection unless `shareConnection` is set.
  */
-import { performance } from 'node:perf_hooks';
 import * as grpc from '@grpc/grpc-js';
 import { AgentMetadata, AgentServiceMethods, v1 } from '../../proto/index.js';
 
@@ -26,6 +25,22 @@ export interface SimAgentOptions {
 
 const identity = (b: Buffer): Buffer => b;
 
+/** One ChannelCredentials (one parsed key and SecureContext) per certificate: fleets share theirs. */
+const credentialsCache = new WeakMap<SimAgentTls, grpc.ChannelCredentials>();
+function credentialsFor(tls: SimAgentTls): grpc.ChannelCredentials {
+  let creds = credentialsCache.get(tls);
+  if (creds === undefined) {
+    creds = grpc.credentials.createSsl(Buffer.from(tls.ca), Buffer.from(tls.key), Buffer.from(tls.cert));
+    credentialsCache.set(tls, creds);
+  }
+  return creds;
+}
+
+/** CLOCK_MONOTONIC in µs: the same clock in every process of this machine (no wall-clock drift). */
+export function monotonicMicros(): number {
+  return Number(process.hrtime.bigint() / 1000n);
+}
+
 function encode(m: v1.IAgentMessage): Buffer {
   const u8 = v1.AgentMessage.encode(m).finish();
   return Buffer.from(u8.buffer, u8.byteOffset, u8.byteLength);
@@ -41,10 +56,10 @@ export class SimAgent {
 
   constructor(opts: SimAgentOptions) {
     this.agentId = opts.agentId;
-    const creds = grpc.credentials.createSsl(Buffer.from(opts.tls.ca), Buffer.from(opts.tls.key), Buffer.from(opts.tls.cert));
-    this.#client = new grpc.Client(opts.target, creds, {
+    this.#client = new grpc.Client(opts.target, credentialsFor(opts.tls), {
       'grpc.ssl_target_name_override': 'localhost',
       'grpc.default_authority': 'localhost',
+      'grpc.enable_channelz': 0,
       ...(opts.shareConnection === true ? {} : { 'grpc.use_local_subchannel_pool': 1 }),
     });
     const md = new grpc.Metadata();
@@ -82,12 +97,13 @@ export class SimAgent {
   }
 
   /**
-   * A READY heartbeat stamped with Date.now(). memory_used_bytes carries the send time in µs since
-   * the epoch (performance.timeOrigin + now): the server echoes it in its agent.heartbeat event,
-   * which lets the fleet scenario measure how long a heartbeat takes to be handled.
+   * A READY heartbeat stamped with Date.now(). memory_used_bytes carries the send time in µs of
+   * CLOCK_MONOTONIC (monotonicMicros, shared by every process here): the server echoes it in its
+   * agent.heartbeat event, which lets the fleet scenario measure how long a heartbeat takes to be
+   * handled.
    */
   heartbeat(): boolean {
-    const sentUs = Math.round((performance.timeOrigin + performance.now()) * 1000);
+    const sentUs = monotonicMicros();
     return this.#call.write(
       encode({
         heartbeat: {
