@@ -30,6 +30,7 @@ import { runInNewContext } from 'node:vm';
 import * as hdr from 'hdr-histogram-js';
 import { AgentFrameKind, decodeJson, type AgentEventFrame } from '../../actors/protocol/agent-frames.js';
 import type { BenchResult, BenchScenario, JsonValue } from '../types.js';
+import { histogramJson } from '../report/histogram.js';
 import { BenchClient, stopOnAbort } from './client-process.js';
 import { monotonicMicros } from './sim-agent.js';
 import { startBenchServer } from './stream-server.js';
@@ -42,7 +43,6 @@ const RSS_LIMIT_BYTES = 1.5 * 1024 ** 3;
 const HB_P99_LIMIT_MS = 20;
 /** BENCH_FLEET_INLINE=0 skips the inline run (iterating at 10,000 agents on a loaded machine). */
 const WITH_INLINE = process.env['BENCH_FLEET_INLINE'] !== '0';
-const PERCENTILES = [50, 90, 99, 99.9] as const;
 
 function positiveInt(text: string | undefined, fallback: number): number {
   const n = Number(text);
@@ -124,7 +124,7 @@ interface FleetRun {
   /** Heartbeats the agents sent in the window, and how many found their stream's buffer full. */
   heartbeatsSent: number;
   heartbeatsBlocked: number;
-  histogram: { unit: 'ms'; percentiles: Array<[number, number]> };
+  histogram: ReturnType<typeof histogramJson>;
   /** CPU time per registered agent while connecting: the server process (all threads), the client processes. */
   serverCpuPerAgentMs: number;
   clientCpuPerAgentMs: number;
@@ -201,10 +201,7 @@ async function runMode(mode: 'workers' | 'inline', seconds: number, signal: Abor
       heartbeats: hb.totalCount,
       heartbeatsSent: s1.reduce((n, s) => n + s.heartbeats, 0) - s0.reduce((n, s) => n + s.heartbeats, 0),
       heartbeatsBlocked: s1.reduce((n, s) => n + s.blocked, 0) - s0.reduce((n, s) => n + s.blocked, 0),
-      histogram: {
-        unit: 'ms',
-        percentiles: [...PERCENTILES.map((p): [number, number] => [p, ms(hb.getValueAtPercentile(p))]), [100, ms(hb.maxValue)]],
-      },
+      histogram: histogramJson(hb, 1000, 'ms'),
       serverCpuPerAgentMs: perAgent((serverCpu.user + serverCpu.system) / 1000),
       clientCpuPerAgentMs: perAgent(results.reduce((n, r) => n + r.cpuMs, 0)),
       clientRssMiB: Math.round(s1.reduce((n, s) => n + s.rssBytes, 0) / 1024 / 1024),
