@@ -7,7 +7,7 @@
  *   queues, no encoding.
  * - RawGrpc: a bare grpc-js server with mTLS and identity serializers on the Connect path that
  *   only counts the bytes of the messages it receives.
- * - FrameTemplate: the fanout's own frames for one chunk (built by the actors' CommandReplay),
+ * - FrameTemplate: the fanout's own frames for one chunk (built by its encoder, chunk-events.ts),
  *   with the seq digits rewritten per chunk, so the raw loop sends the same bytes as the server.
  */
 import * as grpc from '@grpc/grpc-js';
@@ -15,8 +15,7 @@ import uWS from '@trufflesuite/uws-js-unofficial';
 import type { HttpResponse, TemplatedApp, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
 import { AgentServiceMethods } from '../../proto/index.js';
 import { closeApp } from '../../src/http/uws-io.js';
-import { CommandReplay, Scratch } from '../../actors/replay/command-replay.js';
-import { decodeOutputPublish } from '../../actors/protocol/publish-frames.js';
+import { encodeChunkSse, encodeChunkWs } from '../../actors/protocol/chunk-events.js';
 import type { CaMaterial } from '../../src/identity/ca.js';
 
 export class RawFanout {
@@ -82,19 +81,21 @@ export class FrameTemplate {
   readonly #wsPos: number[];
 
   constructor(agentId: string, commandId: string, data: Uint8Array) {
-    const replay = new CommandReplay(agentId, commandId, { ringBytes: 1 << 24 });
-    const payload = replay.chunk(
-      { seq: 100_000_000, stream: 'stdout', offset: 0, timestampMs: Date.now(), eof: false, bytes: data },
-      Date.now() * 1000,
-      new Scratch(),
-    );
-    const p = payload === null ? null : decodeOutputPublish(payload);
-    if (p === null) throw new Error('could not build the frame template');
-    this.sse = Buffer.from(p.sse);
-    this.ws = Buffer.from(p.ws);
+    const facts = {
+      agentId,
+      commandId,
+      stream: 'stdout' as const,
+      seq: 100_000_000,
+      clock: Date.now() * 1000,
+      timestampMs: Date.now(),
+      eof: false,
+      carry: new Uint8Array(0),
+      bytes: data,
+    };
+    this.sse = Buffer.from(encodeChunkSse(facts));
+    this.ws = Buffer.from(encodeChunkWs(facts));
     this.#ssePos = positions(this.sse, '100000000');
     this.#wsPos = positions(this.ws, '100000000');
-    replay.ring.release();
   }
 
   /** Rewrites the seq (< 10^9) into both frames. */

@@ -91,10 +91,11 @@ void describe('publish frames', () => {
         fc.nat(1e9),
         fc.uint8Array({ maxLength: 70_000 }),
         (stream, eof, seq, offset, data) => {
-          const h = { stream, eof, seq, offset, timestampMs: 1_700_000_000_000 };
+          const h = { stream, eof, seq, offset, timestampMs: 1_700_000_000_000, clock: seq + 1, carry: Uint8Array.from([0xe2, 0x82]) };
           const mine = outputFrameInScratch(h, data);
           assert.deepEqual(Buffer.from(mine), Buffer.from(encodeOutputFrame(h, data)));
-          assert.deepEqual({ ...decodeOutputFrame(mine)!, data: [...decodeOutputFrame(mine)!.data] }, { ...h, data: [...data] });
+          const d = decodeOutputFrame(mine)!;
+          assert.deepEqual({ ...d, carry: [...d.carry], data: [...d.data] }, { ...h, carry: [0xe2, 0x82], data: [...data] });
         },
       ),
       { numRuns: 50 },
