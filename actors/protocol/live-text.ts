@@ -49,7 +49,7 @@ for (const [b, c] of [
 /**
  * Writes `"…"` for valid UTF-8 `bytes` into `out` at `o`; returns the offset after it. A plain
  * table-driven byte loop: PTY output has an escape every few dozen bytes (ESC, CR, LF), where
- * per-run native copies cost more than they save (see flamegraphs/ingest-worker.md).
+ * per-run native copies cost more than they save (see flamegraphs/ingest-worker-before.md).
  */
 export function writeJsonUtf8(out: Uint8Array, o: number, bytes: Uint8Array): number {
   out[o++] = kQuote;

@@ -1,11 +1,10 @@
 /**
  * Frames from the per-command replay state in the agent actors to the main thread's fanout
- * (kinds 34–37, listed in frame-kinds.ts). Every byte a subscriber gets was encoded in the actor;
- * the main thread only copies them to sockets.
+ * (kinds 34–37, listed in frame-kinds.ts). Chunks are not among them: a chunk crosses once, as
+ * kFrameCommandOutput (agent-frames.ts), and the fanout encodes it (chunk-events.ts).
  *
- *   34 kFrameOutputPublish  key `<agent_id>\0<command_id>`; one SSE event (agent_output chunk,
- *                           output_gap or stream_end) for the agent-output topics, and for a
- *                           chunk also the WS `output` message for the agent's WS topics
+ *   34 kFrameOutputPublish  key `<agent_id>\0<command_id>`; one encoded SSE event (output_gap or
+ *                           stream_end) for the agent-output topics (the WS part is empty)
  *   35 kFrameChatPublish    key = chat topic (chatTopic); one chat SSE event
  *   36 kFrameOutputForget   key `<agent_id>\0<command_id>`; the command's replay state was
  *                           released (retention ran out): its output is no longer buffered

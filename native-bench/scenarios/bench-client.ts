@@ -11,7 +11,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { minSeq, SseSubscriber, totalBytes, WsSubscriber, type LightSubscriber, type SeqListener } from './light-subscribers.js';
 import { runFleet, stopFleet } from './fleet-agents.js';
-import { runLatency, runReplay } from './latency-client.js';
+import { fillReplay, runLatency, timeReplay } from './latency-client.js';
 import { ptyText, SimAgent, type SimAgentTls } from './sim-agent.js';
 
 type Args = Record<string, unknown>;
@@ -175,6 +175,7 @@ async function ingest(a: Args): Promise<Record<string, unknown>> {
   }
   // Eight different chunks in turn, so a lost, repeated or reordered chunk changes the hash.
   const variants = Array.from({ length: 8 }, (_, i) => ptyText(chunkBytes, 7 + i * 1000));
+  const round = Number(a['round'] ?? 0);
   const start = performance.now();
   const until = start + seconds * 1000;
   let sent = 0;
@@ -187,9 +188,9 @@ async function ingest(a: Args): Promise<Record<string, unknown>> {
         seq++;
         sent += data.length;
         hash.update(data);
-        if (!ag.chunk(`ingest-${i}`, seq, (seq - 1) * chunkBytes, data)) await ag.drained();
+        if (!ag.chunk(`ingest-${round}-${i}`, seq, (seq - 1) * chunkBytes, data)) await ag.drained();
       }
-      return { agentId: ag.agentId, commandId: `ingest-${i}`, chunks: seq, sha256: hash.digest('hex') };
+      return { agentId: ag.agentId, commandId: `ingest-${round}-${i}`, chunks: seq, sha256: hash.digest('hex') };
     }),
   );
   for (const ag of agents) ag.close();
@@ -208,7 +209,8 @@ const ops: Record<string, (a: Args) => Promise<unknown>> = {
     return Promise.resolve(null);
   },
   'latency.run': runLatency,
-  'replay.run': runReplay,
+  'replay.fill': fillReplay,
+  'replay.time': timeReplay,
   'ingest.run': ingest,
   'fleet.run': runFleet,
   'fleet.stop': stopFleet,

@@ -14,7 +14,9 @@
  *           mismatch is a problem and fails the run.
  *
  * Rates are taken over the middle of the sending window (samples every 100 ms), so connection
- * set-up and the drain at the end do not count.
+ * set-up and the drain at the end do not count. Two rounds alternate workers, the ceiling and
+ * inline (each 0.3 × --seconds), so drift on shared cores hits all three alike; each figure is
+ * the mean of its rounds (`roundRatios` lists workers ÷ ceiling per round).
  */
 import { createHash, type Hash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -26,6 +28,8 @@ import type { SimAgentTls } from './sim-agent.js';
 import { startBenchServer } from './stream-server.js';
 
 const AGENTS = 4;
+/** Rounds of (workers, raw, inline). */
+const ROUNDS = 2;
 const CHUNK_BYTES = 4096;
 
 interface Rate {
@@ -67,7 +71,13 @@ interface Received {
   hash: Hash;
 }
 
-async function pipeline(client: BenchClient, mode: 'workers' | 'inline', seconds: number, problems: string[]): Promise<Rate> {
+/** Something measured round by round: the server in one mode, or the raw ceiling. */
+interface Phase {
+  measure(round: number, seconds: number): Promise<Rate>;
+  stop(): Promise<void>;
+}
+
+async function pipeline(client: BenchClient, mode: 'workers' | 'inline', problems: string[]): Promise<Phase> {
   let bytes = 0;
   const server = await startBenchServer({
     mode,
@@ -83,50 +93,55 @@ async function pipeline(client: BenchClient, mode: 'workers' | 'inline', seconds
     r.chunks++;
     r.hash.update(f.data);
   });
-  try {
-    const tls = await server.agentTls('i-bench-ingest');
-    const agents = Array.from({ length: AGENTS }, (_, i) => ({ tls, agentId: `bench-ingest-${i}`, instanceId: 'i-bench-ingest' }));
-    const rate = await sampled(
-      client,
-      { target: server.grpcTarget, agents, chunkBytes: CHUNK_BYTES, register: true },
-      seconds,
-      () => bytes,
-    );
-    const all = (): boolean => rate.streams.every((s) => (received.get(s.commandId)?.chunks ?? 0) >= s.chunks);
-    for (let i = 0; i < 100 && !all(); i++) await sleep(50);
-    for (const s of rate.streams) {
-      const r = received.get(s.commandId);
-      const got = r === undefined ? 'nothing' : `${r.chunks} chunks, sha256 ${r.hash.digest('hex')}`;
-      if (r === undefined || r.chunks !== s.chunks || !got.endsWith(s.sha256))
-        problems.push(`${mode}: ${s.agentId} sent ${s.chunks} chunks, sha256 ${s.sha256}; the consumers got ${got}`);
-    }
-    return rate;
-  } finally {
-    off();
-    await server.stop();
-  }
+  const tls = await server.agentTls('i-bench-ingest');
+  const agents = Array.from({ length: AGENTS }, (_, i) => ({ tls, agentId: `bench-ingest-${i}`, instanceId: 'i-bench-ingest' }));
+  return {
+    async measure(round, seconds) {
+      const args = { target: server.grpcTarget, agents, chunkBytes: CHUNK_BYTES, register: true, round };
+      const rate = await sampled(client, args, seconds, () => bytes);
+      const all = (): boolean => rate.streams.every((s) => (received.get(s.commandId)?.chunks ?? 0) >= s.chunks);
+      for (let i = 0; i < 100 && !all(); i++) await sleep(50);
+      for (const s of rate.streams) {
+        const r = received.get(s.commandId);
+        const got = r === undefined ? 'nothing' : `${r.chunks} chunks, sha256 ${r.hash.digest('hex')}`;
+        if (r === undefined || r.chunks !== s.chunks || !got.endsWith(s.sha256))
+          problems.push(`${mode}: ${s.agentId} sent ${s.chunks} chunks, sha256 ${s.sha256}; the consumers got ${got}`);
+      }
+      return rate;
+    },
+    async stop() {
+      off();
+      await server.stop();
+    },
+  };
 }
 
-async function ceiling(client: BenchClient, tls: SimAgentTls, ca: Parameters<typeof RawGrpc.start>[0], seconds: number): Promise<Rate> {
+async function ceiling(client: BenchClient, tls: SimAgentTls, ca: Parameters<typeof RawGrpc.start>[0]): Promise<Phase> {
   const raw = await RawGrpc.start(ca);
-  try {
-    const agents = Array.from({ length: AGENTS }, (_, i) => ({ tls, agentId: `bench-ingest-${i}`, instanceId: 'i-bench-ingest' }));
-    // The raw server counts whole messages; the chunk payload is CHUNK_BYTES of each ~CHUNK_BYTES + 40.
-    let perMessage = 0;
-    const rate = await sampled(
-      client,
-      { target: `127.0.0.1:${raw.port}`, agents, chunkBytes: CHUNK_BYTES, register: false },
-      seconds,
-      () => {
-        perMessage = raw.messages;
-        return raw.messages * CHUNK_BYTES;
-      },
-    );
-    if (perMessage === 0) throw new Error('the raw gRPC server received nothing');
-    return rate;
-  } finally {
-    raw.close();
-  }
+  const agents = Array.from({ length: AGENTS }, (_, i) => ({ tls, agentId: `bench-ingest-${i}`, instanceId: 'i-bench-ingest' }));
+  return {
+    async measure(round, seconds) {
+      // The raw server counts whole messages; the chunk payload is CHUNK_BYTES of each ~CHUNK_BYTES + 40.
+      const before = raw.messages;
+      const args = { target: `127.0.0.1:${raw.port}`, agents, chunkBytes: CHUNK_BYTES, register: false, round };
+      const rate = await sampled(client, args, seconds, () => raw.messages * CHUNK_BYTES);
+      if (raw.messages === before) throw new Error('the raw gRPC server received nothing');
+      return rate;
+    },
+    stop() {
+      raw.close();
+      return Promise.resolve();
+    },
+  };
+}
+
+/** Mean rate of the rounds. */
+function mean(rates: readonly Rate[]): Rate {
+  return {
+    mbps: rates.reduce((n, r) => n + r.mbps, 0) / rates.length,
+    seconds: rates.reduce((n, r) => n + r.seconds, 0),
+    streams: rates.flatMap((r) => r.streams),
+  };
 }
 
 export const ingest: BenchScenario = {
@@ -138,19 +153,34 @@ export const ingest: BenchScenario = {
     const client = BenchClient.start();
     stopOnAbort(client, signal);
     try {
-      const phase = Math.max(1.5, seconds * 0.8);
+      // Rounds alternate workers, ceiling and inline, so drift on shared cores hits them alike.
+      const phase = Math.max(1.5, (seconds * 0.6) / ROUNDS);
       const problems: string[] = [];
-      const workers = await pipeline(client, 'workers', phase, problems);
-      const inline = await pipeline(client, 'inline', phase, problems);
-      // The ceiling needs the server's CA: a throwaway server provides it.
-      const server = await startBenchServer({ mode: 'inline' });
-      let raw: Rate;
+      // The ceiling needs the server's CA: the inline server's serves.
+      const phases: Phase[] = [];
+      const rates: Rate[][] = [[], [], []];
       try {
-        const tls = await server.agentTls('i-bench-ingest');
-        raw = await ceiling(client, tls, server.ca, phase);
+        const workersServer = await pipeline(client, 'workers', problems);
+        phases.push(workersServer);
+        const inlineServer = await pipeline(client, 'inline', problems);
+        phases.push(inlineServer);
+        const ca = await startBenchServer({ mode: 'inline' });
+        let raw: Phase;
+        try {
+          raw = await ceiling(client, await ca.agentTls('i-bench-ingest'), ca.ca);
+        } finally {
+          await ca.stop();
+        }
+        phases.push(raw);
+        for (let round = 0; round < ROUNDS; round++) {
+          rates[0]!.push(await workersServer.measure(round, phase));
+          rates[2]!.push(await raw.measure(round, phase));
+          rates[1]!.push(await inlineServer.measure(round, phase));
+        }
       } finally {
-        await server.stop();
+        for (const p of phases) await p.stop();
       }
+      const [workers, inline, raw] = rates.map(mean) as [Rate, Rate, Rate];
       const r2 = (x: number): number => Math.round(x * 100) / 100;
       return {
         value: workers.mbps,
@@ -164,6 +194,8 @@ export const ingest: BenchScenario = {
           chunksPerSecond: Math.round((workers.mbps * 1e6) / CHUNK_BYTES),
           verified: problems.length === 0,
           chunksVerified: [...workers.streams, ...inline.streams].reduce((n, s) => n + s.chunks, 0),
+          rounds: ROUNDS,
+          roundRatios: rates[0]!.map((w, i) => r2(w.mbps / rates[2]![i]!.mbps)),
         },
         problems,
       };

@@ -5,6 +5,8 @@
  *   connection is subscribed to one topic. `send(sse, ws)` writes the SSE frame to every stream
  *   (corked, like the server's SseSink) and publishes the WS message: no actors, no topics, no
  *   queues, no encoding.
+ * - RawSse: a bare uWS App whose GET /sse answers as the server's SSE route does (same headers,
+ *   `: connected` comment) and then writes one given buffer, corked: the replay's ceiling.
  * - RawGrpc: a bare grpc-js server with mTLS and identity serializers on the Connect path that
  *   only counts the bytes of the messages it receives.
  * - FrameTemplate: the fanout's own frames for one chunk (built by its encoder, chunk-events.ts),
@@ -16,6 +18,7 @@ import type { HttpResponse, TemplatedApp, us_listen_socket } from '@trufflesuite
 import { AgentServiceMethods } from '../../proto/index.js';
 import { closeApp } from '../../src/http/uws-io.js';
 import { encodeChunkSse, encodeChunkWs } from '../../actors/protocol/chunk-events.js';
+import { SSE_HEADERS } from '../../src/http/sse.js';
 import type { CaMaterial } from '../../src/identity/ca.js';
 
 export class RawFanout {
@@ -65,6 +68,46 @@ export class RawFanout {
       });
     }
     this.#app.publish('raw', ws, false);
+  }
+
+  close(): void {
+    uWS.us_listen_socket_close(this.#listen);
+    closeApp(this.#app);
+  }
+}
+
+/** GET /sse: the SSE response head, then `body` in one corked write (uWS keeps what the socket does not take). */
+export class RawSse {
+  readonly port: number;
+  body: Uint8Array = new Uint8Array(0);
+  readonly #app: TemplatedApp;
+  readonly #listen: us_listen_socket;
+
+  private constructor(app: TemplatedApp, listen: us_listen_socket) {
+    this.#app = app;
+    this.#listen = listen;
+    this.port = uWS.us_socket_local_port(listen);
+  }
+
+  static start(): Promise<RawSse> {
+    const app = uWS.App();
+    const ref: { raw?: RawSse } = {};
+    app.get('/sse', (res) => {
+      res.onAborted(() => undefined);
+      res.cork(() => {
+        res.writeStatus('200 OK');
+        for (const [k, v] of Object.entries(SSE_HEADERS)) res.writeHeader(k, v);
+        res.write(': connected\n\n');
+        res.write(ref.raw?.body ?? new Uint8Array(0));
+      });
+    });
+    return new Promise((resolve, reject) => {
+      app.listen('127.0.0.1', 0, (listen) => {
+        if (listen === false) return reject(new Error('raw SSE: cannot listen'));
+        ref.raw = new RawSse(app, listen);
+        resolve(ref.raw);
+      });
+    });
   }
 
   close(): void {

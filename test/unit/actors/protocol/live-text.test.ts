@@ -1,5 +1,5 @@
 /**
- * The live `text` field written straight into frames (actors/replay/live-text.ts) is byte for
+ * The live `text` field written straight into frames (actors/protocol/live-text.ts) is byte for
  * byte JSON.stringify of what the reference decoder (LiveOutputEncoder, stream-text.ts rules)
  * decodes, for any bytes cut into any chunks: valid UTF-8, characters split across chunks,
  * invalid sequences, control characters, BOMs, offset jumps and eof.
