@@ -4,6 +4,9 @@
  */
 import type { CommandGapFrame, CommandResultFrame, OutputFrame } from '../protocol/agent-frames.js';
 
+/** What AgentCommands knows of an accepted chunk besides its bytes (the sink adds clock and carry). */
+export type ChunkHeader = Omit<OutputFrame, 'data' | 'clock' | 'carry'>;
+
 /** What a sink learns about the actor that feeds it (AgentCommands binds it at construction). */
 export interface OutputSinkOwner {
   readonly agentId: string;
@@ -19,7 +22,7 @@ export interface CommandOutputSink {
   /** The actor dispatched a command (before any of its output). */
   started?(commandId: string): void;
   /** One accepted chunk (already de-duplicated, in seq order). `data` is valid only during the call. */
-  output(commandId: string, header: Omit<OutputFrame, 'data'>, data: Uint8Array): void;
+  output(commandId: string, header: ChunkHeader, data: Uint8Array): void;
   /** Output that will never arrive. */
   gap(frame: CommandGapFrame): void;
   /** The command's end; nothing of it follows. */

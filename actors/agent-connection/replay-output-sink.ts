@@ -3,25 +3,25 @@
  * command (ring + live encoding), the agent's CursorClock, the chat projections of its commands,
  * and the `output.*` control calls (actors/protocol/output-calls.ts).
  *
- * Per chunk: the raw frame first (Exec), then the command's kFrameOutputPublish (encoded once),
- * then the chat events it completes, all through the actor's Outbox, so they keep their order and
- * wait together when the outbound ring is full. A finished command's state is released after the
+ * Per chunk: ONE kFrameCommandOutput frame (the chunk's bytes with its seq, clock and text
+ * carry: what Exec, the command listeners and the fanout on the main thread all read; nothing is
+ * encoded here), then the chat events it completes, all through the actor's Outbox, so they keep
+ * their order and wait together when the outbound ring is full. Gaps and ends go raw (Exec,
+ * listeners) and as their encoded SSE event (kFrameOutputPublish): they are rare. A finished command's state is released after the
  * shard's retention period (kFrameOutputForget tells the main thread).
  */
 import { CursorClock, parseOutputCursor } from '../protocol/output-cursor.js';
 import { ChatProjection } from '../replay/chat-projection.js';
-import { agentReplay, CommandReplay, Scratch, type ReplayBytes } from '../replay/command-replay.js';
+import { agentReplay, CommandReplay, type ReplayBytes } from '../replay/command-replay.js';
 import { OutputCall, type ChatAnswer, type CommandOutputState, type OutputStats, type ReplayAnswer } from '../protocol/output-calls.js';
 import { chatTopic, commandKey, encodeChatPublish, PublishFrameKind } from '../protocol/publish-frames.js';
 import type { OutputStreamName } from '../replay/replay-types.js';
 import { shardReplay, type ShardReplay } from '../replay/shard-replay.js';
 import { SvcError } from '../../src/core/errors.js';
-import { OutputStream, type CommandGapFrame, type CommandResultFrame, type OutputFrame } from '../protocol/agent-frames.js';
+import { AgentFrameKind, OutputStream, type CommandGapFrame, type CommandResultFrame } from '../protocol/agent-frames.js';
+import { outputFrameInScratch } from './output-frame.js';
 import type { Outbox } from '../runtime/outbox.js';
-import type { CommandOutputSink, OutputSinkOwner } from './output-sink.js';
-
-/** Frames of one thread are assembled here; emit copies them out before the next use. */
-const scratch = new Scratch();
+import type { ChunkHeader, CommandOutputSink, OutputSinkOwner } from './output-sink.js';
 const EMPTY = new Uint8Array(0);
 const STREAMS: readonly OutputStreamName[] = ['stdout', 'stderr', 'log'];
 const kMaxLimit = 1000;
@@ -68,7 +68,7 @@ export class ReplayOutputSink implements CommandOutputSink {
   #clock = new CursorClock();
   #stopped = false;
 
-  /** @param raw receives every call first (the raw frames for Exec). */
+  /** @param raw receives every gap and result first (their raw frames for Exec and listeners). */
   constructor(outbox: Outbox, raw: CommandOutputSink, shard: ShardReplay = shardReplay) {
     this.#outbox = outbox;
     this.#raw = raw;
@@ -84,17 +84,21 @@ export class ReplayOutputSink implements CommandOutputSink {
     this.#outbox.emit(PublishFrameKind.kFrameOutputKnown, commandKey(this.#owner.agentId, commandId), EMPTY, true);
   }
 
-  output(commandId: string, header: Omit<OutputFrame, 'data'>, data: Uint8Array): void {
-    this.#raw.output(commandId, header, data);
-    if (this.#stopped) return;
-    const replay = this.#replayFor(commandId);
+  output(commandId: string, header: ChunkHeader, data: Uint8Array): void {
+    const key = commandKey(this.#owner.agentId, commandId);
+    if (this.#stopped) {
+      this.#outbox.emit(AgentFrameKind.kFrameCommandOutput, key, outputFrameInScratch(header, data));
+      return;
+    }
+    const clock = this.#clock.next();
     const stream = streamName(header.stream);
-    const payload = replay.chunk(
+    const carry = this.#replayFor(commandId).chunk(
       { seq: header.seq, stream, offset: header.offset, timestampMs: header.timestampMs, eof: header.eof, bytes: data },
-      this.#clock.next(),
-      scratch,
+      clock,
     );
-    if (payload !== null) this.#outbox.emit(PublishFrameKind.kFrameOutputPublish, commandKey(this.#owner.agentId, commandId), payload);
+    // clock 0: not stored, so not published (the ring was released or already had the seq).
+    const frame = carry === null ? header : { ...header, clock, carry };
+    this.#outbox.emit(AgentFrameKind.kFrameCommandOutput, key, outputFrameInScratch(frame, data));
     if (stream === 'stdout') {
       const chats = this.#chats.get(commandId);
       if (chats !== undefined) for (const chat of chats.values()) this.#publishChat(chat, chat.push(data));

@@ -193,30 +193,41 @@ export const OutputStream = { stdout: 1, stderr: 2, log: 3 } as const;
 export type OutputStreamName = keyof typeof OutputStream;
 
 /** Bytes of the header in front of kFrameCommandOutput data. */
-export const kOutputHeaderBytes = 32;
+export const kOutputHeaderBytes = 40;
 
-/** A decoded kFrameCommandOutput header; `data` is a view into the frame. */
+/**
+ * A decoded kFrameCommandOutput: one accepted chunk, the one representation of it on the main
+ * thread (Exec calls, command listeners, the output fanout). `data` and `carry` are views into
+ * the frame, valid only while it is.
+ */
 export interface OutputFrame {
   stream: number;
   eof: boolean;
   seq: number;
   offset: number;
   timestampMs: number;
+  /** Per-agent clock of the chunk (its cursor is `<clock>-<seq>`); 0 when the replay state did not store it (not published). */
+  clock: number;
+  /** What the stream's text decoder held before this chunk (0–3 bytes; actors/protocol/live-text.ts). */
+  carry: Uint8Array;
   data: Uint8Array;
 }
 
+/** What the writer needs: the frame without its data; clock and carry default to 0 and none. */
+export type OutputHeader = Omit<OutputFrame, 'data' | 'clock' | 'carry'> & { clock?: number; carry?: Uint8Array };
+
 /**
- * kFrameCommandOutput layout (little-endian):
+ * kFrameCommandOutput layout (little-endian), key `<agent_id>\0<command_id>` (commandKey):
  *
- *   0       1       2          8           16            24              32
- *   ┌───────┬───────┬──────────┬───────────┬─────────────┬───────────────┬──────────┐
- *   │ u8    │ u8    │ 6 bytes  │ f64 seq   │ f64 offset  │ f64 timestamp │ data …   │
- *   │stream │flags  │ zero     │           │             │ Unix ms       │          │
- *   └───────┴───────┴──────────┴───────────┴─────────────┴───────────────┴──────────┘
+ *   0       1       2          3          6      8          16          24              32         40
+ *   ┌───────┬───────┬──────────┬──────────┬──────┬──────────┬───────────┬───────────────┬──────────┬────────┐
+ *   │ u8    │ u8    │ u8 carry │ carry    │ zero │ f64 seq  │f64 offset │ f64 timestamp │ f64 clock│ data … │
+ *   │stream │flags  │ bytes 0-3│ (3 bytes)│      │          │           │ Unix ms       │          │        │
+ *   └───────┴───────┴──────────┴──────────┴──────┴──────────┴───────────┴───────────────┴──────────┴────────┘
  *
  * flags bit 0: eof. 64-bit counters are f64: exact below 2^53 (proto/README.md).
  */
-export function encodeOutputFrame(o: Omit<OutputFrame, 'data'>, data: Uint8Array): Uint8Array {
+export function encodeOutputFrame(o: OutputHeader, data: Uint8Array): Uint8Array {
   return writeOutputFrame(new Uint8Array(kOutputHeaderBytes + data.byteLength), o, data);
 }
 
@@ -224,14 +235,19 @@ export function encodeOutputFrame(o: Omit<OutputFrame, 'data'>, data: Uint8Array
  * Writes the frame into `out`, which must be exactly kOutputHeaderBytes + data.byteLength long
  * (a view of a reused buffer on the hot path); returns `out`.
  */
-export function writeOutputFrame(out: Uint8Array, o: Omit<OutputFrame, 'data'>, data: Uint8Array): Uint8Array {
+export function writeOutputFrame(out: Uint8Array, o: OutputHeader, data: Uint8Array): Uint8Array {
   const view = new DataView(out.buffer, out.byteOffset, kOutputHeaderBytes);
+  const carry = o.carry ?? EMPTY_BYTES;
+  if (carry.byteLength > 3) throw new RangeError(`an output carry is at most 3 bytes, got ${carry.byteLength}`);
   out.fill(0, 0, 8);
   out[0] = o.stream;
   out[1] = o.eof ? 1 : 0;
+  out[2] = carry.byteLength;
+  out.set(carry, 3);
   view.setFloat64(8, o.seq, true);
   view.setFloat64(16, o.offset, true);
   view.setFloat64(24, o.timestampMs, true);
+  view.setFloat64(32, o.clock ?? 0, true);
   out.set(data, kOutputHeaderBytes);
   return out;
 }
@@ -239,16 +255,20 @@ export function writeOutputFrame(out: Uint8Array, o: Omit<OutputFrame, 'data'>, 
 /** Decodes a kFrameCommandOutput payload; null when it is shorter than the header. */
 export function decodeOutputFrame(payload: Uint8Array): OutputFrame | null {
   if (payload.byteLength < kOutputHeaderBytes) return null;
-  const view = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
+  const view = new DataView(payload.buffer, payload.byteOffset, kOutputHeaderBytes);
   return {
     stream: payload[0]!,
     eof: (payload[1]! & 1) === 1,
     seq: view.getFloat64(8, true),
     offset: view.getFloat64(16, true),
     timestampMs: view.getFloat64(24, true),
+    clock: view.getFloat64(32, true),
+    carry: payload.subarray(3, 3 + Math.min(3, payload[2]!)),
     data: payload.subarray(kOutputHeaderBytes),
   };
 }
+
+const EMPTY_BYTES = new Uint8Array(0);
 
 /** [u32 connId][bytes] for kFrameSendToAgent. */
 export function encodeToAgent(connId: number, message: Uint8Array): Uint8Array {

@@ -141,7 +141,7 @@ export const FRAME_KINDS = {
     direction: 'from-actor',
     owner: 'output',
     key: '`<agent_id>\\0<command_id>` (commandKey)',
-    payload: 'one encoded SSE event, and for a chunk also the WS `output` message (publish-frames.ts)',
+    payload: 'one encoded SSE event: an output gap or the stream end (publish-frames.ts; chunks travel as kFrameCommandOutput)',
   },
   kFrameChatPublish: {
     kind: 35,
@@ -168,8 +168,9 @@ export const FRAME_KINDS = {
     kind: 48,
     direction: 'from-actor',
     owner: 'agent',
-    key: 'command_id',
-    payload: '[OutputHeader 32 bytes][data] (agent-frames.ts)',
+    key: '`<agent_id>\\0<command_id>` (commandKey)',
+    payload:
+      '[OutputHeader 40 bytes: stream, eof, text carry, seq, offset, timestamp, clock][data] (agent-frames.ts): each accepted chunk, once, for Exec, the command listeners and the output fanout',
   },
   kFrameCommandResult: {
     kind: 49,

@@ -1,11 +1,10 @@
 /**
  * Frames from the per-command replay state in the agent actors to the main thread's fanout
- * (kinds 34–37, listed in frame-kinds.ts). Every byte a subscriber gets was encoded in the actor;
- * the main thread only copies them to sockets.
+ * (kinds 34–37, listed in frame-kinds.ts). Chunks are not among them: a chunk crosses once, as
+ * kFrameCommandOutput (agent-frames.ts), and the fanout encodes it (chunk-events.ts).
  *
- *   34 kFrameOutputPublish  key `<agent_id>\0<command_id>`; one SSE event (agent_output chunk,
- *                           output_gap or stream_end) for the agent-output topics, and for a
- *                           chunk also the WS `output` message for the agent's WS topics
+ *   34 kFrameOutputPublish  key `<agent_id>\0<command_id>`; one encoded SSE event (output_gap or
+ *                           stream_end) for the agent-output topics
  *   35 kFrameChatPublish    key = chat topic (chatTopic); one chat SSE event
  *   36 kFrameOutputForget   key `<agent_id>\0<command_id>`; the command's replay state was
  *                           released (retention ran out): its output is no longer buffered
@@ -14,10 +13,10 @@
  *
  * kFrameOutputPublish payload (little-endian):
  *
- *   0        1         2              4            8           12        16
- *   ┌────────┬─────────┬──────────────┬────────────┬───────────┬─────────┬──────────────┬─────┬─────┐
- *   │u8 flags│u8 stream│u16 cursorLen │u32 sseLen  │u32 wsLen  │ 0       │ cursor, pad 8│ SSE │ WS  │
- *   └────────┴─────────┴──────────────┴────────────┴───────────┴─────────┴──────────────┴─────┴─────┘
+ *   0        1         2              4            8
+ *   ┌────────┬─────────┬──────────────┬────────────┬──────────────┬─────┐
+ *   │u8 flags│u8 stream│u16 cursorLen │u32 sseLen  │ cursor, pad 8│ SSE │
+ *   └────────┴─────────┴──────────────┴────────────┴──────────────┴─────┘
  *
  * stream: 1 stdout, 2 stderr, 3 log, 0 all streams (gaps and ends concern every stream).
  * flags: kPublishEnd: the command's output ended: subscribers scoped to this command are closed
@@ -36,7 +35,7 @@ export const kPublishGap = 2;
 /** kFrameChatPublish flags. */
 export const kChatTerminal = 1;
 
-export const kPublishHeaderBytes = 16;
+export const kPublishHeaderBytes = 8;
 const kChatHeaderBytes = 8;
 
 const STREAM_CODES: Record<OutputStreamName, number> = { stdout: 1, stderr: 2, log: 3 };
@@ -68,44 +67,21 @@ function align8(n: number): number {
   return (n + 7) & ~7;
 }
 
-/** Bytes of a kFrameOutputPublish payload. */
-export function publishBytes(cursorLength: number, sseBytes: number, wsBytes: number): number {
-  return kPublishHeaderBytes + align8(cursorLength) + sseBytes + wsBytes;
-}
-
-/**
- * Writes the header and cursor of a kFrameOutputPublish payload into `out`; returns where the
- * SSE bytes go (the WS bytes follow them). The cursor must be ASCII (cursors are digits and `-`).
- */
-export function writePublishHeader(
-  out: Uint8Array,
-  flags: number,
-  stream: number,
-  cursor: string,
-  sseBytes: number,
-  wsBytes: number,
-): number {
-  const view = new DataView(out.buffer, out.byteOffset, kPublishHeaderBytes);
+/** A kFrameOutputPublish payload holding one SSE event. */
+export function encodeSsePublish(flags: number, stream: number, cursor: string, sse: Uint8Array): Uint8Array {
+  const at = kPublishHeaderBytes + align8(cursor.length);
+  const out = new Uint8Array(at + sse.byteLength);
+  const view = new DataView(out.buffer, 0, kPublishHeaderBytes);
   out[0] = flags;
   out[1] = stream;
   view.setUint16(2, cursor.length, true);
-  view.setUint32(4, sseBytes, true);
-  view.setUint32(8, wsBytes, true);
-  view.setUint32(12, 0, true);
+  view.setUint32(4, sse.byteLength, true);
   for (let i = 0; i < cursor.length; i++) out[kPublishHeaderBytes + i] = cursor.charCodeAt(i);
-  const at = kPublishHeaderBytes + align8(cursor.length);
-  out.fill(0, kPublishHeaderBytes + cursor.length, at);
-  return at;
-}
-
-/** A fresh kFrameOutputPublish payload holding one SSE event and no WS message. */
-export function encodeSsePublish(flags: number, stream: number, cursor: string, sse: Uint8Array): Uint8Array {
-  const out = new Uint8Array(publishBytes(cursor.length, sse.byteLength, 0));
-  out.set(sse, writePublishHeader(out, flags, stream, cursor, sse.byteLength, 0));
+  out.set(sse, at);
   return out;
 }
 
-/** A decoded kFrameOutputPublish; sse and ws are views into the payload (valid as long as it is). */
+/** A decoded kFrameOutputPublish; sse is a view into the payload (valid as long as it is). */
 export interface OutputPublish {
   flags: number;
   /** undefined = every stream. */
@@ -113,8 +89,6 @@ export interface OutputPublish {
   /** undefined when the event has no id (stream_end). */
   cursor: string | undefined;
   sse: Uint8Array;
-  /** Empty when there is no WS message. */
-  ws: Uint8Array;
 }
 
 /** Decodes a kFrameOutputPublish payload; null when it is malformed. */
@@ -123,15 +97,13 @@ export function decodeOutputPublish(payload: Uint8Array): OutputPublish | null {
   const view = new DataView(payload.buffer, payload.byteOffset, kPublishHeaderBytes);
   const cursorLength = view.getUint16(2, true);
   const sseBytes = view.getUint32(4, true);
-  const wsBytes = view.getUint32(8, true);
   const sseAt = kPublishHeaderBytes + align8(cursorLength);
-  if (sseAt + sseBytes + wsBytes > payload.byteLength || (payload[1] ?? 0) > 3) return null;
+  if (sseAt + sseBytes > payload.byteLength || (payload[1] ?? 0) > 3) return null;
   return {
     flags: payload[0] ?? 0,
     stream: STREAM_NAMES[payload[1] ?? 0],
     cursor: cursorLength === 0 ? undefined : latin1(payload, kPublishHeaderBytes, kPublishHeaderBytes + cursorLength),
     sse: payload.subarray(sseAt, sseAt + sseBytes),
-    ws: payload.subarray(sseAt + sseBytes, sseAt + sseBytes + wsBytes),
   };
 }
 

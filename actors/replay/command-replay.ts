@@ -1,25 +1,24 @@
 /**
  * One command's replay state inside its agent actor (per command, in the agent's shard): the
- * ReplayRing and the live encoding of its chunks.
+ * ReplayRing of its raw chunks and the text carry of its streams.
  *
- * Every chunk is encoded ONCE, when it arrives: its SSE `agent_output` event and its WS `output`
- * message are written into one kFrameOutputPublish payload (actors/protocol/publish-frames.ts) that the main
- * thread writes, as is, to every subscriber. The ring keeps the encoded SSE event's tail (from
- * `timestamp_ms` to the end: timestamp, base64, JSON text) instead of the raw bytes, so a replay
- * only concatenates `id: <cursor>\n` + the cached `agent_output.replay` head + the stored tail: no
- * base64, UTF-8 decoding or JSON work at replay time, and the replayed text is byte for byte the
- * live text. The ring is charged for the encoded bytes (what it really holds). The raw bytes, when
- * needed (chat projection), are decoded back from the tail's base64. A replay is one buffer, in
- * shared memory when built in a worker (see Pieces.join).
+ * Nothing is encoded when a chunk arrives: the ring keeps the chunk's raw bytes and its text
+ * carry (the 0–3 bytes the stream's decoder held before it, actors/protocol/live-text.ts), and
+ * the agent actor sends the same facts to the main thread once (kFrameCommandOutput), where the
+ * fanout encodes a live event only when someone subscribes. A replay encodes each chunk's SSE
+ * tail from the same facts with the same encoder (actors/protocol/chunk-events.ts), so the
+ * replayed text is byte for byte the live text, and keeps the tail in the shard's TailCache:
+ * the next subscriber's replay is then a concatenation of `id: <cursor>\n` + the cached
+ * `agent_output.replay` head + the cached tails. A replay is one buffer, in shared memory when
+ * built in a worker (see Pieces.join). The ring is charged for the raw bytes it holds.
  */
 import { isMainThread } from 'node:worker_threads';
 import { formatOutputCursor, type OutputCursor } from '../protocol/output-cursor.js';
 import { replayAgentAfter } from './agent-replay.js';
 import { encodeGapSse, encodeStreamEndSse } from '../protocol/output-events.js';
-import { encodeOutputSse, encodeOutputWs } from './encode.js';
-import { LiveText, maxJsonTextBytes } from './live-text.js';
-import type { OutputEvent } from './output-event.js';
-import { encodeSsePublish, kPublishEnd, kPublishGap, publishBytes, streamCode, writePublishHeader } from '../protocol/publish-frames.js';
+import { chunkHead, encodeChunkTail } from '../protocol/chunk-events.js';
+import { LiveText } from '../protocol/live-text.js';
+import { encodeSsePublish, kPublishEnd, kPublishGap } from '../protocol/publish-frames.js';
 import type { ReplayBudget } from './replay-budget.js';
 import { ReplayRing, type OutputStreamName, type ReplayChunk, type ReplayGap } from './replay-ring.js';
 
@@ -46,57 +45,44 @@ export interface ReplayBytes {
   more: boolean;
 }
 
-interface Heads {
-  live: Buffer;
-  replay: Buffer;
-  ws: Buffer;
-}
+/**
+ * The encoded SSE tails of stored chunks, kept after a replay built them so the next replay of
+ * the same chunks only concatenates. One per thread (shard), bounded by bytes: past the bound the
+ * oldest tails are dropped (and encoded again when asked for). The chunks whose tails it holds
+ * stay alive with them, also after their ring evicted them.
+ */
+export class TailCache {
+  readonly maxBytes: number;
+  readonly #tails = new Map<ReplayChunk, Uint8Array>();
+  #bytes = 0;
 
-/** A growable buffer the frames of one actor thread are assembled in (emit copies it out). */
-export class Scratch {
-  #buf: Buffer = Buffer.allocUnsafeSlow(64 * 1024);
+  constructor(maxBytes: number) {
+    this.maxBytes = maxBytes;
+  }
 
-  /** A buffer of at least `bytes` (contents undefined). */
-  take(bytes: number): Buffer {
-    if (this.#buf.byteLength < bytes) this.#buf = Buffer.allocUnsafeSlow(Math.max(bytes, this.#buf.byteLength * 2));
-    return this.#buf;
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  get(chunk: ReplayChunk): Uint8Array | undefined {
+    return this.#tails.get(chunk);
+  }
+
+  set(chunk: ReplayChunk, tail: Uint8Array): void {
+    if (tail.byteLength > this.maxBytes || this.#tails.has(chunk)) return;
+    this.#tails.set(chunk, tail);
+    this.#bytes += tail.byteLength;
+    while (this.#bytes > this.maxBytes) {
+      const [oldest, t] = this.#tails.entries().next().value as [ReplayChunk, Uint8Array];
+      this.#tails.delete(oldest);
+      this.#bytes -= t.byteLength;
+    }
   }
 }
 
-const kTimestampField = Buffer.from(',"timestamp_ms":', 'latin1');
-const kWsDataField = Buffer.from('"data":"', 'latin1');
-const kProbeCursor = 'X';
-
-/** Integer field text, as encode.ts writes it. */
-function intText(n: number): string {
-  return Number.isFinite(n) ? String(Math.trunc(n)) : '0';
-}
-
-/** The constant frame heads of (agent, command, stream), cut out of frames encode.ts builds. */
-function headsOf(agentId: string, commandId: string, stream: OutputStreamName): Heads {
-  const probe: OutputEvent = {
-    agentId,
-    commandId,
-    stream,
-    timestampMs: 0,
-    seq: 0,
-    clock: 0,
-    cursor: kProbeCursor,
-    dataBase64: '',
-    text: '',
-  };
-  const idLine = 4 + kProbeCursor.length + 1;
-  const cut = (frame: Uint8Array): Buffer => {
-    const b = Buffer.from(frame.buffer, frame.byteOffset, frame.byteLength);
-    return Buffer.from(b.subarray(idLine, b.indexOf(kTimestampField) + kTimestampField.byteLength));
-  };
-  const ws = Buffer.from(encodeOutputWs(probe));
-  return {
-    live: cut(encodeOutputSse(probe)),
-    replay: cut(encodeOutputSse(probe, true)),
-    ws: Buffer.from(ws.subarray(0, ws.indexOf(kWsDataField) + kWsDataField.byteLength)),
-  };
-}
+/** Default bound of a thread's TailCache: 64 MiB of encoded tails (≈ 6,500 replayed 4 KiB chunks). */
+export const DEFAULT_TAIL_CACHE_BYTES = 64 * 1024 * 1024;
+const threadTails = new TailCache(DEFAULT_TAIL_CACHE_BYTES);
 
 /** Collects frame pieces, then copies them into one exact-size buffer. */
 class Pieces {
@@ -138,11 +124,12 @@ export class CommandReplay {
   readonly commandId: string;
   readonly ring: ReplayRing;
   readonly #text = new LiveText();
-  readonly #heads = new Map<OutputStreamName, Heads>();
+  readonly #tails: TailCache;
 
-  constructor(agentId: string, commandId: string, opts: { ringBytes: number; budget?: ReplayBudget }) {
+  constructor(agentId: string, commandId: string, opts: { ringBytes: number; budget?: ReplayBudget; tails?: TailCache }) {
     this.agentId = agentId;
     this.commandId = commandId;
+    this.#tails = opts.tails ?? threadTails;
     this.ring = new ReplayRing(
       commandId,
       opts.budget === undefined ? { maxBytes: opts.ringBytes } : { maxBytes: opts.ringBytes, budget: opts.budget },
@@ -154,41 +141,14 @@ export class CommandReplay {
   }
 
   /**
-   * Stores a chunk (stamped with `clock`) and returns its kFrameOutputPublish payload, built in
-   * `scratch` (valid until the scratch is used again). Null when the ring already holds the seq or
-   * was released.
+   * Stores a chunk (a copy of its bytes) stamped with `clock`; returns its text carry (what the
+   * main thread's encoder needs besides the chunk), or null when the ring already holds the seq
+   * or was released (nothing stored: the chunk is not published either).
    */
-  chunk(c: LiveChunk, clock: number, scratch: Scratch): Uint8Array | null {
+  chunk(c: LiveChunk, clock: number): Uint8Array | null {
     const ring = this.ring;
     if (ring.released || c.seq <= ring.lastSeq) return null;
-    const heads = this.#headsFor(c.stream);
-    const cursor = formatOutputCursor(clock, c.seq);
-    const ts = intText(c.timestampMs);
-    const b64 = Buffer.from(c.bytes.buffer, c.bytes.byteOffset, c.bytes.byteLength).toString('base64');
-    const wsTail = `","timestamp":${ts},"seq":${intText(c.seq)},"cursor":"${cursor}"}`;
-    const sseMax =
-      4 + cursor.length + 1 + heads.live.byteLength + ts.length + 16 + b64.length + 9 + maxJsonTextBytes(c.bytes.byteLength) + 3;
-    const wsBytes = heads.ws.byteLength + b64.length + wsTail.length;
-    const out = scratch.take(publishBytes(cursor.length, sseMax, wsBytes));
-    const sseAt = publishBytes(cursor.length, 0, 0);
-    // SSE: id: <cursor>\n <live head> <tail: ts ,"data_base64":" b64 ","text": json }\n\n>
-    let o = sseAt + out.write('id: ', sseAt, 'latin1');
-    o += out.write(cursor, o, 'latin1');
-    o += out.write('\n', o, 'latin1');
-    o += heads.live.copy(out, o);
-    const tailAt = o;
-    o += out.write(ts, o, 'latin1');
-    o += out.write(',"data_base64":"', o, 'latin1');
-    o += out.write(b64, o, 'latin1');
-    o += out.write('","text":', o, 'latin1');
-    o = this.#text.write(out, o, c.stream, c.offset, c.bytes, c.eof);
-    o += out.write('}\n\n', o, 'latin1');
-    const sseEnd = o;
-    // WS: <ws head> b64 <ws tail>
-    o += heads.ws.copy(out, o);
-    o += out.write(b64, o, 'latin1');
-    o += out.write(wsTail, o, 'latin1');
-    writePublishHeader(out, 0, streamCode(c.stream), cursor, sseEnd - sseAt, o - sseEnd);
+    const carry = this.#text.next(c.stream, c.offset, c.bytes, c.eof);
     ring.append({
       seq: c.seq,
       stream: c.stream,
@@ -196,9 +156,10 @@ export class CommandReplay {
       timestampMs: c.timestampMs,
       eof: c.eof,
       clock,
-      bytes: out.subarray(tailAt, sseEnd),
+      carry,
+      bytes: c.bytes,
     });
-    return out.subarray(0, o);
+    return carry;
   }
 
   /** Records lost seqs first..last; returns the output_gap publish payload, or null for nothing new. */
@@ -263,9 +224,19 @@ export class CommandReplay {
   chunkPiece(pieces: Pieces, chunk: ReplayChunk): string {
     const cursor = formatOutputCursor(chunk.clock, chunk.seq);
     pieces.text(`id: ${cursor}\n`);
-    pieces.bytes(this.#headsFor(chunk.stream).replay);
-    pieces.bytes(chunk.bytes);
+    pieces.bytes(chunkHead('replay', this.agentId, this.commandId, chunk.stream));
+    pieces.bytes(this.#tailOf(chunk));
     return cursor;
+  }
+
+  /** The chunk's encoded SSE tail, from the cache or encoded now (and cached). */
+  #tailOf(chunk: ReplayChunk): Uint8Array {
+    let tail = this.#tails.get(chunk);
+    if (tail === undefined) {
+      tail = encodeChunkTail({ ...chunk, agentId: this.agentId, commandId: this.commandId });
+      this.#tails.set(chunk, tail);
+    }
+    return tail;
   }
 
   /** Appends an output_gap event; returns its id. */
@@ -274,24 +245,15 @@ export class CommandReplay {
     return formatOutputCursor(gap.clock, gap.toSeq);
   }
 
-  /** Retained raw bytes of `stream` in seq order, decoded back from the stored events (chat projection). */
+  /** Retained raw bytes of `stream` in seq order (chat projection). */
   *rawChunks(stream: OutputStreamName): Generator<{ seq: number; bytes: Uint8Array }> {
     let after = 0;
     for (;;) {
       const page = this.ring.replayFrom(after, 1024, stream);
-      for (const chunk of page.chunks) yield { seq: chunk.seq, bytes: rawOf(chunk.bytes) };
+      for (const chunk of page.chunks) yield { seq: chunk.seq, bytes: chunk.bytes };
       after = page.next.seq;
       if (!page.more) return;
     }
-  }
-
-  #headsFor(stream: OutputStreamName): Heads {
-    let h = this.#heads.get(stream);
-    if (h === undefined) {
-      h = headsOf(this.agentId, this.commandId, stream);
-      this.#heads.set(stream, h);
-    }
-    return h;
   }
 }
 
@@ -299,16 +261,6 @@ export class CommandReplay {
 function gapEvent(agentId: string, commandId: string, gap: ReplayGap): Uint8Array {
   const g = { agentId, commandId, fromSeq: gap.fromSeq, toSeq: gap.toSeq, reason: gap.reason, clock: gap.clock };
   return encodeGapSse(gap.lostBytes === undefined ? g : { ...g, lostBytes: gap.lostBytes });
-}
-
-/** The raw bytes of a stored event tail (`<ts>,"data_base64":"<b64>",...`). */
-export function rawOf(tail: Uint8Array): Uint8Array {
-  let i = 0;
-  while (i < tail.byteLength && (tail[i] ?? 0) >= 0x30 && (tail[i] ?? 0) <= 0x39) i++;
-  const from = i + 16;
-  const b = Buffer.from(tail.buffer, tail.byteOffset, tail.byteLength);
-  const to = b.indexOf(0x22, from);
-  return Buffer.from(b.toString('latin1', from, to < 0 ? from : to), 'base64');
 }
 
 /**

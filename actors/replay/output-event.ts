@@ -5,7 +5,7 @@
  */
 import { formatOutputCursor } from '../protocol/output-cursor.js';
 import type { OutputStreamName, ReplayChunk } from './replay-ring.js';
-import { StreamTextDecoder } from './stream-text.js';
+import { StreamTextDecoder } from '../protocol/stream-text.js';
 
 /** The per-chunk facts every encoding of one chunk shares. */
 export interface OutputEvent {
@@ -47,7 +47,7 @@ export class LiveOutputEncoder {
   }
 
   /** The shared facts of the next chunk. Bytes missing before it (offset jump) restart the decoder. */
-  next(chunk: ReplayChunk): OutputEvent {
+  next(chunk: Omit<ReplayChunk, 'carry'>): OutputEvent {
     let st = this.#streams.get(chunk.stream);
     if (st === undefined) {
       st = { decoder: new StreamTextDecoder(), nextOffset: 0 };
@@ -58,7 +58,7 @@ export class LiveOutputEncoder {
   }
 }
 
-function toEvent(agentId: string, commandId: string, chunk: ReplayChunk, st: TextState): OutputEvent {
+function toEvent(agentId: string, commandId: string, chunk: Omit<ReplayChunk, 'carry'>, st: TextState): OutputEvent {
   const text = st.decoder.decode(chunk.bytes, chunk.eof);
   st.nextOffset = chunk.offset + chunk.bytes.byteLength;
   return {

@@ -49,6 +49,7 @@ export interface ReplayRingOptions {
 }
 
 const kCompactAt = 1024;
+const NO_CARRY = new Uint8Array(0);
 
 export class ReplayRing {
   readonly commandId: string;
@@ -135,6 +136,7 @@ export class ReplayRing {
       timestampMs: chunk.timestampMs,
       clock,
       eof: chunk.eof === true,
+      carry: chunk.carry ?? NO_CARRY,
       bytes: copy,
     };
     this.#push(entry, copy.byteLength);

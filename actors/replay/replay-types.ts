@@ -17,6 +17,8 @@ export interface ChunkInput {
   eof?: boolean;
   /** Per-agent clock (CursorClock); default: the seq. Must increase from entry to entry. */
   clock?: number;
+  /** What the stream's text decoder held before this chunk (0–3 bytes, kept as given); default none. */
+  carry?: Uint8Array;
 }
 
 /** A retained chunk. Read-only: shared by every replay that returns it. */
@@ -28,6 +30,8 @@ export interface ReplayChunk {
   readonly timestampMs: number;
   readonly clock: number;
   readonly eof: boolean;
+  /** What the stream's text decoder held before this chunk (actors/protocol/live-text.ts). */
+  readonly carry: Uint8Array;
   readonly bytes: Uint8Array;
 }
 

@@ -6,11 +6,12 @@
  * `fanout.agent` takes such acks back ({event: 'ack', min}, forwarded by the parent) to keep its
  * simulated agent at most `windowChunks` ahead of the subscribers in another process.
  */
+import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { minSeq, SseSubscriber, totalBytes, WsSubscriber, type LightSubscriber, type SeqListener } from './light-subscribers.js';
 import { fleetStats, runFleet, stopFleet } from './fleet-agents.js';
-import { runLatency, runReplay } from './latency-client.js';
+import { fillReplay, runLatency, timeReplay } from './latency-client.js';
 import { ptyText, SimAgent, type SimAgentTls } from './sim-agent.js';
 
 type Args = Record<string, unknown>;
@@ -172,22 +173,28 @@ async function ingest(a: Args): Promise<Record<string, unknown>> {
     for (const ag of agents) ag.register();
     await Promise.all(agents.map((ag) => ag.acked));
   }
-  const data = ptyText(chunkBytes, 7);
+  // Eight different chunks in turn, so a lost, repeated or reordered chunk changes the hash.
+  const variants = Array.from({ length: 8 }, (_, i) => ptyText(chunkBytes, 7 + i * 1000));
+  const round = Number(a['round'] ?? 0);
   const start = performance.now();
   const until = start + seconds * 1000;
   let sent = 0;
-  await Promise.all(
+  const streams = await Promise.all(
     agents.map(async (ag, i) => {
+      const hash = createHash('sha256');
       let seq = 0;
       while (performance.now() < until) {
+        const data = variants[seq % variants.length] as Buffer;
         seq++;
         sent += data.length;
-        if (!ag.chunk(`ingest-${i}`, seq, (seq - 1) * data.length, data)) await ag.drained();
+        hash.update(data);
+        if (!ag.chunk(`ingest-${round}-${i}`, seq, (seq - 1) * chunkBytes, data)) await ag.drained();
       }
+      return { agentId: ag.agentId, commandId: `ingest-${round}-${i}`, chunks: seq, sha256: hash.digest('hex') };
     }),
   );
   for (const ag of agents) ag.close();
-  return { sentBytes: sent, seconds: (performance.now() - start) / 1000 };
+  return { sentBytes: sent, seconds: (performance.now() - start) / 1000, streams };
 }
 
 const ops: Record<string, (a: Args) => Promise<unknown>> = {
@@ -202,7 +209,8 @@ const ops: Record<string, (a: Args) => Promise<unknown>> = {
     return Promise.resolve(null);
   },
   'latency.run': runLatency,
-  'replay.run': runReplay,
+  'replay.fill': fillReplay,
+  'replay.time': timeReplay,
   'ingest.run': ingest,
   'fleet.run': runFleet,
   'fleet.stats': fleetStats,

@@ -3,15 +3,22 @@
  * mTLS gRPC as fast as gRPC flow control lets them.
  *
  * value   = chunk bytes the server accepted per second, MB/s: decoded and de-duplicated by the
- *           agent actors in the worker shards, stored in the replay rings and encoded once for the
- *           fanout (counted from the raw kFrameCommandOutput frames the actors emit).
+ *           agent actors in the worker shards, stored in the replay rings, and crossed to the main
+ *           thread once (kFrameCommandOutput, what Exec, the command listeners and the fanout read;
+ *           nobody subscribes here, so nothing is encoded), counted there.
  * ceiling = a bare grpc-js server with the same mTLS credentials and identity serializers that only
  *           counts the bytes it receives, fed the same messages by the same client code.
- * extras  = `inline` (SVC_ACTORS=inline) and `workersVsInline`; messages/s.
+ * extras  = `inline` (SVC_ACTORS=inline) and `workersVsInline`; chunks/s; `verified`: every
+ *           agent's stream as the main thread's consumers got it (AgentService.subscribeOutput)
+ *           has the sha256 of what the agent sent (8 different chunks in turn), in both modes; a
+ *           mismatch is a problem and fails the run.
  *
  * Rates are taken over the middle of the sending window (samples every 100 ms), so connection
- * set-up and the drain at the end do not count.
+ * set-up and the drain at the end do not count. Two rounds alternate workers, the ceiling and
+ * inline (each 0.3 × --seconds), so drift on shared cores hits all three alike; each figure is
+ * the mean of its rounds (`roundRatios` lists workers ÷ ceiling per round).
  */
+import { createHash, type Hash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AgentFrameKind, kOutputHeaderBytes } from '../../actors/protocol/agent-frames.js';
 import type { BenchResult, BenchScenario } from '../types.js';
@@ -21,17 +28,28 @@ import type { SimAgentTls } from './sim-agent.js';
 import { startBenchServer } from './stream-server.js';
 
 const AGENTS = 4;
+/** Rounds of (workers, raw, inline). */
+const ROUNDS = 2;
 const CHUNK_BYTES = 4096;
 
 interface Rate {
   mbps: number;
   seconds: number;
+  /** What the client sent, per agent. */
+  streams: SentStream[];
+}
+
+interface SentStream {
+  agentId: string;
+  commandId: string;
+  chunks: number;
+  sha256: string;
 }
 
 /** Runs the client for `seconds` and returns the rate of `counter()` over [warmup, seconds − 0.3 s]. */
 async function sampled(client: BenchClient, args: Record<string, unknown>, seconds: number, counter: () => number): Promise<Rate> {
   const samples: Array<{ t: number; bytes: number }> = [];
-  const run = client.call('ingest.run', { ...args, seconds });
+  const run = client.call<{ streams: SentStream[] }>('ingest.run', { ...args, seconds });
   let done = false;
   void run.finally(() => (done = true)).catch(() => undefined);
   const t0 = performance.now();
@@ -39,16 +57,27 @@ async function sampled(client: BenchClient, args: Record<string, unknown>, secon
     samples.push({ t: performance.now() - t0, bytes: counter() });
     await sleep(100);
   }
-  await run;
+  const { streams } = await run;
   // the client's clock starts after its agents registered: measure from the first bytes on
   const firstAt = samples.find((s) => s.bytes > 0)?.t ?? 0;
   const from = samples.find((s) => s.t >= firstAt + Math.min(1000, seconds * 200)) ?? samples[0]!;
   const to = [...samples].reverse().find((s) => s.t <= firstAt + seconds * 1000 - 300) ?? samples.at(-1)!;
   const secs = (to.t - from.t) / 1000;
-  return { mbps: secs > 0 ? (to.bytes - from.bytes) / secs / 1e6 : 0, seconds: secs };
+  return { mbps: secs > 0 ? (to.bytes - from.bytes) / secs / 1e6 : 0, seconds: secs, streams };
 }
 
-async function pipeline(client: BenchClient, mode: 'workers' | 'inline', seconds: number): Promise<Rate> {
+interface Received {
+  chunks: number;
+  hash: Hash;
+}
+
+/** Something measured round by round: the server in one mode, or the raw ceiling. */
+interface Phase {
+  measure(round: number, seconds: number): Promise<Rate>;
+  stop(): Promise<void>;
+}
+
+async function pipeline(client: BenchClient, mode: 'workers' | 'inline', problems: string[]): Promise<Phase> {
   let bytes = 0;
   const server = await startBenchServer({
     mode,
@@ -56,35 +85,63 @@ async function pipeline(client: BenchClient, mode: 'workers' | 'inline', seconds
       if (kind === AgentFrameKind.kFrameCommandOutput) bytes += payload.byteLength - kOutputHeaderBytes;
     },
   });
-  try {
-    const tls = await server.agentTls('i-bench-ingest');
-    const agents = Array.from({ length: AGENTS }, (_, i) => ({ tls, agentId: `bench-ingest-${i}`, instanceId: 'i-bench-ingest' }));
-    return await sampled(client, { target: server.grpcTarget, agents, chunkBytes: CHUNK_BYTES, register: true }, seconds, () => bytes);
-  } finally {
-    await server.stop();
-  }
+  // What the main thread's consumers get: the one frame per chunk (views, hashed as they come).
+  const received = new Map<string, Received>();
+  const off = server.agents.subscribeOutput((_agentId, commandId, f) => {
+    let r = received.get(commandId);
+    if (r === undefined) received.set(commandId, (r = { chunks: 0, hash: createHash('sha256') }));
+    r.chunks++;
+    r.hash.update(f.data);
+  });
+  const tls = await server.agentTls('i-bench-ingest');
+  const agents = Array.from({ length: AGENTS }, (_, i) => ({ tls, agentId: `bench-ingest-${i}`, instanceId: 'i-bench-ingest' }));
+  return {
+    async measure(round, seconds) {
+      const args = { target: server.grpcTarget, agents, chunkBytes: CHUNK_BYTES, register: true, round };
+      const rate = await sampled(client, args, seconds, () => bytes);
+      const all = (): boolean => rate.streams.every((s) => (received.get(s.commandId)?.chunks ?? 0) >= s.chunks);
+      for (let i = 0; i < 100 && !all(); i++) await sleep(50);
+      for (const s of rate.streams) {
+        const r = received.get(s.commandId);
+        const got = r === undefined ? 'nothing' : `${r.chunks} chunks, sha256 ${r.hash.digest('hex')}`;
+        if (r === undefined || r.chunks !== s.chunks || !got.endsWith(s.sha256))
+          problems.push(`${mode}: ${s.agentId} sent ${s.chunks} chunks, sha256 ${s.sha256}; the consumers got ${got}`);
+      }
+      return rate;
+    },
+    async stop() {
+      off();
+      await server.stop();
+    },
+  };
 }
 
-async function ceiling(client: BenchClient, tls: SimAgentTls, ca: Parameters<typeof RawGrpc.start>[0], seconds: number): Promise<Rate> {
+async function ceiling(client: BenchClient, tls: SimAgentTls, ca: Parameters<typeof RawGrpc.start>[0]): Promise<Phase> {
   const raw = await RawGrpc.start(ca);
-  try {
-    const agents = Array.from({ length: AGENTS }, (_, i) => ({ tls, agentId: `bench-ingest-${i}`, instanceId: 'i-bench-ingest' }));
-    // The raw server counts whole messages; the chunk payload is CHUNK_BYTES of each ~CHUNK_BYTES + 40.
-    let perMessage = 0;
-    const rate = await sampled(
-      client,
-      { target: `127.0.0.1:${raw.port}`, agents, chunkBytes: CHUNK_BYTES, register: false },
-      seconds,
-      () => {
-        perMessage = raw.messages;
-        return raw.messages * CHUNK_BYTES;
-      },
-    );
-    if (perMessage === 0) throw new Error('the raw gRPC server received nothing');
-    return rate;
-  } finally {
-    raw.close();
-  }
+  const agents = Array.from({ length: AGENTS }, (_, i) => ({ tls, agentId: `bench-ingest-${i}`, instanceId: 'i-bench-ingest' }));
+  return {
+    async measure(round, seconds) {
+      // The raw server counts whole messages; the chunk payload is CHUNK_BYTES of each ~CHUNK_BYTES + 40.
+      const before = raw.messages;
+      const args = { target: `127.0.0.1:${raw.port}`, agents, chunkBytes: CHUNK_BYTES, register: false, round };
+      const rate = await sampled(client, args, seconds, () => raw.messages * CHUNK_BYTES);
+      if (raw.messages === before) throw new Error('the raw gRPC server received nothing');
+      return rate;
+    },
+    stop() {
+      raw.close();
+      return Promise.resolve();
+    },
+  };
+}
+
+/** Mean rate of the rounds. */
+function mean(rates: readonly Rate[]): Rate {
+  return {
+    mbps: rates.reduce((n, r) => n + r.mbps, 0) / rates.length,
+    seconds: rates.reduce((n, r) => n + r.seconds, 0),
+    streams: rates.flatMap((r) => r.streams),
+  };
 }
 
 export const ingest: BenchScenario = {
@@ -96,18 +153,34 @@ export const ingest: BenchScenario = {
     const client = BenchClient.start();
     stopOnAbort(client, signal);
     try {
-      const phase = Math.max(1.5, seconds * 0.8);
-      const workers = await pipeline(client, 'workers', phase);
-      const inline = await pipeline(client, 'inline', phase);
-      // The ceiling needs the server's CA: a throwaway server provides it.
-      const server = await startBenchServer({ mode: 'inline' });
-      let raw: Rate;
+      // Rounds alternate workers, ceiling and inline, so drift on shared cores hits them alike.
+      const phase = Math.max(1.5, (seconds * 0.6) / ROUNDS);
+      const problems: string[] = [];
+      // The ceiling needs the server's CA: the inline server's serves.
+      const phases: Phase[] = [];
+      const rates: Rate[][] = [[], [], []];
       try {
-        const tls = await server.agentTls('i-bench-ingest');
-        raw = await ceiling(client, tls, server.ca, phase);
+        const workersServer = await pipeline(client, 'workers', problems);
+        phases.push(workersServer);
+        const inlineServer = await pipeline(client, 'inline', problems);
+        phases.push(inlineServer);
+        const ca = await startBenchServer({ mode: 'inline' });
+        let raw: Phase;
+        try {
+          raw = await ceiling(client, await ca.agentTls('i-bench-ingest'), ca.ca);
+        } finally {
+          await ca.stop();
+        }
+        phases.push(raw);
+        for (let round = 0; round < ROUNDS; round++) {
+          rates[0]!.push(await workersServer.measure(round, phase));
+          rates[2]!.push(await raw.measure(round, phase));
+          rates[1]!.push(await inlineServer.measure(round, phase));
+        }
       } finally {
-        await server.stop();
+        for (const p of phases) await p.stop();
       }
+      const [workers, inline, raw] = rates.map(mean) as [Rate, Rate, Rate];
       const r2 = (x: number): number => Math.round(x * 100) / 100;
       return {
         value: workers.mbps,
@@ -119,7 +192,12 @@ export const ingest: BenchScenario = {
           inlineRatio: r2(inline.mbps / raw.mbps),
           workersVsInline: r2(workers.mbps / inline.mbps),
           chunksPerSecond: Math.round((workers.mbps * 1e6) / CHUNK_BYTES),
+          verified: problems.length === 0,
+          chunksVerified: [...workers.streams, ...inline.streams].reduce((n, s) => n + s.chunks, 0),
+          rounds: ROUNDS,
+          roundRatios: rates[0]!.map((w, i) => r2(w.mbps / rates[2]![i]!.mbps)),
         },
+        problems,
       };
     } finally {
       await client.stop();

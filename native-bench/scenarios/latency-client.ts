@@ -6,8 +6,9 @@
  * maximum rate (chunks/s with a window of 32 chunks in flight), then half of it, paced every
  * millisecond, with every chunk's latency in an HDR histogram per transport.
  *
- * replay: one agent streams `chunks` chunks of a command; then a new subscriber asks for
- * replay=true&limit=<chunks> again and again; each time is request → last replayed event parsed.
+ * replay: one agent streams `chunks` chunks of a command (replay.fill); then new subscribers ask
+ * for replay=true&limit=<chunks> and, in turn, the raw ceiling's copy of the same bytes
+ * (replay.time); each time is request → last replayed event parsed.
  */
 import { monitorEventLoopDelay, performance, PerformanceObserver } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -222,10 +223,15 @@ export async function runLatency(a: Args): Promise<Record<string, unknown>> {
   };
 }
 
-export async function runReplay(a: Args): Promise<Record<string, unknown>> {
+/** The agents of `replay.fill`, kept connected until `replay.time` is done with their output. */
+const replayAgents: SimAgent[] = [];
+
+/** One agent streams `chunks` chunks of a command; resolves once a live subscriber got them all. */
+export async function fillReplay(a: Args): Promise<Record<string, unknown>> {
   const commandId = String(a['commandId']);
   const chunks = Number(a['chunks']);
   const agent = agentOf(a);
+  replayAgents.push(agent);
   agent.register();
   await agent.acked;
   const data = ptyText(Number(a['chunkBytes']), 5);
@@ -238,30 +244,46 @@ export async function runReplay(a: Args): Promise<Record<string, unknown>> {
   for (let i = 0; i < 600 && got < chunks; i++) await sleep(50);
   live.close();
   if (got < chunks) throw new Error(`the server delivered ${got} of ${chunks} chunks live`);
-  const url = String(a['replayUrl']);
-  /** One replay: ms from the request to the last event, and the bytes received. */
-  const once = async (): Promise<{ ms: number; bytes: number; events: number }> => {
-    const t0 = performance.now();
-    let events = 0;
-    let done: () => void = () => undefined;
-    const all = new Promise<void>((resolve) => (done = resolve));
-    const sub = await SseSubscriber.open(url, () => {
-      if (++events === chunks) done();
-    });
-    const timeout = sleep(20_000).then(() => undefined);
-    await Promise.race([all, timeout]);
-    const ms = performance.now() - t0;
-    sub.close();
-    return { ms, bytes: sub.bytes, events };
-  };
-  const times: number[] = [];
-  let bytes = 0;
-  for (let i = 0; i < Number(a['iterations']); i++) {
-    const r = await once();
-    if (r.events < chunks) throw new Error(`replay returned ${r.events} of ${chunks} chunks`);
-    if (i >= Number(a['warmup'])) times.push(r.ms);
-    bytes = r.bytes;
+  return { chunks: got };
+}
+
+/** One replay: ms from the request to the `chunks`-th event parsed, and the bytes received. */
+async function replayOnce(url: string, chunks: number): Promise<{ ms: number; bytes: number; events: number }> {
+  const t0 = performance.now();
+  let events = 0;
+  let done: () => void = () => undefined;
+  const all = new Promise<void>((resolve) => (done = resolve));
+  const sub = await SseSubscriber.open(url, () => {
+    if (++events === chunks) done();
+  });
+  const timeout = sleep(20_000).then(() => undefined);
+  await Promise.race([all, timeout]);
+  const ms = performance.now() - t0;
+  sub.close();
+  return { ms, bytes: sub.bytes, events };
+}
+
+/**
+ * New subscribers on each of `urls` in turn (the server's replay and its raw ceiling alternate,
+ * so drift hits both alike), `iterations` rounds after `warmup` uncounted ones; per URL the times
+ * and the bytes of the last one. Closes the agents of replay.fill.
+ */
+export async function timeReplay(a: Args): Promise<Record<string, unknown>> {
+  const urls = a['urls'] as string[];
+  const chunks = Number(a['chunks']);
+  const warmup = Number(a['warmup']);
+  const out = urls.map(() => ({ timesMs: [] as number[], bytes: 0 }));
+  try {
+    for (let i = 0; i < warmup + Number(a['iterations']); i++) {
+      for (const [u, url] of urls.entries()) {
+        const r = await replayOnce(url, chunks);
+        if (r.events < chunks) throw new Error(`replay ${url} returned ${r.events} of ${chunks} chunks`);
+        if (i >= warmup) out[u]!.timesMs.push(r.ms);
+        out[u]!.bytes = r.bytes;
+      }
+    }
+  } finally {
+    for (const agent of replayAgents.splice(0)) agent.close();
   }
-  agent.close();
-  return { timesMs: times, bytes };
+  return { byUrl: out };
 }

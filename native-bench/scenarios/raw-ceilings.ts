@@ -5,9 +5,11 @@
  *   connection is subscribed to one topic. `send(sse, ws)` writes the SSE frame to every stream
  *   (corked, like the server's SseSink) and publishes the WS message: no actors, no topics, no
  *   queues, no encoding.
+ * - RawSse: a bare uWS App whose GET /sse answers as the server's SSE route does (same headers,
+ *   `: connected` comment) and then writes one given buffer, corked: the replay's ceiling.
  * - RawGrpc: a bare grpc-js server with mTLS and identity serializers on the Connect path that
  *   only counts the bytes of the messages it receives.
- * - FrameTemplate: the fanout's own frames for one chunk (built by the actors' CommandReplay),
+ * - FrameTemplate: the fanout's own frames for one chunk (built by its encoder, chunk-events.ts),
  *   with the seq digits rewritten per chunk, so the raw loop sends the same bytes as the server.
  */
 import * as grpc from '@grpc/grpc-js';
@@ -15,8 +17,8 @@ import uWS from '@trufflesuite/uws-js-unofficial';
 import type { HttpResponse, TemplatedApp, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
 import { AgentServiceMethods } from '../../proto/index.js';
 import { closeApp } from '../../src/http/uws-io.js';
-import { CommandReplay, Scratch } from '../../actors/replay/command-replay.js';
-import { decodeOutputPublish } from '../../actors/protocol/publish-frames.js';
+import { encodeChunkSse, encodeChunkWs } from '../../actors/protocol/chunk-events.js';
+import { SSE_HEADERS } from '../../src/http/sse.js';
 import type { CaMaterial } from '../../src/identity/ca.js';
 
 export class RawFanout {
@@ -74,6 +76,46 @@ export class RawFanout {
   }
 }
 
+/** GET /sse: the SSE response head, then `body` in one corked write (uWS keeps what the socket does not take). */
+export class RawSse {
+  readonly port: number;
+  body: Uint8Array = new Uint8Array(0);
+  readonly #app: TemplatedApp;
+  readonly #listen: us_listen_socket;
+
+  private constructor(app: TemplatedApp, listen: us_listen_socket) {
+    this.#app = app;
+    this.#listen = listen;
+    this.port = uWS.us_socket_local_port(listen);
+  }
+
+  static start(): Promise<RawSse> {
+    const app = uWS.App();
+    const ref: { raw?: RawSse } = {};
+    app.get('/sse', (res) => {
+      res.onAborted(() => undefined);
+      res.cork(() => {
+        res.writeStatus('200 OK');
+        for (const [k, v] of Object.entries(SSE_HEADERS)) res.writeHeader(k, v);
+        res.write(': connected\n\n');
+        res.write(ref.raw?.body ?? new Uint8Array(0));
+      });
+    });
+    return new Promise((resolve, reject) => {
+      app.listen('127.0.0.1', 0, (listen) => {
+        if (listen === false) return reject(new Error('raw SSE: cannot listen'));
+        ref.raw = new RawSse(app, listen);
+        resolve(ref.raw);
+      });
+    });
+  }
+
+  close(): void {
+    uWS.us_listen_socket_close(this.#listen);
+    closeApp(this.#app);
+  }
+}
+
 /** The fanout's frames of one chunk, with rewritable seq digits (9, zero-padded). */
 export class FrameTemplate {
   readonly sse: Buffer;
@@ -82,19 +124,21 @@ export class FrameTemplate {
   readonly #wsPos: number[];
 
   constructor(agentId: string, commandId: string, data: Uint8Array) {
-    const replay = new CommandReplay(agentId, commandId, { ringBytes: 1 << 24 });
-    const payload = replay.chunk(
-      { seq: 100_000_000, stream: 'stdout', offset: 0, timestampMs: Date.now(), eof: false, bytes: data },
-      Date.now() * 1000,
-      new Scratch(),
-    );
-    const p = payload === null ? null : decodeOutputPublish(payload);
-    if (p === null) throw new Error('could not build the frame template');
-    this.sse = Buffer.from(p.sse);
-    this.ws = Buffer.from(p.ws);
+    const facts = {
+      agentId,
+      commandId,
+      stream: 'stdout' as const,
+      seq: 100_000_000,
+      clock: Date.now() * 1000,
+      timestampMs: Date.now(),
+      eof: false,
+      carry: new Uint8Array(0),
+      bytes: data,
+    };
+    this.sse = Buffer.from(encodeChunkSse(facts));
+    this.ws = Buffer.from(encodeChunkWs(facts));
     this.#ssePos = positions(this.sse, '100000000');
     this.#wsPos = positions(this.ws, '100000000');
-    replay.ring.release();
   }
 
   /** Rewrites the seq (< 10^9) into both frames. */

@@ -20,10 +20,12 @@ import {
   type AgentSnapshot,
   type CommandGapFrame,
   type CommandResultFrame,
+  type OutputFrame,
   type OutputStreamName,
   type SessionReconcileAckFrame,
   type SessionReportFrame,
 } from '../../actors/protocol/agent-frames.js';
+import { parseCommandKey } from '../../actors/protocol/publish-frames.js';
 import type { Config } from '../config/schema.js';
 import type { EventStore } from '../events/event-store.js';
 import { ensureCa } from '../identity/ca.js';
@@ -57,6 +59,13 @@ export type CommandEvent =
     }
   | ({ kind: 'gap' } & CommandGapFrame)
   | ({ kind: 'result' } & CommandResultFrame);
+
+/**
+ * What subscribeOutput listeners see: every accepted chunk as it crossed from the agent actor,
+ * once (the output fanout encodes its events from it). `frame.data` and `frame.carry` are views
+ * into the ring, valid only during the call.
+ */
+export type OutputListener = (agentId: string, commandId: string, frame: OutputFrame) => void;
 
 const STREAM_NAMES: Record<number, OutputStreamName> = {
   [OutputStream.stdout]: 'stdout',
@@ -93,6 +102,7 @@ export class AgentService {
   /** Main-side retention of agents whose actor was lost with a crashed shard. */
   readonly #orphanTimers = new Map<string, NodeJS.Timeout>();
   readonly #commandListeners = new Set<(e: CommandEvent) => void>();
+  readonly #outputListeners = new Set<OutputListener>();
   readonly #sessionListeners = new Set<(e: SessionMessageEvent) => void>();
   #actors: ActorPort | undefined;
   #listener: GrpcListener | undefined;
@@ -191,10 +201,15 @@ export class AgentService {
         case AgentFrameKind.kFrameAgentRemoved:
           this.#streams.removeRequested(key);
           return true;
-        case AgentFrameKind.kFrameCommandOutput:
-          this.#execs.onOutput(key, payload);
-          if (this.#commandListeners.size > 0) this.#tapOutput(key, payload);
+        case AgentFrameKind.kFrameCommandOutput: {
+          const ids = parseCommandKey(key);
+          const o = decodeOutputFrame(payload);
+          if (ids === null || o === null) throw new Error('malformed kFrameCommandOutput');
+          this.#execs.onOutput(ids.commandId, o);
+          for (const l of this.#outputListeners) l(ids.agentId, ids.commandId, o);
+          if (this.#commandListeners.size > 0) this.#tapOutput(ids.commandId, o);
           return true;
+        }
         case AgentFrameKind.kFrameCommandGap:
           this.#execs.onGap(key, payload);
           if (this.#commandListeners.size > 0) this.#tap({ kind: 'gap', ...decodeJson<CommandGapFrame>(payload) });
@@ -259,6 +274,16 @@ export class AgentService {
     return () => this.#commandListeners.delete(listener);
   }
 
+  /**
+   * Every accepted chunk, as the one frame that crossed from the agent actor (views valid only
+   * during the call; the output fanout's input). Returns the unsubscribe function. Listeners must
+   * not block; one that throws drops that chunk for the listeners after it (logged).
+   */
+  subscribeOutput(listener: OutputListener): () => void {
+    this.#outputListeners.add(listener);
+    return () => this.#outputListeners.delete(listener);
+  }
+
   /** Agents for /healthz/deep: those with an open stream. */
   connectedCount(): number {
     return this.registry.connectedCount();
@@ -273,9 +298,7 @@ export class AgentService {
     };
   }
 
-  #tapOutput(commandId: string, payload: Uint8Array): void {
-    const o = decodeOutputFrame(payload);
-    if (o === null) return;
+  #tapOutput(commandId: string, o: OutputFrame): void {
     this.#tap({
       kind: 'output',
       commandId,

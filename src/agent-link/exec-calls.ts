@@ -20,10 +20,10 @@ import { v1 } from '../../proto/index.js';
 import {
   agentActorId,
   decodeJson,
-  decodeOutputFrame,
   OutputStream,
   type CommandGapFrame,
   type CommandResultFrame,
+  type OutputFrame,
 } from '../../actors/protocol/agent-frames.js';
 import { ERROR_TABLE, GrpcStatus, SvcError, toWire } from '../core/errors.js';
 import { checkOperatorIdentity, identityFromPeerCertificate } from '../identity/spiffe.js';
@@ -116,12 +116,11 @@ export class ExecCalls {
       });
   }
 
-  /** kFrameCommandOutput for `commandId`. */
-  onOutput(commandId: string, payload: Uint8Array): void {
+  /** A chunk of `commandId` (the decoded kFrameCommandOutput; its data is a view into the ring). */
+  onOutput(commandId: string, frame: OutputFrame): void {
     const state = this.#execs.get(commandId);
     if (state === undefined) return;
-    const frame = decodeOutputFrame(payload);
-    if (frame === null || frame.stream === OutputStream.log) return;
+    if (frame.stream === OutputStream.log) return;
     if (frame.data.byteLength === 0) return;
     const stream = frame.stream === OutputStream.stderr ? v1.ExecOutput.Stream.STREAM_STDERR : v1.ExecOutput.Stream.STREAM_STDOUT;
     // The data points into the ring; grpc-js serializes later, so copy.

@@ -1,8 +1,12 @@
 /**
- * The output fanout on the main thread (DESIGN "Threads and the data path"): it takes the frames
- * the agent actors' replay state emits (actors/protocol/publish-frames.ts) and writes their
- * pre-encoded bytes to every SSE subscriber of the matching topics (SseTopics) and every WS
- * connection subscribed to the agent (uWS publish) — no per-subscriber JSON or base64 work. It
+ * The output fanout on the main thread (DESIGN "Threads and the data path"): every accepted chunk
+ * crosses from its agent actor once, as the kFrameCommandOutput frame Exec calls and the command
+ * listeners read too (AgentService.subscribeOutput). For a chunk that someone subscribes to, the
+ * fanout encodes its SSE event and its WS message ONCE (actors/protocol/chunk-events.ts, the
+ * encoder the replay uses, so a replay repeats the live bytes) and writes the same bytes to every
+ * SSE subscriber of the matching topics (SseTopics) and every WS connection subscribed to the
+ * agent (uWS publish); a chunk nobody subscribes to is not encoded at all. Gaps and stream ends
+ * arrive encoded by the actors (kFrameOutputPublish, actors/protocol/publish-frames.ts). It
  * serves GET /api/v1/agent-output/stream and /chat (agent-output-routes.ts, chat-routes.ts)
  * and the dashboard WebSocket (ws-hub.ts), and owns their metrics (fanout-metrics.ts).
  *
@@ -13,8 +17,12 @@
  */
 import type { Logger } from 'pino';
 import { encodeStreamEndSse } from '../../actors/protocol/output-events.js';
+import { OutputStream, type OutputFrame, type OutputStreamName } from '../../actors/protocol/agent-frames.js';
+import { chunkBase64, encodeChunkSse, encodeChunkWs } from '../../actors/protocol/chunk-events.js';
+import { formatOutputCursor } from '../../actors/protocol/output-cursor.js';
 import {
   decodeChatPublish,
+  commandKey,
   decodeOutputPublish,
   kPublishEnd,
   kPublishGap,
@@ -51,8 +59,9 @@ export interface FanoutActors {
 
 /** What the fanout needs from the agents component. */
 export interface FanoutAgents {
-  /** Raw command frames (kFrameCommandOutput …) are the agents component's. */
   readonly registry: { subscribe(listener: (change: AgentChange) => void): () => void };
+  /** Every accepted chunk: the kFrameCommandOutput frames are the agents component's (views valid during the call). */
+  subscribeOutput(listener: (agentId: string, commandId: string, frame: OutputFrame) => void): () => void;
 }
 
 export interface OutputFanoutOptions {
@@ -135,6 +144,13 @@ export async function startOutputFanout(opts: OutputFanoutOptions): Promise<Outp
   });
   hubRef.hub = ws;
   const unsubscribeRegistry = opts.agents.registry.subscribe((change) => ws.onAgentChange(change));
+  const unsubscribeOutput = opts.agents.subscribeOutput((agentId, commandId, frame) => {
+    try {
+      onChunk(agentId, commandId, frame);
+    } catch (err) {
+      log.error({ agent: agentId, command: commandId, err: errorMessage(err) }, 'output chunk not published');
+    }
+  });
   const joins = new OutputJoins({
     actors: opts.actors,
     index,
@@ -165,17 +181,48 @@ export async function startOutputFanout(opts: OutputFanoutOptions): Promise<Outp
       stream === undefined ? outputPublishTopicsAllStreams(agentId, commandId) : outputPublishTopics(agentId, commandId, stream));
   };
 
+  const sseFrames = metrics.framesPublished.labels({ transport: 'sse' });
+  const wsFrames = metrics.framesPublished.labels({ transport: 'ws' });
+  const subscribed: string[] = [];
+  /** One chunk: encoded once per transport that has a subscriber for it, else not at all. */
+  const onChunk = (agentId: string, commandId: string, frame: OutputFrame): void => {
+    index.learn(agentId, commandId);
+    if (frame.clock === 0) return; // not stored by the replay state: not published either
+    sseFrames.inc();
+    wsFrames.inc();
+    const stream: OutputStreamName = frame.stream === OutputStream.stderr ? 'stderr' : frame.stream === OutputStream.log ? 'log' : 'stdout';
+    subscribed.length = 0;
+    for (const topic of topicsFor(commandKey(agentId, commandId), agentId, commandId, frame.stream, stream))
+      if (outputTopics.has(topic)) subscribed.push(topic);
+    const toWs = ws.listensToOutput(agentId);
+    if (subscribed.length === 0 && !toWs) return;
+    const facts = {
+      agentId,
+      commandId,
+      stream,
+      seq: frame.seq,
+      clock: frame.clock,
+      timestampMs: frame.timestampMs,
+      eof: frame.eof,
+      carry: frame.carry,
+      bytes: frame.data,
+    };
+    const b64 = chunkBase64(frame.data);
+    if (subscribed.length > 0) {
+      const sse = encodeChunkSse(facts, b64);
+      const cursor = formatOutputCursor(frame.clock, frame.seq);
+      for (const topic of subscribed) outputTopics.publish(topic, sse, cursor);
+    }
+    if (toWs) ws.publishOutput(agentId, encodeChunkWs(facts, b64));
+  };
+
   const onOutput = (key: string, payload: Uint8Array): void => {
     const ids = parseCommandKey(key);
     const p = decodeOutputPublish(payload);
     if (ids === null || p === null) throw new Error('malformed kFrameOutputPublish');
     index.learn(ids.agentId, ids.commandId);
     if ((p.flags & kPublishGap) !== 0) metrics.gapsReported.inc({ where: 'live' });
-    if (p.ws.byteLength > 0) {
-      ws.publishOutput(ids.agentId, p.ws);
-      metrics.framesPublished.inc({ transport: 'ws' });
-    }
-    metrics.framesPublished.inc({ transport: 'sse' });
+    sseFrames.inc();
     if ((p.flags & kPublishEnd) !== 0) {
       let frame: Uint8Array | undefined;
       for (const topic of commandScopedTopics(ids.agentId, ids.commandId)) {
@@ -252,6 +299,7 @@ export async function startOutputFanout(opts: OutputFanoutOptions): Promise<Outp
     stop() {
       stopping ??= (async () => {
         unsubscribeRegistry();
+        unsubscribeOutput();
         ws.stop();
         outputTopics.closeAll(encodeStreamEndSse({ reason: 'server_stopping' }));
         chatTopics.closeAll();

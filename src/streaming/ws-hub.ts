@@ -138,6 +138,11 @@ export class WsHub {
     this.#sessionsHook = hook;
   }
 
+  /** True when a connection subscribes to `agentId`'s output (or every agent's): encode for nobody otherwise. */
+  listensToOutput(agentId: string): boolean {
+    return this.#publisher !== undefined && (this.#outputListeners.has(agentId) || this.#outputListeners.has('*'));
+  }
+
   /** An encoded `output` message of `agentId`, to its output subscribers. `bytes` may be a view valid only during the call. */
   publishOutput(agentId: string, bytes: Uint8Array): void {
     const p = this.#publisher;

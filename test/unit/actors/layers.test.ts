@@ -24,7 +24,7 @@ const forbidden: readonly { rule: string; from: string; to: string }[] = [
   { rule: 'the-ring-imports-no-other-actors-folder', from: 'actors/ring/probe.ts', to: 'actors/protocol/frames.ts' },
   { rule: 'the-actor-runtime-never-imports-domain-actors', from: 'actors/runtime/probe.ts', to: 'actors/agent-connection/agent-view.ts' },
   { rule: 'replay-actors-do-not-import-the-agent-actors', from: 'actors/replay/probe.ts', to: 'actors/agent-connection/agent-view.ts' },
-  { rule: 'chat-projection-does-not-import-agent-or-replay-actors', from: 'actors/chat/probe.ts', to: 'actors/replay/stream-text.ts' },
+  { rule: 'chat-projection-does-not-import-agent-or-replay-actors', from: 'actors/chat/probe.ts', to: 'actors/replay/replay-ring.ts' },
   { rule: 'vm-actors-import-no-other-domain-actors', from: 'actors/vm/probe.ts', to: 'actors/agent-connection/agent-view.ts' },
   { rule: 'no-other-domain-actor-imports-the-vm-actors', from: 'actors/agent-connection/probe.ts', to: 'actors/vm/job-plans.ts' },
   {
@@ -32,7 +32,7 @@ const forbidden: readonly { rule: string; from: string; to: string }[] = [
     from: 'src/sessions/probe.ts',
     to: 'actors/terminal/session-screen.ts',
   },
-  { rule: 'the-terminal-screens-import-no-other-actors-folder', from: 'actors/terminal/probe.ts', to: 'actors/replay/stream-text.ts' },
+  { rule: 'the-terminal-screens-import-no-other-actors-folder', from: 'actors/terminal/probe.ts', to: 'actors/replay/replay-ring.ts' },
   { rule: 'no-other-actors-folder-imports-the-terminal-screens', from: 'actors/replay/probe.ts', to: 'actors/terminal/sgr.ts' },
 ];
 
@@ -43,7 +43,7 @@ const allowed: readonly { from: string; to: string }[] = [
   { from: 'src/agent-link/ok-lane.ts', to: 'actors/runtime/actor-lane.ts' },
   { from: 'actors/runtime/ok.ts', to: 'actors/ring/sab-ring.ts' },
   { from: 'actors/runtime/ok-protocol.ts', to: 'actors/protocol/frames.ts' },
-  { from: 'actors/agent-connection/ok.ts', to: 'actors/replay/stream-text.ts' },
+  { from: 'actors/agent-connection/ok.ts', to: 'actors/replay/replay-ring.ts' },
   { from: 'actors/replay/ok.ts', to: 'actors/chat/projector.ts' },
   { from: 'actors/vm/ok.ts', to: 'actors/runtime/ticker.ts' },
   { from: 'src/sessions/ok.ts', to: 'actors/terminal/screen-states.ts' },

@@ -5,6 +5,7 @@
  * Disconnected and are removed after the retention period.
  */
 import assert from 'node:assert/strict';
+import { commandKey } from '../../../actors/protocol/publish-frames.js';
 import { describe, test } from 'node:test';
 import { Writable } from 'node:stream';
 import { AgentFrameKind, encodeJson, encodeOutputFrame, type AgentSnapshot } from '../../../actors/protocol/agent-frames.js';
@@ -102,10 +103,12 @@ void describe('AgentService frame routing', () => {
     const { svc } = service();
     const seen: CommandEvent[] = [];
     const off = svc.subscribeCommands((e) => seen.push(e));
+    const chunks: string[] = [];
+    const offChunks = svc.subscribeOutput((agentId, commandId, f) => chunks.push(`${agentId}/${commandId}/${f.seq}/${f.clock}`));
     svc.onEmit(
       AgentFrameKind.kFrameCommandOutput,
-      'c-1',
-      encodeOutputFrame({ stream: 2, eof: false, seq: 1, offset: 0, timestampMs: 5 }, Buffer.from('hi')),
+      commandKey('a', 'c-1'),
+      encodeOutputFrame({ stream: 2, eof: false, seq: 1, offset: 0, timestampMs: 5, clock: 77 }, Buffer.from('hi')),
     );
     svc.onEmit(
       AgentFrameKind.kFrameCommandGap,
@@ -113,12 +116,14 @@ void describe('AgentService frame routing', () => {
       encodeJson({ agent_id: 'a', command_id: 'c-1', first_seq: 2, last_seq: 3, lost_bytes: 9, reason: 'r' }),
     );
     off();
+    offChunks();
     svc.onEmit(
       AgentFrameKind.kFrameCommandOutput,
-      'c-1',
+      commandKey('a', 'c-1'),
       encodeOutputFrame({ stream: 1, eof: false, seq: 4, offset: 0, timestampMs: 5 }, Buffer.from('no')),
     );
     assert.equal(seen.length, 2);
+    assert.deepEqual(chunks, ['a/c-1/1/77'], 'the fanout reads the same one frame');
     assert.deepEqual(seen[0]?.kind === 'output' && [seen[0].stream, seen[0].data.toString(), seen[0].seq], ['stderr', 'hi', 1]);
     assert.equal(seen[1]?.kind, 'gap');
   });

@@ -21,7 +21,7 @@ function frames(count: number, chunkBytes = 4096): Array<{ frame: Uint8Array; cu
   const out = [];
   for (let seq = 1; seq <= count; seq++) {
     const bytes = new Uint8Array(chunkBytes).fill(0x61 + (seq % 26));
-    const chunk: ReplayChunk = {
+    const chunk: Omit<ReplayChunk, 'carry'> = {
       kind: 'chunk',
       seq,
       stream: 'stdout',

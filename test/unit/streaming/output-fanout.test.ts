@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import pino from 'pino';
 import { ChatProjection } from '../../../actors/replay/chat-projection.js';
-import { CommandReplay, Scratch } from '../../../actors/replay/command-replay.js';
+import { CommandReplay } from '../../../actors/replay/command-replay.js';
+import { decodeOutputFrame, encodeOutputFrame, OutputStream, type OutputFrame } from '../../../actors/protocol/agent-frames.js';
 import { chatTopic, commandKey, encodeChatPublish, PublishFrameKind } from '../../../actors/protocol/publish-frames.js';
 import { inject, MemorySseSink } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';
@@ -25,8 +26,11 @@ import { parseSse } from '../actors/replay/sse-parse.js';
 
 const enc = new TextEncoder();
 
-async function rig(): Promise<{ fanout: OutputFanout; router: Router; spawned: string[] }> {
+type ChunkListener = (agentId: string, commandId: string, frame: OutputFrame) => void;
+
+async function rig(): Promise<{ fanout: OutputFanout; router: Router; spawned: string[]; chunk: ChunkListener }> {
   const spawned: string[] = [];
+  const listeners: ChunkListener[] = [];
   const fanout = await startOutputFanout({
     actors: {
       shards: 3,
@@ -39,13 +43,19 @@ async function rig(): Promise<{ fanout: OutputFanout; router: Router; spawned: s
       call: <T>(): Promise<T> =>
         Promise.resolve({ state: 'running', bytes: new Uint8Array(0), events: 0, chunks: 0, last: null, more: false, clock: 0 } as T),
     },
-    agents: { registry: { subscribe: () => () => undefined } },
+    agents: {
+      registry: { subscribe: () => () => undefined },
+      subscribeOutput: (l) => {
+        listeners.push(l);
+        return () => undefined;
+      },
+    },
     logger: pino({ level: 'silent' }),
     metrics: createMetrics({ defaultMetrics: false }),
   });
   const router = new Router();
   fanout.registerRoutes(router);
-  return { fanout, router, spawned };
+  return { fanout, router, spawned, chunk: (a, c, f) => listeners.forEach((l) => l(a, c, f)) };
 }
 
 async function open(router: Router, url: string): Promise<MemorySseSink> {
@@ -65,18 +75,17 @@ void describe('output fanout (main thread)', () => {
   });
 
   void test('a chunk reaches every matching subscriber as the same bytes; the end closes command-scoped ones', async () => {
-    const { fanout, router } = await rig();
+    const { fanout, router, chunk } = await rig();
     const byCommand = await open(router, '/api/v1/agent-output/stream?agent_id=a&command_id=c');
     const byAgent = await open(router, '/api/v1/agent-output/stream?agent_id=a');
     const stderrOnly = await open(router, '/api/v1/agent-output/stream?agent_id=a&stream=stderr');
     const other = await open(router, '/api/v1/agent-output/stream?agent_id=b');
     const replay = new CommandReplay('a', 'c', { ringBytes: 1 << 20 });
-    const payload = replay.chunk(
-      { seq: 1, stream: 'stdout', offset: 0, timestampMs: 1, eof: false, bytes: enc.encode('hi\n') },
-      77,
-      new Scratch(),
-    )!;
-    assert.equal(fanout.onEmit(PublishFrameKind.kFrameOutputPublish, commandKey('a', 'c'), payload), true);
+    const live = { seq: 1, stream: 'stdout' as const, offset: 0, timestampMs: 1, eof: false, bytes: enc.encode('hi\n') };
+    const carry = replay.chunk(live, 77)!;
+    // The one frame that crosses from the actor: Exec, listeners and the fanout read it.
+    const payload = encodeOutputFrame({ ...live, stream: OutputStream.stdout, clock: 77, carry }, live.bytes);
+    chunk('a', 'c', decodeOutputFrame(payload)!);
     payload.fill(0); // the fanout must have copied what it keeps
     assert.equal(byCommand.frames.length, 1);
     assert.equal(byCommand.frames[0], byAgent.frames[0]);
@@ -115,7 +124,11 @@ void describe('output fanout (main thread)', () => {
     );
     assert.ok(s.closed);
     assert.equal(other.frames.length, 0);
-    assert.equal(fanout.onEmit(48, 'c', new Uint8Array(40)), false, 'raw command frames belong to the agents component');
+    assert.equal(
+      fanout.onEmit(48, commandKey('a', 'c'), new Uint8Array(40)),
+      false,
+      'command output frames belong to the agents component',
+    );
     assert.equal(
       fanout.onEmit(PublishFrameKind.kFrameOutputPublish, commandKey('a', 'c'), new Uint8Array(3)),
       true,

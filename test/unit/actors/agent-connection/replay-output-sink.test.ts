@@ -1,6 +1,6 @@
 /**
  * The replay half of the agent actor's output sink, driven through a real AgentConnectionActor
- * (no threads): per chunk the raw frame then the publish frame, in order; `output.*` calls answer
+ * (no threads): per chunk ONE output frame (raw bytes, seq, clock, text carry), nothing encoded; `output.*` calls answer
  * replays and chat joins; gaps and the end are published; retention releases a finished
  * command; stop releases everything; the shard budget bounds all rings together.
  */
@@ -11,7 +11,7 @@ import { afterEach, describe, test } from 'node:test';
 import { v1 } from '../../../../proto/index.js';
 import { AgentConnectionActor } from '../../../../actors/agent-connection/agent-connection.js';
 import { rawOutputSink } from '../../../../actors/agent-connection/command-output.js';
-import { AgentFrameKind, encodeJson } from '../../../../actors/protocol/agent-frames.js';
+import { AgentFrameKind, decodeOutputFrame, encodeJson } from '../../../../actors/protocol/agent-frames.js';
 import { Outbox } from '../../../../actors/runtime/outbox.js';
 import { ReplayOutputSink } from '../../../../actors/agent-connection/replay-output-sink.js';
 import { Ticker } from '../../../../actors/runtime/ticker.js';
@@ -66,20 +66,28 @@ const kinds = (ctx: FakeActorContext, commandId: string): number[] =>
   ctx.frames.filter((f) => f.key === commandId || f.key === commandKey(AGENT, commandId)).map((f) => f.kind);
 
 void describe('replay output sink in the agent actor', () => {
-  void test('each chunk: the raw frame for Exec, then one publish frame with both encodings', () => {
+  void test('each chunk crosses once: one output frame with its bytes, seq, clock and text carry; nothing encoded', () => {
     const { ctx, actor } = started();
     actor.call('runCommand', { commandId: 'c-1', command: 'echo' });
     chunk(actor, 'c-1', 1, 'hello\n');
-    chunk(actor, 'c-1', 2, 'world\n', 6);
+    send(actor, { stdout: { streamId: 'c-1', seq: 2, offset: 6, data: Buffer.from([0x77, 0xe2, 0x82]), timestampMs: 5 } });
+    send(actor, { stdout: { streamId: 'c-1', seq: 3, offset: 9, data: Buffer.from([0xac]), timestampMs: 5 } });
     const O = AgentFrameKind.kFrameCommandOutput;
-    const P = PublishFrameKind.kFrameOutputPublish;
-    assert.deepEqual(kinds(ctx, 'c-1'), [PublishFrameKind.kFrameOutputKnown, O, P, O, P]);
-    const p = decodeOutputPublish(ctx.ofKind(P)[1]!.payload)!;
-    const ev = parseSse(dec.decode(p.sse))[0]!;
-    assert.equal(ev.event, 'agent_output');
-    assert.equal((JSON.parse(ev.data) as { text: string }).text, 'world\n');
-    assert.equal(p.cursor, ev.id);
-    assert.equal((JSON.parse(dec.decode(p.ws)) as { type: string; seq: number }).seq, 2);
+    assert.deepEqual(kinds(ctx, 'c-1'), [PublishFrameKind.kFrameOutputKnown, O, O, O]);
+    const frames = ctx.ofKind(O).map((f) => ({ key: f.key, ...decodeOutputFrame(f.payload)! }));
+    assert.equal(frames[0]!.key, commandKey(AGENT, 'c-1'));
+    assert.equal(dec.decode(frames[0]!.data), 'hello\n');
+    assert.deepEqual(
+      frames.map((f) => f.seq),
+      [1, 2, 3],
+    );
+    assert.ok(frames[0]!.clock > 0 && frames[1]!.clock > frames[0]!.clock, 'clocks increase');
+    assert.deepEqual([...frames[2]!.carry], [0xe2, 0x82], 'the third chunk is decoded after the held bytes of €');
+    const replay = actor.call('output.replay', { commandId: 'c-1', mode: 'tail', limit: 10 }) as ReplayAnswer;
+    assert.deepEqual(
+      parseSse(dec.decode(replay.bytes)).map((e) => (JSON.parse(e.data) as { text: string }).text),
+      ['hello\n', 'w', '€'],
+    );
   });
 
   void test('output.replay: buffered events, the state, and the clock that splits old from new', () => {
@@ -92,9 +100,9 @@ void describe('replay output sink in the agent actor', () => {
       events.map((e) => (JSON.parse(e.data) as { text: string }).text),
       ['line 4\n', 'line 5\n'],
     );
-    const lastLive = decodeOutputPublish(ctx.ofKind(PublishFrameKind.kFrameOutputPublish).at(-1)!.payload)!;
-    assert.equal(a.last, lastLive.cursor);
-    assert.equal(a.clock, Number(lastLive.cursor!.split('-')[0]), 'every earlier event has a clock ≤ the answer clock');
+    const lastLive = decodeOutputFrame(ctx.ofKind(AgentFrameKind.kFrameCommandOutput).at(-1)!.payload)!;
+    assert.equal(a.last, `${lastLive.clock}-${lastLive.seq}`);
+    assert.equal(a.clock, lastLive.clock, 'every earlier event has a clock ≤ the answer clock');
     const none = actor.call('output.replay', { commandId: 'c-r', mode: 'none', limit: 100 }) as ReplayAnswer;
     assert.equal(none.bytes.byteLength, 0);
     assert.equal((actor.call('output.replay', { commandId: 'never', mode: 'tail', limit: 5 }) as ReplayAnswer).state, 'unknown');
@@ -113,8 +121,8 @@ void describe('replay output sink in the agent actor', () => {
     chunk(actor, 'c-g', 1, 'a');
     chunk(actor, 'c-g', 4, 'd', 3);
     const publishes = ctx.ofKind(PublishFrameKind.kFrameOutputPublish).map((f) => decodeOutputPublish(f.payload)!);
-    assert.equal(publishes[1]!.flags, kPublishGap);
-    assert.match(dec.decode(publishes[1]!.sse), /"from_seq":2,"to_seq":3/);
+    assert.equal(publishes[0]!.flags, kPublishGap);
+    assert.match(dec.decode(publishes[0]!.sse), /"from_seq":2,"to_seq":3/);
     send(actor, { commandResult: { commandId: 'c-g', exitCode: 0, lastSeq: 4 } });
     const end = decodeOutputPublish(ctx.ofKind(PublishFrameKind.kFrameOutputPublish).at(-1)!.payload)!;
     assert.equal(end.flags, kPublishEnd);
@@ -169,7 +177,8 @@ void describe('ReplayOutputSink alone', () => {
     assert.deepEqual({ bytes: shard.stats().ringBytes, rings: shard.stats().rings }, { bytes: 0, rings: 0 });
     const before = ctx.frames.length;
     sink.output('c-9', { stream: 1, eof: false, seq: 1, offset: 0, timestampMs: 1 }, data);
-    assert.equal(ctx.frames.length, before + 1, 'after stop only the raw frame');
+    assert.equal(ctx.frames.length, before + 1, 'after stop the output frame, unstored');
+    assert.equal(decodeOutputFrame(ctx.frames.at(-1)!.payload)!.clock, 0);
   });
 
   void test('retention: a finished command is released after retentionMs, not before', () => {

@@ -26,13 +26,18 @@ void describe('agent frames', () => {
           seq: fc.maxSafeNat(),
           offset: fc.maxSafeNat(),
           timestampMs: fc.maxSafeNat(),
+          clock: fc.maxSafeNat(),
+          carry: fc.uint8Array({ maxLength: 3 }),
         }),
         fc.uint8Array({ maxLength: 200 }),
         (h, data) => {
           const f = encodeOutputFrame(h, data);
           assert.equal(f.byteLength, kOutputHeaderBytes + data.byteLength);
           const d = decodeOutputFrame(f)!;
-          assert.deepEqual({ stream: d.stream, eof: d.eof, seq: d.seq, offset: d.offset, timestampMs: d.timestampMs }, { ...h });
+          assert.deepEqual(
+            { stream: d.stream, eof: d.eof, seq: d.seq, offset: d.offset, timestampMs: d.timestampMs, clock: d.clock, carry: [...d.carry] },
+            { ...h, carry: [...h.carry] },
+          );
           assert.deepEqual(d.data, data);
         },
       ),

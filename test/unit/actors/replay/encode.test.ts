@@ -11,7 +11,7 @@ const enc = new TextEncoder();
 const dec = new TextDecoder();
 const json = (b: Uint8Array): Record<string, unknown> => JSON.parse(dec.decode(b)) as Record<string, unknown>;
 
-function chunk(seq: number, text: string | Uint8Array, over: Partial<ReplayChunk> = {}): ReplayChunk {
+function chunk(seq: number, text: string | Uint8Array, over: Partial<ReplayChunk> = {}): Omit<ReplayChunk, 'carry'> {
   return {
     kind: 'chunk',
     seq,
@@ -26,9 +26,9 @@ function chunk(seq: number, text: string | Uint8Array, over: Partial<ReplayChunk
 }
 
 /** Cuts bytes at the given positions into chunks with running offsets. */
-function split(bytes: Uint8Array, cuts: number[]): ReplayChunk[] {
+function split(bytes: Uint8Array, cuts: number[]): Array<Omit<ReplayChunk, 'carry'>> {
   const points = [...new Set(cuts.map((c) => c % (bytes.byteLength + 1)))].sort((a, b) => a - b);
-  const out: ReplayChunk[] = [];
+  const out: Array<Omit<ReplayChunk, 'carry'>> = [];
   let at = 0;
   for (const p of [...points, bytes.byteLength]) {
     out.push(chunk(out.length + 1, bytes.slice(at, p), { offset: at }));

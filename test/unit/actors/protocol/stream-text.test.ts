@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { StreamTextDecoder } from '../../../../actors/replay/stream-text.js';
+import { StreamTextDecoder } from '../../../../actors/protocol/stream-text.js';
 
 const enc = new TextEncoder();
 

@@ -1,5 +1,5 @@
 /**
- * The live `text` field written straight into frames (actors/replay/live-text.ts) is byte for
+ * The live `text` field written straight into frames (actors/protocol/live-text.ts) is byte for
  * byte JSON.stringify of what the reference decoder (LiveOutputEncoder, stream-text.ts rules)
  * decodes, for any bytes cut into any chunks: valid UTF-8, characters split across chunks,
  * invalid sequences, control characters, BOMs, offset jumps and eof.
@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { incompleteTail, LiveText, maxJsonTextBytes, writeJsonUtf8 } from '../../../../actors/replay/live-text.js';
+import { incompleteTail, LiveText, maxJsonTextBytes, writeJsonUtf8 } from '../../../../actors/protocol/live-text.js';
 import { LiveOutputEncoder } from '../../../../actors/replay/output-event.js';
 
 interface Piece {
