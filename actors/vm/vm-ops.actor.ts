@@ -7,7 +7,7 @@
  * run in parallel.
  *
  * It never calls the hypervisor itself (see actors/protocol/vm-frames.ts for why): each step is a kFrameVmStep
- * request answered by the main thread with call('stepDone'). A step that gets no answer within
+ * request answered by the main thread with a kFrameVmStepDone frame (or call('stepDone')). A step that gets no answer within
  * its timeout plus STEP_GRACE_MS fails the job (server.timeout), so a lost answer cannot wedge
  * the queue. After a completed delete, or IDLE_STOP_MS without work, the actor stops itself;
  * the main thread spawns a new one when the VM is next used.
@@ -20,6 +20,7 @@ import { OperationCause, OperationProgress, isTerminal, type OperationSnapshot }
 import {
   VM_OPS_ACTOR_TYPE,
   VmFrameKind,
+  decodeJson,
   encodeJson,
   publicTypeOf,
   type JobFrame,
@@ -83,6 +84,21 @@ class VmOpsActor implements Actor {
     this.#stepGraceMs = init.stepGraceMs ?? STEP_GRACE_MS;
     this.#outbox = new Outbox(ctx);
     this.#armIdle();
+  }
+
+  receive(kind: number, payload: Uint8Array): void {
+    if (kind !== VmFrameKind.kFrameVmStepDone) {
+      this.#ctx.logger.warn({ vm: this.#vm, kind }, 'vm-ops got a frame of a kind it does not take; ignored');
+      return;
+    }
+    let answer: StepAnswer;
+    try {
+      answer = decodeJson<StepAnswer>(payload);
+    } catch (err) {
+      this.#ctx.logger.error({ vm: this.#vm, err: String(err) }, 'step answer is not JSON; ignored (its step times out)');
+      return;
+    }
+    this.#stepDone(answer);
   }
 
   call(method: string, args: unknown): unknown {
