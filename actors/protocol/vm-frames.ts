@@ -6,13 +6,14 @@
  * every hypervisor call must run on the main thread (the @unraid/libvirt binding crashes the
  * process when loaded in a worker), and so must certificate issuance and agent processes. So
  * the actor never touches the outside world: it asks the main thread to run one *step* at a time
- * and waits for the answer. The request and its answer are frames on the shard rings, as are the
- * job snapshots: a step costs one crossing each way and no comlink call (a structured clone and
- * a postMessage each way, plus its reply), which was two of the three round trips of every
- * operation. A lost answer (the actor stopped meanwhile) is counted and logged by the shard as an
- * undeliverable frame, and the actor's step timeout fails a job whose answer never comes.
- * Submitting stays a call: its answer (the accepted job or the refusal) is the HTTP reply, and a
- * missing actor must be reported so the main thread can spawn it.
+ * and waits for the answer. The queue actors live on the main thread in both modes
+ * (`mainThreadActorTypes` in actors/vm/vm-ops.actor.ts, ActorSystem "Placement"): all their steps
+ * are main-thread work, so a worker only added crossings and thread wake-ups to every operation.
+ * The request and its answer are frames all the same (the actor is still an actor, with its
+ * ordering and backpressure rules): a lost answer (the actor stopped meanwhile) is counted and
+ * logged as an undeliverable frame, and the actor's step timeout fails a job whose answer never
+ * comes. Submitting is a call: its answer (the accepted job or the refusal) is the HTTP reply, and
+ * a missing actor must be reported so the main thread can spawn it.
  *
  * actor → main (emit; key = the actor id; payload = UTF-8 JSON; numbers in frame-kinds.ts)
  *   kFrameVmStep      StepRequest: run this step and answer with kFrameVmStepDone
