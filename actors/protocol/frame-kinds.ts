@@ -191,7 +191,7 @@ export const FRAME_KINDS = {
     direction: 'from-actor',
     owner: 'vm',
     key: "the queue actor's id",
-    payload: "JSON StepRequest: run this step and answer with call('stepDone', StepAnswer)",
+    payload: 'JSON StepRequest: run this step and answer with a kFrameVmStepDone frame',
   },
   kFrameVmJob: {
     kind: 65,
@@ -199,6 +199,13 @@ export const FRAME_KINDS = {
     owner: 'vm',
     key: "the queue actor's id",
     payload: "JSON JobFrame: a job's snapshot after every change (seq grows; stale copies lose)",
+  },
+  kFrameVmStepDone: {
+    kind: 66,
+    direction: 'to-actor',
+    owner: 'vm',
+    key: "the queue actor's id",
+    payload: 'JSON StepAnswer: the answer to the kFrameVmStep with its callId',
   },
 } as const satisfies Record<string, FrameKindSpec>;
 

@@ -6,18 +6,25 @@
  * every hypervisor call must run on the main thread (the @unraid/libvirt binding crashes the
  * process when loaded in a worker), and so must certificate issuance and agent processes. So
  * the actor never touches the outside world: it asks the main thread to run one *step* at a time
- * and waits for the answer. Operations are low-rate control traffic, so the answer travels as an
- * ActorSystem.call (structured clone, errors keep their code, and a missing actor is reported
- * rather than silently dropped); the data-plane rings stay free for PTY output. The actor can
- * only start a conversation by emitting, so its two messages are frames:
+ * and waits for the answer. The queue actors live on the main thread in both modes
+ * (`mainThreadActorTypes` in actors/vm/vm-ops.actor.ts, ActorSystem "Placement"): all their steps
+ * are main-thread work, so a worker only added crossings and thread wake-ups to every operation.
+ * The request and its answer are frames all the same (the actor is still an actor, with its
+ * ordering and backpressure rules): a lost answer (the actor stopped meanwhile) is counted and
+ * logged as an undeliverable frame, and the actor's step timeout fails a job whose answer never
+ * comes. Submitting is a call: its answer (the accepted job or the refusal) is the HTTP reply, and
+ * a missing actor must be reported so the main thread can spawn it.
  *
  * actor → main (emit; key = the actor id; payload = UTF-8 JSON; numbers in frame-kinds.ts)
- *   kFrameVmStep   StepRequest: run this step and answer with call('stepDone', StepAnswer)
- *   kFrameVmJob    JobFrame: a job's snapshot after every change (seq grows; stale copies lose)
+ *   kFrameVmStep      StepRequest: run this step and answer with kFrameVmStepDone
+ *   kFrameVmJob       JobFrame: a job's snapshot after every change (seq grows; stale copies lose)
+ *
+ * main → actor (ActorSystem.send; key = the actor id; payload = UTF-8 JSON)
+ *   kFrameVmStepDone  StepAnswer: the answer to the step request with the same callId
  *
  * main → actor (ActorSystem.call)
  *   submit(SubmitArgs)   → OperationSnapshot<JobKind>; rejects VM_BUSY, VM_NOT_FOUND, ...
- *   stepDone(StepAnswer) → void
+ *   stepDone(StepAnswer) → void (the same as a kFrameVmStepDone frame)
  *   status()             → QueueStatus
  */
 import type { WireError } from '../../src/core/errors.js';

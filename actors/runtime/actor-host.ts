@@ -81,6 +81,11 @@ export class ActorHost {
     return slot.incarnation;
   }
 
+  /** True while actor `id` lives here. */
+  has(id: string): boolean {
+    return this.#actors.has(id);
+  }
+
   /** Hands a data frame to actor `id`; false (and counted) when there is no such actor. */
   deliver(kind: number, id: string, payload: Uint8Array): boolean {
     const slot = this.#actors.get(id);

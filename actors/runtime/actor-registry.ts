@@ -1,6 +1,8 @@
 /**
  * Loads actor type tables from module URLs (each module exports `actorTypes`). Used by every
- * shard worker and by inline mode, so both run exactly the same factories.
+ * shard worker and by inline mode, so both run exactly the same factories. A module may also
+ * export `mainThreadActorTypes`: the names of its types whose actors live on the main thread in
+ * every mode (ActorSystemOptions, "Placement").
  */
 import type { ActorFactory } from './actor.js';
 
@@ -26,4 +28,21 @@ export async function loadActorTypes(moduleUrls: readonly string[]): Promise<Act
     }
   }
   return types;
+}
+
+/**
+ * The types the modules place on the main thread (their `mainThreadActorTypes` exports, each a
+ * list of type names). Rejects with a TypeError for an export that is not a list of strings.
+ */
+export async function loadMainThreadTypes(moduleUrls: readonly string[]): Promise<ReadonlySet<string>> {
+  const names = new Set<string>();
+  for (const url of moduleUrls) {
+    const list = ((await import(url)) as { mainThreadActorTypes?: unknown }).mainThreadActorTypes;
+    if (list === undefined) continue;
+    if (!Array.isArray(list) || !list.every((n): n is string => typeof n === 'string')) {
+      throw new TypeError(`mainThreadActorTypes in ${url} is not a list of type names`);
+    }
+    for (const n of list) names.add(n);
+  }
+  return names;
 }

@@ -6,6 +6,12 @@
  * SAB rings, or MessagePort rings with `ring: 'port'` (the fallback, DESIGN.md). In mode 'inline'
  * the same ActorHost runs on the main thread with direct calls (the benchmark baseline).
  *
+ * Placement: an actor module may list types in `mainThreadActorTypes`; in workers mode their
+ * actors live in one more InlineShard on the main thread instead of a worker shard (calls, frames
+ * and stops for such an id go there while it lives). That is for actors whose every step is
+ * main-thread work anyway: in a worker they would gain nothing and pay a crossing, and a thread
+ * wake-up, each way per step (the VM operation queues, actors/vm/vm-ops.actor.ts).
+ *
  * Backpressure, end to end: send() returns false when the shard's inbound ring is full — keep
  * the frame and retry after `await whenWritable(id, payload.byteLength)`; an actor whose
  * ctx.emit returns false does the same with ctx.whenWritable. Nothing is dropped silently:
@@ -16,7 +22,7 @@ import { SvcError } from '../../src/core/errors.js';
 import { validateCapacityBytes } from '../ring/layout.js';
 import type { RingKind } from '../ring/ring-ends.js';
 import type { ActorLogger } from './actor.js';
-import { loadActorTypes } from './actor-registry.js';
+import { loadActorTypes, loadMainThreadTypes } from './actor-registry.js';
 import { InlineShard } from './inline-shard.js';
 import { kDefaultCallTimeoutMs, type CallOptions, type ShardBackend, type ShardStats } from './shard-backend.js';
 import { shardIndexOf } from './shard-hash.js';
@@ -78,6 +84,8 @@ export class ActorSystem {
   readonly mode: ActorMode;
   readonly #shards: ShardBackend[];
   readonly #logger: ActorLogger;
+  /** Workers mode: the main thread's shard of the mainThreadActorTypes (see Placement). */
+  readonly #main: InlineShard | undefined;
   #stopping: Promise<void> | undefined;
 
   /**
@@ -102,6 +110,7 @@ export class ActorSystem {
     };
     const indexes = Array.from({ length: opts.shards }, (_, i) => i);
     let shards: ShardBackend[];
+    let main: InlineShard | undefined;
     if (opts.mode === 'inline') {
       const types = await loadActorTypes(modules);
       shards = indexes.map((index) => new InlineShard({ index, types, ringBytes, logger, onEmit: opts.onEmit, onSpawnRequest }));
@@ -119,17 +128,27 @@ export class ActorSystem {
         throw failed.reason;
       }
       shards = ok;
+      const mainTypes = await loadMainThreadTypes(modules).catch(async (err: unknown) => {
+        await Promise.all(ok.map((sh) => sh.stop(kDefaultStopDeadlineMs)));
+        throw err;
+      });
+      if (mainTypes.size > 0) {
+        const all = await loadActorTypes(modules);
+        const types = new Map([...all].filter(([name]) => mainTypes.has(name)));
+        main = new InlineShard({ index: -1, types, ringBytes, logger, onEmit: opts.onEmit, onSpawnRequest });
+      }
     } else {
       throw new RangeError(`mode must be 'workers' or 'inline', got ${String(opts.mode)}`);
     }
-    ref.system = new ActorSystem(opts.mode, shards, logger);
+    ref.system = new ActorSystem(opts.mode, shards, logger, main);
     return ref.system;
   }
 
-  private constructor(mode: ActorMode, shards: ShardBackend[], logger: ActorLogger) {
+  private constructor(mode: ActorMode, shards: ShardBackend[], logger: ActorLogger, main: InlineShard | undefined) {
     this.mode = mode;
     this.#shards = shards;
     this.#logger = logger;
+    this.#main = main;
   }
 
   /** Number of shards. */
@@ -149,6 +168,14 @@ export class ActorSystem {
    */
   spawn(type: string, id: string, init?: unknown, opts: CallOptions = {}): Promise<void> {
     if (this.#stopping !== undefined) return Promise.reject(notReady());
+    if (this.#main?.types.has(type) === true) {
+      // One id, one actor: not while a worker shard has it.
+      if (this.#shardFor(id).actorIds().includes(id)) {
+        return Promise.reject(new SvcError('actor.already_exists', `actor ${id} already exists`, { id }));
+      }
+      return this.#main.spawn(type, id, init, opts);
+    }
+    if (this.#main?.has(id) === true) return Promise.reject(new SvcError('actor.already_exists', `actor ${id} already exists`, { id }));
     return this.#shardFor(id).spawn(type, id, init, opts);
   }
 
@@ -161,13 +188,13 @@ export class ActorSystem {
    */
   send(id: string, kind: number, payload: Uint8Array): boolean {
     if (this.#stopping !== undefined) throw notReady();
-    return this.#shardFor(id).send(kind, id, payload);
+    return this.#route(id).send(kind, id, payload);
   }
 
   /** Resolves once a frame for `id` with `payloadBytes` of payload would fit (or the system stops). */
   whenWritable(id: string, payloadBytes: number, signal?: AbortSignal): Promise<void> {
     if (this.#stopping !== undefined) return Promise.resolve();
-    return this.#shardFor(id).whenWritable(id, payloadBytes, signal);
+    return this.#route(id).whenWritable(id, payloadBytes, signal);
   }
 
   /**
@@ -177,13 +204,13 @@ export class ActorSystem {
    */
   call<T = unknown>(id: string, method: string, args?: unknown, opts: CallOptions = {}): Promise<T> {
     if (this.#stopping !== undefined) return Promise.reject(notReady());
-    return this.#shardFor(id).call(id, method, args, opts) as Promise<T>;
+    return this.#route(id).call(id, method, args, opts) as Promise<T>;
   }
 
   /** Stops actor `id` (its stop handler runs). Rejects actor.not_found for an unknown id. */
   stopActor(id: string, opts: CallOptions = {}): Promise<void> {
     if (this.#stopping !== undefined) return Promise.reject(notReady());
-    return this.#shardFor(id).stopActor(id, opts);
+    return this.#route(id).stopActor(id, opts);
   }
 
   /** Main-thread numbers, synchronously (no call into the workers). */
@@ -192,7 +219,7 @@ export class ActorSystem {
     return {
       mode: this.mode,
       shards: this.#shards.length,
-      actors: perShard.reduce((n, s) => n + s.actors, 0),
+      actors: perShard.reduce((n, s) => n + s.actors, 0) + (this.#main?.stats().actors ?? 0),
       restarts: perShard.reduce((n, s) => n + s.restarts, 0),
       perShard,
     };
@@ -217,10 +244,15 @@ export class ActorSystem {
   stop(opts: { deadlineMs?: number } = {}): Promise<void> {
     this.#stopping ??= (async () => {
       const deadlineMs = opts.deadlineMs ?? kDefaultStopDeadlineMs;
-      await Promise.all(this.#shards.map((s) => s.stop(deadlineMs)));
+      await Promise.all([...this.#shards, ...(this.#main === undefined ? [] : [this.#main])].map((s) => s.stop(deadlineMs)));
       this.#logger.info({ mode: this.mode, shards: this.#shards.length }, 'actor system stopped');
     })();
     return this.#stopping;
+  }
+
+  /** Where actor `id` lives: the main thread's shard while it has the id, else its worker shard. */
+  #route(id: string): ShardBackend {
+    return this.#main?.has(id) === true ? this.#main : this.#shardFor(id);
   }
 
   #shardFor(id: string): ShardBackend {

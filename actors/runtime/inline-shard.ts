@@ -26,6 +26,8 @@ export interface InlineShardOptions {
 
 export class InlineShard implements ShardBackend {
   readonly index: number;
+  /** The actor types this shard hosts. */
+  readonly types: ActorTypes;
   readonly #host: ActorHost;
   readonly #pending: PendingCalls = new Set();
   readonly #encoder = new FrameEncoder();
@@ -36,6 +38,7 @@ export class InlineShard implements ShardBackend {
 
   constructor(opts: InlineShardOptions) {
     this.index = opts.index;
+    this.types = opts.types;
     this.#maxFrameBytes = maxRecordBytesFor(opts.ringBytes);
     const { logger, onEmit } = opts;
     this.#logger = logger;
@@ -97,6 +100,11 @@ export class InlineShard implements ShardBackend {
 
   actorIds(): string[] {
     return this.#host.ids();
+  }
+
+  /** True while actor `id` lives in this shard. */
+  has(id: string): boolean {
+    return this.#host.has(id);
   }
 
   stats(): ShardStats {

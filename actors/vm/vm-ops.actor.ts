@@ -4,10 +4,10 @@
  * use. It admits or refuses new jobs (job-plans.ts), runs them strictly one after another in
  * submission order, drives each through the operation state machine (src/core/operation-state.ts), and
  * reports every change as a kFrameVmJob frame. Different VMs are different actors, so their jobs
- * run in parallel.
+ * run in parallel. Its actors live on the main thread in both modes (mainThreadActorTypes below).
  *
  * It never calls the hypervisor itself (see actors/protocol/vm-frames.ts for why): each step is a kFrameVmStep
- * request answered by the main thread with call('stepDone'). A step that gets no answer within
+ * request answered by the main thread with a kFrameVmStepDone frame (or call('stepDone')). A step that gets no answer within
  * its timeout plus STEP_GRACE_MS fails the job (server.timeout), so a lost answer cannot wedge
  * the queue. After a completed delete, or IDLE_STOP_MS without work, the actor stops itself;
  * the main thread spawns a new one when the VM is next used.
@@ -20,6 +20,7 @@ import { OperationCause, OperationProgress, isTerminal, type OperationSnapshot }
 import {
   VM_OPS_ACTOR_TYPE,
   VmFrameKind,
+  decodeJson,
   encodeJson,
   publicTypeOf,
   type JobFrame,
@@ -83,6 +84,21 @@ class VmOpsActor implements Actor {
     this.#stepGraceMs = init.stepGraceMs ?? STEP_GRACE_MS;
     this.#outbox = new Outbox(ctx);
     this.#armIdle();
+  }
+
+  receive(kind: number, payload: Uint8Array): void {
+    if (kind !== VmFrameKind.kFrameVmStepDone) {
+      this.#ctx.logger.warn({ vm: this.#vm, kind }, 'vm-ops got a frame of a kind it does not take; ignored');
+      return;
+    }
+    let answer: StepAnswer;
+    try {
+      answer = decodeJson<StepAnswer>(payload);
+    } catch (err) {
+      this.#ctx.logger.error({ vm: this.#vm, err: String(err) }, 'step answer is not JSON; ignored (its step times out)');
+      return;
+    }
+    this.#stepDone(answer);
   }
 
   call(method: string, args: unknown): unknown {
@@ -255,3 +271,11 @@ const factory: ActorFactory = (ctx, init) => new VmOpsActor(ctx, init as VmOpsIn
 
 /** Loaded by every shard (ActorSystem actorModules). */
 export const actorTypes: Record<string, ActorFactory> = { [VM_OPS_ACTOR_TYPE]: factory };
+
+/**
+ * The queues live on the main thread in workers mode too (ActorSystem "Placement"): every step
+ * they order is main-thread work (the libvirt binding, agent processes, the operation store and
+ * events), so in a worker a queue gained nothing and paid a crossing and a thread wake-up each
+ * way per step, and one comlink round trip per operation: vm-ops ran at 0.68-0.89 of inline.
+ */
+export const mainThreadActorTypes: readonly string[] = [VM_OPS_ACTOR_TYPE];

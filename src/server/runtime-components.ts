@@ -11,6 +11,7 @@ import { startHttpListener, type HttpListener } from '../http/uws-server.js';
 import { LibvirtHypervisor } from '../hypervisor/libvirt/libvirt-hypervisor.js';
 import { IDENTITY_JOBS_MODULE } from '../identity/identity-jobs.js';
 import { TASK_JOBS_MODULE } from '../tasks/task-jobs.js';
+import { VM_JOBS_MODULE } from '../vms/vm-jobs.js';
 
 declare module '../component/component.js' {
   interface Services {
@@ -42,14 +43,14 @@ export const actorsComponent: Component = {
   },
 };
 
-/** CPU-bound work of the features (hashing, archive reading, certificates, manifests), off the main thread. */
+/** CPU-bound work of the features (hashing, archive reading, certificates, manifests, local VM process scans), off the main thread. */
 export const jobsComponent: Component = {
   name: 'jobs',
   async start(ctx) {
     const jobs = await JobPool.start({
       mode: ctx.config.actorsMode,
       threads: Math.max(1, Math.min(2, cpus().length - 1)),
-      jobModules: [TASK_JOBS_MODULE, IDENTITY_JOBS_MODULE],
+      jobModules: [TASK_JOBS_MODULE, IDENTITY_JOBS_MODULE, VM_JOBS_MODULE],
       logger: ctx.logger.child({ component: 'jobs' }),
     });
     ctx.provide('jobs', jobs);

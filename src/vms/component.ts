@@ -54,6 +54,7 @@ export function vmsComponent(o: VmsComponentOptions = {}): Component {
           ...(config.vmAgentServerAddr !== null ? { agentServer: config.vmAgentServerAddr } : {}),
         },
         metricsRegistry: ctx.metrics.registry,
+        ...(jobs !== undefined && { jobs }),
         ...o,
       });
       ctx.provide('vms', vms);

@@ -32,7 +32,14 @@ import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { formatAddress, type ListenAddress } from '../config/parsers.js';
-import { endVmProcesses, localTmuxDir, localVmEnv, removeOutsideTmuxDir, type EndedVmProcesses } from './local-vm-processes.js';
+import {
+  endVmProcesses,
+  localTmuxDir,
+  localVmEnv,
+  removeOutsideTmuxDir,
+  type EndedVmProcesses,
+  type ProcessFinder,
+} from './local-vm-processes.js';
 
 /** Default path of the agent entry point: the sibling build output of this module. */
 export const DEFAULT_AGENT_BIN = fileURLToPath(new URL('../bin/sandbox-agent.js', import.meta.url));
@@ -81,6 +88,8 @@ export interface LocalAgentSupervisorOptions {
   stopGraceMs?: number;
   /** Default true. */
   restartOnCrash?: boolean;
+  /** How a stopping VM's processes are found (default findVmProcesses on the main thread; vm-service hands the job pool's). */
+  findProcesses?: ProcessFinder;
   logger?: Pick<Logger, 'info' | 'warn' | 'error'>;
 }
 
@@ -191,6 +200,10 @@ export class LocalAgentSupervisor {
     return this.#opts.agentBin ?? DEFAULT_AGENT_BIN;
   }
 
+  get #find(): { find?: ProcessFinder } {
+    return this.#opts.findProcesses === undefined ? {} : { find: this.#opts.findProcesses };
+  }
+
   get #grace(): number {
     return this.#opts.stopGraceMs ?? 5000;
   }
@@ -292,9 +305,9 @@ export class LocalAgentSupervisor {
     const agents = new Set(entries.flatMap((e) => (e.child.pid === undefined ? [] : [e.child.pid])));
     const [, during] = await Promise.all([
       Promise.all(entries.map((e) => this.#stopEntry(e, graceMs))),
-      endVmProcesses(powerOff, { graceMs, exclude: agents }),
+      endVmProcesses(powerOff, { graceMs, exclude: agents, ...this.#find }),
     ]);
-    const after = await endVmProcesses(powerOff, { graceMs: 0 });
+    const after = await endVmProcesses(powerOff, { graceMs: 0, ...this.#find });
     const result = { ended: [...during.ended, ...after.ended], survivors: after.survivors };
     if (result.survivors.length === 0) await Promise.all(powerOff.map((d) => removeOutsideTmuxDir(d)));
     this.#logEnded(result, 'info', 'ended a process of a stopped local VM');

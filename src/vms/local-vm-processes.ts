@@ -64,6 +64,9 @@ export function localVmEnv(vmDir: string): { [LOCAL_VM_ENV]: string; TMUX_TMPDIR
   return { [LOCAL_VM_ENV]: vmDir, TMUX_TMPDIR: localTmuxDir(vmDir) };
 }
 
+/** How processes are looked up: findVmProcesses, here or on the job pool (vm-jobs.ts). */
+export type ProcessFinder = (vmDirs: readonly string[], exclude?: ReadonlySet<number>) => Promise<VmProcess[]>;
+
 /** Live processes (zombies excluded) marked with one of `vmDirs`, except `exclude`d pids and this process. */
 export async function findVmProcesses(vmDirs: readonly string[], exclude: ReadonlySet<number> = new Set()): Promise<VmProcess[]> {
   if (vmDirs.length === 0) return [];
@@ -90,16 +93,18 @@ export async function findVmProcesses(vmDirs: readonly string[], exclude: Readon
 
 /**
  * Ends every process marked with one of `vmDirs` (see the file comment). `exclude`: pids left to
- * someone else (the running agent, which sandboxd stops and reaps itself).
+ * someone else (the running agent, which sandboxd stops and reaps itself). `find`: how to look
+ * (default findVmProcesses on this thread).
  */
 export async function endVmProcesses(
   vmDirs: readonly string[],
-  opts: { graceMs: number; exclude?: ReadonlySet<number> },
+  opts: { graceMs: number; exclude?: ReadonlySet<number>; find?: ProcessFinder },
 ): Promise<EndedVmProcesses> {
+  const find = opts.find ?? findVmProcesses;
   const ended: VmProcess[] = [];
   let left: VmProcess[] = [];
   for (let round = 0; round < kEndRounds; round++) {
-    const found = await findVmProcesses(vmDirs, opts.exclude);
+    const found = await find(vmDirs, opts.exclude);
     if (found.length === 0) return { ended, survivors: [] };
     // Later rounds only catch what was forked meanwhile: no second grace for it.
     const graceMs = round === 0 ? opts.graceMs : 0;

@@ -1,7 +1,7 @@
 /**
  * The main thread's side of the VM queue actors (protocol: actors/protocol/vm-frames.ts): spawns a
  * VM's actor on first use, submits jobs to it, runs the steps it asks for (StepExecutor) and
- * answers them, and turns its job frames into OperationStore records, waiter resolutions and
+ * answers them (a kFrameVmStepDone frame each), and turns its job frames into OperationStore records, waiter resolutions and
  * `onJob` notifications (events, metrics).
  *
  * An actor that is gone (it stopped itself after a delete or when idle) is spawned again and the
@@ -16,6 +16,7 @@ import {
   VM_OPS_ACTOR_TYPE,
   VmFrameKind,
   decodeJson,
+  encodeJson,
   publicTypeOf,
   vmOfOpsActor,
   vmOpsActorId,
@@ -171,10 +172,15 @@ export class VmOpsBridge {
       if (wire.code === 'server.internal') this.#o.logger.error({ vm: req.vm, step: req.step, err }, 'VM step failed unexpectedly');
       answer = { callId: req.callId, ok: false, error: wire };
     }
+    // A frame on the shard's inbound ring, not a call: no structured clone, no postMessage and no
+    // reply to wait for. A full ring (PTY input queued ahead) holds it back, never drops it.
+    const payload = encodeJson(answer);
     try {
-      await this.#o.actors.call(actorId, 'stepDone', answer);
+      while (!this.#o.actors.send(actorId, VmFrameKind.kFrameVmStepDone, payload)) {
+        await this.#o.actors.whenWritable(actorId, payload.byteLength);
+      }
     } catch (err) {
-      // The actor is gone (shard restart, server stopping): its job was failed elsewhere.
+      // The system is stopping: the job was failed elsewhere.
       this.#o.logger.warn({ vm: req.vm, step: req.step, err: errorMessage(err) }, 'could not hand a step result back to its VM queue');
     }
   }

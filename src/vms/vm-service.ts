@@ -40,6 +40,8 @@ import { StepExecutor } from './step-executor.js';
 import { VmController, type VmApi } from './vm-controller.js';
 import { VmEventBridge, type EventSink } from './vm-events.js';
 import { VmOpsBridge } from './vm-ops-bridge.js';
+import { processFinderOn } from './vm-jobs.js';
+import type { JobRunner } from '../util/job-runner.js';
 
 /** The actor module to list in the ActorSystem's actorModules. */
 export const VM_ACTOR_MODULE: URL = new URL('../../actors/vm/vm-ops.actor.js', import.meta.url);
@@ -80,6 +82,8 @@ export interface VmServiceOptions {
   resumeAgents?: boolean;
   /** Idle queue actors stop after this long, ms (default 10 minutes). */
   actorIdleStopMs?: number;
+  /** The job pool: a stopping local VM's processes are looked for there (vm-jobs.ts). Default: on the main thread. */
+  jobs?: JobRunner;
 }
 
 export interface VmService {
@@ -119,6 +123,7 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
     logger,
     ...(o.agentBin !== undefined ? { agentBin: o.agentBin } : {}),
     ...(o.localAgentStopGraceMs !== undefined ? { stopGraceMs: o.localAgentStopGraceMs } : {}),
+    ...(o.jobs !== undefined ? { findProcesses: processFinderOn(o.jobs) } : {}),
   });
   const qemu: QemuOptions = {
     baseImage: o.qemu?.baseImage ?? null,

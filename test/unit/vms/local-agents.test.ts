@@ -14,6 +14,8 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { LocalAgentSupervisor, type LocalAgentSpec } from '../../../src/vms/local-agents.js';
 import { LOCAL_VM_ENV, localTmuxDir } from '../../../src/vms/local-vm-processes.js';
+import { processFinderOn, VM_JOBS_MODULE } from '../../../src/vms/vm-jobs.js';
+import { JobPool } from '../../../actors/jobs/job-pool.js';
 
 const FAKE_AGENT = `
 const argv = process.argv.slice(2);
@@ -180,6 +182,29 @@ describe('local agent processes', () => {
     assert.ok(!alive(first) && !alive(second), 'a stopped VM leaves nothing running');
     const tookMs = Date.now() - t0;
     assert.ok(tookMs >= 250 && tookMs < 5000, `TERM, the grace, then KILL (${tookMs} ms)`);
+  });
+
+  test("with the job pool's finder (a pool thread reads /proc), a stopped VM still leaves nothing running", async () => {
+    const pool = await JobPool.start({ mode: 'workers', threads: 1, jobModules: [VM_JOBS_MODULE] });
+    try {
+      const s = new LocalAgentSupervisor({
+        server: { host: '0.0.0.0', port: 8120 },
+        agentBin: bin,
+        stopGraceMs: 300,
+        findProcesses: processFinderOn(pool),
+      });
+      sups.push(s);
+      const sp = { ...spec('agent-p', 'daemon'), endsWithServer: false };
+      const pidIn = (): number =>
+        existsSync(join(sp.workDir, 'daemon.pid')) ? Number(readFileSync(join(sp.workDir, 'daemon.pid'), 'utf8')) : 0;
+      const agent = await s.start(sp);
+      await until('the daemon is up', () => pidIn() > 0);
+      const daemon = pidIn();
+      assert.equal(await s.stop('agent-p'), true);
+      assert.ok(!alive(agent.pid) && !alive(daemon), 'the agent and the daemon that ignores SIGTERM are both gone');
+    } finally {
+      await pool.stop();
+    }
   });
 
   test('at stopAll, only the processes of VMs that end with sandboxd end; the rest are reaped after a crash', async () => {

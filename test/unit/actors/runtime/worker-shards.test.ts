@@ -91,6 +91,33 @@ void describe('ActorSystem worker shards', () => {
     });
   }
 
+  void test('a type in mainThreadActorTypes lives on the main thread: calls, frames, stopSelf and a new spawn reach it there', async () => {
+    const emits = new EmitCollector();
+    const system = await ActorSystem.start({ mode: 'workers', shards: 1, actorModules: [testActors], onEmit: emits.onEmit });
+    try {
+      await system.spawn('pinned', 'queue-1');
+      await system.spawn('echo', 'worker-1');
+      assert.equal(await system.call('queue-1', 'onMainThread'), true);
+      assert.equal(await system.call('worker-1', 'onMainThread'), false);
+      assert.equal(system.stats().actors, 2);
+      await assert.rejects(system.spawn('echo', 'queue-1'), isSvc('actor.already_exists'));
+      await assert.rejects(system.spawn('pinned', 'worker-1'), isSvc('actor.already_exists'));
+      // Frames to it are echoed from the main thread, synchronously.
+      assert.equal(system.send('queue-1', FrameKind.kFrameData, new Uint8Array([1, 2, 3])), true);
+      assert.deepEqual(
+        emits.byKey.get('queue-1')?.map((p) => [...p]),
+        [[1, 2, 3]],
+      );
+      await system.call('queue-1', 'stopSelf');
+      await new Promise((r) => setImmediate(r));
+      await assert.rejects(system.call('queue-1', 'whoami'), isSvc('actor.not_found'));
+      await system.spawn('pinned', 'queue-1', { again: true });
+      assert.deepEqual((await system.call<{ init: unknown }>('queue-1', 'whoami')).init, { again: true });
+    } finally {
+      await system.stop();
+    }
+  });
+
   void test('a full inbound ring makes send() return false; after whenWritable every frame arrives, in order', async () => {
     const ringBytes = 16 * 1024;
     const system = await ActorSystem.start({ mode: 'workers', shards: 1, actorModules: [testActors], ringBytes, onEmit: () => undefined });

@@ -8,6 +8,7 @@ import {
   VM_OPS_ACTOR_TYPE,
   VmFrameKind,
   decodeJson,
+  encodeJson,
   vmOfOpsActor,
   vmOpsActorId,
   type JobFrame,
@@ -78,9 +79,12 @@ function rig(init: Record<string, unknown> = {}): Rig {
         const req = steps[answered++]!;
         seen.push(`${req.jobId}:${req.step}`);
         const a = answer(req);
-        actor.call!(
-          'stepDone',
-          a instanceof SvcError ? { callId: req.callId, ok: false, error: a.toWire() } : { callId: req.callId, ok: true, value: a },
+        // As the main thread answers: a kFrameVmStepDone frame on the shard's inbound ring.
+        actor.receive!(
+          VmFrameKind.kFrameVmStepDone,
+          encodeJson(
+            a instanceof SvcError ? { callId: req.callId, ok: false, error: a.toWire() } : { callId: req.callId, ok: true, value: a },
+          ),
         );
       }
       return seen;
@@ -178,7 +182,8 @@ describe('vm-ops actor', () => {
     assert.equal(s?.status, 'failed');
     assert.equal(s?.error?.code, 'server.timeout');
     assert.match(s?.error?.message ?? '', /no answer from the main thread within 1020 ms/);
-    // A late answer is ignored.
+    // A late answer is ignored, as a frame or as a call.
+    r.actor.receive!(VmFrameKind.kFrameVmStepDone, encodeJson({ callId: r.steps[0]!.callId, ok: true, value: {} }));
     r.actor.call!('stepDone', { callId: r.steps[0]!.callId, ok: true, value: {} });
     assert.equal(r.last('job-s')?.status, 'failed');
   });
