@@ -198,6 +198,9 @@ export namespace svc {
 
                 /** ManagementMessage sessionReconcile */
                 sessionReconcile?: (svc.sandbox.v1.ISessionReconcile|null);
+
+                /** ManagementMessage outputFlow */
+                outputFlow?: (svc.sandbox.v1.IOutputFlow|null);
             }
 
             /** Represents a ManagementMessage. */
@@ -236,8 +239,11 @@ export namespace svc {
                 /** ManagementMessage sessionReconcile. */
                 public sessionReconcile?: (svc.sandbox.v1.ISessionReconcile|null);
 
+                /** ManagementMessage outputFlow. */
+                public outputFlow?: (svc.sandbox.v1.IOutputFlow|null);
+
                 /** ManagementMessage payload. */
-                public payload?: ("registrationAck"|"command"|"config"|"shutdown"|"ping"|"stdin"|"ptyControl"|"sessionQuery"|"sessionReconcile");
+                public payload?: ("registrationAck"|"command"|"config"|"shutdown"|"ping"|"stdin"|"ptyControl"|"sessionQuery"|"sessionReconcile"|"outputFlow");
 
                 /**
                  * Creates a new ManagementMessage instance using the specified properties.
@@ -2851,6 +2857,109 @@ export namespace svc {
 
                 /**
                  * Gets the default type url for PtyControl
+                 * @param [typeUrlPrefix] your custom typeUrlPrefix(default "type.googleapis.com")
+                 * @returns The default type url
+                 */
+                public static getTypeUrl(typeUrlPrefix?: string): string;
+            }
+
+            /** Properties of an OutputFlow. */
+            interface IOutputFlow {
+
+                /** OutputFlow commandId */
+                commandId?: (string|null);
+
+                /** OutputFlow paused */
+                paused?: (boolean|null);
+            }
+
+            /** Represents an OutputFlow. */
+            class OutputFlow implements IOutputFlow {
+
+                /**
+                 * Constructs a new OutputFlow.
+                 * @param [properties] Properties to set
+                 */
+                constructor(properties?: svc.sandbox.v1.IOutputFlow);
+
+                /** OutputFlow commandId. */
+                public commandId: string;
+
+                /** OutputFlow paused. */
+                public paused: boolean;
+
+                /**
+                 * Creates a new OutputFlow instance using the specified properties.
+                 * @param [properties] Properties to set
+                 * @returns OutputFlow instance
+                 */
+                public static create(properties?: svc.sandbox.v1.IOutputFlow): svc.sandbox.v1.OutputFlow;
+
+                /**
+                 * Encodes the specified OutputFlow message. Does not implicitly {@link svc.sandbox.v1.OutputFlow.verify|verify} messages.
+                 * @param message OutputFlow message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                public static encode(message: svc.sandbox.v1.IOutputFlow, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Encodes the specified OutputFlow message, length delimited. Does not implicitly {@link svc.sandbox.v1.OutputFlow.verify|verify} messages.
+                 * @param message OutputFlow message or plain object to encode
+                 * @param [writer] Writer to encode to
+                 * @returns Writer
+                 */
+                public static encodeDelimited(message: svc.sandbox.v1.IOutputFlow, writer?: $protobuf.Writer): $protobuf.Writer;
+
+                /**
+                 * Decodes an OutputFlow message from the specified reader or buffer.
+                 * @param reader Reader or buffer to decode from
+                 * @param [length] Message length if known beforehand
+                 * @returns OutputFlow
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                public static decode(reader: ($protobuf.Reader|Uint8Array), length?: number): svc.sandbox.v1.OutputFlow;
+
+                /**
+                 * Decodes an OutputFlow message from the specified reader or buffer, length delimited.
+                 * @param reader Reader or buffer to decode from
+                 * @returns OutputFlow
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                public static decodeDelimited(reader: ($protobuf.Reader|Uint8Array)): svc.sandbox.v1.OutputFlow;
+
+                /**
+                 * Verifies an OutputFlow message.
+                 * @param message Plain object to verify
+                 * @returns `null` if valid, otherwise the reason why it is not
+                 */
+                public static verify(message: { [k: string]: any }): (string|null);
+
+                /**
+                 * Creates an OutputFlow message from a plain object. Also converts values to their respective internal types.
+                 * @param object Plain object
+                 * @returns OutputFlow
+                 */
+                public static fromObject(object: { [k: string]: any }): svc.sandbox.v1.OutputFlow;
+
+                /**
+                 * Creates a plain object from an OutputFlow message. Also converts values to other types if specified.
+                 * @param message OutputFlow
+                 * @param [options] Conversion options
+                 * @returns Plain object
+                 */
+                public static toObject(message: svc.sandbox.v1.OutputFlow, options?: $protobuf.IConversionOptions): { [k: string]: any };
+
+                /**
+                 * Converts this OutputFlow to JSON.
+                 * @returns JSON object
+                 */
+                public toJSON(): { [k: string]: any };
+
+                /**
+                 * Gets the default type url for OutputFlow
                  * @param [typeUrlPrefix] your custom typeUrlPrefix(default "type.googleapis.com")
                  * @returns The default type url
                  */

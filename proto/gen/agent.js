@@ -669,6 +669,7 @@ export const svc = $root.svc = (() => {
                  * @property {svc.sandbox.v1.IPtyControl|null} [ptyControl] ManagementMessage ptyControl
                  * @property {svc.sandbox.v1.ISessionQuery|null} [sessionQuery] ManagementMessage sessionQuery
                  * @property {svc.sandbox.v1.ISessionReconcile|null} [sessionReconcile] ManagementMessage sessionReconcile
+                 * @property {svc.sandbox.v1.IOutputFlow|null} [outputFlow] ManagementMessage outputFlow
                  */
 
                 /**
@@ -758,17 +759,25 @@ export const svc = $root.svc = (() => {
                  */
                 ManagementMessage.prototype.sessionReconcile = null;
 
+                /**
+                 * ManagementMessage outputFlow.
+                 * @member {svc.sandbox.v1.IOutputFlow|null|undefined} outputFlow
+                 * @memberof svc.sandbox.v1.ManagementMessage
+                 * @instance
+                 */
+                ManagementMessage.prototype.outputFlow = null;
+
                 // OneOf field names bound to virtual getters and setters
                 let $oneOfFields;
 
                 /**
                  * ManagementMessage payload.
-                 * @member {"registrationAck"|"command"|"config"|"shutdown"|"ping"|"stdin"|"ptyControl"|"sessionQuery"|"sessionReconcile"|undefined} payload
+                 * @member {"registrationAck"|"command"|"config"|"shutdown"|"ping"|"stdin"|"ptyControl"|"sessionQuery"|"sessionReconcile"|"outputFlow"|undefined} payload
                  * @memberof svc.sandbox.v1.ManagementMessage
                  * @instance
                  */
                 Object.defineProperty(ManagementMessage.prototype, "payload", {
-                    get: $util.oneOfGetter($oneOfFields = ["registrationAck", "command", "config", "shutdown", "ping", "stdin", "ptyControl", "sessionQuery", "sessionReconcile"]),
+                    get: $util.oneOfGetter($oneOfFields = ["registrationAck", "command", "config", "shutdown", "ping", "stdin", "ptyControl", "sessionQuery", "sessionReconcile", "outputFlow"]),
                     set: $util.oneOfSetter($oneOfFields)
                 });
 
@@ -818,6 +827,8 @@ export const svc = $root.svc = (() => {
                         $root.svc.sandbox.v1.SessionQuery.encode(message.sessionQuery, writer.uint32(/* id 8, wireType 2 =*/66).fork(), q + 1).ldelim();
                     if (message.sessionReconcile != null && Object.hasOwnProperty.call(message, "sessionReconcile"))
                         $root.svc.sandbox.v1.SessionReconcile.encode(message.sessionReconcile, writer.uint32(/* id 9, wireType 2 =*/74).fork(), q + 1).ldelim();
+                    if (message.outputFlow != null && Object.hasOwnProperty.call(message, "outputFlow"))
+                        $root.svc.sandbox.v1.OutputFlow.encode(message.outputFlow, writer.uint32(/* id 10, wireType 2 =*/82).fork(), q + 1).ldelim();
                     return writer;
                 };
 
@@ -902,6 +913,10 @@ export const svc = $root.svc = (() => {
                             }
                         case 9: {
                                 message.sessionReconcile = $root.svc.sandbox.v1.SessionReconcile.decode(reader, reader.uint32(), undefined, long + 1);
+                                break;
+                            }
+                        case 10: {
+                                message.outputFlow = $root.svc.sandbox.v1.OutputFlow.decode(reader, reader.uint32(), undefined, long + 1);
                                 break;
                             }
                         default:
@@ -1037,6 +1052,16 @@ export const svc = $root.svc = (() => {
                                 return "sessionReconcile." + error;
                         }
                     }
+                    if (message.outputFlow != null && Object.hasOwnProperty.call(message, "outputFlow")) {
+                        if (properties.payload === 1)
+                            return "payload: multiple values";
+                        properties.payload = 1;
+                        {
+                            let error = $root.svc.sandbox.v1.OutputFlow.verify(message.outputFlow, long + 1);
+                            if (error)
+                                return "outputFlow." + error;
+                        }
+                    }
                     return null;
                 };
 
@@ -1103,6 +1128,11 @@ export const svc = $root.svc = (() => {
                             throw TypeError(".svc.sandbox.v1.ManagementMessage.sessionReconcile: object expected");
                         message.sessionReconcile = $root.svc.sandbox.v1.SessionReconcile.fromObject(object.sessionReconcile, long + 1);
                     }
+                    if (object.outputFlow != null) {
+                        if (!$util.isObject(object.outputFlow))
+                            throw TypeError(".svc.sandbox.v1.ManagementMessage.outputFlow: object expected");
+                        message.outputFlow = $root.svc.sandbox.v1.OutputFlow.fromObject(object.outputFlow, long + 1);
+                    }
                     return message;
                 };
 
@@ -1167,6 +1197,11 @@ export const svc = $root.svc = (() => {
                         object.sessionReconcile = $root.svc.sandbox.v1.SessionReconcile.toObject(message.sessionReconcile, options, q + 1);
                         if (options.oneofs)
                             object.payload = "sessionReconcile";
+                    }
+                    if (message.outputFlow != null && Object.hasOwnProperty.call(message, "outputFlow")) {
+                        object.outputFlow = $root.svc.sandbox.v1.OutputFlow.toObject(message.outputFlow, options, q + 1);
+                        if (options.oneofs)
+                            object.payload = "outputFlow";
                     }
                     return object;
                 };
@@ -9098,6 +9133,272 @@ export const svc = $root.svc = (() => {
                 };
 
                 return PtyControl;
+            })();
+
+            v1.OutputFlow = (function() {
+
+                /**
+                 * Properties of an OutputFlow.
+                 * @memberof svc.sandbox.v1
+                 * @interface IOutputFlow
+                 * @property {string|null} [commandId] OutputFlow commandId
+                 * @property {boolean|null} [paused] OutputFlow paused
+                 */
+
+                /**
+                 * Constructs a new OutputFlow.
+                 * @memberof svc.sandbox.v1
+                 * @classdesc Represents an OutputFlow.
+                 * @implements IOutputFlow
+                 * @constructor
+                 * @param {svc.sandbox.v1.IOutputFlow=} [properties] Properties to set
+                 */
+                function OutputFlow(properties) {
+                    if (properties)
+                        for (let keys = Object.keys(properties), i = 0; i < keys.length; ++i)
+                            if (properties[keys[i]] != null && keys[i] !== "__proto__")
+                                this[keys[i]] = properties[keys[i]];
+                }
+
+                /**
+                 * OutputFlow commandId.
+                 * @member {string} commandId
+                 * @memberof svc.sandbox.v1.OutputFlow
+                 * @instance
+                 */
+                OutputFlow.prototype.commandId = "";
+
+                /**
+                 * OutputFlow paused.
+                 * @member {boolean} paused
+                 * @memberof svc.sandbox.v1.OutputFlow
+                 * @instance
+                 */
+                OutputFlow.prototype.paused = false;
+
+                /**
+                 * Creates a new OutputFlow instance using the specified properties.
+                 * @function create
+                 * @memberof svc.sandbox.v1.OutputFlow
+                 * @static
+                 * @param {svc.sandbox.v1.IOutputFlow=} [properties] Properties to set
+                 * @returns {svc.sandbox.v1.OutputFlow} OutputFlow instance
+                 */
+                OutputFlow.create = function create(properties) {
+                    return new OutputFlow(properties);
+                };
+
+                /**
+                 * Encodes the specified OutputFlow message. Does not implicitly {@link svc.sandbox.v1.OutputFlow.verify|verify} messages.
+                 * @function encode
+                 * @memberof svc.sandbox.v1.OutputFlow
+                 * @static
+                 * @param {svc.sandbox.v1.IOutputFlow} message OutputFlow message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                OutputFlow.encode = function encode(message, writer, q) {
+                    if (!writer)
+                        writer = $Writer.create();
+                    if (q === undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw Error("max depth exceeded");
+                    if (message.commandId != null && Object.hasOwnProperty.call(message, "commandId"))
+                        writer.uint32(/* id 1, wireType 2 =*/10).string(message.commandId);
+                    if (message.paused != null && Object.hasOwnProperty.call(message, "paused"))
+                        writer.uint32(/* id 2, wireType 0 =*/16).bool(message.paused);
+                    return writer;
+                };
+
+                /**
+                 * Encodes the specified OutputFlow message, length delimited. Does not implicitly {@link svc.sandbox.v1.OutputFlow.verify|verify} messages.
+                 * @function encodeDelimited
+                 * @memberof svc.sandbox.v1.OutputFlow
+                 * @static
+                 * @param {svc.sandbox.v1.IOutputFlow} message OutputFlow message or plain object to encode
+                 * @param {$protobuf.Writer} [writer] Writer to encode to
+                 * @returns {$protobuf.Writer} Writer
+                 */
+                OutputFlow.encodeDelimited = function encodeDelimited(message, writer) {
+                    return this.encode(message, writer && writer.len ? writer.fork() : writer).ldelim();
+                };
+
+                /**
+                 * Decodes an OutputFlow message from the specified reader or buffer.
+                 * @function decode
+                 * @memberof svc.sandbox.v1.OutputFlow
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @param {number} [length] Message length if known beforehand
+                 * @returns {svc.sandbox.v1.OutputFlow} OutputFlow
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                OutputFlow.decode = function decode(reader, length, error, long) {
+                    if (!(reader instanceof $Reader))
+                        reader = $Reader.create(reader);
+                    if (long === undefined)
+                        long = 0;
+                    if (long > $Reader.recursionLimit)
+                        throw Error("maximum nesting depth exceeded");
+                    let end, message;
+                    if (length === undefined)
+                        end = reader.len;
+                    else {
+                        end = reader.pos + length;
+                        if (end > reader.len)
+                            throw RangeError("index out of range");
+                        length = reader.len;
+                        reader.len = end;
+                    }
+                    message = new $root.svc.sandbox.v1.OutputFlow();
+                    while (reader.pos < end) {
+                        let tag = reader.uint32();
+                        if (tag === error)
+                            break;
+                        switch (tag >>> 3) {
+                        case 1: {
+                                message.commandId = reader.string();
+                                break;
+                            }
+                        case 2: {
+                                message.paused = reader.bool();
+                                break;
+                            }
+                        default:
+                            reader.skipType(tag & 7, long);
+                            break;
+                        }
+                    }
+                    if (length !== undefined) {
+                        if (reader.pos !== end)
+                            throw RangeError("index out of range");
+                        reader.len = length;
+                    }
+                    return message;
+                };
+
+                /**
+                 * Decodes an OutputFlow message from the specified reader or buffer, length delimited.
+                 * @function decodeDelimited
+                 * @memberof svc.sandbox.v1.OutputFlow
+                 * @static
+                 * @param {$protobuf.Reader|Uint8Array} reader Reader or buffer to decode from
+                 * @returns {svc.sandbox.v1.OutputFlow} OutputFlow
+                 * @throws {Error} If the payload is not a reader or valid buffer
+                 * @throws {$protobuf.util.ProtocolError} If required fields are missing
+                 */
+                OutputFlow.decodeDelimited = function decodeDelimited(reader) {
+                    if (!(reader instanceof $Reader))
+                        reader = new $Reader(reader);
+                    return this.decode(reader, reader.uint32());
+                };
+
+                /**
+                 * Verifies an OutputFlow message.
+                 * @function verify
+                 * @memberof svc.sandbox.v1.OutputFlow
+                 * @static
+                 * @param {Object.<string,*>} message Plain object to verify
+                 * @returns {string|null} `null` if valid, otherwise the reason why it is not
+                 */
+                OutputFlow.verify = function verify(message, long) {
+                    if (typeof message !== "object" || message === null)
+                        return "object expected";
+                    if (long === undefined)
+                        long = 0;
+                    if (long > $util.recursionLimit)
+                        return "maximum nesting depth exceeded";
+                    if (message.commandId != null && Object.hasOwnProperty.call(message, "commandId"))
+                        if (!$util.isString(message.commandId))
+                            return "commandId: string expected";
+                    if (message.paused != null && Object.hasOwnProperty.call(message, "paused"))
+                        if (typeof message.paused !== "boolean")
+                            return "paused: boolean expected";
+                    return null;
+                };
+
+                /**
+                 * Creates an OutputFlow message from a plain object. Also converts values to their respective internal types.
+                 * @function fromObject
+                 * @memberof svc.sandbox.v1.OutputFlow
+                 * @static
+                 * @param {Object.<string,*>} object Plain object
+                 * @returns {svc.sandbox.v1.OutputFlow} OutputFlow
+                 */
+                OutputFlow.fromObject = function fromObject(object, long) {
+                    if (object instanceof $root.svc.sandbox.v1.OutputFlow)
+                        return object;
+                    if (!$util.isObject(object))
+                        throw TypeError(".svc.sandbox.v1.OutputFlow: object expected");
+                    if (long === undefined)
+                        long = 0;
+                    if (long > $util.recursionLimit)
+                        throw Error("maximum nesting depth exceeded");
+                    let message = new $root.svc.sandbox.v1.OutputFlow();
+                    if (object.commandId != null)
+                        message.commandId = String(object.commandId);
+                    if (object.paused != null)
+                        message.paused = Boolean(object.paused);
+                    return message;
+                };
+
+                /**
+                 * Creates a plain object from an OutputFlow message. Also converts values to other types if specified.
+                 * @function toObject
+                 * @memberof svc.sandbox.v1.OutputFlow
+                 * @static
+                 * @param {svc.sandbox.v1.OutputFlow} message OutputFlow
+                 * @param {$protobuf.IConversionOptions} [options] Conversion options
+                 * @returns {Object.<string,*>} Plain object
+                 */
+                OutputFlow.toObject = function toObject(message, options, q) {
+                    if (!options)
+                        options = {};
+                    if (q === undefined)
+                        q = 0;
+                    if (q > $util.recursionLimit)
+                        throw Error("max depth exceeded");
+                    let object = {};
+                    if (options.defaults) {
+                        object.commandId = "";
+                        object.paused = false;
+                    }
+                    if (message.commandId != null && Object.hasOwnProperty.call(message, "commandId"))
+                        object.commandId = message.commandId;
+                    if (message.paused != null && Object.hasOwnProperty.call(message, "paused"))
+                        object.paused = message.paused;
+                    return object;
+                };
+
+                /**
+                 * Converts this OutputFlow to JSON.
+                 * @function toJSON
+                 * @memberof svc.sandbox.v1.OutputFlow
+                 * @instance
+                 * @returns {Object.<string,*>} JSON object
+                 */
+                OutputFlow.prototype.toJSON = function toJSON() {
+                    return this.constructor.toObject(this, $protobuf.util.toJSONOptions);
+                };
+
+                /**
+                 * Gets the default type url for OutputFlow
+                 * @function getTypeUrl
+                 * @memberof svc.sandbox.v1.OutputFlow
+                 * @static
+                 * @param {string} [typeUrlPrefix] your custom typeUrlPrefix(default "type.googleapis.com")
+                 * @returns {string} The default type url
+                 */
+                OutputFlow.getTypeUrl = function getTypeUrl(typeUrlPrefix) {
+                    if (typeUrlPrefix === undefined) {
+                        typeUrlPrefix = "type.googleapis.com";
+                    }
+                    return typeUrlPrefix + "/svc.sandbox.v1.OutputFlow";
+                };
+
+                return OutputFlow;
             })();
 
             v1.SessionQuery = (function() {

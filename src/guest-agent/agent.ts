@@ -22,6 +22,7 @@ import type { Logger } from './log.js';
 import { HeartbeatLoop } from './heartbeat.js';
 import { MetricsSampler } from './metrics.js';
 import { OutputBuffer } from './output-buffer.js';
+import { OutputFlow } from './output-flow.js';
 import { CommandSessionBackend, SessionManager, type SessionBackend } from './sessions.js';
 import { readSystemInfo } from './system-info.js';
 import { TmuxSessionBackend } from './tmux-sessions.js';
@@ -52,6 +53,7 @@ export class Agent {
   readonly #log: Logger;
   readonly #opts: AgentOptions;
   readonly #buffer: OutputBuffer;
+  readonly #flow: OutputFlow;
   readonly #commands: CommandManager;
   readonly #sessions: SessionManager;
   readonly #beats: HeartbeatLoop;
@@ -89,8 +91,16 @@ export class Agent {
         const evictedBefore = this.#buffer.evictedChunks;
         this.#buffer.push(e);
         if (this.#buffer.evictedChunks !== evictedBefore) this.#warnEvicting();
+        if (e.kind === 'result') this.#flow.forget(e.commandId);
         this.#pump();
+        if (e.kind === 'chunk') this.#flow.check(e.commandId);
       },
+    });
+    this.#flow = new OutputFlow({
+      capacityBytes: this.#cfg.outputBufferBytes,
+      unsentOf: (id) => this.#buffer.unsentBytesOf(id),
+      unsentTotal: () => this.#buffer.unsentBytes,
+      setReading: (id, reading) => this.#commands.setReading(id, reading),
     });
     // The managed tmux server (tmux -L sandboxd) is a session source too: sessions outlive the agent.
     const tmux = new TmuxSessionBackend({ env: this.#cfg.childEnv });
@@ -222,6 +232,7 @@ export class Agent {
     const wasRegistered = this.#registered;
     this.#conn = undefined;
     this.#registered = false;
+    this.#flow.setConnected(false);
     this.#stopTimers();
     this.#life.transition(['registered'], 'connecting', AgentStateCause.streamEnded, { reason });
     this.#log.warn({ reason, wasRegistered, pendingOutput: this.#buffer.pending }, 'disconnected');
@@ -241,6 +252,9 @@ export class Agent {
         return;
       case 'ptyControl':
         this.#commands.control(m.ptyControl as v1.IPtyControl);
+        return;
+      case 'outputFlow':
+        this.#flow.serverFlow(m.outputFlow?.commandId ?? '', m.outputFlow?.paused === true);
         return;
       case 'ping':
         this.#conn?.send({ pong: { timestampMs: m.ping?.timestampMs ?? 0 } });
@@ -303,6 +317,7 @@ export class Agent {
     this.#applyConfig(ack.config ?? {});
     const holds = new Map((ack.cursors ?? []).map((c) => [c.commandId ?? '', c.lastSeq ?? 0] as const));
     this.#buffer.rewind(holds);
+    this.#flow.setConnected(true);
     this.#log.info({ heartbeatS: this.#heartbeatS, resend: this.#buffer.pending, message: ack.message }, 'registered');
     this.#beats.start(this.#heartbeatS);
     this.#releaseTimer = setInterval(() => this.#buffer.releaseDelivered(Date.now() - this.#deliveredAfterMs), 5000);
@@ -335,6 +350,7 @@ export class Agent {
         if (!e) break;
         if (!conn.send(entryMessage(e))) this.#writable = false;
       }
+      this.#flow.afterSend();
     }
     if (this.#buffer.pending === 0) this.#onPendingEmpty?.();
   }
@@ -359,7 +375,12 @@ export class Agent {
     if (now - this.#lastEvictWarnMs < 10_000) return;
     this.#lastEvictWarnMs = now;
     this.#log.warn(
-      { ...this.#buffer.stats(), capacityBytes: this.#cfg.outputBufferBytes, connected: this.#registered },
+      {
+        ...this.#buffer.stats(),
+        pausedCommands: this.#flow.pausedCount,
+        capacityBytes: this.#cfg.outputBufferBytes,
+        connected: this.#registered,
+      },
       'output buffer full: oldest output dropped (reported to the server as a gap)',
     );
   }

@@ -77,15 +77,22 @@ export function startPipeCommand(spec: CommandSpec, out: CommandOutput, drainAft
   child.on('error', (err) => {
     if (child.pid === undefined) finish(notStarted(`spawn failed: ${err.message}`));
   });
+  let reading = true;
+  // The drain window counts only while the pipes are read: output held back by backpressure
+  // after the leader exited is not cut off.
+  const armDrain = (): void => {
+    clearTimeout(drainTimer);
+    drainTimer = undefined;
+    if (!status || openStreams === 0 || !reading) return;
+    drainTimer = setTimeout(() => {
+      child.stdout.destroy();
+      child.stderr.destroy();
+    }, drainAfterExitMs);
+    drainTimer.unref();
+  };
   child.on('exit', (code, signal) => {
     status = { code, signal };
-    if (openStreams > 0) {
-      drainTimer = setTimeout(() => {
-        child.stdout.destroy();
-        child.stderr.destroy();
-      }, drainAfterExitMs);
-      drainTimer.unref();
-    }
+    armDrain();
     maybeFinish();
   });
 
@@ -99,6 +106,16 @@ export function startPipeCommand(spec: CommandSpec, out: CommandOutput, drainAft
       if (eof) child.stdin.end();
     },
     resize: () => false,
+    setReading(on) {
+      if (finished || on === reading) return;
+      reading = on;
+      for (const s of [child.stdout, child.stderr]) {
+        if (s.destroyed) continue;
+        if (on) s.resume();
+        else s.pause();
+      }
+      armDrain();
+    },
     signal(signo) {
       const name = signalName(signo);
       return !finished && name !== undefined && signalGroup(pid, name);
@@ -116,6 +133,7 @@ export function inert(commandId: string, exited: Promise<ExitInfo>): RunningComm
     isPty: false,
     writeStdin: () => undefined,
     resize: () => false,
+    setReading: () => undefined,
     signal: () => false,
     terminate: () => Promise.resolve(),
     exited,

@@ -66,6 +66,8 @@ interface Entry {
   earlyResize: { cols: number; rows: number } | undefined;
   timedOutBy: string;
   timer: NodeJS.Timeout | undefined;
+  /** False while backpressure holds the command's output (applied once it runs). */
+  reading: boolean;
   readonly done: Promise<void>;
 }
 
@@ -125,6 +127,7 @@ export class CommandManager {
       earlyResize: undefined,
       timedOutBy: '',
       timer: undefined,
+      reading: true,
       done: new Promise<void>((r) => (resolveDone = r)),
     };
     this.#commands.set(commandId, entry);
@@ -175,6 +178,7 @@ export class CommandManager {
     }
     entry.running = running;
     entry.info.pid = running.pid;
+    if (!entry.reading) running.setReading(false);
     log.info({ pid: running.pid, pty: running.isPty, command: spec.command }, 'command started');
     for (const s of entry.early.splice(0)) running.writeStdin(s.data, s.eof);
     if (entry.earlyResize !== undefined) running.resize(entry.earlyResize.cols, entry.earlyResize.rows);
@@ -231,6 +235,14 @@ export class CommandManager {
       ...(uid !== undefined ? { uid } : {}),
       ...(gid !== undefined ? { gid } : {}),
     };
+  }
+
+  /** Backpressure (output-flow.ts): stops or restarts reading a command's output; unknown ids are ignored. */
+  setReading(commandId: string, reading: boolean): void {
+    const e = this.#commands.get(commandId);
+    if (e === undefined || e.reading === reading) return;
+    e.reading = reading;
+    e.running?.setReading(reading);
   }
 
   /** StdinChunk: to the command's stdin; held while it starts; dropped for unknown ids. */

@@ -102,6 +102,8 @@ interface CommandState {
   releasedBytes: number;
   /** Unsent gap the next unsent eviction of this command may extend. */
   openGap: GapEntry | undefined;
+  /** Data bytes of this command's chunks not yet handed to the transport (backpressure, output-flow.ts). */
+  unsentBytes: number;
 }
 
 function itemBytes(e: Item): number {
@@ -129,6 +131,7 @@ export class OutputBuffer {
   #unsent = 0;
   #evictedChunks = 0;
   #evictedBytes = 0;
+  #unsentBytes = 0;
   readonly #commands = new Map<string, CommandState>();
 
   /**
@@ -150,6 +153,16 @@ export class OutputBuffer {
     return this.#bytes;
   }
 
+  /** Data bytes of all chunks not yet handed to the transport. */
+  get unsentBytes(): number {
+    return this.#unsentBytes;
+  }
+
+  /** Data bytes of a command's chunks not yet handed to the transport (0 for an unknown command). */
+  unsentBytesOf(commandId: string): number {
+    return this.#commands.get(commandId)?.unsentBytes ?? 0;
+  }
+
   /** Chunks evicted so far (sent or not). */
   get evictedChunks(): number {
     return this.#evictedChunks;
@@ -167,8 +180,15 @@ export class OutputBuffer {
 
   /** Appends an entry; evicts the oldest chunks while over the bound (possibly this one). */
   push(entry: ChunkEntry | ResultEntry): void {
-    if (!this.#commands.has(entry.commandId))
-      this.#commands.set(entry.commandId, { lastSeq: 0, releasedThrough: 0, releasedBytes: 0, openGap: undefined });
+    let st = this.#commands.get(entry.commandId);
+    if (st === undefined) {
+      st = { lastSeq: 0, releasedThrough: 0, releasedBytes: 0, openGap: undefined, unsentBytes: 0 };
+      this.#commands.set(entry.commandId, st);
+    }
+    if (entry.kind === 'chunk') {
+      st.unsentBytes += entry.data.length;
+      this.#unsentBytes += entry.data.length;
+    }
     this.#slots.push({ item: entry, sentAtMs: 0 });
     this.#count += 1;
     this.#unsent += 1;
@@ -188,10 +208,13 @@ export class OutputBuffer {
       if (e.kind === 'tombstone') continue; // cannot happen: tombstones are made in the sent region
       slot.sentAtMs = Math.max(1, this.#now());
       this.#unsent -= 1;
+      if (e.kind === 'chunk') this.#unsentBytes -= e.data.length;
       const st = this.#commands.get(e.commandId);
       if (st) {
-        if (e.kind === 'chunk') st.lastSeq = Math.max(st.lastSeq, e.seq);
-        else if (e.kind === 'gap') {
+        if (e.kind === 'chunk') {
+          st.lastSeq = Math.max(st.lastSeq, e.seq);
+          st.unsentBytes -= e.data.length;
+        } else if (e.kind === 'gap') {
           st.lastSeq = Math.max(st.lastSeq, e.lastSeq);
           if (st.openGap === e) st.openGap = undefined;
         }
@@ -233,8 +256,10 @@ export class OutputBuffer {
     const resend: Slot[] = [];
     const now = Math.max(1, this.#now());
     const held = (id: string): number => serverHolds.get(id) ?? 0;
+    this.#unsentBytes = 0;
     for (const [id, st] of this.#commands) {
       st.openGap = undefined;
+      st.unsentBytes = 0;
       const s = held(id);
       if (st.releasedThrough > s) {
         // Delivered to an earlier server and released; this one lacks it. Exact bytes when the
@@ -266,6 +291,11 @@ export class OutputBuffer {
         continue;
       }
       if (e.kind === 'gap' && e.firstSeq <= s) e.firstSeq = s + 1;
+      if (e.kind === 'chunk') {
+        this.#unsentBytes += e.data.length;
+        const st = this.#commands.get(e.commandId);
+        if (st) st.unsentBytes += e.data.length;
+      }
       lastGap.delete(e.commandId);
       resend.push({ item: e, sentAtMs: 0 });
     }
@@ -331,6 +361,8 @@ export class OutputBuffer {
     this.#evictedBytes += victim.data.length;
     const st = this.#commands.get(victim.commandId);
     if (!st) throw new Error('output buffer: chunk of an untracked command');
+    st.unsentBytes -= victim.data.length;
+    this.#unsentBytes -= victim.data.length;
     st.lastSeq = Math.max(st.lastSeq, victim.seq);
     const open = st.openGap;
     if (open && open.lastSeq === victim.seq - 1) {

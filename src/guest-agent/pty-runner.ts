@@ -84,6 +84,14 @@ export function startPtyCommand(spec: CommandSpec, pty: PtyOptions, out: Command
         return false; // the pty closed between the check and the ioctl
       }
     },
+    setReading(reading) {
+      // node-pty pauses/resumes its socket on the master: the slave's writer blocks once the
+      // pty's buffer is full. At exit node-pty's own timer and the tail drain (pty-tail.ts)
+      // still read what is left.
+      if (finished) return;
+      if (reading) term.resume();
+      else term.pause();
+    },
     signal(signo) {
       const name = signalName(signo);
       return !finished && name !== undefined && signalGroup(pid, name);

@@ -46,6 +46,11 @@ export interface RunningCommand {
   resize(cols: number, rows: number): boolean;
   /** Sends a signal to the whole process group; false when it is gone or the number is unknown. */
   signal(signo: number): boolean;
+  /**
+   * Stops (false) or restarts (true) reading the command's output (stdout/stderr pipes, or the
+   * PTY): the child blocks on write while not read. Backpressure, output-flow.ts.
+   */
+  setReading(reading: boolean): void;
   /** SIGTERM to the group, SIGKILL after graceMs; resolves when it has exited. */
   terminate(graceMs: number): Promise<void>;
   /** Settles after the last output was handed over and every stream ended. Never rejects. */
