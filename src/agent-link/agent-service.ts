@@ -134,6 +134,10 @@ export class AgentService {
       registry: this.registry,
       actors: () => this.#actors,
       defaultTimeoutSeconds: cfg.execDefaultTimeoutSeconds,
+      flow: {
+        send: (agentId, commandId, paused) => this.#streams.sendOutputFlow(agentId, commandId, paused),
+        liveConnId: (agentId) => this.#streams.liveConnId(agentId),
+      },
       ...(opts.execGraceMs !== undefined ? { graceMs: opts.execGraceMs } : {}),
     });
   }
@@ -289,10 +293,21 @@ export class AgentService {
     return this.registry.connectedCount();
   }
 
-  stats(): { streams: number; execs: number; staleWrites: number; latency: ReturnType<AgentMetrics['latency']> } {
+  stats(): {
+    streams: number;
+    execs: number;
+    execPauses: number;
+    execBacklogBytes: number;
+    execBacklogMaxBytes: number;
+    staleWrites: number;
+    latency: ReturnType<AgentMetrics['latency']>;
+  } {
     return {
       streams: this.#streams.liveCount,
       execs: this.#execs.size,
+      execPauses: this.#execs.pausesSent,
+      execBacklogBytes: this.#execs.backlog().bytes,
+      execBacklogMaxBytes: this.#execs.backlog().maxBytes,
       staleWrites: this.#streams.staleWrites,
       latency: this.agentMetrics.latency(),
     };

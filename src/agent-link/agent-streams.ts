@@ -6,14 +6,19 @@
  *   the agent and its actor (`agent:<agent_id>`). Refusals end the call with the error table's
  *   gRPC status and a log line.
  * - Data: every inbound message, still encoded, goes to the agent's actor (kFrameAgentIn) through
- *   an ActorLane; when the shard's ring is full the call is paused (gRPC flow control then holds
- *   the agent) and resumed once the lane drains: nothing is dropped. Frames the actor emits for
+ *   an ActorLane; when the shard's ring is full the call is paused and resumed once the lane
+ *   drains: nothing is dropped. The pause holds the agent: grpc-js reads the HTTP/2 stream only
+ *   when its Readable asks for more (_read → startRead), so a paused call buffers at most its
+ *   Readable's 16 messages plus one HTTP/2 window, the window is not reopened, and the agent's
+ *   write() returns false; the agent then stops reading its commands' output (output-flow.ts).
+ * - OutputFlow (sendOutputFlow): per-command pause/resume written straight to the live call, for
+ *   a consumer of one command that is behind (an Exec call); it does not go through the actor. Frames the actor emits for
  *   the agent are written to the call of the stream they were meant for.
  * - Streams: Attach and Detach frames bracket each stream; a new stream of the same agent
  *   supersedes (ends) the old one. Per agent, spawn / attach / removal run one at a time.
  */
 import type * as grpc from '@grpc/grpc-js';
-import { AgentMetadata } from '../../proto/index.js';
+import { AgentMetadata, v1 } from '../../proto/index.js';
 import {
   AGENT_ACTOR_TYPE,
   AgentFrameKind,
@@ -145,6 +150,25 @@ export class AgentStreams {
     }
     // The payload points into the ring: copy it, grpc-js keeps it until the socket takes it.
     live.call.write(Buffer.from(d.rest));
+  }
+
+  /**
+   * Writes ManagementMessage.output_flow {commandId, paused} to the agent's live stream.
+   * Returns the stream's connId, or undefined when the agent has no attached stream (a pause
+   * then has nothing to hold: the agent reads freely until it reconnects, see output-flow.ts).
+   */
+  sendOutputFlow(agentId: string, commandId: string, paused: boolean): number | undefined {
+    const live = this.#slots.get(agentId)?.live;
+    if (live === undefined || live.ended || !live.attached) return undefined;
+    const bytes = v1.ManagementMessage.encode({ outputFlow: { commandId, paused } }).finish();
+    live.call.write(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+    return live.connId;
+  }
+
+  /** The connId of the agent's attached stream, if any. */
+  liveConnId(agentId: string): number | undefined {
+    const live = this.#slots.get(agentId)?.live;
+    return live === undefined || live.ended ? undefined : live.connId;
   }
 
   /** kFrameAgentClose: the actor refuses the stream (identity mismatch, no registration). */

@@ -13,6 +13,15 @@
  *   when output was lost; a final {complete: true, exit_code, error}. The agent's `log` stream is
  *   not part of Exec.
  * - The client cancelling the call kills the command (SIGKILL to its process group).
+ * - Backpressure: bytes handed to call.write and not yet taken by the HTTP/2 stream (the write
+ *   callback) are counted per call. Above kExecHighWaterBytes the agent is told to pause this
+ *   command (ManagementMessage.output_flow, paused = true): it stops reading the command's
+ *   output, so a slow Exec reader slows its own command and nothing else. Below
+ *   kExecLowWaterBytes it is told to resume. What was already on its way when the pause left
+ *   (the agent's unsent output of the command, at most its high-water mark, plus what the agent
+ *   stream and the actor ring hold) still arrives and is buffered here: bounded. A pause is
+ *   re-sent when the agent reconnected (pauses end with their stream), and the end of the call
+ *   lifts it. An agent that predates OutputFlow ignores it, and the call buffers as before.
  */
 import { randomUUID } from 'node:crypto';
 import type * as grpc from '@grpc/grpc-js';
@@ -35,13 +44,34 @@ import { endWithStatus, type LoggerLike } from './grpc-util.js';
 /** Extra time after timeout_seconds before the server gives up on a result (ms). Default 15 s. */
 export const kDefaultExecGraceMs = 15_000;
 
+/**
+ * Bytes written to an Exec call and not yet taken by its HTTP/2 stream above which the agent is
+ * asked to pause the command: 4 MiB is 64 full chunks, so a reader keeping up never pauses its
+ * command for a momentary hiccup, and a slow reader costs the server a few MiB, not the output.
+ */
+export const kExecHighWaterBytes = 4 * 1024 * 1024;
+/** The paused command is resumed once the call's backlog is down to this. */
+export const kExecLowWaterBytes = 1024 * 1024;
+
 export type ExecCall = grpc.ServerWritableStream<v1.ExecRequest, v1.IExecOutput>;
 
 interface ExecState {
   readonly agentId: string;
+  readonly commandId: string;
   readonly call: ExecCall;
   readonly timer: NodeJS.Timeout;
   done: boolean;
+  /** Bytes written to the call whose write callback has not run yet. */
+  backlogBytes: number;
+  /** connId of the agent stream a pause was sent on; undefined when not paused. */
+  pausedOn: number | undefined;
+}
+
+/** Per-command output flow to the agent (AgentStreams.sendOutputFlow / liveConnId). */
+export interface ExecFlowPort {
+  /** Sends OutputFlow; the connId it went out on, undefined when the agent has no stream. */
+  send(agentId: string, commandId: string, paused: boolean): number | undefined;
+  liveConnId(agentId: string): number | undefined;
 }
 
 export interface ExecCallsOptions {
@@ -52,14 +82,24 @@ export interface ExecCallsOptions {
   readonly actors: () => ActorPort | undefined;
   readonly defaultTimeoutSeconds: number;
   readonly graceMs?: number;
+  /** Where pauses and resumes of a command's output go; without it the calls buffer without bound. */
+  readonly flow?: ExecFlowPort;
+  /** Backpressure marks, in bytes (tests). Defaults kExecHighWaterBytes / kExecLowWaterBytes. */
+  readonly highWaterBytes?: number;
+  readonly lowWaterBytes?: number;
 }
 
 export class ExecCalls {
   readonly #opts: ExecCallsOptions;
   readonly #execs = new Map<string, ExecState>();
+  readonly #highWater: number;
+  readonly #lowWater: number;
+  #pauses = 0;
 
   constructor(opts: ExecCallsOptions) {
     this.#opts = opts;
+    this.#highWater = opts.highWaterBytes ?? kExecHighWaterBytes;
+    this.#lowWater = Math.min(opts.lowWaterBytes ?? kExecLowWaterBytes, this.#highWater);
   }
 
   /** Exec calls in flight. */
@@ -89,7 +129,15 @@ export class ExecCalls {
     const deadlineMs = timeoutSeconds * 1000 + (this.#opts.graceMs ?? kDefaultExecGraceMs);
     const timer = setTimeout(() => this.#expire(commandId, timeoutSeconds), deadlineMs);
     timer.unref();
-    const state: ExecState = { agentId, call, timer, done: false };
+    const state: ExecState = {
+      agentId,
+      commandId,
+      call,
+      timer,
+      done: false,
+      backlogBytes: 0,
+      pausedOn: undefined,
+    };
     // Registered before dispatch: output can arrive before the dispatch call returns.
     this.#execs.set(commandId, state);
     call.on('cancelled', () => {
@@ -124,7 +172,45 @@ export class ExecCalls {
     if (frame.data.byteLength === 0) return;
     const stream = frame.stream === OutputStream.stderr ? v1.ExecOutput.Stream.STREAM_STDERR : v1.ExecOutput.Stream.STREAM_STDOUT;
     // The data points into the ring; grpc-js serializes later, so copy.
-    state.call.write({ stream, data: Buffer.from(frame.data) });
+    const n = frame.data.byteLength;
+    state.backlogBytes += n;
+    state.call.write({ stream, data: Buffer.from(frame.data) }, () => {
+      state.backlogBytes -= n;
+      if (state.pausedOn !== undefined && state.backlogBytes <= this.#lowWater) this.#resume(state);
+    });
+    if (state.backlogBytes >= this.#highWater) this.#pause(state);
+  }
+
+  /** Asks the agent to stop reading the command's output (again, when it reconnected since). */
+  #pause(state: ExecState): void {
+    const flow = this.#opts.flow;
+    if (flow === undefined || state.done) return;
+    if (state.pausedOn !== undefined && state.pausedOn === flow.liveConnId(state.agentId)) return;
+    state.pausedOn = flow.send(state.agentId, state.commandId, true);
+    if (state.pausedOn !== undefined) this.#pauses++;
+  }
+
+  #resume(state: ExecState): void {
+    const on = state.pausedOn;
+    state.pausedOn = undefined;
+    // A pause sent on an earlier stream ended with it.
+    if (on !== undefined && on === this.#opts.flow?.liveConnId(state.agentId)) this.#opts.flow.send(state.agentId, state.commandId, false);
+  }
+
+  /** Bytes written to Exec calls and not yet taken by their HTTP/2 streams: all calls, and the largest one. */
+  backlog(): { bytes: number; maxBytes: number } {
+    let bytes = 0;
+    let maxBytes = 0;
+    for (const st of this.#execs.values()) {
+      bytes += st.backlogBytes;
+      maxBytes = Math.max(maxBytes, st.backlogBytes);
+    }
+    return { bytes, maxBytes };
+  }
+
+  /** Pauses sent to agents so far (stats, tests). */
+  get pausesSent(): number {
+    return this.#pauses;
   }
 
   onGap(commandId: string, payload: Uint8Array): void {
@@ -178,6 +264,7 @@ export class ExecCalls {
     if (state === undefined || state.done) return false;
     state.done = true;
     clearTimeout(state.timer);
+    if (state.pausedOn !== undefined) this.#resume(state);
     this.#execs.delete(commandId);
     return true;
   }
