@@ -13,6 +13,14 @@ interface Pending {
   readonly payload: Uint8Array;
 }
 
+/** Bytes queued in every Outbox of this thread (a worker shard stops its inbound pump while > 0). */
+let threadQueuedBytes = 0;
+
+/** Bytes waiting in the outboxes of this thread's actors. */
+export function outboxBytesQueuedInThread(): number {
+  return threadQueuedBytes;
+}
+
 export class Outbox {
   readonly #ctx: ActorContext;
   readonly #queue: Pending[] = [];
@@ -53,6 +61,7 @@ export class Outbox {
     // view, and every queued frame then showed whatever the scratch held when it was flushed.
     this.#queue.push({ kind, key, payload: owned ? payload : new Uint8Array(payload) });
     this.#queuedBytes += payload.byteLength;
+    threadQueuedBytes += payload.byteLength;
     if (!this.#flushRunning) {
       this.#flushRunning = true;
       this.#flushing = this.#flush();
@@ -69,6 +78,7 @@ export class Outbox {
     this.#closed = true;
     this.#dropped += this.#queue.length;
     this.#queue.length = 0;
+    threadQueuedBytes -= this.#queuedBytes;
     this.#queuedBytes = 0;
   }
 
@@ -90,6 +100,7 @@ export class Outbox {
         if (this.#tryEmit(next.kind, next.key, next.payload)) {
           this.#queue.shift();
           this.#queuedBytes -= next.payload.byteLength;
+          threadQueuedBytes -= next.payload.byteLength;
         } else {
           await this.#ctx.whenWritable(next.key, next.payload.byteLength);
         }

@@ -18,10 +18,13 @@ import { FrameDecodeError, FrameEncoder, decodeFrame, frameHeaderBytes } from '.
 import type { ActorLogger } from './actor.js';
 import { loadActorTypes } from './actor-registry.js';
 import { ActorHost } from './actor-host.js';
+import { outboxBytesQueuedInThread } from './outbox.js';
 import type { LogLevel, ShardApi, ShardEvent, ShardResult, ShardWorkerData, ShardWorkerStats } from './shard-protocol.js';
 
 /** Records handled per drain before yielding to the event loop (lets control calls in). */
 const kDrainBatch = 1024;
+/** Records per drain call: between two, a full outbound ring stops the pump (backpressure below). */
+const kDrainStep = 32;
 
 const data = workerData as ShardWorkerData;
 const events = data.eventsPort;
@@ -44,13 +47,25 @@ const inbound = openConsumer(data.inbound);
 const outbound = openProducer(data.outbound);
 const encoder = new FrameEncoder();
 let badFrames = 0;
+/**
+ * Backpressure: set when an emit found the outbound ring full. The pump then stops reading the
+ * inbound ring until the outbound has room again and the actors' outboxes are empty, so an
+ * actor never queues without bound what the main thread cannot take yet (Outbox): the inbound
+ * ring fills instead, the main thread's ActorLane reports it, and the source (an agent's gRPC
+ * stream, agent-streams.ts) is paused — flow control reaches the agent.
+ */
+let outboundFull = false;
 
 const host = new ActorHost({
   shardIndex: data.shardIndex,
   types,
   logger,
   io: {
-    emit: (kind, key, payload) => outbound.tryWrite([encoder.header(kind, 0, key), payload]),
+    emit: (kind, key, payload) => {
+      if (outbound.tryWrite([encoder.header(kind, 0, key), payload])) return true;
+      outboundFull = true;
+      return false;
+    },
     whenWritable: (key, payloadBytes) => outbound.waitWritable(frameHeaderBytes(key) + payloadBytes),
     spawn: (type, id, init) => post({ t: 'spawn', type, id, init }),
     stopped: (id, incarnation) => post({ t: 'stopped', id, incarnation }),
@@ -112,8 +127,21 @@ function onRecord(record: Uint8Array): void {
 
 async function pumpInbound(): Promise<void> {
   // Ends when the main thread closes the inbound ring (system stop).
+  const resumeBytes = Math.min(outbound.maxRecordBytes, outbound.capacityBytes >> 1);
   while (await inbound.waitReadable()) {
-    if (inbound.drain(onRecord, kDrainBatch) === kDrainBatch) await yieldToLoop();
+    while (outboundFull || outboxBytesQueuedInThread() > 0) {
+      outboundFull = false;
+      await outbound.waitWritable(resumeBytes);
+      // The outboxes' flushes (promise continuations) run first; one that fills the ring again sets the flag.
+      await yieldToLoop();
+    }
+    let handled = 0;
+    let n: number;
+    do {
+      n = inbound.drain(onRecord, kDrainStep);
+      handled += n;
+    } while (n === kDrainStep && !outboundFull && handled < kDrainBatch);
+    if (handled >= kDrainBatch) await yieldToLoop();
   }
 }
 
