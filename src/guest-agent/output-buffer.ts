@@ -20,6 +20,10 @@
  * chunk, replaced in place by an OutputGap naming its seq and bytes (consecutive evictions of one
  * command merge into one gap). Results and gaps are never evicted (small, and a result is the one
  * thing a server cannot reconstruct), so the queue may exceed its bound by their size.
+ *
+ * Unsent chunk bytes are counted per command (unsentBytesOf) for backpressure: while connected,
+ * output-flow.ts stops reading commands long before unsent output could fill the bound, so the
+ * evictions above happen only to a disconnected agent (or to sent chunks, which cost nothing).
  */
 
 export type OutputStreamName = 'stdout' | 'stderr' | 'log';
