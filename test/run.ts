@@ -6,8 +6,8 @@
  *
  * It lists every compiled `*.test.js` under dist/test and runs them with node's test runner (the
  * `run()` API, spec reporter), in two phases: the main phase, two files at a time, then the
- * real-VM files (`realvm*`) alone, because their TCG guests take both cores for minutes and once
- * starved unrelated tests beside them. Each test file runs in its own process with its own HOME,
+ * heavy files (the backpressure flood) and the real-VM files (`realvm*`) alone, because they take
+ * both cores for minutes and once starved unrelated tests beside them. Each test file runs in its own process with its own HOME,
  * tmux folder and a watchdog for open handles (test/support/test-process.ts, loaded through the
  * inherited execArgv).
  *
@@ -130,7 +130,10 @@ if (files.length === 0) {
   process.exit(1);
 }
 const isRealVm = (f: string): boolean => relative(testRoot, f).split('/').at(-1)?.startsWith('realvm') === true;
-const mainFiles = files.filter((f) => !isRealVm(f));
+/** Files that keep both cores busy on their own (8 × 64 MiB through the server): they run alone, after the main phase. */
+const isHeavy = (f: string): boolean => relative(testRoot, f).split('/').at(-1) === 'agents-backpressure.test.js';
+const mainFiles = files.filter((f) => !isRealVm(f) && !isHeavy(f));
+const heavyFiles = files.filter(isHeavy);
 const realVmFiles = files.filter(isRealVm);
 
 // Every test-file process inherits the runner's execArgv (node's run() passes it on): the preload
@@ -154,9 +157,20 @@ if (stress > 0) {
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => process.exit(130));
   const hogPids = new Set(hogs.map((h) => h.pid ?? -1));
   const rows: string[] = [];
-  for (let i = 1; i <= stress && mainFiles.length > 0; i++) {
+  for (let i = 1; i <= stress && mainFiles.length + heavyFiles.length > 0; i++) {
     const started = Date.now();
-    const t = await runChecked(runId, mainFiles, 2, kMainFileTimeoutMs, hogPids);
+    const t: Tally = { passed: 0, failed: 0, skipped: 0, failures: [] };
+    for (const [phase, concurrency] of [
+      [mainFiles, 2],
+      [heavyFiles, 1],
+    ] as const) {
+      if (phase.length === 0) continue;
+      const p = await runChecked(runId, phase, concurrency, kMainFileTimeoutMs, hogPids);
+      t.passed += p.passed;
+      t.failed += p.failed;
+      t.skipped += p.skipped;
+      t.failures.push(...p.failures);
+    }
     add(t);
     rows.push(
       `| ${i} | ${t.failed === 0 ? 'green' : 'RED'} | ${t.passed} | ${t.failed} | ${t.skipped} | ${Math.round((Date.now() - started) / 1000)} | ${t.failures.slice(0, 5).join('; ')} |`,
@@ -169,6 +183,7 @@ if (stress > 0) {
   );
 } else {
   if (mainFiles.length > 0) add(await runChecked(runId, mainFiles, 2, kMainFileTimeoutMs, new Set()));
+  if (heavyFiles.length > 0) add(await runChecked(runId, heavyFiles, 1, kMainFileTimeoutMs, new Set()));
   if (realVmFiles.length > 0) add(await runChecked(runId, realVmFiles, 1, kRealVmFileTimeoutMs, new Set()));
 }
 process.stdout.write(`\n${total.passed} passed, ${total.failed} failed, ${total.skipped} skipped\n`);
