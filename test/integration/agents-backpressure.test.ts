@@ -124,6 +124,8 @@ function rssOf(pid: number): number {
 void describe('backpressure: 8 Exec cats of 64 MiB and a PTY flood on one agent, one slow reader', () => {
   let ts: TestServer;
   let client: grpc.Client;
+  /** The slow reader's own connection (an independent client, as in real use). */
+  let slowClient: grpc.Client;
   let agent: AgentProcess;
   let file: string;
   let slowPath: string;
@@ -131,6 +133,7 @@ void describe('backpressure: 8 Exec cats of 64 MiB and a PTY flood on one agent,
   before(async () => {
     ts = await startTestServer({ SVC_AGENT_HEARTBEAT_SECONDS: '2' });
     client = await operatorClient(ts);
+    slowClient = await operatorClient(ts, 'slow-reader');
     file = join(ts.dir, 'random.bin');
     const data = randomBytes(FILE_BYTES);
     writeFileSync(file, data);
@@ -144,6 +147,7 @@ void describe('backpressure: 8 Exec cats of 64 MiB and a PTY flood on one agent,
   });
   after(async () => {
     client.close();
+    slowClient.close();
     await killAll([agent]);
     await ts.stop();
   });
@@ -193,7 +197,7 @@ void describe('backpressure: 8 Exec cats of 64 MiB and a PTY flood on one agent,
       return r;
     });
 
-    const slow = startExec(client, 'slow', slowPath, SLOW_READS_FIRST);
+    const slow = startExec(slowClient, 'slow', slowPath, SLOW_READS_FIRST);
     const fast = Array.from({ length: FAST_READERS }, (_, i) => startExec(client, `fast-${i}`, file));
 
     try {
