@@ -1,10 +1,12 @@
 /**
  * Client-process side of the `latency` and `replay` scenarios (bench-client.ts dispatches here).
  *
- * latency: one simulated agent and a few subscribers in this process, so the time from the agent
- * writing a chunk to a subscriber parsing it is measured on one clock (performance.now). First the
- * maximum rate (chunks/s with a window of 32 chunks in flight), then half of it, paced every
- * millisecond, with every chunk's latency in an HDR histogram per transport.
+ * latency: one simulated agent (in its own thread, latency-agent.worker.ts) and a few subscribers
+ * (in this thread) in this process, so the time from the agent writing a chunk to a subscriber
+ * parsing it is measured on one clock (timeOrigin + performance.now, checked across the threads).
+ * First the maximum rate (chunks/s with a window of 32 chunks in flight), then half of it, each
+ * chunk sent at its own due time (at most 2 per wake-up), with every chunk's latency in an HDR
+ * histogram per transport; the result carries how evenly it was paced (`pacing`).
  *
  * replay: one agent streams `chunks` chunks of a command (replay.fill); then new subscribers ask
  * for replay=true&limit=<chunks> and, in turn, the raw ceiling's copy of the same bytes
@@ -12,7 +14,19 @@
  */
 import { monitorEventLoopDelay, performance, PerformanceObserver } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Worker } from 'node:worker_threads';
 import * as hdr from 'hdr-histogram-js';
+import {
+  epochNow,
+  kClockRound,
+  kClockRounds,
+  kFirstMeasured,
+  kMinSeq,
+  type AgentShared,
+  type AgentWorkerData,
+  type FromAgent,
+  type ToAgent,
+} from './latency-agent-protocol.js';
 import { minSeq, SseSubscriber, WsSubscriber, type LightSubscriber } from './light-subscribers.js';
 import { ptyText, SimAgent, type SimAgentTls } from './sim-agent.js';
 
@@ -124,91 +138,168 @@ function agentOf(a: Args): SimAgent {
   });
 }
 
+/** The simulated agent's thread (latency-agent.worker.ts), driven by messages and shared memory. */
+class AgentThread {
+  readonly sendAt: Float64Array;
+  readonly ctl: Int32Array;
+  readonly #clock: Float64Array;
+  readonly #worker: Worker;
+  readonly #waiters = new Map<FromAgent['event'], (m: FromAgent) => void>();
+  /** Messages no one waited for yet. */
+  readonly #unclaimed: FromAgent[] = [];
+  readonly #exited: Promise<void>;
+  #failure: Error | undefined;
+  onMeasuring: (() => void) | undefined;
+
+  constructor(a: Args) {
+    const shared: AgentShared = {
+      sendAt: new SharedArrayBuffer(8 << 21),
+      ctl: new SharedArrayBuffer(16),
+      clock: new SharedArrayBuffer(16),
+    };
+    this.sendAt = new Float64Array(shared.sendAt);
+    this.ctl = new Int32Array(shared.ctl);
+    this.#clock = new Float64Array(shared.clock);
+    const data: AgentWorkerData = {
+      ...shared,
+      target: String(a['target']),
+      tls: a['tls'] as SimAgentTls,
+      agentId: String(a['agentId']),
+      instanceId: String(a['instanceId']),
+      commandId: String(a['commandId']),
+      chunkBytes: Number(a['chunkBytes']),
+    };
+    this.#worker = new Worker(new URL('./latency-agent.worker.js', import.meta.url), { workerData: data });
+    this.#worker.on('message', (m: FromAgent) => {
+      if (m.event === 'measuring') this.onMeasuring?.();
+      else if (m.event === 'error') this.#fail(new Error(`latency agent: ${m.message}`));
+      const w = this.#waiters.get(m.event);
+      this.#waiters.delete(m.event);
+      if (w) w(m);
+      else if (m.event !== 'measuring' && m.event !== 'error') this.#unclaimed.push(m);
+    });
+    this.#worker.on('error', (e) => this.#fail(e));
+    this.#exited = new Promise((resolve) => this.#worker.on('exit', () => resolve()));
+  }
+
+  #fail(e: Error): void {
+    this.#failure ??= e;
+    for (const w of this.#waiters.values()) w({ event: 'error', message: e.message });
+    this.#waiters.clear();
+  }
+
+  /** The next message `event` from the agent thread. */
+  next<E extends FromAgent['event']>(event: E): Promise<Extract<FromAgent, { event: E }>> {
+    return new Promise((resolve, reject) => {
+      if (this.#failure) return reject(this.#failure);
+      const i = this.#unclaimed.findIndex((m) => m.event === event);
+      if (i >= 0) return resolve(this.#unclaimed.splice(i, 1)[0] as Extract<FromAgent, { event: E }>);
+      this.#waiters.set(event, (m) => {
+        if (m.event === event) resolve(m as Extract<FromAgent, { event: E }>);
+        else reject(this.#failure ?? new Error(`latency agent: ${m.event}`));
+      });
+    });
+  }
+
+  command(m: ToAgent): void {
+    this.#worker.postMessage(m);
+  }
+
+  /**
+   * How far the agent thread's clock is from this one's: this thread stamps, the agent thread
+   * answers with its own clock at once; the offset of the round trip with the least time is
+   * agent − midpoint, within ± half that round trip. Blocks this thread (a few ms, before any load).
+   */
+  checkClock(): ClockCheck {
+    let best = { rttMs: Infinity, offsetMs: 0 };
+    for (let r = 1; r <= kClockRounds; r++) {
+      const t1 = epochNow();
+      this.#clock[0] = t1;
+      Atomics.store(this.ctl, kClockRound, 2 * r - 1);
+      Atomics.notify(this.ctl, kClockRound);
+      while (Atomics.load(this.ctl, kClockRound) < 2 * r) Atomics.wait(this.ctl, kClockRound, 2 * r - 1, 1000);
+      const t3 = epochNow();
+      const t2 = this.#clock[1]!;
+      if (t3 - t1 < best.rttMs) best = { rttMs: t3 - t1, offsetMs: t2 - (t1 + t3) / 2 };
+    }
+    return { offsetMs: round3(best.offsetMs), boundMs: round3(best.rttMs / 2) };
+  }
+
+  async close(): Promise<void> {
+    this.command({ op: 'close' });
+    const t = setTimeout(() => void this.#worker.terminate(), 2000);
+    await this.#exited;
+    clearTimeout(t);
+  }
+}
+
+/** The agent thread's clock minus this thread's, ms, and how exactly that is known (±). */
+export interface ClockCheck {
+  offsetMs: number;
+  boundMs: number;
+}
+
+const round3 = (ms: number): number => Math.round(ms * 1000) / 1000;
+
 export async function runLatency(a: Args): Promise<Record<string, unknown>> {
-  const commandId = String(a['commandId']);
-  const chunkBytes = Number(a['chunkBytes']);
-  let sendAt = new Float64Array(1 << 16);
-  let recording = false;
+  const agent = new AgentThread(a);
+  try {
+    return await measureLatency(a, agent);
+  } finally {
+    await agent.close();
+  }
+}
+
+async function measureLatency(a: Args, agent: AgentThread): Promise<Record<string, unknown>> {
+  const { sendAt, ctl } = agent;
+  const origin = performance.timeOrigin;
   const hists = { sse: histogram(), ws: histogram(), all: histogram() };
-  let wake: (() => void) | undefined;
+  const subs: LightSubscriber[] = [];
+  let min = 0;
   const listener = (h: hdr.Histogram) => (seq: number, nowMs: number) => {
-    if (recording && seq < sendAt.length && sendAt[seq]! > 0) {
-      const us = Math.max(1, Math.round((nowMs - sendAt[seq]!) * 1000));
+    const first = Atomics.load(ctl, kFirstMeasured);
+    if (first > 0 && seq >= first && sendAt[seq]! > 0) {
+      const us = Math.max(1, Math.round((origin + nowMs - sendAt[seq]!) * 1000));
       h.recordValue(us);
       hists.all.recordValue(us);
     }
-    const w = wake;
-    wake = undefined;
-    w?.();
+    if (seq > min) {
+      const m = minSeq(subs);
+      if (m > min) {
+        min = m;
+        Atomics.store(ctl, kMinSeq, m);
+        Atomics.notify(ctl, kMinSeq);
+      }
+    }
   };
-  /** The next subscriber event, or 20 ms. */
-  const progress = (): Promise<void> =>
-    new Promise((resolve) => {
-      const t = setTimeout(resolve, 20);
-      wake = () => {
-        clearTimeout(t);
-        resolve();
-      };
-    });
-  const subs: LightSubscriber[] = [];
+  await agent.next('ready');
+  const clock = agent.checkClock();
   for (let i = 0; i < Number(a['sse']); i++) subs.push(await SseSubscriber.open(String(a['sseUrl']), listener(hists.sse)));
   for (let i = 0; i < Number(a['ws']); i++)
     subs.push(await WsSubscriber.open(Number(a['wsPort']), String(a['wsSubscribe']), listener(hists.ws)));
   await sleep(200);
-  const agent = agentOf(a);
-  agent.register();
-  await agent.acked;
-  const data = ptyText(chunkBytes, 3);
-  let seq = 0;
-  const send = (): void => {
-    seq++;
-    if (seq >= sendAt.length) {
-      const grown = new Float64Array(sendAt.length * 2);
-      grown.set(sendAt);
-      sendAt = grown;
-    }
-    sendAt[seq] = performance.now();
-    agent.chunk(commandId, seq, (seq - 1) * data.length, data);
-  };
+  await agent.next('registered');
 
-  // 1. maximum rate: at most 32 chunks in flight
-  const maxMs = Number(a['maxRateMs']);
-  const t0 = performance.now();
-  const s0 = seq;
-  while (performance.now() - t0 < maxMs) {
-    if (seq - minSeq(subs) >= 32) await progress();
-    else send();
-  }
-  while (minSeq(subs) < seq && performance.now() - t0 < maxMs + 5000) await progress();
-  const maxRate = (minSeq(subs) - s0) / ((performance.now() - t0) / 1000);
+  // 1. maximum rate: at most 32 chunks in flight (the agent thread keeps the window against kMinSeq)
+  agent.command({ op: 'max', ms: Number(a['maxRateMs']) });
+  const { maxRate } = await agent.next('max');
 
-  // 2. half of it, paced every millisecond
+  // 2. half of it, each chunk at its own due time
   const rate = maxRate / 2;
   const warmupMs = Number(a['warmupMs']);
   const measureMs = Number(a['measureMs']);
   const monitor = new LoopMonitor();
-  const start = performance.now();
-  let due = 0;
   let monitoring = false;
-  while (performance.now() - start < warmupMs + measureMs) {
-    const elapsed = performance.now() - start;
-    recording = elapsed >= warmupMs;
-    if (recording && !monitoring) {
-      monitoring = true;
-      monitor.start();
-    }
-    const target = Math.floor((elapsed / 1000) * rate);
-    while (due < target) {
-      send();
-      due++;
-    }
-    await sleep(1);
-  }
-  const last = seq;
+  agent.onMeasuring = () => {
+    monitoring = true;
+    monitor.start();
+  };
+  agent.command({ op: 'paced', rate, warmupMs, measureMs });
+  const { last, pacing } = await agent.next('paced');
   const client = monitoring ? monitor.stop() : null;
-  while (minSeq(subs) < last && performance.now() - start < warmupMs + measureMs + 5000) await sleep(1);
-  recording = false;
-  agent.close();
+  const end = performance.now() + 5000;
+  while (minSeq(subs) < last && performance.now() < end) await sleep(1);
+  Atomics.store(ctl, kFirstMeasured, 0);
   for (const s of subs) s.close();
   return {
     maxRate: Math.round(maxRate),
@@ -218,6 +309,8 @@ export async function runLatency(a: Args): Promise<Record<string, unknown>> {
     all: percentiles(hists.all),
     histogram: compactHistogram(hists.all),
     client,
+    pacing,
+    clock,
     holes: subs.reduce((n, s) => n + s.holes, 0),
     incomplete: subs.filter((s) => s.lastSeq < last).length,
   };

@@ -1,8 +1,9 @@
 /**
  * Scenario `latency`: time from a simulated agent writing a 4 KiB chunk on its mTLS gRPC stream to
  * a subscriber having parsed it, at half of the maximum rate measured in the same run. The agent
- * and the subscribers (10 SSE, 10 WS, raw sockets) share the client process and its clock
- * (latency-client.ts); every chunk's latency goes into an HDR histogram per transport.
+ * (its own thread, paced evenly) and the subscribers (10 SSE, 10 WS, raw sockets, another thread)
+ * share the client process and its clock (latency-client.ts); every chunk's latency goes into an
+ * HDR histogram per transport.
  *
  * value  = p99 in ms, the worse of SSE and WS, actors in workers (target ≤ 5 ms).
  * extras = p50Ms/p99Ms/p999Ms; `histogram` {unit:'ms', percentiles:[[p, v], ...]} of every
@@ -10,11 +11,14 @@
  *          the max and half rates; event-loop delay and GC pauses of the client process and of the
  *          server's main thread while measuring (where a tail comes from); the same with
  *          SVC_ACTORS=inline (its own histogram), and `workersVsInline` (inline p99 ÷ workers p99:
- *          above 1 means workers are faster).
+ *          above 1 means workers are faster); per mode `pacing` (chunks per wake-up of the agent:
+ *          maxBurst, p99Burst; how late chunks left: lateP50Ms/lateP99Ms) and `clock` (the agent
+ *          thread's clock against the subscribers', offsetMs ± boundMs).
  */
 import type { BenchResult, BenchScenario, JsonValue } from '../types.js';
 import { BenchClient, stopOnAbort } from './client-process.js';
-import { LoopMonitor, type CompactHistogram, type LoopStats, type Percentiles } from './latency-client.js';
+import type { Pacing } from './latency-agent-protocol.js';
+import { LoopMonitor, type ClockCheck, type CompactHistogram, type LoopStats, type Percentiles } from './latency-client.js';
 import { startBenchServer } from './stream-server.js';
 
 const AGENT = 'bench-latency';
@@ -27,6 +31,10 @@ interface LatencyRun {
   ws: Percentiles;
   all: Percentiles;
   histogram: CompactHistogram;
+  /** How evenly the agent thread sent during the measuring window. */
+  pacing: Pacing;
+  /** The agent thread's clock minus the subscribers' thread's (± bound), ms. */
+  clock: ClockCheck;
   /** The client process's event loop and GC while measuring. */
   client: LoopStats | null;
   /** The server's main thread, from the end of the max-rate phase on (approximately the measuring window). */
@@ -105,6 +113,7 @@ export const latency: BenchScenario = {
       ] as const) {
         if (r.holes > 0) problems.push(`${name}: ${r.holes} seq holes`);
         if (r.incomplete > 0) problems.push(`${name}: ${r.incomplete} subscribers did not get every chunk`);
+        if (Math.abs(r.clock.offsetMs) > 0.05) problems.push(`${name}: the agent thread's clock is ${r.clock.offsetMs} ms off`);
       }
       return {
         value: p99(workers),
@@ -113,6 +122,7 @@ export const latency: BenchScenario = {
           p50Ms: workers.all.p50Ms,
           p99Ms: p99(workers),
           p999Ms: Math.max(workers.sse.p999Ms, workers.ws.p999Ms),
+          pacing: { maxBurst: workers.pacing.maxBurst, p99Burst: workers.pacing.p99Burst },
           histogram: json(workers.histogram),
           workers: json(withoutHistogram(workers)),
           inline: { ...json(withoutHistogram(inline)), p99Ms: p99(inline), histogram: json(inline.histogram) },
