@@ -17,7 +17,8 @@
  * 20 ms), events by the server's own timestamps: one clock for all.
  *
  * SANDBOXD_VM_REAL_SAMPLES sets the minimum number of VMs (default 3): 1 to look at the phases of
- * a single boot while changing the guest image.
+ * a single boot while changing the guest image. SANDBOXD_VM_REAL_IMAGE=DIR boots an image folder
+ * built earlier instead of building the current one (before/after comparisons in one sitting).
  */
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -120,7 +121,9 @@ export const vmReal: BenchScenario = {
     if (process.getuid?.() !== 0) throw new Error('vm-real needs root (libvirt qemu:///system)');
     const minSamples = Math.max(1, Number(process.env['SANDBOXD_VM_REAL_SAMPLES'] ?? 3) || 3);
     // The same set-up as the real-VM tests (image, libvirtd, a network of its own, the server).
-    const env = await startRealVmEnv('bn');
+    // SANDBOXD_VM_REAL_IMAGE: boot an image folder built earlier (e.g. by an older commit) instead.
+    const imageDir = process.env['SANDBOXD_VM_REAL_IMAGE'];
+    const env = await startRealVmEnv('bn', imageDir !== undefined && imageDir !== '' ? { imageDir } : {});
     const base = `http://127.0.0.1:${env.server.ports.http}`;
     const samples: number[] = [];
     const phases = new Map<BootPhase, number[]>(BOOT_PHASES.map((p) => [p, []]));
