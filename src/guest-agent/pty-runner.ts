@@ -6,12 +6,23 @@
  * Lossless end of output: see pty-tail.ts. `exited` settles only after node-pty's exit event,
  * which it emits after its socket closed, and the tail drain runs before that close.
  */
-import { spawn as ptySpawn, type IPty } from 'node-pty';
+import { createRequire } from 'node:module';
+import type * as NodePty from 'node-pty';
+import type { IPty } from 'node-pty';
 import type { CommandOutput } from './command-output.js';
 import { notStarted, inert } from './command-runner.js';
 import { exitCodeOf, signalGroup, signalName, terminateGroup } from './process-group.js';
 import { installTailDrain } from './pty-tail.js';
 import type { CommandSpec, ExitInfo, PtyOptions, RunningCommand } from './running-command.js';
+
+// node-pty (a native addon) loads at the first PTY command, not at agent start: a cold start
+// inside a TCG guest pays for every module it loads. A load failure surfaces as that command's
+// spawn failure.
+let nodePty: typeof NodePty | undefined;
+const ptySpawn: typeof NodePty.spawn = (file, args, options) => {
+  nodePty ??= createRequire(import.meta.url)('node-pty') as typeof NodePty;
+  return nodePty.spawn(file, args, options);
+};
 
 /** Defaults of CommandRequest.pty_cols / pty_rows / pty_term. */
 export const PTY_DEFAULTS: PtyOptions = Object.freeze({ cols: 80, rows: 24, term: 'xterm-256color' });

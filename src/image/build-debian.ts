@@ -5,8 +5,8 @@
  *   vmlinux       Debian's cloud kernel, uncompressed, booted through QEMU's PVH entry
  *   initrd.img    Debian's initramfs (initramfs-tools, MODULES=list: virtio, ext4, qemu_fw_cfg)
  *   disk.ext4     the root filesystem (raw ext4 made by mke2fs -d, no mount): systemd, cloud-init,
- *                 tmux, git, curl, sudo, the host's node binary (+ npm) and the compiled
- *                 sandbox-agent with its production node_modules, started by sandbox-agent.service
+ *                 tmux, git, curl, sudo, the host's node binary (+ npm) and the sandbox-agent
+ *                 bundle with its V8 code cache (agent-bundle.ts), started by sandbox-agent.service
  *   packages.txt  every package in the root, name=version
  *   manifest.json what was built from what (the provisioner reads it next to the disk)
  *
@@ -39,12 +39,12 @@ import {
 } from './debian-packages.js';
 import { cleanRoot, clampTimes, inRoot, packagesEpoch } from './debian-rootfs.js';
 import {
-  agentInputsDigest,
-  copyAgent,
+  agentBundleFor,
   exists,
   extractVmlinux,
   fileDigest,
   hashTree,
+  installAgent,
   makeExt4,
   publishImage,
   uuidFrom,
@@ -52,7 +52,7 @@ import {
 import { ensureStepPrograms, run } from './run.js';
 
 /** Bumped when the layout or the recipe changes (part of the cache key). */
-export const DEBIAN_RECIPE_VERSION = 'debian-1';
+export const DEBIAN_RECIPE_VERSION = 'debian-2';
 /** Size of the sparse disk file, MiB (per-VM overlays grow into it). */
 export const DEBIAN_DISK_SIZE_MIB = 4096;
 /** Kernel command line: root on the overlay, stable eth0 name, console on the serial port (quiet: slow under TCG). */
@@ -146,12 +146,13 @@ export async function buildDebianImage(o: DebianBuildOptions): Promise<DebianBui
   const kernel = kernelOf(packages);
   const npmHash = createHash('sha256');
   await hashTree(npmHash, dirname(HOST_NPM), 'npm');
+  const agent = await agentBundleFor(o.agentTree, o.packageRoot);
   const hash = debianImageKey({
     packages,
     sources,
     nodeDigest: await fileDigest(nodePath),
     npmDigest: npmHash.digest('hex'),
-    agentDigest: await agentInputsDigest(o.agentTree, o.packageRoot),
+    agentDigest: agent.key,
   });
   const dir = join(o.outDir, `debian-${hash}`);
   const existing = await readDebianManifest(dir);
@@ -192,7 +193,7 @@ export async function buildDebianImage(o: DebianBuildOptions): Promise<DebianBui
       );
     const epoch = await packagesEpoch(root);
     log('adding node, sandbox-agent and the guest units');
-    await customize(root, o, nodePath);
+    await customize(root, nodePath, agent.dir);
     log('building the initramfs');
     await inRoot(root, ['update-initramfs', '-c', '-k', kernel.release], [`SOURCE_DATE_EPOCH=${epoch}`]);
     await writeFile(join(tmp, 'vmlinux'), await extractVmlinux(join(root, 'boot', `vmlinuz-${kernel.release}`)));
@@ -254,7 +255,7 @@ async function writeGuestFiles(root: string, files: readonly GuestFile[]): Promi
 }
 
 /** node (+ npm), the agent, the `agent` user, the guest files and the unit set. */
-async function customize(root: string, o: DebianBuildOptions, nodePath: string): Promise<void> {
+async function customize(root: string, nodePath: string, agentBundle: string): Promise<void> {
   await mkdir(join(root, dirname(DEBIAN_NODE_PATH)), { recursive: true });
   await cp(nodePath, join(root, DEBIAN_NODE_PATH));
   await chmod(join(root, DEBIAN_NODE_PATH), 0o755);
@@ -263,7 +264,7 @@ async function customize(root: string, o: DebianBuildOptions, nodePath: string):
     await symlink('../lib/node_modules/npm/bin/npm-cli.js', join(root, 'usr/local/bin/npm'));
     await symlink('../lib/node_modules/npm/bin/npx-cli.js', join(root, 'usr/local/bin/npx'));
   }
-  await copyAgent(join(root, DEBIAN_AGENT_DIR), o.agentTree, o.packageRoot);
+  await installAgent(join(root, DEBIAN_AGENT_DIR), agentBundle, nodePath);
   await run('chown', ['-R', '0:0', join(root, DEBIAN_AGENT_DIR), join(root, 'usr/local')]);
   await inRoot(root, ['useradd', '--create-home', '--shell', '/bin/bash', '--uid', '1000', '--user-group', DEBIAN_GUEST_USER]);
   await writeGuestFiles(root, debianGuestFiles());

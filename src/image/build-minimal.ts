@@ -5,7 +5,7 @@
  *                   xz decompression: about 2 s faster under TCG)
  *   initramfs.cpio  busybox-static, the virtio/ext4/fw_cfg modules and /init (guest-init.ts)
  *   disk.ext4       raw ext4 (mke2fs -d, no mount needed): the host's node binary and its libraries,
- *                   the compiled sandbox-agent with its production node_modules, tmux and git
+ *                   the sandbox-agent bundle with its V8 code cache (agent-bundle.ts), tmux and git
  *   manifest.json   what was built from what (the provisioner reads it next to the disk)
  *
  * Packages come only from apt (`apt-get download` + `dpkg-deb -x`). The output folder is named by
@@ -13,14 +13,15 @@
  */
 import { createHash } from 'node:crypto';
 import { chmod, cp, mkdir, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
-import { basename, join, relative } from 'node:path';
+import { basename, join } from 'node:path';
 import { GUEST_INIT, GUEST_MODULES } from './guest-init.js';
 import {
+  agentBundleFor,
   candidateVersion,
-  copyAgent,
   exists,
   extractVmlinux,
   fileDigest,
+  installAgent,
   listFiles,
   makeExt4,
   publishImage,
@@ -29,7 +30,7 @@ import {
 import { ensureAptLists, ensureStepPrograms, run } from './run.js';
 
 /** Bumped when the layout or the recipe changes (part of the cache key). */
-export const IMAGE_RECIPE_VERSION = 'minimal-1';
+export const IMAGE_RECIPE_VERSION = 'minimal-2';
 /** The guest's userland: downloaded and unpacked, never installed on the host. */
 export const BUSYBOX_PACKAGE = 'busybox-static';
 /** Size of the sparse disk file, MiB (the agent's work dir lives on the per-VM overlay of it). */
@@ -38,9 +39,9 @@ export const DISK_SIZE_MIB = 2048;
 export interface BuildOptions {
   /** Output root; the image goes to `<outDir>/minimal-<hash>/`. */
   outDir: string;
-  /** Compiled tree holding src/bin/sandbox-agent.js (and proto/ if present). */
+  /** Compiled tree holding the agent (its bundle is <agentTree>/agent: agent-bundle.ts). */
   agentTree: string;
-  /** Folder with package.json and node_modules (production dependencies are copied). */
+  /** Folder with package.json and node_modules. */
   packageRoot: string;
   /** Default /usr/bin/node. */
   nodePath?: string;
@@ -67,8 +68,14 @@ export interface BuildResult {
   elapsedMs: number;
 }
 
-/** Kernel command line of the minimal image (quiet: the serial console is slow under TCG). */
-export const MINIMAL_CMDLINE = 'console=ttyS0 quiet panic=-1 rdinit=/init';
+/**
+ * Kernel command line of the minimal image. quiet: the serial console is slow under TCG. The rest
+ * skips boot work a VM does not need (about 10 % of the kernel's CPU time to /init under TCG):
+ * crypto self-tests, three of the four legacy UARTs, the TSC checks, audit; RCU grace periods
+ * are expedited (each insmod waits for some).
+ */
+export const MINIMAL_CMDLINE =
+  'console=ttyS0 quiet panic=-1 rdinit=/init cryptomgr.notests rcupdate.rcu_expedited=1 8250.nr_uarts=1 no_timer_check tsc=reliable audit=0';
 
 /** Builds (or reuses) the minimal image. Rejects with the failing step's output. */
 export async function buildMinimalImage(o: BuildOptions): Promise<BuildResult> {
@@ -79,14 +86,13 @@ export async function buildMinimalImage(o: BuildOptions): Promise<BuildResult> {
   const kernelVersion = await candidateVersion(kernelPackage);
   const busyboxVersion = await candidateVersion(BUSYBOX_PACKAGE);
   const nodeVersion = (await run(nodePath, ['--version'])).toString().trim();
-  const agentFiles = await listFiles(join(o.agentTree, 'src'));
+  const agent = await agentBundleFor(o.agentTree, o.packageRoot);
   const h = createHash('sha256');
   h.update(
     [IMAGE_RECIPE_VERSION, kernelPackage, kernelVersion, busyboxVersion, GUEST_INIT, GUEST_MODULES.join(','), MINIMAL_CMDLINE].join('\n'),
   );
   h.update(await fileDigest(nodePath));
-  for (const f of agentFiles) h.update(`${relative(o.agentTree, f)}\n`).update(await readFile(f));
-  h.update(await readFile(join(o.packageRoot, 'package-lock.json')).catch(() => Buffer.alloc(0)));
+  h.update(`agent ${agent.key}\n`);
   const hash = h.digest('hex').slice(0, 16);
   const dir = join(o.outDir, `minimal-${hash}`);
   const existing = await readManifest(dir);
@@ -122,7 +128,7 @@ export async function buildMinimalImage(o: BuildOptions): Promise<BuildResult> {
       join(tmp, 'initramfs.cpio'),
     );
     log('building the disk (node, sandbox-agent, tmux, git)');
-    await buildDiskRoot(join(tmp, 'disk-root'), o, nodePath);
+    await buildDiskRoot(join(tmp, 'disk-root'), agent.dir, nodePath);
     await makeExt4(join(tmp, 'disk-root'), join(tmp, 'disk.ext4'), {
       label: 'sbx-image',
       sizeMiB: DISK_SIZE_MIB,
@@ -208,7 +214,7 @@ async function buildInitramfs(root: string, modulesDir: string, busybox: string,
   );
 }
 
-async function buildDiskRoot(root: string, o: BuildOptions, nodePath: string): Promise<void> {
+async function buildDiskRoot(root: string, agentBundle: string, nodePath: string): Promise<void> {
   await mkdir(join(root, 'bin'), { recursive: true });
   await mkdir(join(root, 'lib'), { recursive: true });
   await mkdir(join(root, 'work'), { recursive: true });
@@ -224,7 +230,7 @@ async function buildDiskRoot(root: string, o: BuildOptions, nodePath: string): P
   if (await exists('/usr/lib/locale/C.utf8'))
     await cp('/usr/lib/locale/C.utf8', join(root, 'locale', 'C.utf8'), { recursive: true, dereference: true });
   if (await exists('/lib/terminfo')) await cp('/lib/terminfo', join(root, 'terminfo'), { recursive: true, dereference: true });
-  await copyAgent(join(root, 'agent'), o.agentTree, o.packageRoot);
+  await installAgent(join(root, 'agent'), agentBundle, nodePath);
 }
 
 /** Absolute paths of the shared libraries `ldd` resolves for a binary (incl. the loader). */

@@ -18,7 +18,8 @@ export interface CommandIo {
 export const IMAGE_USAGE = `usage: sandboxd image build [--kind minimal|debian] [--out DIR]
 
   --kind  minimal (default): Debian kernel (PVH vmlinux) + busybox initramfs + ext4 disk with
-          node and sandbox-agent; boots to a connected agent in about 13 s under TCG.
+          node and the sandbox-agent bundle; boots to a connected agent in seconds under TCG
+          (native-bench vm-real measures it).
           debian: Debian bookworm root (debootstrap) with systemd, cloud-init, the cloud
           kernel and Debian's initramfs, tmux, git, node and sandbox-agent (sandbox-agent.service);
           production-like, needs root; boots to a connected agent in about 20-30 s under TCG.

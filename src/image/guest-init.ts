@@ -16,6 +16,9 @@ export const GUEST_MODULES: readonly string[] = [
   'virtio_pci_legacy_dev',
   'virtio_pci_modern_dev',
   'virtio_pci',
+  // The VM's virtio RNG (<rng model='virtio'>): seeds the kernel's CRNG at once. Without it node's
+  // first getrandom() waits for jitter entropy, which under TCG takes seconds.
+  'virtio-rng',
   'failover',
   'net_failover',
   'virtio_net',
@@ -43,7 +46,10 @@ mount -t devpts devpts /dev/pts
 mount -t tmpfs -o mode=0755 tmpfs /run
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 exec </dev/console >/dev/console 2>&1
+up() { read -r u _ </proc/uptime; echo "up=$u"; }
+echo "sbx-init: boot $(up)"
 for m in $(cat /etc/modules.order); do insmod /lib/modules/$m.ko || echo "sbx-init: insmod $m failed"; done
+echo "sbx-init: modules $(up)"
 FW=/sys/firmware/qemu_fw_cfg/by_name/${FW_CFG_PREFIX}
 i=0
 while [ ! -r $FW/agent.env/raw ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
@@ -63,7 +69,7 @@ mount -t ext4 -o noatime /dev/vda /opt/sbx || { echo "sbx-init: cannot mount /de
 ln -sf /opt/sbx/lib/ld-linux-x86-64.so.2 /lib64/ld-linux-x86-64.so.2
 export LD_LIBRARY_PATH=/opt/sbx/lib HOME=/root TERMINFO_DIRS=/opt/sbx/terminfo GIT_EXEC_PATH=/opt/sbx/bin LOCPATH=/opt/sbx/locale LANG=C.UTF-8
 mkdir -p /opt/sbx/work /root
-echo "sbx-init: starting sandbox-agent for $SBX_INSTANCE_ID"
+echo "sbx-init: starting sandbox-agent for $SBX_INSTANCE_ID $(up)"
 while :; do
   node /opt/sbx/agent/src/bin/sandbox-agent.js --server "$SBX_SERVER" --certs /run/sbx/certs \\
     --agent-id "$SBX_AGENT_ID" --instance-id "$SBX_INSTANCE_ID" --profile "$SBX_PROFILE" --work-dir /opt/sbx/work

@@ -1,22 +1,15 @@
 /**
- * Helpers the image builders share: digests of the inputs (cache key), the copy of the compiled
- * sandbox-agent with its production node_modules, apt version look-ups, and the kernel payload
+ * Helpers the image builders share: digests of the inputs (cache key), the agent bundle with its
+ * V8 code cache (agent-bundle.ts, agent-loader.ts), apt version look-ups, and the kernel payload
  * of a bzImage (for QEMU's PVH entry, which skips in-guest decompression under TCG).
  *
  * build-minimal.ts has private copies of some of these (it predates this file).
  */
 import { createHash, type Hash } from 'node:crypto';
-import { chmod, cp, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { dirname, join, relative } from 'node:path';
+import { chmod, cp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { join, relative } from 'node:path';
+import { ensureAgentBundle } from './agent-bundle.js';
 import { run } from './run.js';
-
-/** Production packages the agent never loads (server-only natives), left out of guest disks. */
-export const SKIP_PACKAGES: ReadonlySet<string> = new Set([
-  '@trufflesuite/uws-js-unofficial',
-  'better-sqlite3',
-  'esbuild',
-  '@esbuild/linux-x64',
-]);
 
 /** Regular files under `dir`, sorted (stable hash order). */
 export async function listFiles(dir: string): Promise<string[]> {
@@ -49,37 +42,28 @@ export async function hashTree(h: Hash, root: string, sub: string): Promise<void
 }
 
 /**
- * Digest of what the agent copy is made from: the compiled src/ and proto/ trees and the lock
- * file (which pins every production dependency, native ones included).
+ * The agent as images ship it (agent-bundle.ts): the current bundle for `agentTree` and its key
+ * (the digest of everything it was made from: part of an image's cache key).
  */
-export async function agentInputsDigest(agentTree: string, packageRoot: string): Promise<string> {
-  const h = createHash('sha256');
-  await hashTree(h, agentTree, 'src');
-  await hashTree(h, agentTree, 'proto');
-  h.update(await readFile(join(packageRoot, 'package-lock.json')).catch(() => Buffer.alloc(0)));
-  return h.digest('hex');
+export async function agentBundleFor(agentTree: string, packageRoot: string): Promise<{ dir: string; key: string }> {
+  const b = await ensureAgentBundle({ agentTree, packageRoot });
+  return { dir: b.dir, key: b.manifest.key };
 }
 
 /**
- * Copies the compiled agent (src/, proto/ without source maps) and its production node_modules
- * (as `npm ls --omit=dev` lists them, minus SKIP_PACKAGES) to `dest`, with a package.json that
- * makes the .js files ES modules.
+ * Installs the agent bundle at `dest` (the guest runs `<dest>/src/bin/sandbox-agent.js`) and
+ * makes its V8 code cache with `nodePath`, the node binary the image ships (V8 accepts a cache
+ * only from the same version and flags). Returns the cache's size in bytes.
  */
-export async function copyAgent(dest: string, agentTree: string, packageRoot: string): Promise<void> {
-  await mkdir(join(dest, 'node_modules'), { recursive: true });
-  const noMaps = (s: string): boolean => !s.endsWith('.map');
-  await cp(join(agentTree, 'src'), join(dest, 'src'), { recursive: true, filter: noMaps });
-  if (await exists(join(agentTree, 'proto'))) await cp(join(agentTree, 'proto'), join(dest, 'proto'), { recursive: true, filter: noMaps });
-  await writeFile(join(dest, 'package.json'), '{"type":"module","private":true}\n');
-  const parseable = (await run('npm', ['ls', '--omit=dev', '--all', '--parseable'], { cwd: packageRoot, okCodes: [0, 1] })).toString();
-  const nm = join(packageRoot, 'node_modules');
-  for (const p of parseable.split('\n')) {
-    if (!p.startsWith(`${nm}/`)) continue;
-    const rel = relative(nm, p);
-    if (rel.includes('node_modules') || SKIP_PACKAGES.has(rel)) continue; // nested copies come with their parent
-    await mkdir(dirname(join(dest, 'node_modules', rel)), { recursive: true });
-    await cp(p, join(dest, 'node_modules', rel), { recursive: true, verbatimSymlinks: true });
-  }
+export async function installAgent(dest: string, bundleDir: string, nodePath: string): Promise<number> {
+  await cp(bundleDir, dest, { recursive: true });
+  const loader = join(dest, 'src', 'bin', 'sandbox-agent.js');
+  const out = await run(nodePath, ['-e', `process.stdout.write(String(require(${JSON.stringify(loader)}).makeCodeCache()))`], {
+    timeoutMs: 120_000,
+  });
+  const bytes = Number(out.toString());
+  if (!(bytes > 0)) throw new Error(`making the agent's code cache printed '${out.toString().slice(0, 200)}'`);
+  return bytes;
 }
 
 /** apt's candidate version of `pkg` (host index); rejects when there is none. */

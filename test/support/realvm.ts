@@ -49,13 +49,17 @@ export function skipReason(): string | null {
   return null;
 }
 
-export async function startRealVmEnv(tag: string): Promise<RealVmEnv> {
+/** @param opts.imageDir a built image folder to boot instead of building the minimal image (the bench's before/after). */
+export async function startRealVmEnv(tag: string, opts: { imageDir?: string } = {}): Promise<RealVmEnv> {
   const tree = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-  const image = await buildMinimalImage({
-    outDir: join(tmpdir(), 'sandboxd-realvm-images'),
-    agentTree: tree,
-    packageRoot: findPackageRoot(tree),
-  });
+  const image =
+    opts.imageDir !== undefined
+      ? { dir: opts.imageDir }
+      : await buildMinimalImage({
+          outDir: join(tmpdir(), 'sandboxd-realvm-images'),
+          agentTree: tree,
+          packageRoot: findPackageRoot(tree),
+        });
   const n = (process.pid % 40) + 200;
   const net: NetworkSpec = {
     name: `sbxt-${tag}-${process.pid}`,
