@@ -8,8 +8,9 @@
  *   open      {url, binary, observers, raw}   connect (and join: controller first) → {protocol}
  *   type      {text}                          the controller types `text`
  *   waitFor   {text, ms}                      until the controller's screen shows `text`
- *   arm       {base}                          the next flood counts bytes from now (base: totals too)
- *   totals    {quietMs}                       after quiet, bytes per client since the base arm
+ *   arm       {base}                          the next flood counts bytes from now (base: totals count
+ *                                             Output above the controller's sequence, once all reached it)
+ *   totals    {quietMs}                       after quiet, Output bytes per client above the base
  *   flood     {typing, floodBytes, stopAfterMs, quietMs, recordBytes}  one flood measured (see flood() below)
  *   close
  */
@@ -21,6 +22,7 @@ import type { WebSocketConstructor, WebSocketLike } from '../../src/client/http-
 import { PtyConnection } from '../../src/client/pty-ws.js';
 import { decodeServerMessage } from '../../src/client/pty-ws-wire.js';
 import { histogramJson } from '../report/histogram.js';
+import { StreamTally, tallyDifferences } from './pty-tally.js';
 
 const WebSocket = (createRequire(import.meta.url)('ws') as { WebSocket: WebSocketConstructor }).WebSocket;
 
@@ -28,10 +30,10 @@ type Args = Record<string, unknown>;
 
 interface Client {
   bytes: number;
-  /** Sequence → bytes of each Output since the base arm (real clients). */
-  seqs: Map<number, number>;
-  /** Keyframes drawn since the base arm (a drawn keyframe stands for the output it covers). */
-  keyframes: number;
+  /** Output and drawn keyframes above the base arm's stream position (real clients): the nothing-lost check. */
+  tally: StreamTally;
+  /** Highest session sequence received or covered by a keyframe (-1: none; raw clients: none). */
+  lastSequence(): number;
   /** performance.now() of the first and the latest output message. */
   firstAt: number;
   lastAt: number;
@@ -79,8 +81,8 @@ function realClient(
   return new Promise((resolve, reject) => {
     const c: Client = {
       bytes: 0,
-      seqs: new Map(),
-      keyframes: 0,
+      tally: new StreamTally(),
+      lastSequence: () => conn.lastSequence,
       firstAt: 0,
       lastAt: 0,
       closed: null,
@@ -101,7 +103,7 @@ function realClient(
       },
       onOutput: (bytes, sequence) => {
         c.bytes += bytes.byteLength;
-        c.seqs.set(sequence, bytes.byteLength);
+        c.tally.output(sequence, bytes.byteLength);
         c.lastAt = performance.now();
         if (c.firstAt === 0) c.firstAt = c.lastAt;
         if (role === 'controller') {
@@ -110,7 +112,7 @@ function realClient(
         }
       },
       onKeyframe: (k) => {
-        c.keyframes++;
+        c.tally.keyframe(k.anchorSequence);
         if (role === 'controller') controllerTail = (controllerTail + Buffer.from(k.snapshot).toString('latin1')).slice(-4096);
       },
       onError: (code) => {
@@ -131,8 +133,8 @@ function rawClient(url: string, isController: boolean): Promise<Client> {
     ws.binaryType = 'arraybuffer';
     const c: Client = {
       bytes: 0,
-      seqs: new Map(),
-      keyframes: 0,
+      tally: new StreamTally(),
+      lastSequence: () => -1,
       firstAt: 0,
       lastAt: 0,
       closed: null,
@@ -212,23 +214,27 @@ const nextKeys = new Map<string, number>();
 /** Each client's bytes at the last `arm`: a flood counts from there. */
 let armed: number[] = [];
 
-/** Each client's bytes at the first `arm` of a session: `totals` counts from there. */
-let based: number[] = [];
-
-function arm(a: Args): Promise<null> {
-  armed = clients.map((c) => c.bytes);
+/**
+ * `base` (the first arm of a session): `totals` counts each client's Output above one stream
+ * position, the newest sequence the controller has now. The clients read at their own pace (an
+ * observer whose join keyframe is still being made has not yet got what the controller drew), so
+ * the base first waits (up to 10 s) until every client has reached the controller's sequence,
+ * and each client's tally counts by sequence: what is at or below the base, arriving late, is
+ * not counted (pty-tally.ts).
+ */
+async function arm(a: Args): Promise<null> {
   if (a['base'] === true) {
-    based = armed;
-    for (const c of clients) {
-      c.seqs.clear();
-      c.keyframes = 0;
-    }
+    const base = clients[0]?.lastSequence() ?? -1;
+    const deadline = performance.now() + 10_000;
+    while (clients.some((c) => c.lastSequence() < base) && performance.now() < deadline) await sleep(20);
+    for (const c of clients) c.tally.rebase(base);
   }
+  armed = clients.map((c) => c.bytes);
   for (const c of clients) {
     c.firstAt = 0;
     c.lastAt = 0;
   }
-  return Promise.resolve(null);
+  return null;
 }
 
 async function flood(a: Args): Promise<Record<string, unknown>> {
@@ -322,19 +328,15 @@ async function totals(a: Args): Promise<{ controllerBytes: number; perObserver: 
   const quietMs = Number(a['quietMs'] ?? 1000);
   const deadline = performance.now() + 30_000;
   while (performance.now() - Math.max(0, ...clients.map((c) => c.lastAt)) < quietMs && performance.now() < deadline) await sleep(20);
-  const since = clients.map((c, i) => c.bytes - (based[i] ?? 0));
-  // where an observer's output differs from the controller's: the first few sequences, both ways
-  const differences: string[] = [];
-  const controller = clients[0]?.seqs ?? new Map<number, number>();
-  clients.slice(1).forEach((o, i) => {
-    if (differences.length >= 5) return;
-    const extra = [...o.seqs].filter(([q]) => !controller.has(q)).slice(0, 3);
-    const missing = [...controller].filter(([q]) => !o.seqs.has(q)).slice(0, 3);
-    const seqs = (l: [number, number][]): string => l.map(([q, n]) => `${q} (${n} B)`).join(', ');
-    if (extra.length > 0) differences.push(`observer ${i} got ${seqs(extra)} which the controller did not`);
-    if (missing.length > 0) differences.push(`observer ${i} lacks ${seqs(missing)}`);
-  });
-  return { controllerBytes: since[0] ?? 0, perObserver: since.slice(1), keyframes: clients.map((c) => c.keyframes), differences };
+  const since = clients.map((c) => c.tally.bytes);
+  const differences =
+    clients.length === 0
+      ? []
+      : tallyDifferences(
+          clients[0]!.tally,
+          clients.slice(1).map((c) => c.tally),
+        );
+  return { controllerBytes: since[0] ?? 0, perObserver: since.slice(1), keyframes: clients.map((c) => c.tally.keyframes), differences };
 }
 
 async function waitFor(a: Args): Promise<null> {
