@@ -36,6 +36,7 @@ export interface PublicOrigin {
 
 const LABEL = '[a-z0-9](?:[a-z0-9_-]{0,61}[a-z0-9])?';
 const HOST_RE = new RegExp(`^(?:\\[([0-9a-f:.]+)\\]|(${LABEL}(?:\\.${LABEL})*))(?::(\\d{1,5}))?$`);
+const ENDS_IN_NUMBER_RE = /(?:^|\.)(?:\d+|0x[0-9a-f]*)$/;
 const WILDCARD_HOSTS = new Set(['', '0.0.0.0', '::', '[::]']);
 
 /** A Host-header style `host[:port]`, validated; null for anything that is not one. */
@@ -48,6 +49,9 @@ export function parseHostHeader(value: string | undefined): { hostname: string; 
   const [, v6, name, portText] = m;
   if (v6 !== undefined && isIP(v6) !== 6) return null;
   if (name !== undefined && name.length > 253) return null;
+  // A name whose last label is a number is an IPv4 address to URL parsers (WHATWG's "ends in a
+  // number"): `a.0` or `1.2.3` would be refused or rewritten there, so only a dotted quad passes.
+  if (name !== undefined && ENDS_IN_NUMBER_RE.test(name) && isIP(name) !== 4) return null;
   let port: number | null = null;
   if (portText !== undefined) {
     port = Number(portText);

@@ -85,6 +85,10 @@ describe('public URLs: the origin the caller reached us by', () => {
       '"quoted"',
       '-leading.example',
       `${'a'.repeat(64)}.example`,
+      'a.0',
+      '1.2.3',
+      '01.2.3.4',
+      'box.0x1f',
       '',
       ' ',
     ]) {
