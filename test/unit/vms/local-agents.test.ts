@@ -213,8 +213,13 @@ describe('local agent processes', () => {
     const outlives = { ...spec('agent-h', 'daemon'), endsWithServer: false };
     await Promise.all([s.start(ends), s.start(outlives)]);
     const pidOf = async (sp: LocalAgentSpec): Promise<number> => {
-      await until('the daemon is up', () => existsSync(join(sp.workDir, 'daemon.pid')));
-      return Number(await readFile(join(sp.workDir, 'daemon.pid'), 'utf8'));
+      // The file exists before the daemon's pid is in it (writeFileSync truncates, then writes):
+      // reading it then gave 0, a pid no process has, and the test lost track of the daemon.
+      const pidNow = (): number =>
+        existsSync(join(sp.workDir, 'daemon.pid')) ? Number(readFileSync(join(sp.workDir, 'daemon.pid'), 'utf8')) : 0;
+      let pid = 0;
+      await until('the daemon is up', () => (pid = pidNow()) > 0);
+      return pid;
     };
     const [gone, kept] = await Promise.all([pidOf(ends), pidOf(outlives)]);
     await s.stopAll();
