@@ -133,19 +133,45 @@ export async function runScenario(
 /**
  * Runs one scenario in a child process (`node <script> NAME --seconds N --in-process`, with this
  * process's execArgv, so `node --cpu-prof run.js` profiles each scenario) and resolves with the
- * line it printed. The child is killed 5 s after its own hard limit. Never rejects.
+ * line it printed. Never rejects.
+ *
+ * The child leads a process group of its own, so everything a scenario starts (sandbox-agents,
+ * client processes, libvirtd, QEMU) can be stopped with it: `signal` aborted sends the group SIGINT
+ * (the scenario's own clean-up runs, as with Ctrl-C in a terminal), and SIGKILL follows 5 s later;
+ * a child past its hard limit + 5 s gets SIGKILL; and when the child has exited, whatever it left
+ * behind in its group is killed. (A daemon that called setsid() has left the group: a scenario
+ * that starts one stops it itself.)
  */
-export function runIsolated(script: string, s: BenchScenario, seconds: number): Promise<ResultLine> {
+export function runIsolated(script: string, s: BenchScenario, seconds: number, signal?: AbortSignal): Promise<ResultLine> {
   const started = performance.now();
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [...process.execArgv, script, s.name, '--seconds', String(seconds), '--in-process'], {
       stdio: ['ignore', 'pipe', 'inherit'],
+      detached: true,
     });
+    const killGroup = (sig: NodeJS.Signals): void => {
+      if (child.pid === undefined) return;
+      try {
+        process.kill(-child.pid, sig);
+      } catch {
+        // ESRCH: the group is empty
+      }
+    };
     let out = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-    const killer = setTimeout(() => child.kill('SIGKILL'), hardLimitMs(seconds) + 5000);
+    const killer = setTimeout(() => killGroup('SIGKILL'), hardLimitMs(seconds) + 5000);
+    let lastResort: NodeJS.Timeout | undefined;
+    const onAbort = (): void => {
+      killGroup('SIGINT');
+      lastResort = setTimeout(() => killGroup('SIGKILL'), 5000);
+    };
+    if (signal?.aborted === true) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
     const finish = (why: string): void => {
       clearTimeout(killer);
+      clearTimeout(lastResort);
+      signal?.removeEventListener('abort', onAbort);
+      killGroup('SIGKILL');
       const last = out.trim().split('\n').at(-1) ?? '';
       try {
         const line = JSON.parse(last) as ResultLine;
@@ -155,8 +181,10 @@ export function runIsolated(script: string, s: BenchScenario, seconds: number): 
       }
       resolve(failureLine(s, `child process printed no result line (${why})`, performance.now() - started));
     };
+    // a process left in the group may hold stdout open: without this 'close' would wait for it
+    child.on('exit', () => killGroup('SIGKILL'));
     child.on('error', (err) => finish(err.message));
-    child.on('close', (code, signal) => finish(signal !== null ? `killed by ${signal}` : `exit code ${code}`));
+    child.on('close', (code, sig) => finish(sig !== null ? `killed by ${sig}` : `exit code ${code}`));
   });
 }
 

@@ -19,7 +19,7 @@ const code = await runBench(process.argv.slice(2), {
   stdout: process.stdout,
   stderr: process.stderr,
   signal: interrupt.signal,
-  isolate: (s, seconds) => runIsolated(script, s, seconds),
+  isolate: (s, seconds) => runIsolated(script, s, seconds, interrupt.signal),
 });
 // A scenario that timed out may have left workers running: exit once stdout is written.
 process.stdout.write('', () => process.exit(code));

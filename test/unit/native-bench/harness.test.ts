@@ -1,13 +1,14 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, hardLimitMs, runBench, runIsolated } from '../../../native-bench/harness.js';
 import type { ResultLine } from '../../../native-bench/harness.js';
 import type { BenchScenario } from '../../../native-bench/types.js';
+import { DEADLINE_MS, waitFor } from '../../support/wait.js';
 
 /** Scenarios standing in for real ones: no speed is measured or asserted anywhere here. */
 const seenSignals: AbortSignal[] = [];
@@ -225,6 +226,59 @@ void describe('runIsolated', () => {
     assert.equal(failed.scenario, 'quick');
     assert.equal(failed.value, null);
     assert.match(failed.error as string, /printed no result line \(exit code 3\)/);
+  });
+
+  void test('stops what the scenario left running, on exit and on interrupt', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'bench-iso-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    // the scenario starts a grandchild that would outlive it (and holds its stdout open)
+    const leaves = join(dir, 'leaves.mjs');
+    writeFileSync(
+      leaves,
+      `import { spawn } from 'node:child_process';
+       import { writeFileSync } from 'node:fs';
+       const g = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: ['ignore', 'inherit', 'ignore'] });
+       writeFileSync(${JSON.stringify(join(dir, 'pid'))}, String(g.pid));
+       if (process.env.BENCH_TEST_HANG !== '1') {
+         console.log(JSON.stringify({ scenario: process.argv[2], value: 1, unit: 'x', ceiling: null, ratio: null, target: null, pass: true }));
+         process.exit(0);
+       }
+       setInterval(() => {}, 1000);`,
+    );
+    const alive = (pid: number): boolean => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const line = await runIsolated(leaves, fake.quick!, 30);
+    assert.equal(line.value, 1);
+    const left = Number(readFileSync(join(dir, 'pid'), 'utf8'));
+    assert.ok(left > 0);
+    await waitFor('the grandchild left by a finished scenario is killed', () => !alive(left), { deadlineMs: DEADLINE_MS.process });
+
+    process.env.BENCH_TEST_HANG = '1';
+    t.after(() => delete process.env.BENCH_TEST_HANG);
+    const interrupt = new AbortController();
+    const pending = runIsolated(leaves, fake.quick!, 30, interrupt.signal);
+    await waitFor(
+      'the hanging scenario started its grandchild',
+      () => {
+        try {
+          return Number(readFileSync(join(dir, 'pid'), 'utf8')) !== left;
+        } catch {
+          return false;
+        }
+      },
+      { deadlineMs: DEADLINE_MS.process },
+    );
+    const hung = Number(readFileSync(join(dir, 'pid'), 'utf8'));
+    interrupt.abort();
+    const failed = await pending;
+    assert.equal(failed.value, null);
+    await waitFor('an interrupt stops the scenario and its grandchild', () => !alive(hung), { deadlineMs: DEADLINE_MS.process });
   });
 });
 
