@@ -1,12 +1,19 @@
 /**
- * sha256 and size of one file, read in 64 KiB chunks without following a symlink (artifact
- * checksums, spec 4.6). Runs wherever it is called: on the job pool through task-jobs.ts.
+ * sha256 and size of one file, read in chunks without following a symlink (artifact checksums,
+ * spec 4.6). Runs wherever it is called: on the job pool through task-jobs.ts, or on the main
+ * thread when the server runs inline.
  */
 import { createHash } from 'node:crypto';
 import { constants as fsc } from 'node:fs';
 import { open } from 'node:fs/promises';
+import { isMainThread } from 'node:worker_threads';
 
-const HASH_CHUNK_BYTES = 64 * 1024;
+/**
+ * On the main thread 64 KiB (one update holds the loop ≈ 0.05 ms); on a pool thread nothing else
+ * waits for the loop, so 1 MiB reads cut the read round trips sixteenfold (the jobs bench: pool
+ * hashing ran at half the inline rate with 64 KiB).
+ */
+const HASH_CHUNK_BYTES = isMainThread ? 64 * 1024 : 1024 * 1024;
 
 /** What hashFile finds. */
 export interface HashedFile {
