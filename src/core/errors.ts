@@ -60,6 +60,17 @@ export const ERROR_TABLE = {
     grpc: GrpcStatus.PERMISSION_DENIED,
     meaning: 'the route is disabled by configuration (legacy direct-SSH proxy routes)',
   },
+  // operator identity (src/auth; the spec leaves the identity and the role names "not shown")
+  'auth.permission_denied': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: "the caller's role lacks the permission the route needs (the message names it)",
+  },
+  'auth.ssh_identity_required': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: 'SSH permissions need an operator certificate on the admin listener; the trusted local listener claims no SSH identity',
+  },
   'route.retired': {
     http: 410,
     grpc: GrpcStatus.UNIMPLEMENTED,

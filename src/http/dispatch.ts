@@ -6,7 +6,7 @@ import fastJson from 'fast-json-stringify';
 import { ERROR_TABLE, SvcError, toWire, type ErrorCode } from '../core/errors.js';
 import { parseBody } from './body.js';
 import type { Route } from './router.js';
-import type { HandlerResult, RequestView, SseResult } from './types.js';
+import type { HandlerResult, RequestPeer, RequestView, SseResult } from './types.js';
 
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
@@ -17,6 +17,7 @@ export interface RawRequest {
   readonly query: URLSearchParams;
   readonly headers: Readonly<Record<string, string>>;
   readonly remoteAddress: string;
+  readonly peer: RequestPeer;
 }
 
 /** A complete response ready to be written. */
@@ -108,6 +109,7 @@ export async function dispatch(
       body: parseBody(route.body, raw.headers, rawBody),
       rawBody: route.body === 'none' ? null : rawBody,
       remoteAddress: raw.remoteAddress,
+      peer: raw.peer,
     };
     const result = await route.handler(view);
     return renderResult(route, result, view);

@@ -6,7 +6,7 @@
 import { BodyCollector, declaredBodyLength, DEFAULT_MAX_BODY_BYTES, tooLarge } from './body.js';
 import { dispatch, renderError, type InternalErrorHook, type Rendered, type RenderedSse } from './dispatch.js';
 import type { Router } from './router.js';
-import type { SseSink } from './types.js';
+import { LOCAL_PEER, type RequestPeer, type SseSink } from './types.js';
 
 export interface InjectRequest {
   method: string;
@@ -17,6 +17,8 @@ export interface InjectRequest {
   /** A string or bytes are sent as is; anything else is JSON-encoded with Content-Type application/json. */
   body?: unknown;
   remoteAddress?: string;
+  /** Default: the trusted local listener's peer. */
+  peer?: RequestPeer;
 }
 
 export interface InjectResponse {
@@ -55,6 +57,7 @@ export async function inject(
     query: new URLSearchParams(q < 0 ? '' : req.url.slice(q + 1)),
     headers,
     remoteAddress: req.remoteAddress ?? '127.0.0.1',
+    peer: req.peer ?? LOCAL_PEER,
   };
   const match = router.match(raw.method, path);
   if (!match.ok) return toResponse(renderError(match.error, match.allow ? { allow: match.allow.join(', ') } : {}));

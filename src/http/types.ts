@@ -23,7 +23,28 @@ export interface RequestView {
   readonly rawBody: Uint8Array | null;
   /** Peer IP address as text (`127.0.0.1`, `::1`). */
   readonly remoteAddress: string;
+  /**
+   * Who is on the other end, as the listener established it: `local` on the plaintext loopback
+   * listener (the spec's trusted local listener), `mtls` with the verified client certificate's
+   * SPIFFE ID on the admin listener. Set by the listener only: nothing in headers or bodies can
+   * claim it. Routes read it through the one operator-identity function (src/auth).
+   */
+  readonly peer: RequestPeer;
 }
+
+/** The transport identity of a request (see RequestView.peer). */
+export type RequestPeer =
+  | { readonly transport: 'local' }
+  | {
+      readonly transport: 'mtls';
+      /** The verified client certificate's SPIFFE URI SAN (`spiffe://<trust domain>/operator/<name>`), or null when it has none. */
+      readonly spiffeId: string | null;
+      /** The certificate's SHA-256 fingerprint (colon-separated hex), for logs and audit records. */
+      readonly fingerprint256: string;
+    };
+
+/** The peer of every request on the plaintext loopback listener. */
+export const LOCAL_PEER: RequestPeer = Object.freeze({ transport: 'local' });
 
 /** A JSON response; `json` is serialised with the route's compiled schema when it has one (2xx only). */
 export interface JsonResult {

@@ -7,6 +7,7 @@ import { STATUS_CODES } from 'node:http';
 import uWS from '@trufflesuite/uws-js-unofficial';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '@trufflesuite/uws-js-unofficial';
 import type { RawRequest, RenderedBody } from './dispatch.js';
+import { LOCAL_PEER } from './types.js';
 
 /** A copied request plus its size on the wire (request target and header bytes, approximately). */
 export interface CopiedRequest extends RawRequest {
@@ -34,6 +35,7 @@ export function copyRequest(res: HttpResponse, req: HttpRequest): CopiedRequest 
     query: new URLSearchParams(rawQuery),
     headers,
     remoteAddress: decoder.decode(res.getRemoteAddressAsText()),
+    peer: LOCAL_PEER,
     headerBytes,
   };
 }

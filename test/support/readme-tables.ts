@@ -12,11 +12,13 @@ import { agentStatusTableMarkdown } from '../../src/core/agent-status.js';
 import { agentStateTableMarkdown } from '../../src/guest-agent/agent-state.js';
 import { sessionTransitionsMarkdown } from '../../src/sessions/session-state.js';
 import { leaseTransitionsMarkdown } from '../../src/sessions/lease.js';
+import { rolesMarkdownTable } from '../../src/auth/permissions.js';
 
 export function readmeTables(): Record<string, string> {
   return {
     'config-table': configMarkdownTable(),
     'errors-table': errorsMarkdownTable(),
+    'roles-table': rolesMarkdownTable(),
     'task-states-table': transitionTableMarkdown(TASK_TRANSITIONS, TASK_TRANSITION_TRIGGERS),
     'operation-states-table': operationStatusTableMarkdown(),
     // Every other machine on the core StateMachine (src/core/state-machine.ts).

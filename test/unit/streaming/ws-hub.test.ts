@@ -10,6 +10,7 @@ import pino from 'pino';
 import type { AgentSnapshot } from '../../../actors/protocol/agent-frames.js';
 import type { WsConn, WsSendStatus } from '../../../src/http/ws-server.js';
 import { kMaxAgentSubscriptions, WsHub, wsTopic, type WsPublisher } from '../../../src/streaming/ws-hub.js';
+import { LOCAL_PEER } from '../../../src/http/types.js';
 
 let nextId = 1;
 
@@ -26,6 +27,7 @@ class FakeConn implements WsConn {
     body: undefined,
     rawBody: null,
     remoteAddress: '127.0.0.1',
+    peer: LOCAL_PEER,
   };
   readonly protocol = '';
   readonly topics = new Set<string>();

@@ -14,6 +14,7 @@ import type { WsSessionIds } from '../../../src/streaming/ws-session-dialect.js'
 import { WsSessionMessages, type WsSessionHub, type WsSessionsHook } from '../../../src/streaming/ws-session-messages.js';
 import type { SessionAttachmentSink } from '../../../src/streaming/ws-session-sink.js';
 import type { SessionCreated, SessionCreateRequest, SessionList } from '../../../src/wire/sessions.js';
+import { LOCAL_PEER } from '../../../src/http/types.js';
 
 let nextConnId = 1;
 
@@ -28,6 +29,7 @@ class FakeConn implements WsConn {
     body: undefined,
     rawBody: null,
     remoteAddress: '127.0.0.1',
+    peer: LOCAL_PEER,
   };
   readonly protocol = '';
   readonly got: Array<Record<string, unknown>> = [];
