@@ -70,7 +70,8 @@ function absolutize(p: string): string {
 
 /**
  * Security by default: HTTP and WS are plaintext, so a non-loopback address is refused unless
- * the operator sets the explicit unsafe override. gRPC is mTLS-only and is exempt.
+ * the operator sets the explicit unsafe override. gRPC and the admin listener (SVC_ADMIN_ADDR) are
+ * mTLS-only (every caller presents a certificate of our CA) and are exempt.
  */
 function checkPlaintextListeners(out: Record<string, unknown>, problems: string[]): void {
   if (out['allowInsecureRemote'] === true) return;

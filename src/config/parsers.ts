@@ -39,6 +39,11 @@ export function parseListenAddress(raw: string): ListenAddress {
   return Object.freeze({ host, port });
 }
 
+/** A listen address, or `off` (null): a listener that can be turned off. */
+export function parseListenAddressOrOff(raw: string): ListenAddress | null {
+  return raw.trim().toLowerCase() === 'off' ? null : parseListenAddress(raw);
+}
+
 /** True for addresses that only this machine can reach. */
 export function isLoopbackHost(host: string): boolean {
   if (host === 'localhost' || host === '::1') return true;

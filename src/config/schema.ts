@@ -12,6 +12,7 @@ import {
   parseIpRanges,
   parseList,
   parseListenAddress,
+  parseListenAddressOrOff,
   parseJsonArgv,
   parseNonEmpty,
   parsePairs,
@@ -48,6 +49,9 @@ function entry<F extends string, T, D extends RawDefault>(
 ): Entry<F, T> & { readonly defaultRaw: D } {
   return e;
 }
+
+/** The operator roles (src/auth/permissions.ts ROLES; a unit test keeps the two equal). */
+export const OPERATOR_ROLES = ['viewer', 'operator', 'admin'] as const;
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 
@@ -222,6 +226,16 @@ export const SCHEMA = {
     defaultRaw: '127.0.0.1:8120',
     parse: parseListenAddress,
     doc: 'gRPC listener for agents (mTLS only).',
+  }),
+  SVC_ADMIN_ADDR: entry({
+    field: 'adminAddr',
+    group: 'listeners',
+    defaultText: '127.0.0.1:8123',
+    defaultRaw: '127.0.0.1:8123',
+    parse: parseListenAddressOrOff,
+    doc:
+      'Admin listener: the same HTTP routes over HTTPS with mutual TLS (operator certificates; no WebSocket routes). ' +
+      'Authenticated, so it may listen on a non-loopback address; off turns it off.',
   }),
   SVC_ALLOW_INSECURE_REMOTE: entry({
     field: 'allowInsecureRemote',
@@ -496,6 +510,24 @@ export const SCHEMA = {
       return v;
     },
     doc: 'SPIFFE trust domain of agent and operator identities (spiffe://<domain>/agent/<instance_id>).',
+  }),
+  SVC_OPERATOR_ROLES: entry({
+    field: 'operatorRolesFile',
+    group: 'agents',
+    defaultText: 'unset (every operator is a viewer)',
+    defaultRaw: null,
+    parse: parseNonEmpty,
+    doc:
+      'JSON file mapping operator names to roles ({"alice":"admin","ci-bot":"operator"}); names not in it are viewer. ' +
+      'Checked at start (invalid: start-up error) and re-read when it changes (invalid then: mTLS callers fail closed).',
+  }),
+  SVC_LOCAL_ROLE: entry({
+    field: 'localRole',
+    group: 'agents',
+    defaultText: 'admin',
+    defaultRaw: 'admin',
+    parse: parseEnum(OPERATOR_ROLES),
+    doc: 'Role of callers on the plaintext loopback listener (the trusted local listener, actor local): viewer, operator or admin.',
   }),
   SVC_AGENT_HEARTBEAT_SECONDS: entry({
     field: 'agentHeartbeatSeconds',
