@@ -7,6 +7,7 @@
  */
 import type { Logger } from 'pino';
 import { agentListenerComponent, agentsComponent } from './agent-link/component.js';
+import { adminListenerComponent, authComponent } from './auth/component.js';
 import type { Component, ComponentContext, FrameHandler, Services } from './component/component.js';
 import { ConfigError, loadConfig } from './config/load.js';
 import { formatAddress } from './config/parsers.js';
@@ -29,12 +30,15 @@ import { withDeadline } from './util/deadline.js';
 import { errorMessage } from './util/error-message.js';
 
 /**
- * The whole server, in start order. The events store comes first and the actors next (everything
- * uses them); sessions come before the HTTP listener (it takes their WebSocket routes) and both
- * before the gRPC listener (no agent connects before its listeners subscribed); VMs after it (their
- * local agents dial it) and tasks last (they use VMs). Stopping runs the list backwards.
+ * The whole server, in start order. Operator identity comes first (every v2 route resolves its
+ * caller with it), the events store and the actors next (everything uses them); sessions come
+ * before the HTTP listener (it takes their WebSocket routes), the admin listener (mTLS) right after
+ * it, and both before the gRPC listener (no agent connects before its listeners subscribed); VMs
+ * after it (their local agents dial it) and tasks last (they use VMs). Stopping runs the list
+ * backwards.
  */
 export const DEFAULT_COMPONENTS: readonly Component[] = [
+  authComponent,
   eventsComponent(),
   actorsComponent,
   agentsComponent,
@@ -45,6 +49,7 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   serverRoutesComponent,
   sessionsComponent(),
   httpComponent,
+  adminListenerComponent,
   agentListenerComponent,
   vmsComponent(),
   tasksComponent(),
@@ -74,7 +79,7 @@ export interface ServerHandle {
   readonly hypervisor: Services['hypervisor'];
   readonly tasks: Services['tasks'];
   /** Bound ports (useful when the config asked for port 0); 0 for a listener not started. */
-  readonly ports: { readonly http: number; readonly ws: number; readonly grpc: number };
+  readonly ports: { readonly http: number; readonly ws: number; readonly grpc: number; readonly admin: number };
   /** Stops everything in reverse start order; idempotent; bounded by config.shutdownDeadlineMs. */
   stop(): Promise<void>;
 }
@@ -192,7 +197,12 @@ export async function startServer(config: Config, logger: Logger, opts: StartOpt
     get tasks() {
       return service('tasks');
     },
-    ports: { http: find('http')?.port ?? 0, ws: find('output')?.ws.port ?? 0, grpc: find('agents')?.port ?? 0 },
+    ports: {
+      http: find('http')?.port ?? 0,
+      ws: find('output')?.ws.port ?? 0,
+      grpc: find('agents')?.port ?? 0,
+      admin: find('adminListener')?.port ?? 0,
+    },
     stop: () => {
       stopping ??= (async () => {
         readiness.beginShutdown();
@@ -272,7 +282,12 @@ export async function runServe(env: Readonly<Record<string, string | undefined>>
   const httpUrl = `http://${formatAddress({ host: config.httpAddr.host, port: server.ports.http })}/`;
   const wsUrl = `ws://${formatAddress({ host: config.wsAddr.host, port: server.ports.ws })}/`;
   const grpcAddress = formatAddress({ host: config.grpcAddr.host, port: server.ports.grpc });
-  logger.info({ http: httpUrl, ws: wsUrl, grpc: grpcAddress, stateDir: config.stateDir }, 'sandboxd ready');
-  process.stdout.write(`sandboxd ready: API and dashboard ${httpUrl}  WebSocket ${wsUrl}  agents (gRPC, mTLS) ${grpcAddress}\n`);
+  const adminUrl =
+    config.adminAddr === null ? null : `https://${formatAddress({ host: config.adminAddr.host, port: server.ports.admin })}/`;
+  logger.info({ http: httpUrl, ws: wsUrl, grpc: grpcAddress, admin: adminUrl, stateDir: config.stateDir }, 'sandboxd ready');
+  process.stdout.write(
+    `sandboxd ready: API and dashboard ${httpUrl}  WebSocket ${wsUrl}  agents (gRPC, mTLS) ${grpcAddress}` +
+      `${adminUrl === null ? '' : `  admin (HTTPS, mTLS) ${adminUrl}`}\n`,
+  );
   return exited;
 }

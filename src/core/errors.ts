@@ -102,7 +102,8 @@ export const ERROR_TABLE = {
   'identity.operator_required': {
     http: 403,
     grpc: GrpcStatus.PERMISSION_DENIED,
-    meaning: 'the call needs an operator certificate (spiffe://<domain>/operator/<name>)',
+    meaning:
+      'the call needs an operator certificate (spiffe://<domain>/operator/<name>): gRPC Exec, and every request on the admin listener',
   },
   'agent.unauthenticated': { http: 401, grpc: GrpcStatus.UNAUTHENTICATED, meaning: 'no verified transport identity' },
 
