@@ -89,6 +89,7 @@ async function measure(seconds: number, signal: AbortSignal): Promise<Measured> 
       SVC_HTTP_ADDR: '127.0.0.1:0',
       SVC_WS_ADDR: '127.0.0.1:0',
       SVC_GRPC_ADDR: '127.0.0.1:0',
+      SVC_ADMIN_ADDR: '127.0.0.1:0',
       SVC_HYPERVISOR_URI: 'test:///default',
       SVC_AGENT_HEARTBEAT_SECONDS: String(Math.max(1, Math.round(INTERVAL_MS / 1000))),
     });

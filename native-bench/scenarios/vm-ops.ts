@@ -67,6 +67,7 @@ async function startBed(mode: Mode, signal: AbortSignal): Promise<Bed> {
     SVC_HTTP_ADDR: '127.0.0.1:0',
     SVC_WS_ADDR: '127.0.0.1:0',
     SVC_GRPC_ADDR: '127.0.0.1:0',
+    SVC_ADMIN_ADDR: '127.0.0.1:0',
     SVC_ACTORS: mode,
     SVC_ACTOR_SHARDS: '1',
     SVC_AGENT_HEARTBEAT_SECONDS: '5',

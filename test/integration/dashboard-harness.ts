@@ -55,6 +55,7 @@ export async function startDashboardServer(env: Record<string, string> = {}): Pr
     SVC_HTTP_ADDR: '127.0.0.1:0',
     SVC_WS_ADDR: '127.0.0.1:0',
     SVC_GRPC_ADDR: '127.0.0.1:0',
+    SVC_ADMIN_ADDR: '127.0.0.1:0',
     SVC_ACTOR_SHARDS: '1',
     ...env,
   });

@@ -191,6 +191,7 @@ async function serve(root: string, mark: string): Promise<Server> {
       SVC_HTTP_ADDR: '127.0.0.1:0',
       SVC_WS_ADDR: '127.0.0.1:0',
       SVC_GRPC_ADDR: '127.0.0.1:0',
+      SVC_ADMIN_ADDR: '127.0.0.1:0',
       SVC_ACTOR_SHARDS: '1',
       SVC_SHUTDOWN_DEADLINE_MS: String(kShutdownDeadlineMs),
       LOG_FORMAT: 'json',

@@ -37,6 +37,7 @@ function serve(env: Record<string, string>): Running {
       SVC_HTTP_ADDR: '127.0.0.1:0',
       SVC_WS_ADDR: '127.0.0.1:0',
       SVC_GRPC_ADDR: '127.0.0.1:0',
+      SVC_ADMIN_ADDR: '127.0.0.1:0',
       SVC_ACTOR_SHARDS: '1',
       LOG_FORMAT: 'json',
       LOG_LEVEL: 'info',

@@ -57,6 +57,7 @@ export async function startSessionsServer(dir: string, grpcPort = 0, graceSecond
     SVC_HTTP_ADDR: '127.0.0.1:0',
     SVC_WS_ADDR: '127.0.0.1:0',
     SVC_GRPC_ADDR: `127.0.0.1:${grpcPort}`,
+    SVC_ADMIN_ADDR: '127.0.0.1:0',
     SVC_ACTOR_SHARDS: '2',
     SVC_SHUTDOWN_DEADLINE_MS: '5000',
     SVC_AGENT_HEARTBEAT_SECONDS: '2',

@@ -49,6 +49,7 @@ describe('VMs with real agents over mTLS gRPC', () => {
     const config = loadConfig({
       SVC_STATE_DIR: dir,
       SVC_GRPC_ADDR: '127.0.0.1:0',
+      SVC_ADMIN_ADDR: '127.0.0.1:0',
       SVC_ACTORS: 'workers',
       SVC_ACTOR_SHARDS: '2',
       SVC_HYPERVISOR_POLL_INTERVAL_MS: '60000',

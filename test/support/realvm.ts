@@ -85,6 +85,7 @@ export async function startRealVmEnv(tag: string, opts: { imageDir?: string } = 
       SVC_ACTORS: process.env['TEST_SVC_ACTORS'] ?? 'workers',
       SVC_HYPERVISOR_URI: 'qemu:///system',
       SVC_GRPC_ADDR: `0.0.0.0:${port}`,
+      SVC_ADMIN_ADDR: '127.0.0.1:0',
       SVC_VM_AGENT_SERVER_ADDR: `${net.hostAddress}:${port}`,
       SVC_VM_BASE_IMAGE: join(image.dir, 'disk.ext4'),
       SVC_VM_NETWORK: net.name,

@@ -12,6 +12,7 @@ export function loopbackConfig(stateDir: string, env: Readonly<Record<string, st
     SVC_HTTP_ADDR: '127.0.0.1:0',
     SVC_WS_ADDR: '127.0.0.1:0',
     SVC_GRPC_ADDR: '127.0.0.1:0',
+    SVC_ADMIN_ADDR: '127.0.0.1:0',
     LOG_LEVEL: 'silent',
     ...env,
   });
