@@ -4,8 +4,8 @@
  */
 import fastJson from 'fast-json-stringify';
 import { ERROR_TABLE, SvcError, toWire, type ErrorCode } from '../core/errors.js';
-import { parseBody } from './body.js';
-import type { Route } from './router.js';
+import { DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, parseBody } from './body.js';
+import type { Route, Router } from './router.js';
 import type { HandlerResult, RequestPeer, RequestView, SseResult } from './types.js';
 
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
@@ -86,6 +86,50 @@ export function renderError(err: unknown, extraHeaders: Readonly<Record<string, 
 /** True when `err` will render as a 500 `server.internal` (and so must be logged and counted). */
 export function isInternal(err: unknown): boolean {
   return toWire(err).code === 'server.internal';
+}
+
+/** Default limit of a request target plus its headers: 16 KiB. */
+export const DEFAULT_MAX_HEADER_BYTES = 16 * 1024;
+
+/** Listener-wide defaults a route may override. */
+export interface ListenerLimits {
+  /** Request target plus headers above this is 400 `request.invalid`. Default 16 KiB. */
+  readonly maxHeaderBytes?: number | undefined;
+  /** Body limit for routes without their own. Default 1 MiB. */
+  readonly maxBodyBytes?: number | undefined;
+  /** Time to receive a whole body for routes without their own. Default 30 s. */
+  readonly bodyTimeoutMs?: number | undefined;
+}
+
+/**
+ * What every listener does first with a copied request: the header limit, then the route. Not
+ * ok: the error to answer, and whether to close the connection after it (an oversized head).
+ */
+export function routeRequest(
+  router: Router,
+  raw: RawRequest,
+  headerBytes: number,
+  limits: ListenerLimits,
+):
+  | { readonly ok: true; readonly route: Route; readonly params: Record<string, string> }
+  | { readonly ok: false; readonly rendered: RenderedBody; readonly closeConnection: boolean } {
+  const maxHeaderBytes = limits.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES;
+  if (headerBytes > maxHeaderBytes) {
+    const err = new SvcError('request.invalid', `request target and headers exceed ${maxHeaderBytes} bytes`);
+    return { ok: false, rendered: renderError(err), closeConnection: true };
+  }
+  const match = router.match(raw.method, raw.path);
+  if (!match.ok)
+    return { ok: false, rendered: renderError(match.error, match.allow ? { allow: match.allow.join(', ') } : {}), closeConnection: false };
+  return match;
+}
+
+/** The body limit and receive deadline of `route` on a listener with `limits`. */
+export function bodyLimits(route: Route, limits: ListenerLimits): { readonly maxBytes: number; readonly timeoutMs: number } {
+  return {
+    maxBytes: route.maxBodyBytes ?? limits.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+    timeoutMs: route.bodyTimeoutMs ?? limits.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS,
+  };
 }
 
 /**

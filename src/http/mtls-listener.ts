@@ -13,7 +13,8 @@
  * (`requestCert`, `rejectUnauthorized`): such a request never reaches HTTP. A verified certificate
  * goes to `identify` once per connection; what it refuses is answered with that error's envelope
  * before any route is matched. Per request the listener then uses the same socket-free pipeline as
- * the uWS listener and inject(): the Router, the body policy (src/http/body.ts) and dispatch().
+ * the uWS listener and inject(): routeRequest (header limit, Router), bodyLimits and BodyCollector
+ * (src/http/body.ts), dispatch().
  */
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -23,11 +24,11 @@ import type { DetailedPeerCertificate, TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
 import { SvcError } from '../core/errors.js';
 import { statusClass, type Metrics } from '../observability/metrics.js';
-import { BodyCollector, declaredBodyLength, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, tooLarge } from './body.js';
-import { dispatch, renderError, type RawRequest, type RenderedBody, type RenderedSse } from './dispatch.js';
+import { BodyCollector, declaredBodyLength, tooLarge } from './body.js';
+import { bodyLimits, dispatch, renderError, routeRequest, type RawRequest, type RenderedBody, type RenderedSse } from './dispatch.js';
 import { NodeSseSink } from './node-sse.js';
 import type { Route, Router } from './router.js';
-import { SSE_HEADERS, SSE_HEARTBEAT } from './sse.js';
+import { SSE_HEADERS, SSE_HEARTBEAT, sseHeadResponse } from './sse.js';
 import type { RequestPeer } from './types.js';
 
 /** What `identify` decides about a verified client certificate. */
@@ -171,14 +172,6 @@ class MtlsServer {
       headerBytes += name.length + value.length + 4;
       headers[name] = value;
     }
-    const maxHeaderBytes = this.#opts.maxHeaderBytes ?? 16 * 1024;
-    if (headerBytes > maxHeaderBytes) {
-      return this.#respond(
-        flight,
-        renderError(new SvcError('request.invalid', `request target and headers exceed ${maxHeaderBytes} bytes`)),
-        true,
-      );
-    }
     const raw: RawRequest = {
       method: (req.method ?? 'GET').toUpperCase(),
       path: q < 0 ? url : url.slice(0, q),
@@ -187,22 +180,21 @@ class MtlsServer {
       remoteAddress: req.socket.remoteAddress ?? '',
       peer: decision.peer,
     };
-    const match = this.#opts.router.match(raw.method, raw.path);
-    if (!match.ok) return this.#respond(flight, renderError(match.error, match.allow ? { allow: match.allow.join(', ') } : {}), false);
+    const match = routeRequest(this.#opts.router, raw, headerBytes, this.#opts);
+    if (!match.ok) return this.#respond(flight, match.rendered, match.closeConnection);
     flight.route = match.route.pattern;
     if (match.route.body === 'none') return this.#run(flight, match.route, match.params, raw, null);
     this.#readBody(flight, match.route, match.params, raw);
   }
 
   #readBody(flight: Flight, route: Route, params: Record<string, string>, raw: RawRequest): void {
-    const limit = route.maxBodyBytes ?? this.#opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    const { maxBytes: limit, timeoutMs } = bodyLimits(route, this.#opts);
     let collector: BodyCollector;
     try {
       collector = new BodyCollector(limit, declaredBodyLength(raw.headers, limit));
     } catch (err) {
       return this.#respond(flight, renderError(err), true);
     }
-    const timeoutMs = route.bodyTimeoutMs ?? this.#opts.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
     flight.timer = setTimeout(() => {
       this.#respond(flight, renderError(new SvcError('request.invalid', `the request body was not received within ${timeoutMs} ms`)), true);
     }, timeoutMs).unref();
@@ -254,10 +246,7 @@ class MtlsServer {
   }
 
   #startSse(flight: Flight, rendered: RenderedSse, head: boolean): void {
-    if (head) {
-      const { 'content-type': contentType = '', ...headers } = SSE_HEADERS;
-      return this.#respond(flight, { kind: 'body', status: 200, headers, contentType, body: '' }, false);
-    }
+    if (head) return this.#respond(flight, sseHeadResponse(), false);
     flight.done = true;
     const { res } = flight;
     res.writeHead(200, SSE_HEADERS);

@@ -7,6 +7,7 @@
  * comment (`:\n`) to make uWS flush (probed: without it the queued tail stays stuck).
  */
 import type { HttpResponse } from '@trufflesuite/uws-js-unofficial';
+import type { RenderedBody } from './dispatch.js';
 import type { SseSink } from './types.js';
 
 /** Response headers of every SSE stream. */
@@ -15,6 +16,12 @@ export const SSE_HEADERS: Readonly<Record<string, string>> = {
   'cache-control': 'no-cache',
   'x-accel-buffering': 'no',
 };
+
+/** The answer to HEAD on an SSE route: the stream's headers, no stream. */
+export function sseHeadResponse(): RenderedBody {
+  const { 'content-type': contentType = '', ...headers } = SSE_HEADERS;
+  return { kind: 'body', status: 200, headers, contentType, body: '' };
+}
 
 /** Heartbeat comment written to every open stream (default every 15 s). */
 export const SSE_HEARTBEAT = ': ping\n\n';

@@ -13,10 +13,19 @@ import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '
 import type { Logger } from 'pino';
 import { SvcError } from '../core/errors.js';
 import { statusClass, type Metrics } from '../observability/metrics.js';
-import { BodyCollector, declaredBodyLength, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, tooLarge } from './body.js';
-import { dispatch, renderError, type RawRequest, type Rendered, type RenderedBody, type RenderedSse } from './dispatch.js';
+import { BodyCollector, declaredBodyLength, tooLarge } from './body.js';
+import {
+  bodyLimits,
+  dispatch,
+  renderError,
+  routeRequest,
+  type RawRequest,
+  type Rendered,
+  type RenderedBody,
+  type RenderedSse,
+} from './dispatch.js';
 import type { Route, Router } from './router.js';
-import { SSE_HEADERS, SSE_HEARTBEAT, UwsSseSink } from './sse.js';
+import { SSE_HEADERS, SSE_HEARTBEAT, sseHeadResponse, UwsSseSink } from './sse.js';
 import type { RequestInfo } from './types.js';
 import { assertNativeUws, closeApp, copyRequest, uwsRuntimeInfo, writeRendered } from './uws-io.js';
 import { attachWsRoute, type WsConn, type WsRouteOptions } from './ws-route.js';
@@ -133,32 +142,21 @@ class HttpServer {
     this.#inFlight.add(flight);
     res.onAborted(() => this.#aborted(flight));
     if (this.#closing) return this.#respond(flight, renderError(new SvcError('server.not_ready', 'the server is shutting down')), true);
-    const maxHeaderBytes = this.#opts.maxHeaderBytes ?? 16 * 1024;
-    if (raw.headerBytes > maxHeaderBytes) {
-      return this.#respond(
-        flight,
-        renderError(new SvcError('request.invalid', `request target and headers exceed ${maxHeaderBytes} bytes`)),
-        true,
-      );
-    }
-    const match = this.#opts.router.match(raw.method, raw.path);
-    if (!match.ok) {
-      return this.#respond(flight, renderError(match.error, match.allow ? { allow: match.allow.join(', ') } : {}), false);
-    }
+    const match = routeRequest(this.#opts.router, raw, raw.headerBytes, this.#opts);
+    if (!match.ok) return this.#respond(flight, match.rendered, match.closeConnection);
     flight.route = match.route.pattern;
     if (match.route.body === 'none') return this.#run(flight, match.route, match.params, null);
     this.#readBody(flight, match.route, match.params);
   }
 
   #readBody(flight: Flight, route: Route, params: Record<string, string>): void {
-    const limit = route.maxBodyBytes ?? this.#opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    const { maxBytes: limit, timeoutMs } = bodyLimits(route, this.#opts);
     let collector: BodyCollector;
     try {
       collector = new BodyCollector(limit, declaredBodyLength(flight.raw.headers, limit));
     } catch (err) {
       return this.#respond(flight, renderError(err), true);
     }
-    const timeoutMs = route.bodyTimeoutMs ?? this.#opts.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
     flight.timer = setTimeout(() => {
       this.#respond(flight, renderError(new SvcError('request.invalid', `the request body was not received within ${timeoutMs} ms`)), true);
     }, timeoutMs).unref();
@@ -191,10 +189,7 @@ class HttpServer {
   }
 
   #startSse(flight: Flight, rendered: RenderedSse): void {
-    if (flight.raw.method === 'HEAD') {
-      const { 'content-type': contentType = '', ...headers } = SSE_HEADERS;
-      return this.#respond(flight, { kind: 'body', status: 200, headers, contentType, body: '' }, false);
-    }
+    if (flight.raw.method === 'HEAD') return this.#respond(flight, sseHeadResponse(), false);
     flight.done = true;
     const res = flight.res;
     res.cork(() => {
