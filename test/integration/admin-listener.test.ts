@@ -197,6 +197,12 @@ describe('admin listener (HTTPS, mutual TLS)', () => {
     assert.equal((JSON.parse(malformed.text) as { error: { code: string } }).error.code, 'request.malformed_json');
     const tooBig = await admin('/api/v1/events', certs['bob'], { method: 'POST', body: `{"x":"${'a'.repeat(2 * 1024 * 1024)}"}` });
     assert.equal(tooBig.status, 413);
+    const wrongMethod = await admin('/api/v2/credentials/authority', certs['bob'], { method: 'DELETE' });
+    assert.equal(wrongMethod.status, 405);
+    assert.equal(wrongMethod.headers['allow'], 'GET, HEAD');
+    const head = await admin('/api/v2/credentials/authority', certs['bob'], { method: 'HEAD' });
+    assert.equal(head.status, 200);
+    assert.equal(head.text, '');
   });
 
   test('SSE streams on the admin listener: a follower sees an event posted on the loopback listener', async () => {
@@ -295,6 +301,42 @@ describe('admin listener configuration', () => {
       } finally {
         await server.stop();
       }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('stopping the server ends open SSE streams on the admin listener and closes its port; stop is idempotent', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sandboxd-admin-stop-'));
+    try {
+      const config = loopbackConfig(dir);
+      const server = await startServer(config, pino({ level: 'silent' }), { components: COMPONENTS });
+      const ca = await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain });
+      const op = await issueOperatorCert(ca, { name: 'carol' });
+      const port = server.ports.admin;
+      const tls = { host: '127.0.0.1', port, ca: ca.caCertPem, cert: op.certPem, key: op.keyPem, agent: false } as const;
+      const ended = new Promise<string>((resolve, reject) => {
+        const req = request({ ...tls, path: '/api/v1/events?follow=true' }, (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (text += c));
+          res.on('end', () => resolve(text));
+          res.on('error', () => resolve(text));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      await waitFor('the stream to be open', () => server.find('adminListener')?.openStreams() === 1, { deadlineMs: DEADLINE_MS.local });
+      await Promise.all([server.stop(), server.stop()]);
+      assert.match(await ended, /: connected/);
+      await assert.rejects(
+        new Promise((resolve, reject) => {
+          const req = request({ ...tls, path: '/healthz' }, resolve);
+          req.on('error', reject);
+          req.end();
+        }),
+        /ECONNREFUSED/,
+      );
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
