@@ -12,6 +12,7 @@ import type { Component, ComponentContext, FrameHandler, Services } from './comp
 import { ConfigError, loadConfig } from './config/load.js';
 import { formatAddress } from './config/parsers.js';
 import type { Config } from './config/schema.js';
+import { credentialsComponent } from './credentials/component.js';
 import { Readiness } from './core/readiness.js';
 import { eventsComponent } from './events/component.js';
 import type { WsRouteOptions } from './http/ws-route.js';
@@ -46,6 +47,7 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   jobsComponent,
   hypervisorComponent,
   storageComponent,
+  credentialsComponent(),
   serverRoutesComponent,
   sessionsComponent(),
   httpComponent,

@@ -71,6 +71,72 @@ export const ERROR_TABLE = {
     grpc: GrpcStatus.PERMISSION_DENIED,
     meaning: 'SSH permissions need an operator certificate on the admin listener; the trusted local listener claims no SSH identity',
   },
+  // credentials and the credential proxy (spec 4.14; statuses "not shown": ours)
+  'credential.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no credential has this name' },
+  'credential.already_exists': {
+    http: 409,
+    grpc: GrpcStatus.ALREADY_EXISTS,
+    meaning: 'a credential with this name exists (delete it to replace it)',
+  },
+  'credential_lease.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no credential lease has this id' },
+  'credential_proxy.lease_not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'proxy call with a lease id that does not exist' },
+  'credential_proxy.lease_revoked': { http: 403, grpc: GrpcStatus.PERMISSION_DENIED, meaning: 'proxy call with a revoked lease' },
+  'credential_proxy.lease_expired': { http: 403, grpc: GrpcStatus.PERMISSION_DENIED, meaning: 'proxy call with an expired lease' },
+  'credential_proxy.scope_mismatch': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: "proxy call whose agent_id, instance_id or session_id differ from the lease's",
+  },
+  'credential_proxy.policy_missing': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: 'proxy call with a lease that has no proxy_policy',
+  },
+  'credential_proxy.scheme_not_allowed': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: 'proxy target URL is not http or https',
+  },
+  'credential_proxy.host_not_allowed': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: "proxy target host is not in the lease's policy",
+  },
+  'credential_proxy.path_not_allowed': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: "proxy target path is not under the policy's path prefixes",
+  },
+  'credential_proxy.method_not_allowed': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: "proxy method is not in the lease's policy",
+  },
+  'credential_proxy.header_not_allowed': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: "proxy call sends a header outside the policy's header allowlist (or one never allowed)",
+  },
+  'credential_proxy.address_not_allowed': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: 'proxy target resolves to a loopback, link-local, metadata, unspecified or multicast address the policy does not name',
+  },
+  'credential_proxy.upstream_unreachable': {
+    http: 502,
+    grpc: GrpcStatus.UNAVAILABLE,
+    meaning: 'the proxy target does not resolve or the connection failed',
+  },
+  'credential_proxy.upstream_timeout': {
+    http: 504,
+    grpc: GrpcStatus.DEADLINE_EXCEEDED,
+    meaning: 'the proxy target did not answer within SVC_CREDENTIAL_PROXY_TIMEOUT_MS',
+  },
+  'credential_proxy.response_too_large': {
+    http: 502,
+    grpc: GrpcStatus.RESOURCE_EXHAUSTED,
+    meaning: 'the upstream response exceeds SVC_CREDENTIAL_PROXY_MAX_RESPONSE_BYTES',
+  },
   'route.retired': {
     http: 410,
     grpc: GrpcStatus.UNIMPLEMENTED,

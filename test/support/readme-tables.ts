@@ -13,6 +13,7 @@ import { agentStateTableMarkdown } from '../../src/guest-agent/agent-state.js';
 import { sessionTransitionsMarkdown } from '../../src/sessions/session-state.js';
 import { leaseTransitionsMarkdown } from '../../src/sessions/lease.js';
 import { rolesMarkdownTable } from '../../src/auth/permissions.js';
+import { credentialLeaseTransitionsMarkdown } from '../../src/credentials/lease-types.js';
 
 export function readmeTables(): Record<string, string> {
   return {
@@ -26,6 +27,7 @@ export function readmeTables(): Record<string, string> {
     'guest-agent-states-table': agentStateTableMarkdown(),
     'session-states-table': sessionTransitionsMarkdown(),
     'lease-states-table': leaseTransitionsMarkdown(),
+    'credential-lease-states-table': credentialLeaseTransitionsMarkdown(),
     'programs-table': programsMarkdownTable(),
   };
 }

@@ -1,0 +1,70 @@
+/**
+ * The credentials component: credentials and their leases (credentials.db in SVC_STATE_DIR, values
+ * sealed with the key in SECRETS_DIR), the credential audit log (credential-audit.db, unless
+ * SVC_CREDENTIAL_AUDIT=off), the credential proxy, and their routes. Listed after the events
+ * component (lease moves are events).
+ *
+ * Callers are resolved through the `operatorIdentity` service, which the auth component provides;
+ * when no component provides it (a server started without the auth component), this one builds
+ * the same resolver from the config: the trusted local listener with SVC_LOCAL_ROLE's default
+ * (admin) and no operator roles table.
+ */
+import { Counter } from 'prom-client';
+import { OperatorIdentity } from '../auth/operator-identity.js';
+import type { Component } from '../component/component.js';
+import { CredentialAuditLog } from './audit-log.js';
+import { CredentialService } from './credential-service.js';
+import { CredentialStore } from './credential-store.js';
+import { registerCredentialRoutes } from './routes.js';
+import { SecretBox } from './secret-box.js';
+
+declare module '../component/component.js' {
+  interface Services {
+    credentials: CredentialService;
+    /** Provided by the auth component (declared here too, with the same type, so find() is typed). */
+    operatorIdentity: OperatorIdentity;
+  }
+}
+
+export function credentialsComponent(): Component {
+  return {
+    name: 'credentials',
+    async start(ctx) {
+      const { config } = ctx;
+      const logger = ctx.logger.child({ component: 'credentials' });
+      const box = await SecretBox.open(config.secretsDir);
+      const store = new CredentialStore(config.stateDir);
+      const audit = config.credentialAudit === 'on' ? new CredentialAuditLog(config.stateDir) : null;
+      const service = new CredentialService({ store, box, audit, events: ctx.find('events'), logger });
+      ctx.provide('credentials', service);
+      const identity =
+        ctx.find('operatorIdentity') ??
+        new OperatorIdentity({ trustDomain: config.trustDomain, localRole: 'admin', roles: () => ({ ok: true, roles: new Map() }) });
+      const proxyCalls = new Counter({
+        name: 'svc_credential_proxy_requests_total',
+        help: 'Credential proxy calls by outcome: allowed, or the error code of the denial or failure',
+        labelNames: ['outcome'] as const,
+        registers: [ctx.metrics.registry],
+      });
+      proxyCalls.inc({ outcome: 'allowed' }, 0);
+      logger.info({ audit: audit !== null }, 'credentials ready');
+      return {
+        routes: (router) =>
+          registerCredentialRoutes(router, {
+            service,
+            identity,
+            audit,
+            limits: { timeoutMs: config.credentialProxyTimeoutMs, maxResponseBytes: config.credentialProxyMaxResponseBytes },
+            logger,
+            proxyCalls,
+          }),
+        stop: () => {
+          service.stop();
+          store.close();
+          audit?.close();
+          return Promise.resolve();
+        },
+      };
+    },
+  };
+}
