@@ -8,6 +8,7 @@ import { parseArgs, UsageError } from './args.js';
 import { AGENT_COMMANDS } from './commands/agent.js';
 import { VERB_ALIASES, type CommandDef } from './commands/command.js';
 import { CONTEXT_COMMANDS } from './commands/context.js';
+import { CRED_COMMANDS } from './commands/cred.js';
 import { EVENTS_COMMANDS } from './commands/events.js';
 import { HEALTH_COMMANDS } from './commands/health.js';
 import { OPS_COMMANDS } from './commands/ops.js';
@@ -30,6 +31,7 @@ export const COMMANDS: readonly CommandDef[] = [
   ...TASK_COMMANDS,
   ...EVENTS_COMMANDS,
   ...OPS_COMMANDS,
+  ...CRED_COMMANDS,
   ...HEALTH_COMMANDS,
   ...CONTEXT_COMMANDS,
 ];

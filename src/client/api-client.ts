@@ -9,6 +9,13 @@
  *   for await (const ev of api.tailEvents({ event_type: 'agent.*' }, { signal })) show(ev);
  */
 import { ApiError } from './api-error.js';
+import type {
+  CredentialAddRequest,
+  CredentialAuditPage,
+  CredentialInfo,
+  CredentialLease,
+  CredentialLeaseRequest,
+} from './credential-types.js';
 import { HttpTransport, queryString as qs, seg, type ApiClientOptions, type RequestOptions } from './http-transport.js';
 import { PtyConnection, type PtyConnectOptions } from './pty-ws.js';
 import type { SseStreamOptions } from './sse-stream.js';
@@ -329,6 +336,39 @@ export class ApiClient extends HttpTransport {
   /** The response (one line) and Enter are typed into the session; 404 hitl.not_found once answered. */
   respondHitl(id: string, response: string, opts?: RequestOptions): Promise<HitlRespondResult> {
     return this.requestJson('POST', `/api/v1/hitl/${seg(id)}/respond`, { response }, opts);
+  }
+
+  // ------------------------------------------------------------ credentials (4.14)
+
+  addCredential(body: CredentialAddRequest, opts?: RequestOptions): Promise<CredentialInfo> {
+    return this.requestJson('POST', '/api/v2/credentials', body, opts);
+  }
+
+  listCredentials(opts?: RequestOptions): Promise<{ credentials: CredentialInfo[]; total: number }> {
+    return this.requestJson('GET', '/api/v2/credentials', undefined, opts);
+  }
+
+  deleteCredential(name: string, opts?: RequestOptions): Promise<{ deleted: boolean; revoked_leases: number }> {
+    return this.requestJson('DELETE', `/api/v2/credentials/${seg(name)}`, undefined, opts);
+  }
+
+  grantCredentialLease(body: CredentialLeaseRequest, opts?: RequestOptions): Promise<CredentialLease> {
+    return this.requestJson('POST', '/api/v2/credentials/leases', body, opts);
+  }
+
+  listCredentialLeases(
+    q: { state?: string; credential?: string; agent_id?: string } = {},
+    opts?: RequestOptions,
+  ): Promise<{ leases: CredentialLease[]; total: number }> {
+    return this.requestJson('GET', `/api/v2/credentials/leases${qs(q)}`, undefined, opts);
+  }
+
+  revokeCredentialLease(id: string, opts?: RequestOptions): Promise<CredentialLease> {
+    return this.requestJson('DELETE', `/api/v2/credentials/leases/${seg(id)}`, undefined, opts);
+  }
+
+  credentialAudit(date: string, opts?: RequestOptions): Promise<CredentialAuditPage> {
+    return this.requestJson('GET', `/api/v2/credentials/audit${qs({ date })}`, undefined, opts);
   }
 
   // ------------------------------------------------------------ agent output (4.7)
