@@ -230,12 +230,12 @@ async function proxyHandler(req: RequestView, d: CredentialRouteDeps): Promise<{
     const leaseDenial = checkLease(lease, call, Date.now());
     if (leaseDenial !== null || lease === undefined)
       throw deny(leaseDenial ?? { code: 'credential_proxy.lease_not_found', message: 'no such lease' });
-    const inject = d.service.injection(lease.credential);
-    const checked = await checkCall(lease, call, inject.headerName);
+    const checked = await checkCall(lease, call, d.service.headerOf(lease.credential));
     if ('code' in checked) throw deny(checked);
     host = checked.url.host;
     path = checked.url.pathname;
-    const res = await send(call, checked, inject, d.limits);
+    // The value is opened only for a call that passed every check.
+    const res = await send(call, checked, d.service.injection(lease.credential), d.limits);
     d.audit?.write({ ...base, outcome: 'allowed', reasonCode: null, details: { method: call.method, host, path, status: res.status } });
     d.proxyCalls.inc({ outcome: 'allowed' });
     return { status: 200, json: res };

@@ -25,9 +25,13 @@ export interface Harness {
   stop(): Promise<void>;
 }
 
-export async function startHarness(env: Record<string, string> = {}, extra: readonly Component[] = []): Promise<Harness> {
-  const dir = mkdtempSync(join(tmpdir(), 'sbx-creds-'));
-  const logFile = join(dir, 'server.log');
+export async function startHarness(
+  env: Record<string, string> = {},
+  extra: readonly Component[] = [],
+  opts: { dir?: string; keepDir?: boolean } = {},
+): Promise<Harness> {
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'sbx-creds-'));
+  const logFile = join(dir, `server-${Date.now()}.log`);
   const logger = pino({ level: 'trace' }, pino.destination({ dest: logFile, sync: true }));
   const server = await startServer(loopbackConfig(dir, env), logger, {
     components: [eventsComponent(), ...extra, credentialsComponent(), serverRoutesComponent, httpComponent],
@@ -54,7 +58,7 @@ export async function startHarness(env: Record<string, string> = {}, extra: read
     },
     async stop() {
       await server.stop();
-      rmSync(dir, { recursive: true, force: true });
+      if (opts.keepDir !== true) rmSync(dir, { recursive: true, force: true });
     },
   };
 }
@@ -86,6 +90,13 @@ export class EchoUpstream {
       req.on('end', () => {
         const body = Buffer.concat(chunks).toString('utf8');
         this.seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body });
+        // Special paths: a body larger than any test limit, a redirect, and an answer that never comes.
+        if (req.url === '/v1/big') return void res.end('x'.repeat(64 * 1024));
+        if (req.url === '/v1/redirect') {
+          res.writeHead(302, { location: `http://127.0.0.1:${this.port}/v1/echo` });
+          return void res.end();
+        }
+        if (req.url === '/v1/silent') return;
         const auth = req.headers.authorization ?? '';
         const token = auth.replace(/^Bearer /, '');
         res.setHeader('x-echo-authorization', auth);

@@ -159,6 +159,12 @@ void describe('credential proxy', () => {
     const id = await lease({ ttl_seconds: 1 });
     // The pause is the behaviour under test: the lease's own expiry.
     await sleep(2000);
+    // It expired on its own timer: the event is there before anything asks about the lease.
+    const events = await h.call('GET', '/api/v1/events?event_type=credential.lease_expired&limit=5000');
+    assert.ok(
+      (events.json['events'] as { details: { lease_id: string } }[]).some((e) => e.details.lease_id === id),
+      'credential.lease_expired was emitted by the timer',
+    );
     const r = await proxy({ lease_id: id });
     assert.equal(r.status, 403);
     assert.equal((r.json['error'] as { code: string }).code, 'credential_proxy.lease_expired');
@@ -246,6 +252,74 @@ void describe('credential proxy', () => {
     assert.ok(texts.at(-2)?.includes('svc_credential_proxy_requests_total'), 'the proxy metric is exported');
     const forms = [SECRET, Buffer.from(SECRET).toString('base64'), Buffer.from(SECRET).toString('base64url')];
     for (const [i, t] of texts.entries()) for (const f of forms) assert.ok(!(t ?? '').includes(f), `text ${i} holds a form of the secret`);
+  });
+});
+
+void describe('credential proxy limits and restarts', () => {
+  const up = new EchoUpstream();
+  const scope = { agent_id: 'a', instance_id: 'i', session_id: null };
+  before(() => up.start());
+  after(() => up.stop());
+
+  async function setUp(h: Harness): Promise<string> {
+    assert.equal((await h.call('POST', '/api/v2/credentials', { name: 'k', value: SECRET })).status, 201);
+    const r = await h.call('POST', '/api/v2/credentials/leases', {
+      credential: 'k',
+      ...scope,
+      ttl_seconds: 600,
+      proxy_policy: { hosts: ['127.0.0.1'], path_prefixes: ['/v1'], methods: ['GET'] },
+    });
+    return r.json['id'] as string;
+  }
+  const call = (h: Harness, id: string, path: string) =>
+    h.call('POST', '/api/v2/credential-proxy/http', {
+      lease_id: id,
+      ...scope,
+      method: 'GET',
+      url: `http://127.0.0.1:${up.port}${path}`,
+      headers: {},
+      body: null,
+    });
+
+  void test('a response over the size limit is 502, a silent upstream 504, a redirect is returned, not followed', async () => {
+    const h = await startHarness({ SVC_CREDENTIAL_PROXY_TIMEOUT_MS: '500', SVC_CREDENTIAL_PROXY_MAX_RESPONSE_BYTES: '4KiB' });
+    try {
+      const id = await setUp(h);
+      const big = await call(h, id, '/v1/big');
+      assert.equal(big.status, 502, big.text);
+      assert.equal((big.json['error'] as { code: string }).code, 'credential_proxy.response_too_large');
+      const silent = await call(h, id, '/v1/silent');
+      assert.equal(silent.status, 504, silent.text);
+      assert.equal((silent.json['error'] as { code: string }).code, 'credential_proxy.upstream_timeout');
+      const requests = up.requests;
+      const redirect = await call(h, id, '/v1/redirect');
+      assert.equal(redirect.json['status'], 302);
+      assert.equal(up.requests, requests + 1, 'the redirect was not followed');
+      const audit = await h.call('GET', `/api/v2/credentials/audit?date=${today()}`);
+      const outcomes = (audit.json['records'] as { outcome: string; reason_code: string | null }[]).map(
+        (r) => `${r.outcome}:${r.reason_code}`,
+      );
+      assert.ok(
+        outcomes.includes('error:credential_proxy.response_too_large') && outcomes.includes('error:credential_proxy.upstream_timeout'),
+      );
+    } finally {
+      await h.stop();
+    }
+  });
+
+  void test('credentials and leases survive a restart (the sealed value opens with the key in SECRETS_DIR)', async () => {
+    const first = await startHarness({}, [], { keepDir: true });
+    const id = await setUp(first);
+    await first.stop();
+    const second = await startHarness({}, [], { dir: first.dir });
+    try {
+      assert.equal((await second.call('GET', `/api/v2/credentials/leases/${id}`)).json['state'], 'active');
+      const r = await call(second, id, '/v1/echo');
+      assert.equal(r.status, 200, r.text);
+      assert.equal(up.seen.at(-1)?.headers.authorization, `Bearer ${SECRET}`);
+    } finally {
+      await second.stop();
+    }
   });
 });
 
