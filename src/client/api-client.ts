@@ -15,7 +15,7 @@ import type {
   CredentialInfo,
   CredentialLease,
   CredentialLeaseRequest,
-} from './credential-types.js';
+} from '../wire/credentials.js';
 import { HttpTransport, queryString as qs, seg, type ApiClientOptions, type RequestOptions } from './http-transport.js';
 import { PtyConnection, type PtyConnectOptions } from './pty-ws.js';
 import type { SseStreamOptions } from './sse-stream.js';

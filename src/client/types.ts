@@ -17,6 +17,7 @@ export * from '../wire/agents.js';
 export * from '../wire/vms.js';
 export * from '../wire/events.js';
 export * from '../wire/tasks.js';
+export * from '../wire/credentials.js';
 export * from '../wire/sessions.js';
 
 // ---------------------------------------------------------------- events (4.5, part 6)

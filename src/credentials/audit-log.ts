@@ -15,13 +15,14 @@
 import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import type { CredentialAuditAction, CredentialAuditOutcome, CredentialAuditRecord } from '../wire/credentials.js';
 
 export const CREDENTIAL_AUDIT_DB_FILE = 'credential-audit.db';
 /** Spec part 8: at most 200 newest projections per page. */
 export const kAuditPageMax = 200;
 
-export type AuditAction = 'lease.grant' | 'lease.revoke' | 'lease.expire' | 'proxy.http' | 'credential.add' | 'credential.delete';
-export type AuditOutcome = 'allowed' | 'denied' | 'error';
+export type AuditAction = CredentialAuditAction;
+export type AuditOutcome = CredentialAuditOutcome;
 
 /** What a component writes. */
 export interface AuditEntry {
@@ -40,18 +41,8 @@ export interface AuditEntry {
   readonly details?: Readonly<Record<string, string | number | null>>;
 }
 
-/** The projection GET /api/v2/credentials/audit returns. */
-export interface AuditProjection {
-  readonly id: number;
-  readonly timestamp: string;
-  readonly actor: string | null;
-  readonly action: AuditAction;
-  readonly outcome: AuditOutcome;
-  readonly reason_code: string | null;
-  readonly resource: { readonly lease_id: string | null; readonly credential: string | null };
-  readonly correlation: { readonly agent_id: string | null; readonly instance_id: string | null; readonly session_id: string | null };
-  readonly trace_id: string | null;
-}
+/** The projection GET /api/v2/credentials/audit returns (the wire shape). */
+export type AuditProjection = CredentialAuditRecord;
 
 interface Row {
   id: number;

@@ -14,17 +14,10 @@ import type { EventStore } from '../events/event-store.js';
 import type { AuditEntry, CredentialAuditLog } from './audit-log.js';
 import type { CredentialStore, StoredCredential } from './credential-store.js';
 import { CREDENTIAL_LEASE_TABLE, CredentialLeaseCause, type CredentialLeaseState, type LeaseRecord } from './lease-types.js';
-import type { ProxyPolicy } from './policy.js';
+import type { CredentialInfo, ProxyPolicy } from '../wire/credentials.js';
 import type { SecretBox } from './secret-box.js';
 
-/** A credential as lists and gets return it: never the value. */
-export interface CredentialInfo {
-  readonly name: string;
-  readonly injection: { readonly header_name: string; readonly value_prefix: string };
-  readonly created_at: string;
-  readonly updated_at: string;
-  readonly active_leases: number;
-}
+export type { CredentialInfo };
 
 export interface LeaseGrant {
   readonly credential: string;

@@ -4,9 +4,9 @@
  * credential deleted) | `expired` (its TTL ran out). Both ends are final.
  */
 import { transitionTableMarkdown, type TransitionTable } from '../core/state-machine.js';
-import type { ProxyPolicy } from './policy.js';
+import type { CredentialLease, CredentialLeaseState } from '../wire/credentials.js';
 
-export type CredentialLeaseState = 'active' | 'revoked' | 'expired';
+export type { CredentialLeaseState };
 export const CREDENTIAL_LEASE_STATES: readonly CredentialLeaseState[] = ['active', 'revoked', 'expired'];
 
 export const CREDENTIAL_LEASE_TABLE: TransitionTable<CredentialLeaseState> = {
@@ -32,26 +32,5 @@ export function credentialLeaseTransitionsMarkdown(): string {
   });
 }
 
-/** A lease as stored and returned. Never holds the credential's value. */
-export interface LeaseRecord {
-  /** `credlease_<32 hex>`. */
-  readonly id: string;
-  /** The credential's name. */
-  readonly credential: string;
-  readonly agent_id: string;
-  readonly instance_id: string;
-  /** null: any session of that agent and instance. */
-  readonly session_id: string | null;
-  /** Who granted it (the resolved operator identity). */
-  readonly actor: string;
-  readonly ttl_seconds: number;
-  /** ISO 8601 UTC. */
-  readonly issued_at: string;
-  readonly expires_at: string;
-  readonly state: CredentialLeaseState;
-  readonly revoked_at: string | null;
-  /** Why it left `active` (a CredentialLeaseCause), null while active. */
-  readonly ended_cause: string | null;
-  /** null: the lease allows no proxy call (a policyless lease is denied). */
-  readonly proxy_policy: ProxyPolicy | null;
-}
+/** A lease as stored and returned (the wire shape). Never holds the credential's value. */
+export type LeaseRecord = Readonly<CredentialLease>;

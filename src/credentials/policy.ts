@@ -15,13 +15,9 @@
  *   the credential is injected into, can never be allowlisted.
  */
 import { SvcError, type ErrorCode } from '../core/errors.js';
+import type { ProxyPolicy } from '../wire/credentials.js';
 
-export interface ProxyPolicy {
-  readonly hosts: readonly string[];
-  readonly path_prefixes: readonly string[];
-  readonly methods: readonly string[];
-  readonly header_allowlist: readonly string[];
-}
+export type { ProxyPolicy };
 
 /** Headers a workload can never send through the proxy (framing, hop-by-hop, routing). */
 export const FORBIDDEN_HEADERS: ReadonlySet<string> = new Set([

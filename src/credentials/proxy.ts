@@ -25,24 +25,12 @@ import { SvcError, type ErrorCode } from '../core/errors.js';
 import { classifyAddress, isSpecialAddress } from './address-class.js';
 import type { LeaseRecord } from './lease-types.js';
 import { checkTarget, FORBIDDEN_HEADERS, type Denial } from './policy.js';
+import type { CredentialProxyRequest, CredentialProxyResponse } from '../wire/credentials.js';
 
 /** The validated request body. */
-export interface ProxyCall {
-  readonly lease_id: string;
-  readonly agent_id: string;
-  readonly instance_id: string;
-  readonly session_id: string | null;
-  readonly method: string;
-  readonly url: string;
-  readonly headers: Readonly<Record<string, string>>;
-  readonly body: string | null;
-}
+export type ProxyCall = Readonly<CredentialProxyRequest>;
 
-export interface ProxyResponse {
-  readonly status: number;
-  readonly headers: Record<string, string>;
-  readonly body: string;
-}
+export type ProxyResponse = CredentialProxyResponse;
 
 export interface ProxyLimits {
   readonly timeoutMs: number;

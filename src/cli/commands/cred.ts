@@ -3,7 +3,7 @@
  * (README "Credentials and the credential proxy"). A value is read from stdin only, never from
  * the command line, where other users see it in the process list.
  */
-import type { CredentialLease } from '../../client/credential-types.js';
+import type { CredentialLease } from '../../client/types.js';
 import { int, str, UsageError, type FlagValues } from '../args.js';
 import { paint, renderFields, renderTable, stateColor } from '../format.js';
 import type { CommandContext } from '../io.js';
