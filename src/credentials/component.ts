@@ -5,12 +5,13 @@
  * component (lease moves are events).
  *
  * Callers are resolved through the `operatorIdentity` service, which the auth component provides;
- * when no component provides it (a server started without the auth component), this one builds
- * the same resolver from the config: the trusted local listener with SVC_LOCAL_ROLE's default
- * (admin) and no operator roles table.
+ * when no component provides it (a server started without the auth component, as some tests
+ * do), this one builds the same resolver from the config: the trusted local listener with
+ * SVC_LOCAL_ROLE, and no operator roles table (every certificate a viewer).
  */
 import { Counter } from 'prom-client';
 import { OperatorIdentity } from '../auth/operator-identity.js';
+import { EMPTY_ROLES } from '../auth/roles-file.js';
 import type { Component } from '../component/component.js';
 import { CredentialAuditLog } from './audit-log.js';
 import { CredentialService } from './credential-service.js';
@@ -21,8 +22,6 @@ import { SecretBox } from './secret-box.js';
 declare module '../component/component.js' {
   interface Services {
     credentials: CredentialService;
-    /** Provided by the auth component (declared here too, with the same type, so find() is typed). */
-    operatorIdentity: OperatorIdentity;
   }
 }
 
@@ -39,7 +38,7 @@ export function credentialsComponent(): Component {
       ctx.provide('credentials', service);
       const identity =
         ctx.find('operatorIdentity') ??
-        new OperatorIdentity({ trustDomain: config.trustDomain, localRole: 'admin', roles: () => ({ ok: true, roles: new Map() }) });
+        new OperatorIdentity({ trustDomain: config.trustDomain, localRole: config.localRole, roles: () => EMPTY_ROLES });
       const proxyCalls = new Counter({
         name: 'svc_credential_proxy_requests_total',
         help: 'Credential proxy calls by outcome: allowed, or the error code of the denial or failure',
