@@ -132,6 +132,11 @@ export const ERROR_TABLE = {
     grpc: GrpcStatus.DEADLINE_EXCEEDED,
     meaning: 'the proxy target did not answer within SVC_CREDENTIAL_PROXY_TIMEOUT_MS',
   },
+  'credential_proxy.response_encoding': {
+    http: 502,
+    grpc: GrpcStatus.UNAVAILABLE,
+    meaning: 'the upstream body has a content encoding the proxy cannot decode (it must read the body to redact the credential)',
+  },
   'credential_proxy.response_too_large': {
     http: 502,
     grpc: GrpcStatus.RESOURCE_EXHAUSTED,

@@ -32,6 +32,8 @@ export const FORBIDDEN_HEADERS: ReadonlySet<string> = new Set([
   'trailer',
   'upgrade',
   'expect',
+  // The proxy asks for identity bodies: a compressed one would hide the credential from redaction.
+  'accept-encoding',
 ]);
 
 const METHOD_RE = /^[A-Z]{1,16}$/;

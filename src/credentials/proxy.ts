@@ -20,6 +20,7 @@
 import { lookup } from 'node:dns/promises';
 import type { LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
+import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
 import { Agent, request } from 'undici';
 import { SvcError, type ErrorCode } from '../core/errors.js';
 import { classifyAddress, isSpecialAddress } from './address-class.js';
@@ -204,7 +205,9 @@ export async function send(
     const res = await request(target.url, {
       dispatcher,
       method: call.method as 'GET',
-      headers: { ...call.headers, [inject.headerName]: `${inject.valuePrefix}${inject.value}` },
+      // identity first: the value must be visible in the body to be redacted (decode() handles
+      // an upstream that compresses anyway).
+      headers: { ...call.headers, 'accept-encoding': 'identity', [inject.headerName]: `${inject.valuePrefix}${inject.value}` },
       body: call.body,
       signal: abort,
     });
@@ -219,18 +222,45 @@ export async function send(
       }
       chunks.push(b);
     }
+    const encoding = headerText(res.headers['content-encoding']).trim().toLowerCase();
+    const body = decode(Buffer.concat(chunks), encoding, limits.maxResponseBytes);
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(res.headers)) {
-      if (v === undefined) continue;
-      headers[redact(k, forms)] = redact(Array.isArray(v) ? v.join(', ') : v, forms);
+      // The body is returned decoded, so its encoding and length headers no longer describe it.
+      if (v === undefined || (encoding !== '' && (k === 'content-encoding' || k === 'content-length'))) continue;
+      headers[redact(k, forms)] = redact(headerText(v), forms);
     }
-    return { status: res.statusCode, headers, body: redact(Buffer.concat(chunks).toString('utf8'), forms) };
+    return { status: res.statusCode, headers, body: redact(body.toString('utf8'), forms) };
   } catch (err) {
     if (err instanceof SvcError) throw err;
     throw upstreamError(err, limits.timeoutMs);
   } finally {
     void dispatcher.destroy().catch(() => undefined);
   }
+}
+
+function headerText(v: string | string[] | undefined): string {
+  return v === undefined ? '' : Array.isArray(v) ? v.join(', ') : v;
+}
+
+/** The body without its content encoding (gzip, deflate, br), bounded; other encodings are refused. */
+function decode(body: Buffer, encoding: string, maxBytes: number): Buffer {
+  if (encoding === '' || encoding === 'identity') return body;
+  const opts = { maxOutputLength: maxBytes };
+  try {
+    if (encoding === 'gzip' || encoding === 'x-gzip') return gunzipSync(body, opts);
+    if (encoding === 'deflate') return inflateSync(body, opts);
+    if (encoding === 'br') return brotliDecompressSync(body, opts);
+  } catch (err) {
+    if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') {
+      throw new SvcError('credential_proxy.response_too_large', `the decoded upstream response is larger than ${maxBytes} bytes`);
+    }
+    throw new SvcError('credential_proxy.response_encoding', `the upstream's ${encoding} body does not decode`);
+  }
+  throw new SvcError(
+    'credential_proxy.response_encoding',
+    `the upstream answered with content encoding ${encoding.slice(0, 32)}, which the proxy cannot decode to redact the credential`,
+  );
 }
 
 function upstreamError(err: unknown, timeoutMs: number): SvcError {

@@ -5,6 +5,7 @@
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -97,6 +98,12 @@ export class EchoUpstream {
           return void res.end();
         }
         if (req.url === '/v1/silent') return;
+        // Compressed whatever the client asked for: the proxy must decode before it redacts.
+        if (req.url === '/v1/gzip' || req.url === '/v1/zstd') {
+          const auth = req.headers.authorization ?? '';
+          res.writeHead(200, { 'content-encoding': req.url === '/v1/gzip' ? 'gzip' : 'zstd', 'content-type': 'text/plain' });
+          return void res.end(gzipSync(`echo: ${auth}`));
+        }
         const auth = req.headers.authorization ?? '';
         const token = auth.replace(/^Bearer /, '');
         res.setHeader('x-echo-authorization', auth);

@@ -281,7 +281,7 @@ void describe('credential proxy limits and restarts', () => {
       body: null,
     });
 
-  void test('a response over the size limit is 502, a silent upstream 504, a redirect is returned, not followed', async () => {
+  void test('a response over the size limit is 502, a silent upstream 504, a compressed answer is decoded before redaction, a redirect is returned, not followed', async () => {
     const h = await startHarness({ SVC_CREDENTIAL_PROXY_TIMEOUT_MS: '500', SVC_CREDENTIAL_PROXY_MAX_RESPONSE_BYTES: '4KiB' });
     try {
       const id = await setUp(h);
@@ -291,6 +291,15 @@ void describe('credential proxy limits and restarts', () => {
       const silent = await call(h, id, '/v1/silent');
       assert.equal(silent.status, 504, silent.text);
       assert.equal((silent.json['error'] as { code: string }).code, 'credential_proxy.upstream_timeout');
+      const gz = await call(h, id, '/v1/gzip');
+      assert.equal(gz.status, 200, gz.text);
+      assert.equal(up.seen.at(-1)?.headers['accept-encoding'], 'identity');
+      assert.equal(gz.json['body'], 'echo: Bearer [REDACTED]', 'a compressed answer is decoded, then redacted');
+      assert.equal((gz.json['headers'] as Record<string, string>)['content-encoding'], undefined);
+      const zstd = await call(h, id, '/v1/zstd');
+      assert.equal(zstd.status, 502, zstd.text);
+      assert.equal((zstd.json['error'] as { code: string }).code, 'credential_proxy.response_encoding');
+      assert.ok(!gz.text.includes(SECRET) && !zstd.text.includes(SECRET));
       const requests = up.requests;
       const redirect = await call(h, id, '/v1/redirect');
       assert.equal(redirect.json['status'], 302);
