@@ -166,7 +166,15 @@ export async function checkCall(
 /** The forms of the value that are scrubbed from responses. */
 export function redactionForms(value: string): string[] {
   const b = Buffer.from(value, 'utf8');
-  const forms = [value, b.toString('base64'), b.toString('base64').replace(/=+$/, ''), b.toString('base64url'), encodeURIComponent(value)];
+  const forms = [
+    value,
+    b.toString('base64'),
+    b.toString('base64').replace(/=+$/, ''),
+    b.toString('base64url'),
+    encodeURIComponent(value),
+    // as it appears inside a JSON string (quotes, backslashes, control characters escaped)
+    JSON.stringify(value).slice(1, -1),
+  ];
   return [...new Set(forms.filter((f) => f.length > 0))].sort((x, y) => y.length - x.length);
 }
 

@@ -151,4 +151,10 @@ void describe('lease checks and redaction', () => {
     for (const f of forms) assert.ok(!out.includes(f), f);
     assert.equal(out.split(REDACTED).length - 1, 4);
   });
+
+  void test('a value with quotes or backslashes is also redacted in its JSON-escaped form', () => {
+    const secret = 'pa"ss\\word-123';
+    const echoed = JSON.stringify({ token: secret });
+    assert.equal(redact(echoed, redactionForms(secret)), `{"token":"${REDACTED}"}`);
+  });
 });
