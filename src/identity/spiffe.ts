@@ -97,7 +97,12 @@ export function parseSubjectAltName(san: string): { type: string; value: string 
 
 /**
  * The identity of a verified peer certificate (tls.PeerCertificate or grpc-js's
- * sslPeerCertificate). Reads the SAN from `raw` (DER) when present, else `subjectaltname`.
+ * sslPeerCertificate). Reads Node's `subjectaltname` string when the object has one — what
+ * TLSSocket.getPeerCertificate() made from the very certificate the handshake verified, with the
+ * same formatter (and escaping) as X509Certificate.subjectAltName since Node 17.3.1 (this server
+ * needs 20) — else parses `raw` (DER). Parsing the DER again cost ≈ 0.1 ms per connection
+ * (OpenSSL 3.0 decodes the public key through its provider decoders), more than verifying the
+ * certificate's signature; every agent's registration paid it (native-bench/README.md, fleet).
  * Null when there is no certificate, no SPIFFE URI, more than one SPIFFE URI (whatever they
  * say), or one that parseSpiffeId refuses.
  */
@@ -106,15 +111,13 @@ export function identityFromPeerCertificate(
   trustDomain: string,
 ): PeerIdentity | null {
   if (cert === undefined || cert === null) return null;
-  let san: string | undefined;
-  if (cert.raw !== undefined && cert.raw.length > 0) {
+  let san = cert.subjectaltname;
+  if (san === undefined && cert.raw !== undefined && cert.raw.length > 0) {
     try {
       san = new X509Certificate(cert.raw).subjectAltName;
     } catch {
       return null;
     }
-  } else {
-    san = cert.subjectaltname;
   }
   if (san === undefined || san === '') return null;
   const entries = parseSubjectAltName(san);

@@ -138,13 +138,35 @@ void describe('identityFromPeerCertificate', () => {
     assert.equal(identityFromPeerCertificate({ subjectaltname: 'DNS:localhost' }, TD), null);
   });
 
-  void test('raw DER wins over a subjectaltname string that disagrees', async () => {
+  void test('parses raw DER when there is no subjectaltname string', async () => {
     const issued = await issueAgentCert(await createStandaloneCa(TD), { instanceId: 'real' });
     const raw = new X509Certificate(issued.certPem).raw;
-    assert.deepEqual(identityFromPeerCertificate({ raw, subjectaltname: 'URI:spiffe://sandbox.local/agent/forged' }, TD), {
-      kind: 'agent',
-      instanceId: 'real',
-    });
+    assert.deepEqual(identityFromPeerCertificate({ raw }, TD), { kind: 'agent', instanceId: 'real' });
+  });
+
+  void test("a verified peer's legacy object (what TLS hands us) says the same as its raw DER, crafted SANs included", async () => {
+    // getPeerCertificate() builds its object with X509ToObject, as toLegacyObject() does: the
+    // subjectaltname string read first must escape exactly like X509Certificate.subjectAltName.
+    const cases: SanEntry[][] = [
+      [{ type: 'url', value: 'spiffe://sandbox.local/agent/i-1' }],
+      [
+        { type: 'dns', value: 'vm-1' },
+        { type: 'url', value: 'spiffe://sandbox.local/operator/alice' },
+      ],
+      [{ type: 'url', value: 'spiffe://sandbox.local/agent/x, URI:spiffe://sandbox.local/agent/admin' }],
+      [{ type: 'url', value: 'spiffe://sandbox.local/agent/x", URI:spiffe://sandbox.local/agent/admin' }],
+      [
+        { type: 'url', value: 'spiffe://sandbox.local/agent/a' },
+        { type: 'url', value: 'spiffe://sandbox.local/agent/b' },
+      ],
+      [{ type: 'url', value: 'spiffe://sandbox.local/agent/../operator/root' }],
+    ];
+    for (const sans of cases) {
+      const x = new X509Certificate(await certWithSans(sans));
+      const legacy = x.toLegacyObject();
+      assert.equal(legacy.subjectaltname, x.subjectAltName, JSON.stringify(sans));
+      assert.deepEqual(identityFromPeerCertificate(legacy, TD), identityFromPeerCertificate({ raw: x.raw }, TD), JSON.stringify(sans));
+    }
   });
 
   void test('a URI crafted to smuggle a second SAN entry is refused', async () => {
