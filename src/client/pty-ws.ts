@@ -136,7 +136,8 @@ export class PtyConnection {
   #screenSequence: number;
   /** An explicit keyframe request or a replay gap: the next keyframe is drawn even at the screen's sequence. */
   #keyframeWanted = false;
-  #lastHeardMs = Date.now();
+  /** When the first ping since the server was last heard went out; undefined while nothing is unanswered. */
+  #unansweredSinceMs: number | undefined;
   #pingTimer: ReturnType<typeof setInterval> | undefined;
   #closedInfo: { code: number; reason: string } | null = null;
   readonly #closedWaiters: Array<(info: { code: number; reason: string }) => void> = [];
@@ -258,7 +259,7 @@ export class PtyConnection {
   }
 
   #onMessage(data: unknown): void {
-    this.#lastHeardMs = Date.now();
+    this.#unansweredSinceMs = undefined;
     const m = decodeServerMessage(data);
     const o = this.#opts;
     o.onFrame?.(m);
@@ -358,11 +359,14 @@ export class PtyConnection {
 
   #startPings(): void {
     const everyMs = this.#opts.pingIntervalMs ?? kDefaultPingIntervalMs;
-    this.#lastHeardMs = Date.now();
+    this.#unansweredSinceMs = undefined;
     if (everyMs <= 0 || this.#closedInfo !== null) return;
     this.#pingTimer = setInterval(() => {
-      if (Date.now() - this.#lastHeardMs > 2 * everyMs) {
-        // Nothing for two intervals: a half-open connection that could stay "open" for minutes.
+      const now = Date.now();
+      // Silence counts from our first unanswered ping, not from the last frame heard: a client
+      // whose own loop stalled (GC, a busy machine) has not asked yet and must not blame the server.
+      if (this.#unansweredSinceMs !== undefined && now - this.#unansweredSinceMs > 2 * everyMs) {
+        // No answer for two intervals: a half-open connection that could stay "open" for minutes.
         this.#finish(1006, 'the server stopped answering');
         try {
           this.#ws.close(1000, 'server not answering');
@@ -371,7 +375,8 @@ export class PtyConnection {
         }
         return;
       }
-      this.#send('ping', { client_ts: new Date().toISOString() });
+      this.#unansweredSinceMs ??= now;
+      this.#send('ping', { client_ts: new Date(now).toISOString() });
     }, everyMs);
     unref(this.#pingTimer);
   }

@@ -211,8 +211,7 @@ describe('PtyConnection', () => {
 
     const pinging = connect({ pingIntervalMs: 15 });
     pinging.ws.open();
-    await new Promise((r) => setTimeout(r, 25));
-    assert.ok(pinging.ws.framesOf('ping').length >= 1, 'an application ping');
+    await waitFor('an application ping', () => pinging.ws.framesOf('ping').length >= 1, { deadlineMs: DEADLINE_MS.local });
     // Nothing comes back: after two intervals the connection ends as a lost one (1006). The
     // client's timers are unref'd, so the wait polls to keep this process alive.
     await waitFor('the silent connection to end', () => pinging.log.includes('close 1006'), {
@@ -220,6 +219,22 @@ describe('PtyConnection', () => {
       lastState: () => pinging.log.join('; '),
     });
     assert.equal((await pinging.conn.closed()).code, 1006);
+  });
+
+  test('a client whose own loop stalled asks before it gives up on the server', async () => {
+    const stalled = connect({ pingIntervalMs: 15 });
+    stalled.ws.open();
+    // The client's loop is busy for four intervals right after the open (a GC, a loaded machine):
+    // the server was not asked anything yet, so its silence proves nothing.
+    const until = Date.now() + 60;
+    while (Date.now() < until) {
+      // busy
+    }
+    await waitFor('the silent connection to end', () => stalled.log.includes('close 1006'), {
+      deadlineMs: DEADLINE_MS.local,
+      lastState: () => stalled.log.join('; '),
+    });
+    assert.ok(stalled.ws.framesOf('ping').length >= 1, 'the client pinged before it gave up');
   });
 
   test('surfaces errors, the end of the session and the goodbye; ignores what is not a frame', async () => {
