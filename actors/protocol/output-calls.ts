@@ -49,6 +49,8 @@ export interface ReplayAnswer {
   state: CommandOutputState;
   /** Events, concatenated (`agent_output.replay` and output_gap `agent_output.error`). */
   bytes: Uint8Array;
+  /** `bytes` is a buffer the shard lent: give it back with releaseReplayBytes (replay-lease.ts) once written. */
+  lease?: number;
   events: number;
   chunks: number;
   /** Id of the last event in `bytes`; null when there is none. */

@@ -7,10 +7,10 @@
  * the agent actor sends the same facts to the main thread once (kFrameCommandOutput), where the
  * fanout encodes a live event only when someone subscribes. A replay encodes each chunk's SSE
  * tail from the same facts with the same encoder (actors/protocol/chunk-events.ts), so the
- * replayed text is byte for byte the live text, and keeps the tail in the shard's TailCache:
- * the next subscriber's replay is then a concatenation of `id: <cursor>\n` + the cached
- * `agent_output.replay` head + the cached tails. A replay is one buffer, in shared memory when
- * built in a worker (see Pieces.join). The ring is charged for the raw bytes it holds.
+ * replayed text is byte for byte the live text, and keeps the whole event (`id: <cursor>\n`, the
+ * `agent_output.replay` head, the tail) in the shard's EventCache: the next subscriber's replay
+ * is then one copy per event into one buffer, usually a buffer the thread reuses and lends to the
+ * caller (see Pieces.join). The ring is charged for the raw bytes it holds.
  */
 import { isMainThread } from 'node:worker_threads';
 import { formatOutputCursor, type OutputCursor } from '../protocol/output-cursor.js';
@@ -20,6 +20,7 @@ import { chunkHead, encodeChunkTail } from '../protocol/chunk-events.js';
 import { LiveText } from '../protocol/live-text.js';
 import { encodeSsePublish, kPublishEnd, kPublishGap } from '../protocol/publish-frames.js';
 import type { ReplayBudget } from './replay-budget.js';
+import { threadReplayBuffers, type ReplayBuffer } from './replay-buffers.js';
 import { ReplayRing, type OutputStreamName, type ReplayChunk, type ReplayGap } from './replay-ring.js';
 
 /** A chunk as the agent actor accepted it. `bytes` is valid only during the call. */
@@ -36,6 +37,8 @@ export interface LiveChunk {
 export interface ReplayBytes {
   /** The events, concatenated. */
   bytes: Uint8Array;
+  /** Set when `bytes` is a buffer lent by this thread: release it (actors/protocol/replay-lease.ts) once written. */
+  lease?: number;
   /** Events in `bytes` (chunks and gaps). */
   events: number;
   chunks: number;
@@ -46,14 +49,15 @@ export interface ReplayBytes {
 }
 
 /**
- * The encoded SSE tails of stored chunks, kept after a replay built them so the next replay of
- * the same chunks only concatenates. One per thread (shard), bounded by bytes: past the bound the
- * oldest tails are dropped (and encoded again when asked for). The chunks whose tails it holds
+ * The encoded `agent_output.replay` events of stored chunks (`id:` line, head and tail: all fixed
+ * by the chunk and its command), kept after a replay built them so the next replay of the same
+ * chunks is one copy per event. One per thread (shard), bounded by bytes: past the bound the
+ * oldest events are dropped (and encoded again when asked for). The chunks whose events it holds
  * stay alive with them, also after their ring evicted them.
  */
-export class TailCache {
+export class EventCache {
   readonly maxBytes: number;
-  readonly #tails = new Map<ReplayChunk, Uint8Array>();
+  readonly #events = new Map<ReplayChunk, Uint8Array>();
   #bytes = 0;
 
   constructor(maxBytes: number) {
@@ -65,35 +69,29 @@ export class TailCache {
   }
 
   get(chunk: ReplayChunk): Uint8Array | undefined {
-    return this.#tails.get(chunk);
+    return this.#events.get(chunk);
   }
 
-  set(chunk: ReplayChunk, tail: Uint8Array): void {
-    if (tail.byteLength > this.maxBytes || this.#tails.has(chunk)) return;
-    this.#tails.set(chunk, tail);
-    this.#bytes += tail.byteLength;
+  set(chunk: ReplayChunk, event: Uint8Array): void {
+    if (event.byteLength > this.maxBytes || this.#events.has(chunk)) return;
+    this.#events.set(chunk, event);
+    this.#bytes += event.byteLength;
     while (this.#bytes > this.maxBytes) {
-      const [oldest, t] = this.#tails.entries().next().value as [ReplayChunk, Uint8Array];
-      this.#tails.delete(oldest);
-      this.#bytes -= t.byteLength;
+      const [oldest, e] = this.#events.entries().next().value as [ReplayChunk, Uint8Array];
+      this.#events.delete(oldest);
+      this.#bytes -= e.byteLength;
     }
   }
 }
 
-/** Default bound of a thread's TailCache: 64 MiB of encoded tails (≈ 6,500 replayed 4 KiB chunks). */
-export const DEFAULT_TAIL_CACHE_BYTES = 64 * 1024 * 1024;
-const threadTails = new TailCache(DEFAULT_TAIL_CACHE_BYTES);
+/** Default bound of a thread's EventCache: 64 MiB of encoded events (≈ 6,000 replayed 4 KiB chunks). */
+export const DEFAULT_EVENT_CACHE_BYTES = 64 * 1024 * 1024;
+const threadEvents = new EventCache(DEFAULT_EVENT_CACHE_BYTES);
 
-/** Collects frame pieces, then copies them into one exact-size buffer. */
+/** Collects events, then copies them into one exact-size buffer. */
 class Pieces {
-  readonly #parts: (Uint8Array | string)[] = [];
+  readonly #parts: Uint8Array[] = [];
   #bytes = 0;
-
-  /** An ASCII string (ids and cursors). */
-  text(s: string): void {
-    this.#parts.push(s);
-    this.#bytes += s.length;
-  }
 
   bytes(b: Uint8Array): void {
     this.#parts.push(b);
@@ -101,19 +99,17 @@ class Pieces {
   }
 
   /**
-   * One buffer with every piece. In a worker thread it is backed by a SharedArrayBuffer, so the
-   * answer crosses to the main thread without a copy (structured clone shares SAB memory); on the
-   * main thread (inline mode) a plain buffer.
+   * One buffer with every piece, taken from the thread's ReplayBufferPool (replay-buffers.ts):
+   * a reused SharedArrayBuffer lent to the caller (`lease`), so the answer crosses to the main
+   * thread without a copy and without a fresh allocation; a fresh buffer when none is free.
    */
-  join(): Uint8Array {
-    const out = isMainThread ? Buffer.allocUnsafeSlow(this.#bytes) : Buffer.from(new SharedArrayBuffer(this.#bytes));
+  join(): ReplayBuffer {
+    const out = threadReplayBuffers.take(this.#bytes, !isMainThread);
+    const buf = out.bytes;
     let o = 0;
     for (const p of this.#parts) {
-      if (typeof p === 'string') o += out.write(p, o, 'latin1');
-      else {
-        out.set(p, o);
-        o += p.byteLength;
-      }
+      buf.set(p, o);
+      o += p.byteLength;
     }
     return out;
   }
@@ -124,12 +120,12 @@ export class CommandReplay {
   readonly commandId: string;
   readonly ring: ReplayRing;
   readonly #text = new LiveText();
-  readonly #tails: TailCache;
+  readonly #events: EventCache;
 
-  constructor(agentId: string, commandId: string, opts: { ringBytes: number; budget?: ReplayBudget; tails?: TailCache }) {
+  constructor(agentId: string, commandId: string, opts: { ringBytes: number; budget?: ReplayBudget; events?: EventCache }) {
     this.agentId = agentId;
     this.commandId = commandId;
-    this.#tails = opts.tails ?? threadTails;
+    this.#events = opts.events ?? threadEvents;
     this.ring = new ReplayRing(
       commandId,
       opts.budget === undefined ? { maxBytes: opts.ringBytes } : { maxBytes: opts.ringBytes, budget: opts.budget },
@@ -206,7 +202,9 @@ export class CommandReplay {
     for (;;) {
       const page = ring.replayFrom(after, req.limit - out.chunks, req.stream);
       if (page.gap !== undefined) out.last = this.#gapPiece(pieces, page.gap);
-      for (const chunk of page.chunks) out.last = this.chunkPiece(pieces, chunk);
+      for (const chunk of page.chunks) this.chunkPiece(pieces, chunk);
+      const lastChunk = page.chunks[page.chunks.length - 1];
+      if (lastChunk !== undefined) out.last = formatOutputCursor(lastChunk.clock, lastChunk.seq);
       out.events += page.chunks.length + (page.gap === undefined ? 0 : 1);
       out.chunks += page.chunks.length;
       after = page.next.seq;
@@ -216,27 +214,32 @@ export class CommandReplay {
         break;
       }
     }
-    out.bytes = pieces.join();
-    return out;
+    return withJoined(out, pieces);
   }
 
-  /** Appends one stored chunk as an `agent_output.replay` event; returns its id. */
-  chunkPiece(pieces: Pieces, chunk: ReplayChunk): string {
-    const cursor = formatOutputCursor(chunk.clock, chunk.seq);
-    pieces.text(`id: ${cursor}\n`);
-    pieces.bytes(chunkHead('replay', this.agentId, this.commandId, chunk.stream));
-    pieces.bytes(this.#tailOf(chunk));
-    return cursor;
+  /** Appends one stored chunk as an `agent_output.replay` event. */
+  chunkPiece(pieces: Pieces, chunk: ReplayChunk): void {
+    pieces.bytes(this.#eventOf(chunk));
   }
 
-  /** The chunk's encoded SSE tail, from the cache or encoded now (and cached). */
-  #tailOf(chunk: ReplayChunk): Uint8Array {
-    let tail = this.#tails.get(chunk);
-    if (tail === undefined) {
-      tail = encodeChunkTail({ ...chunk, agentId: this.agentId, commandId: this.commandId });
-      this.#tails.set(chunk, tail);
+  /**
+   * The chunk's `agent_output.replay` event (`id: <cursor>` line, head, then the tail the live
+   * encoder makes from the same facts), from the cache or encoded now (and cached).
+   */
+  #eventOf(chunk: ReplayChunk): Uint8Array {
+    let event = this.#events.get(chunk);
+    if (event === undefined) {
+      const id = `id: ${formatOutputCursor(chunk.clock, chunk.seq)}\n`;
+      const head = chunkHead('replay', this.agentId, this.commandId, chunk.stream);
+      const tail = encodeChunkTail({ ...chunk, agentId: this.agentId, commandId: this.commandId });
+      const e = Buffer.allocUnsafeSlow(id.length + head.byteLength + tail.byteLength);
+      e.write(id, 0, 'latin1');
+      e.set(head, id.length);
+      e.set(tail, id.length + head.byteLength);
+      event = e;
+      this.#events.set(chunk, event);
     }
-    return tail;
+    return event;
   }
 
   /** Appends an output_gap event; returns its id. */
@@ -284,12 +287,20 @@ export function agentReplay(replays: Iterable<CommandReplay>, after: OutputCurso
       pieces.bytes(gapEvent(replay.agentId, item.commandId, item.gap));
       out.last = formatOutputCursor(item.gap.clock, item.gap.toSeq);
     } else {
-      out.last = replay.chunkPiece(pieces, item.chunk);
+      replay.chunkPiece(pieces, item.chunk);
+      out.last = formatOutputCursor(item.chunk.clock, item.chunk.seq);
       out.chunks++;
     }
     out.events++;
   }
-  out.bytes = pieces.join();
+  return withJoined(out, pieces);
+}
+
+/** `out` with the joined pieces (and their lease). */
+function withJoined(out: ReplayBytes, pieces: Pieces): ReplayBytes {
+  const joined = pieces.join();
+  out.bytes = joined.bytes;
+  if (joined.lease !== undefined) out.lease = joined.lease;
   return out;
 }
 

@@ -22,6 +22,7 @@
 import { performance } from 'node:perf_hooks';
 import { agentActorId } from '../../actors/protocol/agent-frames.js';
 import type { ReplayAnswer } from '../../actors/protocol/output-calls.js';
+import { releaseReplayBytes } from '../../actors/protocol/replay-lease.js';
 import type { BenchResult, BenchScenario } from '../types.js';
 import { BenchClient, stopOnAbort } from './client-process.js';
 import { RawSse } from './raw-ceilings.js';
@@ -77,7 +78,10 @@ async function measureMode(client: BenchClient, mode: 'workers' | 'inline', iter
         warmup: 0,
       });
       const args = { commandId, mode: 'tail', limit: CHUNKS };
-      raw.body = (await server.actors.call<ReplayAnswer>(agentActorId(AGENT), 'output.replay', args)).bytes;
+      // A copy: the answer's buffer is lent by the shard and goes back to it (replay-lease.ts).
+      const once = await server.actors.call<ReplayAnswer>(agentActorId(AGENT), 'output.replay', args);
+      raw.body = Buffer.from(once.bytes);
+      releaseReplayBytes(once);
       const r = await client.call<{ byUrl: Array<{ timesMs: number[]; bytes: number }> }>('replay.time', {
         urls: [replayUrl, `http://127.0.0.1:${raw.port}/sse`],
         chunks: CHUNKS,
@@ -87,8 +91,9 @@ async function measureMode(client: BenchClient, mode: 'workers' | 'inline', iter
       const actor: number[] = [];
       for (let i = 0; i < Math.min(20, iterations); i++) {
         const t0 = performance.now();
-        await server.actors.call(agentActorId(AGENT), 'output.replay', args);
+        const a = await server.actors.call<ReplayAnswer>(agentActorId(AGENT), 'output.replay', args);
         actor.push(performance.now() - t0);
+        releaseReplayBytes(a);
       }
       const [mine, theirs] = [r.byUrl[0]!, r.byUrl[1]!];
       const times = sorted(mine.timesMs);

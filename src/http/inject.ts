@@ -98,6 +98,8 @@ export class MemorySseSink implements SseSink {
   #buffered = 0;
   readonly #writable: Array<() => void> = [];
   readonly #close: Array<() => void> = [];
+  /** Frames are decoded to text on write, like uWS copying them. */
+  readonly copiesWrites = true;
 
   write(frame: Uint8Array | string): boolean {
     if (this.#closed) return false;

@@ -43,6 +43,8 @@ export interface LiveSink {
   readonly closed: boolean;
   /** Bytes written and not yet taken by the kernel. */
   bufferedBytes(): number;
+  /** True when `write` has copied the frame once it returns, so the caller may reuse its memory. */
+  readonly copiesWrites?: boolean;
 }
 
 type Frame = Uint8Array | string;
@@ -167,6 +169,15 @@ export class LiveSubscriber {
   endWith(frame?: Frame): void {
     if (this.#closed || this.#ending) return;
     this.#send(frame ?? EMPTY, undefined, false, true);
+  }
+
+  /**
+   * True when a replay frame sent now is handed to the sink before `sendReplay` returns and the
+   * sink copies it: the caller may then reuse the frame's memory (a buffer lent by a shard,
+   * src/streaming/output-join.ts). False when it would wait in the queue, holding a reference.
+   */
+  get takesReplayNow(): boolean {
+    return !this.#closed && !this.#ending && !this.#blocked && this.#head === this.#queue.length && this.sink.copiesWrites === true;
   }
 
   /** Resolves once nothing waits in this queue (the sink took everything), or the stream closed. */

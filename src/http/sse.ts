@@ -58,6 +58,8 @@ export class UwsSseSink implements SseSink {
   #backpressured = false;
   #buffered = 0;
   #writes = 0;
+  /** uWS copies what a write does not hand to the kernel at once into its own buffer. */
+  readonly copiesWrites = true;
 
   /** @param onError receives exceptions thrown by producer callbacks (logged by the listener). */
   constructor(res: HttpResponse, onError: (err: unknown) => void) {

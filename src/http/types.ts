@@ -98,6 +98,8 @@ export interface SseSink {
    * written since the last write that went out without backpressure (0 when not backpressured).
    */
   bufferedBytes(): number;
+  /** True when `write` has copied the frame once it returns, so the caller may reuse its memory. */
+  readonly copiesWrites?: boolean;
 }
 
 /** How a route reads its body. */

@@ -23,6 +23,7 @@ import { encodeSlowSubscriberSse, encodeStreamEndSse, AGENT_OUTPUT_SCHEMA } from
 import { formatOutputCursor, parseOutputCursor } from '../../actors/protocol/output-cursor.js';
 import { OutputCall, type ChatAnswer, type ReplayAnswer, type ReplayArgs } from '../../actors/protocol/output-calls.js';
 import { chatTopic } from '../../actors/protocol/publish-frames.js';
+import { releaseReplayBytes } from '../../actors/protocol/replay-lease.js';
 import { agentActorId } from '../../actors/protocol/agent-frames.js';
 import { toWire } from '../core/errors.js';
 import { LiveSubscriber } from '../http/live-subscriber.js';
@@ -150,7 +151,7 @@ export class OutputJoins {
         { ...args },
         { timeoutMs: d.callTimeoutMs ?? DEFAULT_JOIN_CALL_TIMEOUT_MS },
       );
-      if (sub.closed) return;
+      if (sub.closed) return releaseReplayBytes(a);
       if (a.state === 'expired') {
         sub.resumeLive([], () => false);
         sub.endWith(encodeStreamEndSse({ reason: 'command_expired', agentId, commandId }));
@@ -182,7 +183,7 @@ export class OutputJoins {
       const a = await d.actors.call<ReplayAnswer>(agentActorId(agentId), OutputCall.kReplayAgent, args, {
         timeoutMs: d.callTimeoutMs ?? DEFAULT_JOIN_CALL_TIMEOUT_MS,
       });
-      if (sub.closed) return;
+      if (sub.closed) return releaseReplayBytes(a);
       this.#writePage(sub, a);
       const last = a.last === null ? null : parseOutputCursor(a.last);
       if (a.more && last !== null) {
@@ -196,9 +197,22 @@ export class OutputJoins {
     }
   }
 
+  /**
+   * Writes one page in one write of its one buffer, and gives the buffer back to the shard that
+   * lent it (a replay is joined into a buffer the shard reuses: actors/protocol/replay-lease.ts).
+   * When the page would wait in the subscriber's queue (backpressure from an earlier page) or the
+   * sink does not copy, the queue gets a copy instead of the lent buffer.
+   */
   #writePage(sub: LiveSubscriber, a: ReplayAnswer): void {
-    if (a.events > a.chunks) this.#d.metrics.gapsReported.inc({ where: 'replay' }, a.events - a.chunks);
-    if (a.bytes.byteLength > 0) sub.sendReplay([{ frame: a.bytes, cursor: a.last ?? undefined }]);
+    try {
+      if (a.events > a.chunks) this.#d.metrics.gapsReported.inc({ where: 'replay' }, a.events - a.chunks);
+      if (a.bytes.byteLength > 0) {
+        const frame = a.lease === undefined || sub.takesReplayNow ? a.bytes : Buffer.from(a.bytes);
+        sub.sendReplay([{ frame, cursor: a.last ?? undefined }]);
+      }
+    } finally {
+      releaseReplayBytes(a);
+    }
   }
 
   /** GET /api/v1/agent-output/chat. */

@@ -10,7 +10,9 @@ import { Registry } from 'prom-client';
 import type { ChatAnswer, ReplayAnswer } from '../../../actors/protocol/output-calls.js';
 import { chatTopic } from '../../../actors/protocol/publish-frames.js';
 import { SvcError } from '../../../src/core/errors.js';
+import { ReplayBufferPool } from '../../../actors/replay/replay-buffers.js';
 import { MemorySseSink } from '../../../src/http/inject.js';
+import type { SseSink } from '../../../src/http/types.js';
 import { CommandIndex } from '../../../src/streaming/command-index.js';
 import { FanoutMetrics } from '../../../src/streaming/fanout-metrics.js';
 import { OutputJoins } from '../../../src/streaming/output-join.js';
@@ -125,6 +127,57 @@ void describe('OutputJoins: agent_output', () => {
       events(sink).map((e) => e.id),
       ['5-6', '6-7', '10-9'],
     );
+  });
+
+  void test('a page in a buffer the shard lent is given back once written', async () => {
+    const pool = new ReplayBufferPool({ slots: 1 });
+    const lent = (id: string, last: string): ReplayAnswer => {
+      const f = frame(id);
+      const b = pool.take(f.byteLength, true);
+      b.bytes.set(f);
+      return answer({ bytes: b.bytes, ...(b.lease !== undefined && { lease: b.lease }), events: 1, chunks: 1, last, clock: 10 });
+    };
+    // A copying sink: the lent buffer is written as is, then free for the next replay.
+    const r = rig(() => lent('10-1', '10-1'));
+    const sink = new MemorySseSink();
+    await r.joins.joinOutput(sink, r.q('agent_id=a&command_id=c&replay=true'));
+    assert.deepEqual(
+      events(sink).map((e) => e.id),
+      ['10-1'],
+    );
+    assert.ok(pool.take(10, true).lease !== undefined, 'the join released the buffer');
+    assert.equal(pool.fresh, 0);
+  });
+
+  void test('a sink that does not copy keeps its own copy of a lent page, unchanged when the shard reuses the buffer', async () => {
+    const pool = new ReplayBufferPool({ slots: 1 });
+    const f = frame('10-1');
+    const r = rig(() => {
+      const b = pool.take(f.byteLength, true);
+      b.bytes.set(f);
+      return answer({ bytes: b.bytes, ...(b.lease !== undefined && { lease: b.lease }), events: 1, chunks: 1, last: '10-1', clock: 10 });
+    });
+    const kept: Uint8Array[] = [];
+    const sink = new MemorySseSink();
+    const byReference: SseSink = {
+      write: (frame) => {
+        if (typeof frame !== 'string') kept.push(frame);
+        return sink.write(frame);
+      },
+      onWritable: (cb) => sink.onWritable(cb),
+      onClose: (cb) => sink.onClose(cb),
+      close: () => sink.close(),
+      get closed() {
+        return sink.closed;
+      },
+      bufferedBytes: () => sink.bufferedBytes(),
+    };
+    await r.joins.joinOutput(byReference, r.q('agent_id=a&command_id=c&replay=true'));
+    const reused = pool.take(f.byteLength, true);
+    assert.ok(reused.lease !== undefined, 'released after the copy');
+    reused.bytes.fill(0x78);
+    assert.equal(kept.length, 1);
+    assert.deepEqual([...(kept[0] as Uint8Array)], [...f]);
   });
 
   void test('command_id alone finds the agent from the index; an unknown command stays live', async () => {
