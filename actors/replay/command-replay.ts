@@ -49,21 +49,35 @@ export interface ReplayBytes {
 }
 
 /**
+ * Buffers that hold encoded events and are never written again once filled (EventCache arenas):
+ * a view into one may be handed to the main thread and to uWS as it is, without a copy or a lease.
+ */
+const immutableArenas = new WeakSet<ArrayBufferLike>();
+
+/**
  * The encoded `agent_output.replay` events of stored chunks (`id:` line, head and tail: all fixed
  * by the chunk and its command), kept after a replay built them so the next replay of the same
- * chunks is one copy per event. One per thread (shard), bounded by bytes: past the bound the
- * oldest events are dropped (and encoded again when asked for). The chunks whose events it holds
- * stay alive with them, also after their ring evicted them.
+ * chunks needs no encoding. One per thread (shard), bounded by bytes: past the bound the oldest
+ * events are dropped (and encoded again when asked for). The chunks whose events it holds stay
+ * alive with them, also after their ring evicted them.
+ *
+ * The events a replay encodes are stored together, in order, in one arena (a SharedArrayBuffer in
+ * a worker) that is never written again: the next replay of the same chunks finds them contiguous
+ * and its answer is a view of the arena (no copy in the shard; the main thread writes the very
+ * memory). The bound counts whole arenas: one is charged until its last event is dropped.
  */
 export class EventCache {
   readonly maxBytes: number;
   readonly #events = new Map<ReplayChunk, Uint8Array>();
+  /** Arena → events of it still cached. */
+  readonly #live = new Map<ArrayBufferLike, number>();
   #bytes = 0;
 
   constructor(maxBytes: number) {
     this.maxBytes = maxBytes;
   }
 
+  /** Bytes of the arenas that still hold a cached event. */
   get bytes(): number {
     return this.#bytes;
   }
@@ -72,42 +86,108 @@ export class EventCache {
     return this.#events.get(chunk);
   }
 
-  set(chunk: ReplayChunk, event: Uint8Array): void {
-    if (event.byteLength > this.maxBytes || this.#events.has(chunk)) return;
-    this.#events.set(chunk, event);
-    this.#bytes += event.byteLength;
+  /**
+   * Copies `events` (in order) into one new immutable arena and returns their views in it, in the
+   * same order; caches them when the arena fits the bound (else the views are only for this
+   * replay). A chunk already cached keeps its event.
+   */
+  store(events: readonly { chunk: ReplayChunk; event: Uint8Array }[]): Uint8Array[] {
+    let total = 0;
+    for (const e of events) total += e.event.byteLength;
+    const arena = newArena(total);
+    const views: Uint8Array[] = [];
+    let o = 0;
+    for (const e of events) {
+      arena.set(e.event, o);
+      views.push(arena.subarray(o, o + e.event.byteLength));
+      o += e.event.byteLength;
+    }
+    immutableArenas.add(arena.buffer);
+    if (total === 0 || total > this.maxBytes) return views;
+    let held = 0;
+    for (const [i, e] of events.entries()) {
+      if (this.#events.has(e.chunk)) continue;
+      this.#events.set(e.chunk, views[i] as Uint8Array);
+      held++;
+    }
+    if (held > 0) {
+      this.#live.set(arena.buffer, held);
+      this.#bytes += arena.byteLength;
+    }
     while (this.#bytes > this.maxBytes) {
       const [oldest, e] = this.#events.entries().next().value as [ReplayChunk, Uint8Array];
       this.#events.delete(oldest);
-      this.#bytes -= e.byteLength;
+      const left = (this.#live.get(e.buffer) ?? 1) - 1;
+      if (left > 0) this.#live.set(e.buffer, left);
+      else {
+        this.#live.delete(e.buffer);
+        this.#bytes -= e.buffer.byteLength;
+      }
     }
+    return views;
   }
+}
+
+/** A buffer of `n` bytes for an arena: shared in a worker (it crosses to the main thread as it is). */
+function newArena(n: number): Buffer {
+  return isMainThread ? Buffer.allocUnsafeSlow(n) : Buffer.from(new SharedArrayBuffer(n));
 }
 
 /** Default bound of a thread's EventCache: 64 MiB of encoded events (≈ 6,000 replayed 4 KiB chunks). */
 export const DEFAULT_EVENT_CACHE_BYTES = 64 * 1024 * 1024;
 const threadEvents = new EventCache(DEFAULT_EVENT_CACHE_BYTES);
 
-/** Collects events, then copies them into one exact-size buffer. */
+/**
+ * A replay's events in order: cached events (views into arenas), events encoded now (stored in
+ * the cache together at the end, in one new arena), gap events.
+ */
 class Pieces {
   readonly #parts: Uint8Array[] = [];
-  #bytes = 0;
+  /** Events encoded by this replay, with their index in #parts, per cache that keeps them. */
+  readonly #fresh = new Map<EventCache, { chunk: ReplayChunk; event: Uint8Array; at: number }[]>();
 
   bytes(b: Uint8Array): void {
     this.#parts.push(b);
-    this.#bytes += b.byteLength;
+  }
+
+  /** The chunk's event from the cache, or `encode()`d now (cached by {@link join}). */
+  event(cache: EventCache, chunk: ReplayChunk, encode: () => Uint8Array): void {
+    const cached = cache.get(chunk);
+    if (cached !== undefined) return this.bytes(cached);
+    const event = encode();
+    let fresh = this.#fresh.get(cache);
+    if (fresh === undefined) this.#fresh.set(cache, (fresh = []));
+    fresh.push({ chunk, event, at: this.#parts.length });
+    this.#parts.push(event);
   }
 
   /**
-   * One buffer with every piece, taken from the thread's ReplayBufferPool (replay-buffers.ts):
-   * a reused SharedArrayBuffer lent to the caller (`lease`), so the answer crosses to the main
-   * thread without a copy and without a fresh allocation; a fresh buffer when none is free.
+   * The replay as one buffer. Events encoded now are first stored in one new arena. When every
+   * part then lies back to back in one arena (a replay of chunks cached together, the usual warm
+   * case) the answer is a view of it: no copy, no lease. Otherwise the parts are copied into one
+   * buffer from the thread's ReplayBufferPool (replay-buffers.ts): a reused SharedArrayBuffer
+   * lent to the caller (`lease`), or a fresh buffer when none is free.
    */
   join(): ReplayBuffer {
-    const out = threadReplayBuffers.take(this.#bytes, !isMainThread);
+    const parts = this.#parts;
+    for (const [cache, fresh] of this.#fresh) {
+      const views = cache.store(fresh);
+      for (const [i, f] of fresh.entries()) parts[f.at] = views[i] as Uint8Array;
+    }
+    const first = parts[0];
+    let total = 0;
+    let contiguous = first !== undefined && immutableArenas.has(first.buffer);
+    let end = first === undefined ? 0 : first.byteOffset;
+    for (const p of parts) {
+      total += p.byteLength;
+      if (contiguous && (p.buffer !== first?.buffer || p.byteOffset !== end)) contiguous = false;
+      end = p.byteOffset + p.byteLength;
+    }
+    if (contiguous && first !== undefined) return { bytes: Buffer.from(first.buffer, first.byteOffset, total) };
+    const out = threadReplayBuffers.take(total, !isMainThread);
     const buf = out.bytes;
     let o = 0;
-    for (const p of this.#parts) {
+    for (const p of parts) {
       buf.set(p, o);
       o += p.byteLength;
     }
@@ -217,29 +297,21 @@ export class CommandReplay {
     return withJoined(out, pieces);
   }
 
-  /** Appends one stored chunk as an `agent_output.replay` event. */
-  chunkPiece(pieces: Pieces, chunk: ReplayChunk): void {
-    pieces.bytes(this.#eventOf(chunk));
-  }
-
   /**
-   * The chunk's `agent_output.replay` event (`id: <cursor>` line, head, then the tail the live
-   * encoder makes from the same facts), from the cache or encoded now (and cached).
+   * Appends one stored chunk's `agent_output.replay` event (`id: <cursor>` line, head, then the
+   * tail the live encoder makes from the same facts): from the cache, or encoded now.
    */
-  #eventOf(chunk: ReplayChunk): Uint8Array {
-    let event = this.#events.get(chunk);
-    if (event === undefined) {
+  chunkPiece(pieces: Pieces, chunk: ReplayChunk): void {
+    pieces.event(this.#events, chunk, () => {
       const id = `id: ${formatOutputCursor(chunk.clock, chunk.seq)}\n`;
       const head = chunkHead('replay', this.agentId, this.commandId, chunk.stream);
       const tail = encodeChunkTail({ ...chunk, agentId: this.agentId, commandId: this.commandId });
-      const e = Buffer.allocUnsafeSlow(id.length + head.byteLength + tail.byteLength);
+      const e = Buffer.allocUnsafe(id.length + head.byteLength + tail.byteLength);
       e.write(id, 0, 'latin1');
       e.set(head, id.length);
       e.set(tail, id.length + head.byteLength);
-      event = e;
-      this.#events.set(chunk, event);
-    }
-    return event;
+      return e;
+    });
   }
 
   /** Appends an output_gap event; returns its id. */

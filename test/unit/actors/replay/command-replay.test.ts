@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { agentReplay, CommandReplay } from '../../../../actors/replay/command-replay.js';
+import { agentReplay, CommandReplay, EventCache } from '../../../../actors/replay/command-replay.js';
 import { encodeChunkSse, encodeChunkWs } from '../../../../actors/protocol/chunk-events.js';
 import { encodeOutputSse, encodeOutputWs } from '../../../../actors/replay/encode.js';
 import { LiveOutputEncoder } from '../../../../actors/replay/output-event.js';
@@ -168,6 +168,42 @@ void describe('CommandReplay', () => {
         assert.deepEqual(replayed, reference);
       }),
       { numRuns: 100 },
+    );
+  });
+
+  void test('a replay of cached events is the same bytes as the first, also when the tail moves and the cache is full', () => {
+    // A cache that holds about two replays of 50 chunks: the third command's replay pushes the first out.
+    const events = new EventCache(2 * 50 * 400);
+    const text = (c: number, seq: number): string => `${'x'.repeat(200)} command ${c} line ${seq}\n`;
+    const replays = [1, 2, 3].map((c) => new CommandReplay('a', `c${c}`, { ringBytes: 1 << 22, events }));
+    const fill = (r: CommandReplay, c: number, from: number, to: number): void => {
+      for (let seq = from; seq <= to; seq++) {
+        const bytes = enc.encode(text(c, seq));
+        r.chunk({ seq, stream: 'stdout', offset: (seq - 1) * bytes.byteLength, timestampMs: seq, eof: false, bytes }, 1000 * c + seq);
+      }
+    };
+    const texts = (bytes: Uint8Array): string[] => parseSse(dec.decode(bytes)).map((e) => (JSON.parse(e.data) as { text: string }).text);
+    for (const [i, r] of replays.entries()) {
+      const c = i + 1;
+      fill(r, c, 1, 50);
+      const cold = Buffer.from(r.replay({ limit: 50 }).bytes);
+      const warm = r.replay({ limit: 50 });
+      assert.deepEqual(Buffer.from(warm.bytes), cold, 'a warm replay repeats the cold one byte for byte');
+      assert.equal(warm.lease, undefined, 'a replay of events cached together is a view of them, nothing lent');
+      fill(r, c, 51, 55);
+      const moved = r.replay({ limit: 50 });
+      assert.deepEqual(
+        texts(moved.bytes),
+        Array.from({ length: 50 }, (_, k) => text(c, k + 6)),
+      );
+      assert.equal(moved.last, `${1000 * c + 55}-55`);
+      assert.ok(events.bytes <= events.maxBytes, `the cache stays within its bound (${events.bytes} bytes)`);
+    }
+    // The first command's events were dropped: its replay encodes them again, the same bytes.
+    const again = replays[0]!.replay({ afterSeq: 5, limit: 50 });
+    assert.deepEqual(
+      texts(again.bytes),
+      Array.from({ length: 50 }, (_, k) => text(1, k + 6)),
     );
   });
 
