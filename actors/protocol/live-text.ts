@@ -143,7 +143,7 @@ interface StreamState {
 /**
  * The carry of each stream of one command, in arrival order (one per command, in the agent
  * actor). An offset jump (bytes missing before a chunk) starts the stream afresh, as the
- * reference decoder (actors/replay/output-event.ts) does.
+ * tests' reference decoder (test/support/reference-output-event.ts) does.
  */
 export class LiveText {
   readonly #streams = new Map<string, StreamState>();

@@ -4,7 +4,7 @@
  * `metrics` and `agent_status` messages (spec 4.18). The main thread writes the slow_subscriber
  * and stream_end events and the WS messages itself; the agent actors write gaps and ends into
  * their replay rings. The chunk events (`agent_output`, `agent_output.replay`, WS `output`) are
- * built in the actors (actors/replay/encode.ts). Serializers are compiled once with
+ * built by chunk-events.ts (live on the main thread, replayed in the shard). Serializers are compiled once with
  * fast-json-stringify at module load.
  *
  * `agent_output.error` data:

@@ -9,7 +9,7 @@
  *
  * Events: `agent_output` (live chunk), `agent_output.replay` (buffered chunk), and
  * `agent_output.error` (codes output_gap, slow_subscriber, stream_end, resume_not_exact,
- * replay_unavailable; encode.ts and output-join.ts). Every chunk and gap event has an id
+ * replay_unavailable; actors/protocol/chunk-events.ts, output-events.ts and output-join.ts). Every chunk and gap event has an id
  * `<clock>-<seq>`; Last-Event-ID resumes exactly after it (src/streaming/output-join.ts).
  */
 import type { Router } from '../http/router.js';

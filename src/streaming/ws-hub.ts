@@ -3,7 +3,7 @@
  * messages, subscriptions by agent, `join_session`, and bounded per-connection backpressure.
  *
  * Messages from the server (JSON text): `server_hello` {conn_id, channels}, the spec's `output`
- * (plus `seq` and `cursor`, encode.ts), `metrics` and `agent_status`, and the replies below.
+ * (plus `seq` and `cursor`, actors/protocol/chunk-events.ts), `metrics` and `agent_status`, and the replies below.
  *
  * Messages from the client:
  *

@@ -1,7 +1,7 @@
 /**
  * The `agent_status` and `metrics` messages of the dashboard WebSocket (spec 4.18), from the
  * agents registry's changes: agent_status when an agent's status changes (or it first appears),
- * metrics when its Agent.metrics change. Each is encoded once (encode.ts) and published to the
+ * metrics when its Agent.metrics change. Each is encoded once (actors/protocol/output-events.ts) and published to the
  * agent's status topic and the all-agents one; nothing is encoded while nobody listens.
  */
 import { encodeAgentStatusWs, encodeMetricsWs, type AgentStatusName } from '../../actors/protocol/output-events.js';

@@ -13,7 +13,7 @@ const forbidden: readonly { rule: string; from: string; to: string }[] = [
   {
     rule: 'src-reaches-actors-only-through-the-runtime-face-and-the-protocol',
     from: 'src/streaming/probe.ts',
-    to: 'actors/replay/encode.ts',
+    to: 'actors/replay/replay-ring.ts',
   },
   {
     rule: 'src-reaches-actors-only-through-the-runtime-face-and-the-protocol',

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { encodeOutputSse } from '../../../actors/replay/encode.js';
-import { LiveOutputEncoder } from '../../../actors/replay/output-event.js';
+import { encodeOutputSse } from '../../support/reference-encode.js';
+import { LiveOutputEncoder } from '../../support/reference-output-event.js';
 import type { ReplayChunk } from '../../../actors/replay/replay-ring.js';
 import { MemorySseSink } from '../../../src/http/inject.js';
 import { encodeSlowSubscriberSse } from '../../../actors/protocol/output-events.js';

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { incompleteTail, LiveText, maxJsonTextBytes, writeJsonUtf8 } from '../../../../actors/protocol/live-text.js';
-import { LiveOutputEncoder } from '../../../../actors/replay/output-event.js';
+import { LiveOutputEncoder } from '../../../support/reference-output-event.js';
 
 interface Piece {
   bytes: Uint8Array;

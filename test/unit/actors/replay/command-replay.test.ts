@@ -1,16 +1,17 @@
 /**
  * The per-command replay state (actors/replay/command-replay.ts): a chunk's publish payload holds
- * exactly the frames encode.ts builds (SSE agent_output and WS output), a replay is exactly the
- * `agent_output.replay` frames, gaps (dropped and evicted) are events, the raw bytes come back
- * out of the stored events, and an agent-scoped replay merges commands by clock.
+ * exactly the frames the reference encoder builds (test/support/reference-encode.ts: SSE
+ * agent_output and WS output), a replay is exactly the `agent_output.replay` frames, also when
+ * it comes from the cache, gaps (dropped and evicted) are events, the raw bytes come back out of
+ * the stored events, and an agent-scoped replay merges commands by clock.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { agentReplay, CommandReplay, EventCache } from '../../../../actors/replay/command-replay.js';
 import { encodeChunkSse, encodeChunkWs } from '../../../../actors/protocol/chunk-events.js';
-import { encodeOutputSse, encodeOutputWs } from '../../../../actors/replay/encode.js';
-import { LiveOutputEncoder } from '../../../../actors/replay/output-event.js';
+import { encodeOutputSse, encodeOutputWs } from '../../../support/reference-encode.js';
+import { LiveOutputEncoder } from '../../../support/reference-output-event.js';
 import { decodeOutputPublish, kPublishEnd, kPublishGap } from '../../../../actors/protocol/publish-frames.js';
 import { ReplayBudget } from '../../../../actors/replay/replay-budget.js';
 import type { OutputStreamName } from '../../../../actors/replay/replay-types.js';
@@ -70,7 +71,7 @@ function feed(
 }
 
 void describe('CommandReplay', () => {
-  void test('a chunk is stored raw; its live SSE and WS frames, encoded from what crossed, are those of encode.ts', () => {
+  void test('a chunk is stored raw; its live SSE and WS frames, encoded from what crossed, are those of the reference encoder', () => {
     const r = new CommandReplay('agent-7', 'cmd-42', { ringBytes: 1 << 20 });
     const { payloads, reference } = feed(r, [
       ['stdout', 'hello\r\n\x1b[31mred\x1b[0m "q" \\'],

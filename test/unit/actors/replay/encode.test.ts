@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { parseOutputCursor } from '../../../../actors/protocol/output-cursor.js';
-import { encodeOutputSse, encodeOutputWs } from '../../../../actors/replay/encode.js';
-import { LiveOutputEncoder } from '../../../../actors/replay/output-event.js';
+import { encodeOutputSse, encodeOutputWs } from '../../../support/reference-encode.js';
+import { LiveOutputEncoder } from '../../../support/reference-output-event.js';
 import type { ReplayChunk } from '../../../../actors/replay/replay-ring.js';
 import { parseOne } from './sse-parse.js';
 

@@ -1,11 +1,12 @@
 /**
- * The per-chunk facts shared by every encoding of a chunk (SSE agent_output, WS output): cursor,
- * base64 and the decoded text, computed once. The text is decoded per (command, stream) by
+ * Tests' reference for the per-chunk facts shared by every encoding of a chunk (SSE agent_output,
+ * WS output): cursor, base64 and the decoded text, computed once (used by reference-encode.ts;
+ * the server's encoder is actors/protocol/chunk-events.ts with actors/protocol/live-text.ts). The text is decoded per (command, stream) by
  * stream-text.ts rules: a character split across chunks appears whole in the chunk where it ends.
  */
-import { formatOutputCursor } from '../protocol/output-cursor.js';
-import type { OutputStreamName, ReplayChunk } from './replay-ring.js';
-import { StreamTextDecoder } from '../protocol/stream-text.js';
+import { formatOutputCursor } from '../../actors/protocol/output-cursor.js';
+import type { OutputStreamName, ReplayChunk } from '../../actors/replay/replay-ring.js';
+import { StreamTextDecoder } from '../../actors/protocol/stream-text.js';
 
 /** The per-chunk facts every encoding of one chunk shares. */
 export interface OutputEvent {

@@ -1,10 +1,10 @@
 /**
- * The chunk events of agent output, encoded once in the actor and written as the same bytes to
- * every subscriber: SSE `agent_output` / `agent_output.replay` (spec 4.7, data object of spec
- * part 2) and the WebSocket `output` message (spec 4.18). Base64 and the UTF-8 text are computed
- * once per chunk (OutputEvent, output-event.ts), shared by SSE and WS. The events built from a
- * message (gaps, ends, slow subscribers, WS metrics and status) are in
- * actors/protocol/output-events.ts.
+ * A reference encoder of the chunk events of agent output, for tests only: SSE `agent_output` /
+ * `agent_output.replay` (spec 4.7, data object of spec part 2) and the WebSocket `output` message
+ * (spec 4.18), built from one OutputEvent (reference-output-event.ts) per chunk. The server
+ * encodes with actors/protocol/chunk-events.ts (live, on the main thread) and, for replays, with
+ * its tail in the shard (actors/replay/command-replay.ts); tests check that their bytes are
+ * exactly this encoder's. This was the actors' encoder before the one-crossing change.
  *
  * The frames are assembled straight into one exact-size buffer: the part that is constant per
  * (agent, command, stream) is serialized once (fast-json-stringify) and cached as bytes; per
@@ -17,8 +17,8 @@
  * as the SSE id), so WS clients can resume and detect gaps too.
  */
 import fastJson from 'fast-json-stringify';
-import { AGENT_OUTPUT_SCHEMA } from '../protocol/output-events.js';
-import type { OutputEvent } from './output-event.js';
+import { AGENT_OUTPUT_SCHEMA } from '../../actors/protocol/output-events.js';
+import type { OutputEvent } from './reference-output-event.js';
 
 type Json = (doc: unknown) => string;
 const str = { type: 'string' } as const;
