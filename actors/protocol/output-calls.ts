@@ -49,7 +49,11 @@ export interface ReplayAnswer {
   state: CommandOutputState;
   /** Events, concatenated (`agent_output.replay` and output_gap `agent_output.error`). */
   bytes: Uint8Array;
-  /** `bytes` is a buffer the shard lent: give it back with releaseReplayBytes (replay-lease.ts) once written. */
+  /**
+   * `bytes` is a buffer the shard lent: give it back with releaseReplayBytes (replay-lease.ts) once
+   * written. Absent when `bytes` is the shard's cached events themselves (never written again:
+   * keep or write them as they are) or a fresh buffer.
+   */
   lease?: number;
   events: number;
   chunks: number;

@@ -8,9 +8,10 @@
  * fanout encodes a live event only when someone subscribes. A replay encodes each chunk's SSE
  * tail from the same facts with the same encoder (actors/protocol/chunk-events.ts), so the
  * replayed text is byte for byte the live text, and keeps the whole event (`id: <cursor>\n`, the
- * `agent_output.replay` head, the tail) in the shard's EventCache: the next subscriber's replay
- * is then one copy per event into one buffer, usually a buffer the thread reuses and lends to the
- * caller (see Pieces.join). The ring is charged for the raw bytes it holds.
+ * `agent_output.replay` head, the tail) in the shard's EventCache, the events of one replay back to
+ * back in one arena: the next subscriber's replay of the same chunks is a view of that arena (no
+ * copy), otherwise one copy per event into one buffer the thread reuses and lends to the caller
+ * (see Pieces.join). The ring is charged for the raw bytes it holds.
  */
 import { isMainThread } from 'node:worker_threads';
 import { formatOutputCursor, type OutputCursor } from '../protocol/output-cursor.js';
@@ -33,7 +34,7 @@ export interface LiveChunk {
   bytes: Uint8Array;
 }
 
-/** A replay as ready-to-write SSE bytes (one buffer: one copy across the thread, one socket write). */
+/** A replay as ready-to-write SSE bytes (one buffer: no copy across the thread, one socket write). */
 export interface ReplayBytes {
   /** The events, concatenated. */
   bytes: Uint8Array;

@@ -1,8 +1,10 @@
 /**
  * The buffers a thread's replays are joined into, reused from one replay to the next.
  *
- * A replay of 1,000 × 4 KiB chunks is ≈ 10 MiB of SSE. Joined into a fresh SharedArrayBuffer each
- * time, most of the actor call went to first-touch page faults of the new memory (the kernel
+ * A replay whose events are cached back to back in one arena is a view of it and needs none of
+ * these (command-replay.ts, EventCache); the others (events cached by different replays, a moved
+ * tail, gaps) are copied into one buffer. A replay of 1,000 × 4 KiB chunks is ≈ 10 MiB of SSE.
+ * Joined into a fresh SharedArrayBuffer each time, most of the actor call went to first-touch page faults of the new memory (the kernel
  * zeroing 2,500 pages), and the old buffer waited for a GC. Here a thread keeps a few lendable
  * buffers (actors/protocol/replay-lease.ts): a replay is copied into a free one, whose ticket
  * marks it lent until the main thread has written it to the socket and released it. A replay

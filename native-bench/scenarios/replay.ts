@@ -16,8 +16,10 @@
  *           1,000 × 256 B, target ≤ 5 ms) and `ms256Pass`; `workersVsInline` (4 KiB, inline
  *           median ÷ workers median).
  *
- * The agent actor keeps raw chunks; a replay encodes each chunk's SSE tail once with the live
- * encoder and caches it (actors/replay/command-replay.ts), so a replay is one concatenation.
+ * The agent actor keeps raw chunks; the first replay encodes each chunk's event once with the live
+ * encoder and caches the events together in one arena (actors/replay/command-replay.ts,
+ * EventCache), so a later replay of the same chunks is a view of that memory, written to the
+ * socket as it is.
  */
 import { performance } from 'node:perf_hooks';
 import { agentActorId } from '../../actors/protocol/agent-frames.js';
@@ -78,7 +80,7 @@ async function measureMode(client: BenchClient, mode: 'workers' | 'inline', iter
         warmup: 0,
       });
       const args = { commandId, mode: 'tail', limit: CHUNKS };
-      // A copy: the answer's buffer is lent by the shard and goes back to it (replay-lease.ts).
+      // A copy: the answer's buffer is the shard's cache (or lent by it: replay-lease.ts).
       const once = await server.actors.call<ReplayAnswer>(agentActorId(AGENT), 'output.replay', args);
       raw.body = Buffer.from(once.bytes);
       releaseReplayBytes(once);
