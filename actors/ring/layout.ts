@@ -48,12 +48,15 @@
  * record, and publishes the freed space with `Atomics.store(kTail)` only after the view it
  * handed out is no longer used. Sequentially consistent atomics order the plain accesses.
  *
- * Waking: a side that must wait sets its waiting flag (kConsumerWaiting / kProducerWaiting),
- * re-reads the other side's counter, and then waits with `Atomics.waitAsync` on that counter's
- * current value; the other side stores its counter first and reads the flag second, and calls
- * `Atomics.notify` only when the flag is set. Either the waiter sees the new counter or the
- * notifier sees the flag (both orders are seq-cst), and waitAsync itself returns at once when the
- * value has already changed, so no wake-up is lost and a busy stream pays no notify per record.
+ * Waking: a side that must wait sets its waiting flag (kConsumerWaiting / kProducerWaiting) to 1
+ * before every wait, re-reads the other side's counter, and then waits with `Atomics.waitAsync`
+ * on that counter's current value; the other side stores its counter first and reads the flag
+ * second, and when it is set, lowers it (`Atomics.exchange`, so only one notifier wins) and calls
+ * `Atomics.notify`, which wakes every waiter of that counter. Either the waiter sees the new
+ * counter or the notifier sees the flag (both orders are seq-cst), and waitAsync itself returns
+ * at once when the value has already changed, so no wake-up is lost; a waiter that registers
+ * after the flag was lowered raised it again first. A busy stream pays no notify per record, and
+ * a woken side that has not run yet is not notified again for each record published meanwhile.
  * Close sets kClosed and notifies kHead unconditionally; a consumer re-reads kClosed after its
  * waiter is registered, so a close between its check and its wait is not lost either.
  * `Atomics.wait` (blocking) is never used.

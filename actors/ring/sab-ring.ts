@@ -62,6 +62,16 @@ function openRing(sab: SharedArrayBuffer): RingViews {
   };
 }
 
+/**
+ * After storing the counter at `counterSlot`: wakes the other side if its flag says it waits.
+ * The flag is lowered by whoever notifies, so the other side is notified once per wait, not on
+ * every record it has not yet woken up for (a woken thread takes a while to run, and a busy
+ * producer published dozens of records meanwhile, each paying a futex call for no waiter).
+ */
+function wakeIfWaiting(ctrl: Int32Array, flagSlot: number, counterSlot: number): void {
+  if (Atomics.load(ctrl, flagSlot) !== 0 && Atomics.exchange(ctrl, flagSlot, 0) !== 0) Atomics.notify(ctrl, counterSlot);
+}
+
 function partsLength(parts: Uint8Array | readonly Uint8Array[]): number {
   if (parts instanceof Uint8Array) return parts.byteLength;
   let n = 0;
@@ -82,7 +92,7 @@ export class SabRingProducer implements RingProducer {
   /** Our copy of kHead (we are its only writer). */
   #head: number;
   #closed = false;
-  /** Pending waitWritable calls in this thread; kProducerWaiting is 1 while > 0. */
+  /** Pending waitWritable calls in this thread; kProducerWaiting is lowered when the last ends. */
   #waiters = 0;
 
   constructor(sab: SharedArrayBuffer) {
@@ -134,7 +144,9 @@ export class SabRingProducer implements RingProducer {
     for (;;) {
       signal?.throwIfAborted();
       if (this.#closed || this.#makeRoom(size)) return;
-      if (this.#waiters++ === 0) Atomics.store(ctrl, kProducerWaiting, 1);
+      this.#waiters++;
+      // Raised before every wait, not only the first: the consumer lowers it when it notifies.
+      Atomics.store(ctrl, kProducerWaiting, 1);
       try {
         // Re-read kTail after raising the flag: either we see the consumer's progress here, or
         // the consumer sees our flag and notifies.
@@ -178,7 +190,7 @@ export class SabRingProducer implements RingProducer {
   #publish(head: number): void {
     this.#head = head;
     Atomics.store(this.#ctrl, kHead, head);
-    if (Atomics.load(this.#ctrl, kConsumerWaiting) !== 0) Atomics.notify(this.#ctrl, kHead);
+    wakeIfWaiting(this.#ctrl, kConsumerWaiting, kHead);
   }
 }
 
@@ -192,7 +204,7 @@ export class SabRingConsumer implements RingConsumer {
   readonly #mask: number;
   /** Our copy of kTail (we are its only writer). */
   #tail: number;
-  /** Pending waitReadable calls in this thread; kConsumerWaiting is 1 while > 0. */
+  /** Pending waitReadable calls in this thread; kConsumerWaiting is lowered when the last ends. */
   #waiters = 0;
 
   constructor(sab: SharedArrayBuffer) {
@@ -242,7 +254,7 @@ export class SabRingConsumer implements RingConsumer {
       }
     } finally {
       this.#tail = tail;
-      if (tail !== start && Atomics.load(ctrl, kProducerWaiting) !== 0) Atomics.notify(ctrl, kTail);
+      if (tail !== start) wakeIfWaiting(ctrl, kProducerWaiting, kTail);
     }
     return n;
   }
@@ -253,7 +265,9 @@ export class SabRingConsumer implements RingConsumer {
       signal?.throwIfAborted();
       if (this.#hasRecord()) return true;
       if (Atomics.load(ctrl, kClosed) !== 0) return this.#hasRecord();
-      if (this.#waiters++ === 0) Atomics.store(ctrl, kConsumerWaiting, 1);
+      this.#waiters++;
+      // Raised before every wait, not only the first: the producer lowers it when it notifies.
+      Atomics.store(ctrl, kConsumerWaiting, 1);
       try {
         const head = Atomics.load(ctrl, kHead);
         if (head !== this.#tail || Atomics.load(ctrl, kClosed) !== 0) continue;
@@ -272,7 +286,7 @@ export class SabRingConsumer implements RingConsumer {
     if (this.#words[pos >>> 2] !== kPadMarker) return true;
     this.#tail = (this.#tail + this.capacityBytes - pos) | 0;
     Atomics.store(this.#ctrl, kTail, this.#tail);
-    if (Atomics.load(this.#ctrl, kProducerWaiting) !== 0) Atomics.notify(this.#ctrl, kTail);
+    wakeIfWaiting(this.#ctrl, kProducerWaiting, kTail);
     return head !== this.#tail;
   }
 }
