@@ -13,6 +13,7 @@ import {
   kControlSlots,
   kHead,
   kMagic,
+  kMaxSkipBytes,
   kPadMarker,
   kProducerWaiting,
   kRecordHeaderBytes,
@@ -112,17 +113,29 @@ export class SabRingProducer implements RingProducer {
     return (this.#head - Atomics.load(this.#ctrl, kTail)) >>> 0;
   }
 
-  tryWrite(parts: Uint8Array | readonly Uint8Array[]): boolean {
+  tryWrite(parts: Uint8Array | readonly Uint8Array[], alignLast = false): boolean {
     if (this.#closed) throw new Error('ring is closed');
     const length = partsLength(parts);
     if (length > this.maxRecordBytes) {
       throw new RangeError(`record of ${length} bytes exceeds maxRecordBytes ${this.maxRecordBytes}`);
     }
-    const size = recordBytes(length);
-    if (!this.#makeRoom(size)) return false;
+    let skip = 0;
+    if (alignLast && !(parts instanceof Uint8Array) && parts.length > 0) {
+      const last = parts[parts.length - 1]!;
+      skip = (last.byteOffset - (length - last.byteLength)) & 7;
+      if (skip + length > this.maxRecordBytes) skip = 0;
+    }
+    let size = recordBytes(skip + length);
+    if (!this.#makeRoom(size)) {
+      // Without the skip it may fit (waitWritable promised room for the record, not for its skip).
+      if (skip === 0 || !this.#makeRoom(recordBytes(length))) return false;
+      skip = 0;
+      size = recordBytes(length);
+    }
     const pos = this.#head & this.#mask;
     this.#words[pos >>> 2] = length;
-    let off = pos + kRecordHeaderBytes;
+    this.#words[(pos >>> 2) + 1] = skip;
+    let off = pos + kRecordHeaderBytes + skip;
     if (parts instanceof Uint8Array) {
       this.#bytes.set(parts, off);
     } else {
@@ -241,14 +254,15 @@ export class SabRingConsumer implements RingConsumer {
           Atomics.store(ctrl, kTail, tail);
           continue;
         }
-        const off = pos + kRecordHeaderBytes;
+        const skip = words[(pos >>> 2) + 1]! & kMaxSkipBytes;
+        const off = pos + kRecordHeaderBytes + skip;
         // Count the record as consumed even when fn throws, or it would be redelivered forever.
         n++;
         try {
           fn(this.#bytes.subarray(off, off + length));
         } finally {
           // Release the space only after fn is done with the zero-copy view.
-          tail = (tail + recordBytes(length)) | 0;
+          tail = (tail + recordBytes(skip + length)) | 0;
           Atomics.store(ctrl, kTail, tail);
         }
       }
