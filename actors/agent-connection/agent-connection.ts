@@ -25,6 +25,7 @@ import type { StateMachine } from '../../src/core/state-machine.js';
 import type { Actor, ActorContext } from '../runtime/actor.js';
 import { AgentCommands } from './agent-commands.js';
 import { AgentFacts } from './agent-facts.js';
+import { OutputChunkReader } from './output-chunk-wire.js';
 import { clip } from './agent-view.js';
 import { emittingOutputSink, type CommandOutputSink } from './command-output.js';
 import { CommandTracker } from './command-tracker.js';
@@ -67,6 +68,11 @@ interface Stream {
   closing: boolean;
 }
 
+/** The AgentMessage member an OutputStream code came in. */
+function streamPayload(stream: number): 'stdout' | 'stderr' | 'log' {
+  return stream === OutputStream.stderr ? 'stderr' : stream === OutputStream.log ? 'log' : 'stdout';
+}
+
 export class AgentConnectionActor implements Actor, Tickable {
   readonly #ctx: ActorContext;
   readonly #init: AgentActorInit;
@@ -78,6 +84,7 @@ export class AgentConnectionActor implements Actor, Tickable {
   readonly #machine: StateMachine<AgentStatus>;
   readonly #rejected = new Map<RejectReason, number>();
   readonly #facts: AgentFacts;
+  readonly #chunks = new OutputChunkReader();
   #stream: Stream | null = null;
   #lastReported: ReportedStatus | null = null;
   #removalRequested = false;
@@ -272,6 +279,12 @@ export class AgentConnectionActor implements Actor, Tickable {
     if (s === null) return this.reject('not_attached');
     if (s.closing) return;
     if (bytes.byteLength > MAX_MESSAGE_BYTES) return this.reject('oversized', { bytes: bytes.byteLength });
+    // Output chunks, most of what an agent sends, without protobufjs (output-chunk-wire.ts).
+    const chunk = this.#chunks.read(bytes);
+    if (chunk !== null) {
+      if (!s.registered) return this.reject('before_registration', { payload: streamPayload(chunk.stream) });
+      return this.#commands.onChunk(chunk.stream, chunk);
+    }
     let msg: v1.AgentMessage;
     try {
       msg = v1.AgentMessage.decode(bytes);
@@ -288,10 +301,13 @@ export class AgentConnectionActor implements Actor, Tickable {
         this.#facts.metrics(msg.metrics!);
         return this.#queueSnapshot();
       case 'stdout':
+        this.#chunks.learn(bytes, msg.stdout!.streamId);
         return this.#commands.onChunk(OutputStream.stdout, msg.stdout!);
       case 'stderr':
+        this.#chunks.learn(bytes, msg.stderr!.streamId);
         return this.#commands.onChunk(OutputStream.stderr, msg.stderr!);
       case 'log':
+        this.#chunks.learn(bytes, msg.log!.streamId);
         return this.#commands.onChunk(OutputStream.log, msg.log!);
       case 'outputGap':
         return this.#commands.onGap(msg.outputGap!);

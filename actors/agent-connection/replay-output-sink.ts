@@ -18,7 +18,13 @@ import { chatTopic, commandKey, encodeChatPublish, PublishFrameKind } from '../p
 import type { OutputStreamName } from '../replay/replay-types.js';
 import { shardReplay, type ShardReplay } from '../replay/shard-replay.js';
 import { SvcError } from '../../src/core/errors.js';
-import { AgentFrameKind, OutputStream, type CommandGapFrame, type CommandResultFrame } from '../protocol/agent-frames.js';
+import {
+  AgentFrameKind,
+  OutputStream,
+  type CommandGapFrame,
+  type CommandResultFrame,
+  type OutputHeader,
+} from '../protocol/agent-frames.js';
 import { outputFrameInScratch } from './output-frame.js';
 import type { Outbox } from '../runtime/outbox.js';
 import type { ChunkHeader, CommandOutputSink, OutputSinkOwner } from './output-sink.js';
@@ -64,6 +70,10 @@ export class ReplayOutputSink implements CommandOutputSink {
   readonly #shard: ShardReplay;
   readonly #commands = new Map<string, CommandReplay>();
   readonly #chats = new Map<string, Map<string, ChatProjection>>();
+  /** commandKey per command id (one string per command instead of one per chunk). */
+  readonly #keys = new Map<string, string>();
+  /** The header of the chunk being sent (reused: nothing is allocated per chunk for it). */
+  readonly #frame: Required<OutputHeader> = { stream: 0, eof: false, seq: 0, offset: 0, timestampMs: 0, clock: 0, carry: EMPTY };
   #owner: OutputSinkOwner = { agentId: '', now: Date.now, commandState: () => 'unknown' };
   #clock = new CursorClock();
   #stopped = false;
@@ -85,7 +95,7 @@ export class ReplayOutputSink implements CommandOutputSink {
   }
 
   output(commandId: string, header: ChunkHeader, data: Uint8Array): void {
-    const key = commandKey(this.#owner.agentId, commandId);
+    const key = this.#keyOf(commandId);
     if (this.#stopped) {
       this.#outbox.emit(AgentFrameKind.kFrameCommandOutput, key, outputFrameInScratch(header, data));
       return;
@@ -97,7 +107,14 @@ export class ReplayOutputSink implements CommandOutputSink {
       clock,
     );
     // clock 0: not stored, so not published (the ring was released or already had the seq).
-    const frame = carry === null ? header : { ...header, clock, carry };
+    const frame = this.#frame;
+    frame.stream = header.stream;
+    frame.eof = header.eof;
+    frame.seq = header.seq;
+    frame.offset = header.offset;
+    frame.timestampMs = header.timestampMs;
+    frame.clock = carry === null ? 0 : clock;
+    frame.carry = carry ?? EMPTY;
     this.#outbox.emit(AgentFrameKind.kFrameCommandOutput, key, outputFrameInScratch(frame, data));
     if (stream === 'stdout') {
       const chats = this.#chats.get(commandId);
@@ -240,9 +257,21 @@ export class ReplayOutputSink implements CommandOutputSink {
       this.#outbox.emit(PublishFrameKind.kFrameChatPublish, topic, encodeChatPublish(f.terminal, f.id, f.frame), true);
   }
 
+  #keyOf(commandId: string): string {
+    let key = this.#keys.get(commandId);
+    if (key === undefined) {
+      key = commandKey(this.#owner.agentId, commandId);
+      // Commands without output state (released, stopped) are few; the bound is for a misbehaving agent.
+      if (this.#keys.size >= 4096) this.#keys.clear();
+      this.#keys.set(commandId, key);
+    }
+    return key;
+  }
+
   #release(commandId: string, replay: CommandReplay): void {
     if (this.#commands.get(commandId) !== replay) return;
     this.#commands.delete(commandId);
+    this.#keys.delete(commandId);
     replay.ring.release();
     const chats = this.#chats.get(commandId);
     if (chats !== undefined) {

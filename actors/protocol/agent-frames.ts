@@ -219,42 +219,65 @@ export type OutputHeader = Omit<OutputFrame, 'data' | 'clock' | 'carry'> & { clo
 /**
  * kFrameCommandOutput layout (little-endian), key `<agent_id>\0<command_id>` (commandKey):
  *
- *   0       1       2          3          6      8          16          24              32         40
- *   ┌───────┬───────┬──────────┬──────────┬──────┬──────────┬───────────┬───────────────┬──────────┬────────┐
- *   │ u8    │ u8    │ u8 carry │ carry    │ zero │ f64 seq  │f64 offset │ f64 timestamp │ f64 clock│ data … │
- *   │stream │flags  │ bytes 0-3│ (3 bytes)│      │          │           │ Unix ms       │          │        │
- *   └───────┴───────┴──────────┴──────────┴──────┴──────────┴───────────┴───────────────┴──────────┴────────┘
+ *   0       1       2          3          6      7      8          16          24              32         40    40 + pad
+ *   ┌───────┬───────┬──────────┬──────────┬──────┬──────┬──────────┬───────────┬───────────────┬──────────┬─────┬────────┐
+ *   │ u8    │ u8    │ u8 carry │ carry    │ u8   │ zero │ f64 seq  │f64 offset │ f64 timestamp │ f64 clock│ pad │ data … │
+ *   │stream │flags  │ bytes 0-3│ (3 bytes)│ pad  │      │          │           │ Unix ms       │          │ 0-7 │        │
+ *   └───────┴───────┴──────────┴──────────┴──────┴──────┴──────────┴───────────┴───────────────┴──────────┴─────┴────────┘
  *
- * flags bit 0: eof. 64-bit counters are f64: exact below 2^53 (proto/README.md).
+ * flags bit 0: eof. 64-bit counters are f64: exact below 2^53 (proto/README.md). `pad` (0–7)
+ * zero bytes put the data at the same address modulo 8 as where the writer copied it from (a
+ * chunk inside an agent message in a shard ring sits anywhere): V8 copies shared memory word by
+ * word only between addresses aligned alike, and byte by byte otherwise, about 8 times slower.
  */
 export function encodeOutputFrame(o: OutputHeader, data: Uint8Array): Uint8Array {
   return writeOutputFrame(new Uint8Array(kOutputHeaderBytes + data.byteLength), o, data);
 }
 
+/** Bytes of a kFrameCommandOutput payload with `dataBytes` of data after `pad` bytes of padding. */
+export function outputFrameBytes(dataBytes: number, pad = 0): number {
+  return kOutputHeaderBytes + pad + dataBytes;
+}
+
 /**
- * Writes the frame into `out`, which must be exactly kOutputHeaderBytes + data.byteLength long
- * (a view of a reused buffer on the hot path); returns `out`.
+ * Writes the frame into `out`, which must be exactly outputFrameBytes(data.byteLength, pad)
+ * long (a view of a reused buffer on the hot path); returns `out`.
  */
-export function writeOutputFrame(out: Uint8Array, o: OutputHeader, data: Uint8Array): Uint8Array {
+export function writeOutputFrame(out: Uint8Array, o: OutputHeader, data: Uint8Array, pad = 0): Uint8Array {
   const view = new DataView(out.buffer, out.byteOffset, kOutputHeaderBytes);
   const carry = o.carry ?? EMPTY_BYTES;
   if (carry.byteLength > 3) throw new RangeError(`an output carry is at most 3 bytes, got ${carry.byteLength}`);
+  if (!(pad >= 0 && pad <= 7)) throw new RangeError(`an output frame's pad is 0-7 bytes, got ${pad}`);
   out.fill(0, 0, 8);
   out[0] = o.stream;
   out[1] = o.eof ? 1 : 0;
   out[2] = carry.byteLength;
   out.set(carry, 3);
+  out[6] = pad;
   view.setFloat64(8, o.seq, true);
   view.setFloat64(16, o.offset, true);
   view.setFloat64(24, o.timestampMs, true);
   view.setFloat64(32, o.clock ?? 0, true);
-  out.set(data, kOutputHeaderBytes);
+  if (pad > 0) out.fill(0, kOutputHeaderBytes, kOutputHeaderBytes + pad);
+  out.set(data, kOutputHeaderBytes + pad);
   return out;
 }
 
-/** Decodes a kFrameCommandOutput payload; null when it is shorter than the header. */
+/** Where the data of a kFrameCommandOutput payload starts (header and pad). */
+function dataStart(payload: Uint8Array): number {
+  return kOutputHeaderBytes + (payload[6]! & 7);
+}
+
+/** The data bytes of a kFrameCommandOutput payload (without header and pad); 0 for a malformed one. */
+export function outputDataBytes(payload: Uint8Array): number {
+  return payload.byteLength < kOutputHeaderBytes ? 0 : Math.max(0, payload.byteLength - dataStart(payload));
+}
+
+/** Decodes a kFrameCommandOutput payload; null when it is shorter than its header and pad. */
 export function decodeOutputFrame(payload: Uint8Array): OutputFrame | null {
   if (payload.byteLength < kOutputHeaderBytes) return null;
+  const start = dataStart(payload);
+  if (payload.byteLength < start) return null;
   const view = new DataView(payload.buffer, payload.byteOffset, kOutputHeaderBytes);
   return {
     stream: payload[0]!,
@@ -264,7 +287,7 @@ export function decodeOutputFrame(payload: Uint8Array): OutputFrame | null {
     timestampMs: view.getFloat64(24, true),
     clock: view.getFloat64(32, true),
     carry: payload.subarray(3, 3 + Math.min(3, payload[2]!)),
-    data: payload.subarray(kOutputHeaderBytes),
+    data: payload.subarray(start),
   };
 }
 

@@ -156,7 +156,35 @@ export function decodeFrame(record: Uint8Array): Frame {
   return { kind, flags: record[1]!, key: decodeKey(record, keyEnd), payload: record.subarray(payloadStart) };
 }
 
+/**
+ * The last keys decoded, by slot (key length and first byte): a stream of frames for the same
+ * actor or command repeats its key, and handing back the same string saves building it again
+ * and hashing it again on the next Map lookup. Tiny and per thread.
+ */
+const kKeyCacheSlots = 16;
+const cachedKeys: Array<{ bytes: Uint8Array; key: string } | undefined> = new Array<undefined>(kKeyCacheSlots).fill(undefined);
+
+function cachedKey(record: Uint8Array, keyEnd: number): { slot: number; key: string | undefined } {
+  const n = keyEnd - kFrameHeaderBytes;
+  const slot = (n + (n > 0 ? record[keyEnd - 1]! : 0)) & (kKeyCacheSlots - 1);
+  const hit = cachedKeys[slot];
+  if (hit === undefined || hit.bytes.byteLength !== n) return { slot, key: undefined };
+  const bytes = hit.bytes;
+  for (let i = 0; i < n; i++) if (bytes[i] !== record[kFrameHeaderBytes + i]) return { slot, key: undefined };
+  return { slot, key: hit.key };
+}
+
 function decodeKey(record: Uint8Array, keyEnd: number): string {
+  const n = keyEnd - kFrameHeaderBytes;
+  if (n > 128) return decodeKeyText(record, keyEnd);
+  const { slot, key } = cachedKey(record, keyEnd);
+  if (key !== undefined) return key;
+  const fresh = decodeKeyText(record, keyEnd);
+  cachedKeys[slot] = { bytes: record.slice(kFrameHeaderBytes, keyEnd), key: fresh };
+  return fresh;
+}
+
+function decodeKeyText(record: Uint8Array, keyEnd: number): string {
   // Actor ids and topics are ASCII in practice; short ASCII keys skip TextDecoder's call cost.
   if (keyEnd - kFrameHeaderBytes <= 64) {
     let s = '';

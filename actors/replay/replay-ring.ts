@@ -9,9 +9,22 @@
  * Bounds: `maxBytes` per ring (default 4 MiB) and the shard's shared {@link ReplayBudget}
  * (default 256 MiB). Every entry is charged its payload plus {@link kEntryOverheadBytes}, so a
  * flood of empty or one-byte chunks is bounded too. Eviction removes whole entries, oldest first.
- * Each stored chunk is copied once, into an array of its own exact size: thousands of mostly idle
- * rings share one budget, and a slab per ring would either be charged for its slack (penalising
- * small rings) or not (breaking the bound).
+ *
+ * Storage: each stored chunk is copied once. A small ring copies each chunk into an array of its
+ * own exact size: thousands of mostly idle rings share one budget, and a slab per ring would
+ * either be charged for its slack (penalising small rings) or not (breaking the bound). A busy
+ * ring (a limit of at least {@link kSlabMinRingBytes} and {@link kSlabBytes} held) copies its
+ * chunks into slabs of kSlabBytes instead, and is charged for each whole slab while it holds one
+ * (its chunks then cost only their overhead): a streaming command allocates one array per 64 KiB
+ * instead of one per chunk, which spared the shard's allocator, its garbage collector and the
+ * collector's helper threads most of their work per chunk (flamegraphs/ingest-after-2.md). A
+ * chunk lands in its slab at the same offset modulo 8 as its source, so the copy out of a shard
+ * ring (shared memory, which V8 copies word by word only when both sides are aligned alike) is
+ * not done byte by byte. A slab whose chunks are all evicted goes back to the thread's pool
+ * (at most {@link kSlabPoolSlabs}, not charged to any ring) for the next slab a ring opens, so a
+ * steady stream allocates nothing: allocating 100 MB/s of fresh arrays made V8 run a full
+ * collection every 64 MB of them. Hence the rule of ReplayChunk.bytes: valid while its chunk is
+ * retained (replay-types.ts).
  *
  * Finished commands: the owner calls `finish(exitCode)` and releases the ring (`release()`)
  * after its retention period (default {@link DEFAULT_REPLAY_RETENTION_MS}); the timer is the
@@ -29,6 +42,30 @@ export const DEFAULT_REPLAY_RING_BYTES = 4 * 1024 * 1024;
 export const DEFAULT_REPLAY_RETENTION_MS = 5 * 60 * 1000;
 /** Bytes charged per entry beyond its payload (objects and array headers; measured ≈ 310 on Node 20 x64). */
 export const kEntryOverheadBytes = 320;
+/** Size of a busy ring's slabs. */
+export const kSlabBytes = 64 * 1024;
+/** Rings with a smaller limit never use slabs (a slab would be a large part of what they may hold). */
+export const kSlabMinRingBytes = 16 * kSlabBytes;
+/** Chunks above this size get an array of their own, in slab mode too. */
+const kSlabMaxChunkBytes = kSlabBytes / 4;
+/** Emptied slabs kept per thread for reuse (2 MiB). */
+export const kSlabPoolSlabs = 32;
+const slabPool: Uint8Array[] = [];
+
+function takeSlab(): Uint8Array {
+  return slabPool.pop() ?? new Uint8Array(kSlabBytes);
+}
+
+function returnSlab(bytes: Uint8Array): void {
+  if (slabPool.length < kSlabPoolSlabs) slabPool.push(bytes);
+}
+
+/** One slab: the chunks stored in it, so it is uncharged when the last of them is evicted. */
+interface Slab {
+  readonly bytes: Uint8Array;
+  used: number;
+  chunks: number;
+}
 
 interface GapMarker {
   readonly kind: 'gap';
@@ -66,6 +103,8 @@ export class ReplayRing {
   #finishedAtMs: number | undefined;
   #exitCode: number | undefined;
   #released = false;
+  /** Slabs holding retained chunks, oldest first; chunks go into the last one. */
+  #slabs: Slab[] = [];
 
   constructor(commandId: string, opts: ReplayRingOptions = {}) {
     const maxBytes = opts.maxBytes ?? DEFAULT_REPLAY_RING_BYTES;
@@ -126,8 +165,7 @@ export class ReplayRing {
     if (seq > this.#lastSeq + 1) {
       this.#push({ kind: 'gap', seq: this.#lastSeq + 1, toSeq: seq - 1, clock, timestampMs: chunk.timestampMs, lostBytes: undefined }, 0);
     }
-    const copy = new Uint8Array(chunk.bytes.byteLength);
-    copy.set(chunk.bytes);
+    const { copy, charged } = this.#store(chunk.bytes);
     const entry: ReplayChunk = {
       kind: 'chunk',
       seq,
@@ -139,8 +177,36 @@ export class ReplayRing {
       carry: chunk.carry ?? NO_CARRY,
       bytes: copy,
     };
-    this.#push(entry, copy.byteLength);
+    this.#push(entry, charged);
     return 'stored';
+  }
+
+  /**
+   * Copies `src` into the ring's storage; returns the copy and the bytes to charge for it (its
+   * length, or in a slab: nothing, or the whole slab when it opened one).
+   */
+  #store(src: Uint8Array): { copy: Uint8Array; charged: number } {
+    const n = src.byteLength;
+    if (this.maxBytes < kSlabMinRingBytes || n > kSlabMaxChunkBytes || (this.#bytes < kSlabBytes && this.#slabs.length === 0)) {
+      const copy = new Uint8Array(n);
+      copy.set(src);
+      return { copy, charged: n };
+    }
+    let slab = this.#slabs.at(-1);
+    let charged = 0;
+    // Same offset modulo 8 as the source: V8 copies shared memory word by word only then.
+    let at = slab === undefined ? 0 : alignLike(slab.used, src.byteOffset);
+    if (slab === undefined || at + n > kSlabBytes) {
+      slab = { bytes: takeSlab(), used: 0, chunks: 0 };
+      this.#slabs.push(slab);
+      charged = kSlabBytes;
+      at = alignLike(0, src.byteOffset);
+    }
+    const copy = slab.bytes.subarray(at, at + n);
+    copy.set(src);
+    slab.used = at + n;
+    slab.chunks++;
+    return { copy, charged };
   }
 
   /**
@@ -176,6 +242,8 @@ export class ReplayRing {
     this.trimTo(0);
     this.#released = true;
     this.#entries = [];
+    for (const slab of this.#slabs) returnSlab(slab.bytes);
+    this.#slabs = [];
     this.#head = 0;
     this.#budget?.unregister(this);
   }
@@ -279,11 +347,11 @@ export class ReplayRing {
     return clock;
   }
 
-  #push(e: Entry, payloadBytes: number): void {
+  #push(e: Entry, chargedBytes: number): void {
     this.#entries.push(e);
     this.#lastSeq = endSeq(e);
     this.#lastClock = e.clock;
-    const cost = payloadBytes + kEntryOverheadBytes;
+    const cost = chargedBytes + kEntryOverheadBytes;
     this.#bytes += cost;
     // The ring's own limit first, so the budget only sees (and trims for) the net change.
     const freed = this.#bytes > this.maxBytes ? this.#evict(this.maxBytes) : 0;
@@ -298,7 +366,7 @@ export class ReplayRing {
       const e = entries[this.#head] as Entry;
       entries[this.#head] = undefined as unknown as Entry; // let the bytes go before compaction
       this.#head++;
-      const cost = costOf(e);
+      const cost = this.#costOf(e);
       this.#bytes -= cost;
       freed += cost;
       this.#evictedSeq = endSeq(e);
@@ -324,12 +392,24 @@ export class ReplayRing {
     }
     return lo;
   }
+
+  /** What evicting `e` frees: its overhead and its own array, or its slab once the slab's last chunk goes. */
+  #costOf(e: Entry): number {
+    if (e.kind !== 'chunk') return kEntryOverheadBytes;
+    const slab = this.#slabs[0];
+    if (slab === undefined || e.bytes.buffer !== slab.bytes.buffer) return e.bytes.byteLength + kEntryOverheadBytes;
+    if (--slab.chunks > 0) return kEntryOverheadBytes;
+    this.#slabs.shift();
+    returnSlab(slab.bytes);
+    return kSlabBytes + kEntryOverheadBytes;
+  }
 }
 
 function endSeq(e: Entry): number {
   return e.kind === 'chunk' ? e.seq : e.toSeq;
 }
 
-function costOf(e: Entry): number {
-  return (e.kind === 'chunk' ? e.bytes.byteLength : 0) + kEntryOverheadBytes;
+/** The first offset ≥ `at` with the same remainder modulo 8 as `like`. */
+function alignLike(at: number, like: number): number {
+  return at + ((like - at) & 7);
 }

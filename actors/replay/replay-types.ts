@@ -21,7 +21,11 @@ export interface ChunkInput {
   carry?: Uint8Array;
 }
 
-/** A retained chunk. Read-only: shared by every replay that returns it. */
+/**
+ * A retained chunk. Read-only: shared by every replay that returns it. `bytes` is valid while the
+ * chunk is retained: a busy ring reuses the memory of evicted chunks (replay-ring.ts, slabs), so
+ * read or copy it before the ring can evict (synchronously, in the call that got the chunk).
+ */
 export interface ReplayChunk {
   readonly kind: 'chunk';
   readonly seq: number;

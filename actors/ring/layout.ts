@@ -25,16 +25,20 @@
  * A record at position p (a multiple of kRecordAlignBytes):
  *
  * ```
- *   p         p+4          p+8                      p+8+length        p + recordBytes(length)
- *   ┌─────────┬────────────┬────────────────────────┬─────────────────┐
- *   │ u32 len │ (padding)  │ payload (len bytes)    │ pad to 8 bytes  │ next record …
- *   └─────────┴────────────┴────────────────────────┴─────────────────┘
+ *   p         p+4          p+8       p+8+skip                 p+8+skip+length   p + recordBytes(skip + length)
+ *   ┌─────────┬────────────┬─────────┬────────────────────────┬─────────────────┐
+ *   │ u32 len │ u32 skip   │ 0-7 B   │ payload (len bytes)    │ pad to 8 bytes  │ next record …
+ *   └─────────┴────────────┴─────────┴────────────────────────┴─────────────────┘
  * ```
  *
  * The length is in the machine's byte order (both sides are threads of one process). The header
- * is 8 bytes, not 4, so every payload starts 8-byte aligned: V8 copies between typed arrays whose
- * offsets agree mod 8 with wide moves and byte by byte otherwise, which made a misaligned 4 KiB
- * copy about 7x slower (measured by `npm run bench -- ring`; see the ring scenario's note).
+ * is 8 bytes, not 4, so a payload starts 8-byte aligned (skip 0): V8 copies between typed arrays
+ * whose offsets agree mod 8 with wide moves and byte by byte otherwise (relaxed_memmove, for
+ * shared memory), which made a misaligned 4 KiB copy about 7x slower (measured by `npm run bench
+ * -- ring`; see the ring scenario's note). A producer may skip 0-7 bytes (`tryWrite(parts,
+ * alignLast)`) so that the record's last part lands at the same address modulo 8 as its source:
+ * a gRPC message sits 5 bytes into its buffer (after its length prefix), and copying it to an
+ * aligned payload went byte by byte.
  *
  * Wrap: a record never splits across the end of the data region, so the consumer can always
  * hand out one contiguous zero-copy view. When a record does not fit before the end, the producer
@@ -48,12 +52,15 @@
  * record, and publishes the freed space with `Atomics.store(kTail)` only after the view it
  * handed out is no longer used. Sequentially consistent atomics order the plain accesses.
  *
- * Waking: a side that must wait sets its waiting flag (kConsumerWaiting / kProducerWaiting),
- * re-reads the other side's counter, and then waits with `Atomics.waitAsync` on that counter's
- * current value; the other side stores its counter first and reads the flag second, and calls
- * `Atomics.notify` only when the flag is set. Either the waiter sees the new counter or the
- * notifier sees the flag (both orders are seq-cst), and waitAsync itself returns at once when the
- * value has already changed, so no wake-up is lost and a busy stream pays no notify per record.
+ * Waking: a side that must wait sets its waiting flag (kConsumerWaiting / kProducerWaiting) to 1
+ * before every wait, re-reads the other side's counter, and then waits with `Atomics.waitAsync`
+ * on that counter's current value; the other side stores its counter first and reads the flag
+ * second, and when it is set, lowers it (`Atomics.exchange`, so only one notifier wins) and calls
+ * `Atomics.notify`, which wakes every waiter of that counter. Either the waiter sees the new
+ * counter or the notifier sees the flag (both orders are seq-cst), and waitAsync itself returns
+ * at once when the value has already changed, so no wake-up is lost; a waiter that registers
+ * after the flag was lowered raised it again first. A busy stream pays no notify per record, and
+ * a woken side that has not run yet is not notified again for each record published meanwhile.
  * Close sets kClosed and notifies kHead unconditionally; a consumer re-reads kClosed after its
  * waiter is registered, so a close between its check and its wait is not lost either.
  * `Atomics.wait` (blocking) is never used.
@@ -85,6 +92,8 @@ export const kRingMagic = 0x52494e47;
 export const kRecordHeaderBytes = 8;
 /** Record start positions are multiples of this (lets a payload hold aligned 4-byte words). */
 export const kRecordAlignBytes = 8;
+/** Largest skip before a payload (the record header's second word, masked with it). */
+export const kMaxSkipBytes = 7;
 /** Length value that marks padding up to the end of the data region. */
 export const kPadMarker = 0xffffffff;
 

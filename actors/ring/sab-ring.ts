@@ -13,6 +13,7 @@ import {
   kControlSlots,
   kHead,
   kMagic,
+  kMaxSkipBytes,
   kPadMarker,
   kProducerWaiting,
   kRecordHeaderBytes,
@@ -62,6 +63,16 @@ function openRing(sab: SharedArrayBuffer): RingViews {
   };
 }
 
+/**
+ * After storing the counter at `counterSlot`: wakes the other side if its flag says it waits.
+ * The flag is lowered by whoever notifies, so the other side is notified once per wait, not on
+ * every record it has not yet woken up for (a woken thread takes a while to run, and a busy
+ * producer published dozens of records meanwhile, each paying a futex call for no waiter).
+ */
+function wakeIfWaiting(ctrl: Int32Array, flagSlot: number, counterSlot: number): void {
+  if (Atomics.load(ctrl, flagSlot) !== 0 && Atomics.exchange(ctrl, flagSlot, 0) !== 0) Atomics.notify(ctrl, counterSlot);
+}
+
 function partsLength(parts: Uint8Array | readonly Uint8Array[]): number {
   if (parts instanceof Uint8Array) return parts.byteLength;
   let n = 0;
@@ -82,7 +93,7 @@ export class SabRingProducer implements RingProducer {
   /** Our copy of kHead (we are its only writer). */
   #head: number;
   #closed = false;
-  /** Pending waitWritable calls in this thread; kProducerWaiting is 1 while > 0. */
+  /** Pending waitWritable calls in this thread; kProducerWaiting is lowered when the last ends. */
   #waiters = 0;
 
   constructor(sab: SharedArrayBuffer) {
@@ -102,17 +113,29 @@ export class SabRingProducer implements RingProducer {
     return (this.#head - Atomics.load(this.#ctrl, kTail)) >>> 0;
   }
 
-  tryWrite(parts: Uint8Array | readonly Uint8Array[]): boolean {
+  tryWrite(parts: Uint8Array | readonly Uint8Array[], alignLast = false): boolean {
     if (this.#closed) throw new Error('ring is closed');
     const length = partsLength(parts);
     if (length > this.maxRecordBytes) {
       throw new RangeError(`record of ${length} bytes exceeds maxRecordBytes ${this.maxRecordBytes}`);
     }
-    const size = recordBytes(length);
-    if (!this.#makeRoom(size)) return false;
+    let skip = 0;
+    if (alignLast && !(parts instanceof Uint8Array) && parts.length > 0) {
+      const last = parts[parts.length - 1]!;
+      skip = (last.byteOffset - (length - last.byteLength)) & 7;
+      if (skip + length > this.maxRecordBytes) skip = 0;
+    }
+    let size = recordBytes(skip + length);
+    if (!this.#makeRoom(size)) {
+      // Without the skip it may fit (waitWritable promised room for the record, not for its skip).
+      if (skip === 0 || !this.#makeRoom(recordBytes(length))) return false;
+      skip = 0;
+      size = recordBytes(length);
+    }
     const pos = this.#head & this.#mask;
     this.#words[pos >>> 2] = length;
-    let off = pos + kRecordHeaderBytes;
+    this.#words[(pos >>> 2) + 1] = skip;
+    let off = pos + kRecordHeaderBytes + skip;
     if (parts instanceof Uint8Array) {
       this.#bytes.set(parts, off);
     } else {
@@ -134,7 +157,9 @@ export class SabRingProducer implements RingProducer {
     for (;;) {
       signal?.throwIfAborted();
       if (this.#closed || this.#makeRoom(size)) return;
-      if (this.#waiters++ === 0) Atomics.store(ctrl, kProducerWaiting, 1);
+      this.#waiters++;
+      // Raised before every wait, not only the first: the consumer lowers it when it notifies.
+      Atomics.store(ctrl, kProducerWaiting, 1);
       try {
         // Re-read kTail after raising the flag: either we see the consumer's progress here, or
         // the consumer sees our flag and notifies.
@@ -178,7 +203,7 @@ export class SabRingProducer implements RingProducer {
   #publish(head: number): void {
     this.#head = head;
     Atomics.store(this.#ctrl, kHead, head);
-    if (Atomics.load(this.#ctrl, kConsumerWaiting) !== 0) Atomics.notify(this.#ctrl, kHead);
+    wakeIfWaiting(this.#ctrl, kConsumerWaiting, kHead);
   }
 }
 
@@ -192,7 +217,7 @@ export class SabRingConsumer implements RingConsumer {
   readonly #mask: number;
   /** Our copy of kTail (we are its only writer). */
   #tail: number;
-  /** Pending waitReadable calls in this thread; kConsumerWaiting is 1 while > 0. */
+  /** Pending waitReadable calls in this thread; kConsumerWaiting is lowered when the last ends. */
   #waiters = 0;
 
   constructor(sab: SharedArrayBuffer) {
@@ -229,20 +254,21 @@ export class SabRingConsumer implements RingConsumer {
           Atomics.store(ctrl, kTail, tail);
           continue;
         }
-        const off = pos + kRecordHeaderBytes;
+        const skip = words[(pos >>> 2) + 1]! & kMaxSkipBytes;
+        const off = pos + kRecordHeaderBytes + skip;
         // Count the record as consumed even when fn throws, or it would be redelivered forever.
         n++;
         try {
           fn(this.#bytes.subarray(off, off + length));
         } finally {
           // Release the space only after fn is done with the zero-copy view.
-          tail = (tail + recordBytes(length)) | 0;
+          tail = (tail + recordBytes(skip + length)) | 0;
           Atomics.store(ctrl, kTail, tail);
         }
       }
     } finally {
       this.#tail = tail;
-      if (tail !== start && Atomics.load(ctrl, kProducerWaiting) !== 0) Atomics.notify(ctrl, kTail);
+      if (tail !== start) wakeIfWaiting(ctrl, kProducerWaiting, kTail);
     }
     return n;
   }
@@ -253,7 +279,9 @@ export class SabRingConsumer implements RingConsumer {
       signal?.throwIfAborted();
       if (this.#hasRecord()) return true;
       if (Atomics.load(ctrl, kClosed) !== 0) return this.#hasRecord();
-      if (this.#waiters++ === 0) Atomics.store(ctrl, kConsumerWaiting, 1);
+      this.#waiters++;
+      // Raised before every wait, not only the first: the producer lowers it when it notifies.
+      Atomics.store(ctrl, kConsumerWaiting, 1);
       try {
         const head = Atomics.load(ctrl, kHead);
         if (head !== this.#tail || Atomics.load(ctrl, kClosed) !== 0) continue;
@@ -272,7 +300,7 @@ export class SabRingConsumer implements RingConsumer {
     if (this.#words[pos >>> 2] !== kPadMarker) return true;
     this.#tail = (this.#tail + this.capacityBytes - pos) | 0;
     Atomics.store(this.#ctrl, kTail, this.#tail);
-    if (Atomics.load(this.#ctrl, kProducerWaiting) !== 0) Atomics.notify(this.#ctrl, kTail);
+    wakeIfWaiting(this.#ctrl, kProducerWaiting, kTail);
     return head !== this.#tail;
   }
 }

@@ -18,9 +18,12 @@ export interface RingProducer {
   /**
    * Appends one record made of the concatenation of `parts` if it fits now; returns false
    * (writing nothing) when there is not enough free space yet. Throws RangeError when the record
-   * is larger than maxRecordBytes, and Error when the ring is closed.
+   * is larger than maxRecordBytes, and Error when the ring is closed. `alignLast`: place the
+   * record so that its last part lands at the same address modulo 8 as it had (a faster copy of
+   * a misaligned source into shared memory; the consumer's view is then unaligned alike). A hint:
+   * a ring without shared memory ignores it.
    */
-  tryWrite(parts: Uint8Array | readonly Uint8Array[]): boolean;
+  tryWrite(parts: Uint8Array | readonly Uint8Array[], alignLast?: boolean): boolean;
   /**
    * Resolves once a record of `recordBytes` would fit, or the ring is closed, or the signal
    * aborts (then it rejects with the signal's reason). Never blocks the thread.

@@ -102,7 +102,8 @@ export class WorkerShard implements ShardBackend {
 
   send(kind: number, id: string, payload: Uint8Array): boolean {
     if (this.#stopping !== undefined) throw new SvcError('server.not_ready', 'the actor system is stopping');
-    return this.#gen.inbound.tryWrite([this.#encoder.header(kind, 0, id), payload]);
+    // alignLast: an agent's message sits at an odd offset of grpc-js's buffer (after its 5-byte prefix).
+    return this.#gen.inbound.tryWrite([this.#encoder.header(kind, 0, id), payload], true);
   }
 
   whenWritable(id: string, payloadBytes: number, signal?: AbortSignal): Promise<void> {

@@ -13,6 +13,7 @@ import { minSeq, SseSubscriber, totalBytes, WsSubscriber, type LightSubscriber, 
 import { fleetStats, runFleet, stopFleet } from './fleet-agents.js';
 import { fillReplay, runLatency, timeReplay } from './latency-client.js';
 import { ptyText, SimAgent, type SimAgentTls } from './sim-agent.js';
+import { cpuBetween, threadCpu } from './thread-cpu.js';
 
 type Args = Record<string, unknown>;
 
@@ -176,6 +177,8 @@ async function ingest(a: Args): Promise<Record<string, unknown>> {
   // Eight different chunks in turn, so a lost, repeated or reordered chunk changes the hash.
   const variants = Array.from({ length: 8 }, (_, i) => ptyText(chunkBytes, 7 + i * 1000));
   const round = Number(a['round'] ?? 0);
+  const cpu0 = process.cpuUsage();
+  const threads0 = threadCpu();
   const start = performance.now();
   const until = start + seconds * 1000;
   let sent = 0;
@@ -193,8 +196,12 @@ async function ingest(a: Args): Promise<Record<string, unknown>> {
       return { agentId: ag.agentId, commandId: `ingest-${round}-${i}`, chunks: seq, sha256: hash.digest('hex') };
     }),
   );
+  const cpu = process.cpuUsage(cpu0);
+  const threads = cpuBetween(threads0, threadCpu());
   for (const ag of agents) ag.close();
-  return { sentBytes: sent, seconds: (performance.now() - start) / 1000, streams };
+  // CPU of this process while it sent (ms): all of it, and its main thread's share.
+  const client = { cpuMs: (cpu.user + cpu.system) / 1000, mainMs: threads.mainMs };
+  return { sentBytes: sent, seconds: (performance.now() - start) / 1000, streams, client };
 }
 
 const ops: Record<string, (a: Args) => Promise<unknown>> = {

@@ -20,12 +20,13 @@
  */
 import { createHash, type Hash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AgentFrameKind, kOutputHeaderBytes } from '../../actors/protocol/agent-frames.js';
+import { AgentFrameKind, outputDataBytes } from '../../actors/protocol/agent-frames.js';
 import type { BenchResult, BenchScenario } from '../types.js';
 import { BenchClient, stopOnAbort } from './client-process.js';
 import { RawGrpc } from './raw-ceilings.js';
 import type { SimAgentTls } from './sim-agent.js';
 import { startBenchServer } from './stream-server.js';
+import { cpuBetween, threadCpu, type ThreadCpu } from './thread-cpu.js';
 
 const AGENTS = 4;
 /** Rounds of (workers, raw, inline). */
@@ -37,6 +38,26 @@ interface Rate {
   seconds: number;
   /** What the client sent, per agent. */
   streams: SentStream[];
+  /** CPU spent on the whole phase (ms) and the bytes it counted. */
+  cpu: PhaseCpu;
+}
+
+/**
+ * CPU of one phase, ms: the server process's main thread, its busiest other thread (the shard
+ * worker when there is one), the rest of its threads (V8's GC helpers, libuv), and the client
+ * process (all its threads), with the bytes counted over the same span.
+ */
+interface PhaseCpu {
+  mainMs: number;
+  workerMs: number;
+  restMs: number;
+  clientMs: number;
+  bytes: number;
+}
+
+interface ClientAnswer {
+  streams: SentStream[];
+  client: { cpuMs: number; mainMs: number };
 }
 
 interface SentStream {
@@ -46,10 +67,23 @@ interface SentStream {
   sha256: string;
 }
 
-/** Runs the client for `seconds` and returns the rate of `counter()` over [warmup, seconds − 0.3 s]. */
-async function sampled(client: BenchClient, args: Record<string, unknown>, seconds: number, counter: () => number): Promise<Rate> {
+/**
+ * Runs the client for `seconds` and returns the rate of `counter()` over [warmup, seconds − 0.3 s].
+ * `settle` runs after the client finished (the consumers catch up) before the CPU is read.
+ */
+async function sampled(
+  client: BenchClient,
+  args: Record<string, unknown>,
+  seconds: number,
+  counter: () => number,
+  settle: (streams: SentStream[]) => Promise<void>,
+  what: string,
+): Promise<Rate> {
   const samples: Array<{ t: number; bytes: number }> = [];
-  const run = client.call<{ streams: SentStream[] }>('ingest.run', { ...args, seconds });
+  const cpu0: ThreadCpu = threadCpu();
+  const bytes0 = counter();
+  const at0 = process.hrtime.bigint();
+  const run = client.call<ClientAnswer>('ingest.run', { ...args, seconds });
   let done = false;
   void run.finally(() => (done = true)).catch(() => undefined);
   const t0 = performance.now();
@@ -57,14 +91,29 @@ async function sampled(client: BenchClient, args: Record<string, unknown>, secon
     samples.push({ t: performance.now() - t0, bytes: counter() });
     await sleep(100);
   }
-  const { streams } = await run;
+  const { streams, client: clientCpu } = await run;
+  await settle(streams);
+  const split = cpuBetween(cpu0, threadCpu());
+  const cpu = {
+    mainMs: split.mainMs,
+    workerMs: split.busiestMs,
+    restMs: split.restMs,
+    clientMs: clientCpu.cpuMs,
+    bytes: counter() - bytes0,
+  };
+  // The profiles' clock (V8's and `perf record -k CLOCK_MONOTONIC`), to cut them by phase.
+  if (profiling)
+    process.stderr.write(`[bench] ingest: phase ${what} ${at0 / 1000n}-${process.hrtime.bigint() / 1000n} us ${cpu.bytes} bytes\n`);
   // the client's clock starts after its agents registered: measure from the first bytes on
   const firstAt = samples.find((s) => s.bytes > 0)?.t ?? 0;
   const from = samples.find((s) => s.t >= firstAt + Math.min(1000, seconds * 200)) ?? samples[0]!;
   const to = [...samples].reverse().find((s) => s.t <= firstAt + seconds * 1000 - 300) ?? samples.at(-1)!;
   const secs = (to.t - from.t) / 1000;
-  return { mbps: secs > 0 ? (to.bytes - from.bytes) / secs / 1e6 : 0, seconds: secs, streams };
+  return { mbps: secs > 0 ? (to.bytes - from.bytes) / secs / 1e6 : 0, seconds: secs, streams, cpu };
 }
+
+/** Under --cpu-prof or --perf-basic-prof (perf record), print each phase's span on CLOCK_MONOTONIC. */
+const profiling = process.execArgv.some((a) => a.startsWith('--cpu-prof') || a.startsWith('--perf-'));
 
 interface Received {
   chunks: number;
@@ -82,7 +131,7 @@ async function pipeline(client: BenchClient, mode: 'workers' | 'inline', problem
   const server = await startBenchServer({
     mode,
     tap: (kind, _key, payload) => {
-      if (kind === AgentFrameKind.kFrameCommandOutput) bytes += payload.byteLength - kOutputHeaderBytes;
+      if (kind === AgentFrameKind.kFrameCommandOutput) bytes += outputDataBytes(payload);
     },
   });
   // What the main thread's consumers get: the one frame per chunk (views, hashed as they come).
@@ -98,9 +147,11 @@ async function pipeline(client: BenchClient, mode: 'workers' | 'inline', problem
   return {
     async measure(round, seconds) {
       const args = { target: server.grpcTarget, agents, chunkBytes: CHUNK_BYTES, register: true, round };
-      const rate = await sampled(client, args, seconds, () => bytes);
-      const all = (): boolean => rate.streams.every((s) => (received.get(s.commandId)?.chunks ?? 0) >= s.chunks);
-      for (let i = 0; i < 100 && !all(); i++) await sleep(50);
+      const settle = async (streams: SentStream[]): Promise<void> => {
+        const all = (): boolean => streams.every((s) => (received.get(s.commandId)?.chunks ?? 0) >= s.chunks);
+        for (let i = 0; i < 100 && !all(); i++) await sleep(50);
+      };
+      const rate = await sampled(client, args, seconds, () => bytes, settle, `${mode} ${round}`);
       for (const s of rate.streams) {
         const r = received.get(s.commandId);
         const got = r === undefined ? 'nothing' : `${r.chunks} chunks, sha256 ${r.hash.digest('hex')}`;
@@ -124,7 +175,14 @@ async function ceiling(client: BenchClient, tls: SimAgentTls, ca: Parameters<typ
       // The raw server counts whole messages; the chunk payload is CHUNK_BYTES of each ~CHUNK_BYTES + 40.
       const before = raw.messages;
       const args = { target: `127.0.0.1:${raw.port}`, agents, chunkBytes: CHUNK_BYTES, register: false, round };
-      const rate = await sampled(client, args, seconds, () => raw.messages * CHUNK_BYTES);
+      const rate = await sampled(
+        client,
+        args,
+        seconds,
+        () => raw.messages * CHUNK_BYTES,
+        () => sleep(50),
+        `raw ${round}`,
+      );
       if (raw.messages === before) throw new Error('the raw gRPC server received nothing');
       return rate;
     },
@@ -141,6 +199,28 @@ function mean(rates: readonly Rate[]): Rate {
     mbps: rates.reduce((n, r) => n + r.mbps, 0) / rates.length,
     seconds: rates.reduce((n, r) => n + r.seconds, 0),
     streams: rates.flatMap((r) => r.streams),
+    cpu: {
+      mainMs: rates.reduce((n, r) => n + r.cpu.mainMs, 0),
+      workerMs: rates.reduce((n, r) => n + r.cpu.workerMs, 0),
+      restMs: rates.reduce((n, r) => n + r.cpu.restMs, 0),
+      clientMs: rates.reduce((n, r) => n + r.cpu.clientMs, 0),
+      bytes: rates.reduce((n, r) => n + r.cpu.bytes, 0),
+    },
+  };
+}
+
+/** CPU ms per MB (10^6 bytes) of output, per thread, over all rounds of a phase. */
+function cpuPerMB(c: PhaseCpu, withWorker: boolean): Record<string, number> {
+  const mb = c.bytes / 1e6;
+  const per = (ms: number): number => Math.round((ms / mb) * 10) / 10;
+  // Without a worker, the busiest other thread is one of V8's helpers: count it with the rest.
+  const rest = withWorker ? c.restMs : c.restMs + c.workerMs;
+  return {
+    main: per(c.mainMs),
+    ...(withWorker && { worker: per(c.workerMs) }),
+    rest: per(rest),
+    server: per(c.mainMs + c.workerMs + c.restMs),
+    client: per(c.clientMs),
   };
 }
 
@@ -196,6 +276,7 @@ export const ingest: BenchScenario = {
           chunksVerified: [...workers.streams, ...inline.streams].reduce((n, s) => n + s.chunks, 0),
           rounds: ROUNDS,
           roundRatios: rates[0]!.map((w, i) => r2(w.mbps / rates[2]![i]!.mbps)),
+          cpuMsPerMB: { workers: cpuPerMB(workers.cpu, true), raw: cpuPerMB(raw.cpu, false), inline: cpuPerMB(inline.cpu, false) },
         },
         problems,
       };

@@ -104,6 +104,7 @@ export class AgentService {
   readonly #commandListeners = new Set<(e: CommandEvent) => void>();
   readonly #outputListeners = new Set<OutputListener>();
   readonly #sessionListeners = new Set<(e: SessionMessageEvent) => void>();
+  readonly #keyIds = new Map<string, { agentId: string; commandId: string }>();
   #actors: ActorPort | undefined;
   #listener: GrpcListener | undefined;
   #stopping: Promise<void> | undefined;
@@ -206,7 +207,7 @@ export class AgentService {
           this.#streams.removeRequested(key);
           return true;
         case AgentFrameKind.kFrameCommandOutput: {
-          const ids = parseCommandKey(key);
+          const ids = this.#commandIds(key);
           const o = decodeOutputFrame(payload);
           if (ids === null || o === null) throw new Error('malformed kFrameCommandOutput');
           this.#execs.onOutput(ids.commandId, o);
@@ -311,6 +312,18 @@ export class AgentService {
       staleWrites: this.#streams.staleWrites,
       latency: this.agentMetrics.latency(),
     };
+  }
+
+  /** parseCommandKey, remembered per key: every chunk of a command carries the same key. */
+  #commandIds(key: string): { agentId: string; commandId: string } | null {
+    let ids = this.#keyIds.get(key);
+    if (ids === undefined) {
+      const parsed = parseCommandKey(key);
+      if (parsed === null) return null;
+      if (this.#keyIds.size >= 4096) this.#keyIds.clear();
+      this.#keyIds.set(key, (ids = parsed));
+    }
+    return ids;
   }
 
   #tapOutput(commandId: string, o: OutputFrame): void {

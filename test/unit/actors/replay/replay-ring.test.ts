@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ReplayBudget, waterLevel } from '../../../../actors/replay/replay-budget.js';
-import { kEntryOverheadBytes, ReplayRing, type ChunkInput, type OutputStreamName } from '../../../../actors/replay/replay-ring.js';
+import {
+  kEntryOverheadBytes,
+  kSlabBytes,
+  kSlabMinRingBytes,
+  ReplayRing,
+  type ChunkInput,
+  type OutputStreamName,
+} from '../../../../actors/replay/replay-ring.js';
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -201,6 +208,43 @@ void describe('ReplayRing', () => {
     assert.equal(budget.usedBytes, 0);
     assert.equal(budget.ringCount, 0);
     assert.equal(ring.append({ seq: 2, stream: 'stdout', offset: 5, timestampMs: 1, bytes: enc.encode('x') }), 'released');
+  });
+
+  void test('a busy ring keeps exact bytes in slabs, within its limit and the budget, and gives everything back', () => {
+    const budget = new ReplayBudget({ maxBytes: 64 << 20 });
+    const ring = new ReplayRing('busy', { maxBytes: kSlabMinRingBytes, budget });
+    // 3,000 chunks of 1-4,000 bytes, each from a different offset modulo 8 of a shared source
+    const source = new Uint8Array(new SharedArrayBuffer(8192)).map((_, i) => (i * 7) & 0xff);
+    const sent: Uint8Array[] = [];
+    for (let seq = 1; seq <= 3000; seq++) {
+      const at = seq % 13;
+      const bytes = source.subarray(at, at + 1 + ((seq * 997) % 4000));
+      sent.push(bytes.slice());
+      assert.equal(ring.append({ seq, stream: 'stdout', offset: 0, timestampMs: seq, bytes }), 'stored');
+      assert.ok(ring.bytes <= ring.maxBytes, `holds ${ring.bytes} > ${ring.maxBytes}`);
+      assert.equal(budget.usedBytes, ring.bytes);
+    }
+    const kept: number[] = [];
+    let after = 0;
+    for (;;) {
+      const page = ring.replayFrom(after, 1000);
+      for (const c of page.chunks) {
+        assert.deepEqual(c.bytes, sent[c.seq - 1], `chunk ${c.seq}`);
+        kept.push(c.seq);
+      }
+      after = page.next.seq;
+      if (!page.more) break;
+    }
+    assert.equal(kept.at(-1), 3000);
+    assert.equal(kept[0], ring.evictedThroughSeq + 1);
+    // it keeps most of its limit's worth of output: a slab of slack at most
+    const keptBytes = kept.reduce((n, seq) => n + sent[seq - 1]!.byteLength + kEntryOverheadBytes, 0);
+    assert.ok(keptBytes > ring.maxBytes - 2 * kSlabBytes, `kept ${keptBytes}`);
+    ring.trimTo(0);
+    assert.equal(ring.bytes, 0);
+    assert.equal(budget.usedBytes, 0);
+    ring.release();
+    assert.equal(budget.ringCount, 0);
   });
 
   void test('agent-scoped cursors: resume by clock, exact unless inside the evicted prefix', () => {

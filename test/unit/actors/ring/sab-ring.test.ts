@@ -37,6 +37,33 @@ void describe('SAB ring', () => {
     assert.equal(Atomics.load(ctrl, kTail), recordBytes(32) + 24 + recordBytes(30));
   });
 
+  void test('alignLast puts the last part at its source address modulo 8, byte-exact, also when only the record without skip fits', () => {
+    const sab = allocateSabRing(256);
+    const producer = new SabRingProducer(sab);
+    const consumer = new SabRingConsumer(sab);
+    const source = new Uint8Array(64).map((_, i) => i + 1);
+    const header = new Uint8Array([9, 9, 9]);
+    for (let at = 0; at < 8; at++) {
+      const last = source.subarray(at, at + 20);
+      assert.equal(producer.tryWrite([header, last], true), true);
+      consumer.drain((r) => {
+        assert.deepEqual([...r], [9, 9, 9, ...last]);
+        assert.equal((r.byteOffset + header.byteLength) % 8, at % 8, `source offset ${at}`);
+      });
+    }
+    // a fresh 256-byte ring: 6 records of 40 ring bytes (8 + 32) leave 16, where a record of 8 fits only without its skip
+    const full = allocateSabRing(256);
+    const p2 = new SabRingProducer(full);
+    let filled = 0;
+    while (p2.tryWrite(new Uint8Array(32))) filled++;
+    assert.equal(filled, 6);
+    const odd = source.subarray(5, 13);
+    assert.equal(p2.tryWrite([odd], true), true);
+    const got: number[][] = [];
+    new SabRingConsumer(full).drain((r) => got.push([...r]));
+    assert.deepEqual(got.at(-1), [...odd]);
+  });
+
   void test('two threads: a worker producer and a main-thread consumer stream 5,000 records byte-exact', async () => {
     const capacityBytes = 64 * 1024;
     const sab = allocateSabRing(capacityBytes);
