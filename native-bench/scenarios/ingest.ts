@@ -6,8 +6,10 @@
  *           agent actors in the worker shards, stored in the replay rings, and crossed to the main
  *           thread once (kFrameCommandOutput, what Exec, the command listeners and the fanout read;
  *           nobody subscribes here, so nothing is encoded), counted there.
- * ceiling = a bare grpc-js server with the same mTLS credentials and identity serializers that only
- *           counts the bytes it receives, fed the same messages by the same client code.
+ * ceiling = a bare grpc-js server with the same mTLS credentials and identity serializers that
+ *           counts the bytes it receives and hashes each call's messages as they come (sha256: the
+ *           work the measured side's consumers do to verify the output), fed the same messages by
+ *           the same client code.
  * extras  = `inline` (SVC_ACTORS=inline) and `workersVsInline`; chunks/s; `verified`: every
  *           agent's stream as the main thread's consumers got it (AgentService.subscribeOutput)
  *           has the sha256 of what the agent sent (8 different chunks in turn), in both modes; a
@@ -168,7 +170,12 @@ async function pipeline(client: BenchClient, mode: 'workers' | 'inline', problem
 }
 
 async function ceiling(client: BenchClient, tls: SimAgentTls, ca: Parameters<typeof RawGrpc.start>[0]): Promise<Phase> {
-  const raw = await RawGrpc.start(ca);
+  // The same consumer work as the pipeline's verification (a sha256 per stream over every byte it
+  // gets), so the ratio is what sandboxd adds between the socket and a consumer, not the check.
+  const raw = await RawGrpc.start(ca, () => {
+    const hash = createHash('sha256');
+    return (message) => hash.update(message);
+  });
   const agents = Array.from({ length: AGENTS }, (_, i) => ({ tls, agentId: `bench-ingest-${i}`, instanceId: 'i-bench-ingest' }));
   return {
     async measure(round, seconds) {

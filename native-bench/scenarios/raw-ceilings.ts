@@ -166,7 +166,11 @@ export class RawGrpc {
     this.port = port;
   }
 
-  static async start(ca: CaMaterial): Promise<RawGrpc> {
+  /**
+   * `consume`, when given, gets each message of each call (the call's first message opens it) and
+   * does there what the measured side's consumers do (ingest: hash the bytes).
+   */
+  static async start(ca: CaMaterial, consume?: () => (message: Buffer) => void): Promise<RawGrpc> {
     const server = new grpc.Server({ 'grpc.max_receive_message_length': 4 * 1024 * 1024 });
     const identity = (b: Buffer): Buffer => b;
     const c = AgentServiceMethods.Connect;
@@ -186,11 +190,13 @@ export class RawGrpc {
       {
         Connect: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
           call.on('error', () => undefined);
+          const consumer = consume?.();
           call.on('data', (b: Buffer) => {
             const raw = ref.raw;
             if (raw === undefined) return;
             raw.bytes += b.length;
             raw.messages++;
+            consumer?.(b);
           });
           call.on('end', () => call.end());
         },
