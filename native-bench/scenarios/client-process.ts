@@ -65,8 +65,18 @@ export class BenchClient {
     if (this.#child.connected) this.#child.send(m);
   }
 
+  /**
+   * Lets the child exit by itself (it exits when the IPC channel closes, and then writes its
+   * --cpu-prof profile), killing it when it has not within 2 s (hung, or busy past the harness's limit).
+   */
   async stop(): Promise<void> {
-    if (this.#child.exitCode === null && this.#child.signalCode === null) this.#child.kill('SIGKILL');
+    if (this.#child.exitCode === null && this.#child.signalCode === null) {
+      const kill = setTimeout(() => this.#child.kill('SIGKILL'), 2000);
+      if (this.#child.connected) this.#child.disconnect();
+      else this.#child.kill('SIGKILL');
+      await this.#exited;
+      clearTimeout(kill);
+    }
     await this.#exited;
   }
 }
