@@ -12,6 +12,7 @@
  * for replay=true&limit=<chunks> and, in turn, the raw ceiling's copy of the same bytes
  * (replay.time); each time is request → last replayed event parsed.
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { monitorEventLoopDelay, performance, PerformanceObserver } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
@@ -58,6 +59,32 @@ export interface LoopStats {
   gcCount: number;
   gcTotalMs: number;
   gcMaxMs: number;
+  /**
+   * CPU time of every thread of this process, and the time they were runnable but waited for a
+   * core (Linux schedstat: the run queue), ms per second of the window; `main*` the main thread
+   * alone. A run-queue wait near the CPU time means the machine, not the code, set the tail.
+   */
+  sched?: { cpuMsPerS: number; runQueueMsPerS: number; mainCpuMsPerS: number; mainRunQueueMsPerS: number };
+}
+
+/** [run ns, run-queue wait ns] per thread of this process (Linux /proc schedstat), or null. */
+function schedstat(): Map<string, [number, number]> | null {
+  let tids: string[];
+  try {
+    tids = readdirSync('/proc/self/task');
+  } catch {
+    return null;
+  }
+  const out = new Map<string, [number, number]>();
+  for (const tid of tids) {
+    try {
+      const [run, wait] = readFileSync(`/proc/self/task/${tid}/schedstat`, 'latin1').split(' ');
+      out.set(tid, [Number(run), Number(wait)]);
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return out.size > 0 ? out : null;
 }
 
 /** Measures this thread's event-loop delay and GC pauses from start() to stop(). */
@@ -67,6 +94,8 @@ export class LoopMonitor {
   #gcCount = 0;
   #gcTotal = 0;
   #gcMax = 0;
+  #sched0: Map<string, [number, number]> | null = null;
+  #t0 = 0;
 
   constructor() {
     this.#gc = new PerformanceObserver((list) => {
@@ -81,19 +110,44 @@ export class LoopMonitor {
   start(): void {
     this.#delay.enable();
     this.#gc.observe({ entryTypes: ['gc'] });
+    this.#sched0 = schedstat();
+    this.#t0 = performance.now();
   }
 
   stop(): LoopStats {
     this.#delay.disable();
     this.#gc.disconnect();
     const ms = (ns: number): number => Math.round(ns / 1e4) / 100;
-    return {
+    const stats: LoopStats = {
       loopDelayP99Ms: ms(this.#delay.percentile(99)),
       loopDelayMaxMs: ms(this.#delay.max),
       gcCount: this.#gcCount,
       gcTotalMs: Math.round(this.#gcTotal * 100) / 100,
       gcMaxMs: Math.round(this.#gcMax * 100) / 100,
     };
+    const s0 = this.#sched0;
+    const s1 = schedstat();
+    const seconds = (performance.now() - this.#t0) / 1000;
+    if (s0 !== null && s1 !== null && seconds > 0) {
+      let cpu = 0;
+      let wait = 0;
+      for (const [tid, [run, w]] of s1) {
+        const [run0, w0] = s0.get(tid) ?? [0, 0];
+        cpu += run - run0;
+        wait += w - w0;
+      }
+      const main = String(process.pid);
+      const [mRun, mWait] = s1.get(main) ?? [0, 0];
+      const [mRun0, mWait0] = s0.get(main) ?? [0, 0];
+      const perS = (ns: number): number => Math.round(ns / 1e4 / seconds) / 100;
+      stats.sched = {
+        cpuMsPerS: perS(cpu),
+        runQueueMsPerS: perS(wait),
+        mainCpuMsPerS: perS(mRun - mRun0),
+        mainRunQueueMsPerS: perS(mWait - mWait0),
+      };
+    }
+    return stats;
   }
 }
 

@@ -8,8 +8,9 @@
  * value  = p99 in ms, the worse of SSE and WS, actors in workers (target ≤ 5 ms).
  * extras = p50Ms/p99Ms/p999Ms; `histogram` {unit:'ms', percentiles:[[p, v], ...]} of every
  *          subscriber's latencies (the bench report plots it); per transport p50/p90/p99/p99.9/max;
- *          the max and half rates; event-loop delay and GC pauses of the client process and of the
- *          server's main thread while measuring (where a tail comes from); the same with
+ *          the max and half rates; event-loop delay, GC pauses and run-queue wait (schedstat: CPU
+ *          and waiting-for-a-core ms per s) of the client process and of the server's process while
+ *          measuring (where a tail comes from); the same with
  *          SVC_ACTORS=inline (its own histogram), and `workersVsInline` (inline p99 ÷ workers p99:
  *          above 1 means workers are faster); per mode `pacing` (chunks per wake-up of the agent:
  *          maxBurst, p99Burst; how late chunks left: lateP50Ms/lateP99Ms) and `clock` (the agent
