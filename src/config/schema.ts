@@ -399,7 +399,7 @@ export const SCHEMA = {
     defaultText: 'on',
     defaultRaw: 'on',
     parse: parseEnum(['on', 'off'] as const),
-    doc: 'on: lease grants, revokes, expiries and every credential proxy call are written to credential-audit.db in SVC_STATE_DIR; off: nothing is written and GET /api/v2/credentials/audit answers available false.',
+    doc: 'on: lease grants, revokes, expiries and every credential proxy call are written to credentials/credential-audit.db in SVC_STATE_DIR; off: nothing is written and GET /api/v2/credentials/audit answers available false.',
   }),
   SVC_CREDENTIAL_PROXY_TIMEOUT_MS: entry({
     field: 'credentialProxyTimeoutMs',

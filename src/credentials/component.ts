@@ -1,7 +1,7 @@
 /**
- * The credentials component: credentials and their leases (credentials.db in SVC_STATE_DIR, values
- * sealed with the key in SECRETS_DIR), the credential audit log (credential-audit.db, unless
- * SVC_CREDENTIAL_AUDIT=off), the credential proxy, and their routes. Listed after the events
+ * The credentials component: credentials and their leases (credentials.db in
+ * SVC_STATE_DIR/credentials, values sealed with the key in SECRETS_DIR), the credential audit log
+ * (credential-audit.db beside it, unless SVC_CREDENTIAL_AUDIT=off), the credential proxy, and their routes. Listed after the events
  * component (lease moves are events).
  *
  * Callers are resolved through the `operatorIdentity` service, which the auth component provides;
@@ -9,6 +9,7 @@
  * do), this one builds the same resolver from the config: the trusted local listener with
  * SVC_LOCAL_ROLE, and no operator roles table (every certificate a viewer).
  */
+import { join } from 'node:path';
 import { Counter } from 'prom-client';
 import { OperatorIdentity } from '../auth/operator-identity.js';
 import { EMPTY_ROLES } from '../auth/roles-file.js';
@@ -18,6 +19,9 @@ import { CredentialService } from './credential-service.js';
 import { CredentialStore } from './credential-store.js';
 import { registerCredentialRoutes } from './routes.js';
 import { SecretBox } from './secret-box.js';
+
+/** Where the credential database and the audit log live, under SVC_STATE_DIR. */
+export const CREDENTIALS_DIR = 'credentials';
 
 declare module '../component/component.js' {
   interface Services {
@@ -32,8 +36,11 @@ export function credentialsComponent(): Component {
       const { config } = ctx;
       const logger = ctx.logger.child({ component: 'credentials' });
       const box = await SecretBox.open(config.secretsDir);
-      const store = new CredentialStore(config.stateDir);
-      const audit = config.credentialAudit === 'on' ? new CredentialAuditLog(config.stateDir) : null;
+      // A directory of their own (0700): the state directory itself must stay traversable by QEMU
+      // (libvirt-qemu opens the VMs' disks under it), so it is never narrowed here.
+      const dir = join(config.stateDir, CREDENTIALS_DIR);
+      const store = new CredentialStore(dir);
+      const audit = config.credentialAudit === 'on' ? new CredentialAuditLog(dir) : null;
       const service = new CredentialService({ store, box, audit, events: ctx.find('events'), logger });
       ctx.provide('credentials', service);
       const identity =

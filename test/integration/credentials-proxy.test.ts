@@ -226,8 +226,10 @@ void describe('credential proxy', () => {
 
   void test('at rest: the value is encrypted (not in the database files) with a 0600 key under SECRETS_DIR', async () => {
     const { readFileSync, readdirSync } = await import('node:fs');
-    for (const f of readdirSync(h.dir).filter((n) => n.startsWith('credentials.db') || n.startsWith('credential-audit.db'))) {
-      const bytes = readFileSync(join(h.dir, f));
+    const credDir = join(h.dir, 'credentials');
+    assert.equal(statSync(credDir).mode & 0o777, 0o700);
+    for (const f of readdirSync(credDir).filter((n) => n.startsWith('credentials.db') || n.startsWith('credential-audit.db'))) {
+      const bytes = readFileSync(join(credDir, f));
       assert.equal(bytes.indexOf(SECRET), -1, f);
       assert.equal(bytes.indexOf(Buffer.from(SECRET).toString('base64')), -1, f);
     }
@@ -373,7 +375,7 @@ void describe('credentials: permissions and the audit switch', () => {
       const r = await h.call('GET', `/api/v2/credentials/audit?date=${today()}`);
       assert.deepEqual(r.json, { available: false, date: today(), records: [] });
       assert.equal((await h.call('GET', '/api/v2/credentials/audit?date=bad')).status, 400);
-      assert.throws(() => statSync(join(h.dir, 'credential-audit.db')));
+      assert.throws(() => statSync(join(h.dir, 'credentials', 'credential-audit.db')));
     } finally {
       await h.stop();
     }
