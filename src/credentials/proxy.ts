@@ -105,8 +105,18 @@ export function checkLease(lease: LeaseRecord | undefined, call: ProxyCall, nowM
   return null;
 }
 
-/** The address to dial: checked against the special classes; a denial or an upstream failure otherwise. */
-export async function resolveTarget(url: URL, exact: boolean): Promise<{ address: string; family: 4 | 6 } | Denial> {
+/** An address the target resolved to, checked. */
+export interface DialAddress {
+  readonly address: string;
+  readonly family: 4 | 6;
+}
+
+/**
+ * The addresses to dial, in the resolver's order: every one checked against the special classes
+ * (one refused refuses the call); a denial or an upstream failure otherwise. All of them are
+ * kept: `localhost` is ::1 and 127.0.0.1 on most machines, and a server may listen on one only.
+ */
+export async function resolveTarget(url: URL, exact: boolean): Promise<{ addresses: readonly DialAddress[] } | Denial> {
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
   const literal = isIP(host) !== 0;
   let addresses: { address: string; family: number }[];
@@ -132,9 +142,8 @@ export async function resolveTarget(url: URL, exact: boolean): Promise<{ address
       };
     }
   }
-  const first = addresses[0];
-  if (first === undefined) return { code: 'credential_proxy.upstream_unreachable', message: `host ${url.hostname} has no address` };
-  return { address: first.address, family: first.family === 6 ? 6 : 4 };
+  if (addresses.length === 0) return { code: 'credential_proxy.upstream_unreachable', message: `host ${url.hostname} has no address` };
+  return { addresses: addresses.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 })) };
 }
 
 /** The policy and address checks for a call whose lease passed; returns the parsed URL and address. */
@@ -142,7 +151,7 @@ export async function checkCall(
   lease: LeaseRecord,
   call: ProxyCall,
   injectedHeader: string,
-): Promise<Denial | { url: URL; address: string; family: 4 | 6 }> {
+): Promise<Denial | { url: URL; addresses: readonly DialAddress[] }> {
   let url: URL;
   try {
     url = new URL(call.url);
@@ -189,7 +198,7 @@ export function redact(text: string, forms: readonly string[]): string {
 /** Sends the checked call with the credential injected; the response redacted. */
 export async function send(
   call: ProxyCall,
-  target: { url: URL; address: string; family: 4 | 6 },
+  target: { url: URL; addresses: readonly DialAddress[] },
   inject: { headerName: string; valuePrefix: string; value: string },
   limits: ProxyLimits,
 ): Promise<ProxyResponse> {
@@ -200,10 +209,17 @@ export async function send(
     connections: 1,
     pipelining: 0,
     connect: {
-      // The address dialled is the one checked above, whatever the name resolves to now.
+      autoSelectFamily: true,
+      // The addresses dialled are the ones checked above, whatever the name resolves to now; with
+      // several (localhost: ::1 and 127.0.0.1), Node's connect tries them in turn.
       lookup: (_host, opts, cb) => {
-        if (opts.all === true) (cb as (e: null, a: LookupAddress[]) => void)(null, [{ address: target.address, family: target.family }]);
-        else cb(null, target.address, target.family);
+        const first = target.addresses[0]!;
+        if (opts.all === true)
+          (cb as (e: null, a: LookupAddress[]) => void)(
+            null,
+            target.addresses.map((a) => ({ ...a })),
+          );
+        else cb(null, first.address, first.family);
       },
     },
   });
