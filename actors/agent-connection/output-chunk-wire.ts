@@ -110,7 +110,9 @@ export class OutputChunkReader {
     this.#missed = undefined;
     if (missed === undefined || missed.message !== message || typeof streamId !== 'string') return;
     if (missed.to - missed.from > 256) return;
-    this.#ids[this.#nextSlot] = { bytes: message.slice(missed.from, missed.to), id: streamId };
+    // A copy, whatever `message` is: Buffer.prototype.slice would keep a view into a message
+    // whose memory is reused (the ring, grpc-js's buffers), and the remembered id would change.
+    this.#ids[this.#nextSlot] = { bytes: Uint8Array.prototype.slice.call(message, missed.from, missed.to), id: streamId };
     this.#nextSlot = (this.#nextSlot + 1) % kIdSlots;
   }
 

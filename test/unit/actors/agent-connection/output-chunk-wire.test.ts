@@ -95,16 +95,18 @@ void describe('OutputChunkReader', () => {
     const reader = new OutputChunkReader();
     const seed = v1.AgentMessage.encode({ stdout: { streamId: 'cmd-1', data: new Uint8Array([1, 2, 3]), seq: 7, offset: 9 } }).finish();
     viaReader(reader, seed);
+    const pristine = Uint8Array.from(seed);
     fc.assert(
       fc.property(
         fc.oneof(
           fc.uint8Array({ maxLength: 60 }),
           fc.tuple(fc.nat(seed.byteLength - 1), fc.integer({ min: 0, max: 255 })).map(([at, b]) => {
-            const m = seed.slice();
+            // a copy (protobufjs hands back a Buffer, whose slice() is a view)
+            const m = Uint8Array.from(seed);
             m[at] = b;
             return m;
           }),
-          fc.nat(seed.byteLength).map((n) => seed.slice(0, n)),
+          fc.nat(seed.byteLength).map((n) => Uint8Array.from(seed.subarray(0, n))),
         ),
         (bytes) => {
           const got = viaReader(reader, bytes);
@@ -113,6 +115,18 @@ void describe('OutputChunkReader', () => {
       ),
       { numRuns: 2000 },
     );
+    assert.deepEqual(seed, Buffer.from(pristine), 'the runs read copies of the seed');
+  });
+
+  void test('a remembered command id does not follow later writes to the message it came in', () => {
+    // The actor reads messages out of memory that is written again (the ring, grpc-js buffers).
+    const reader = new OutputChunkReader();
+    const message = Buffer.from(v1.AgentMessage.encode({ stdout: { streamId: 'cmd-1', data: new Uint8Array([1]), seq: 1 } }).finish());
+    assert.equal(reader.read(message), null, 'a new command id goes to protobufjs first');
+    reader.learn(message, 'cmd-1');
+    const reused = Buffer.from(v1.AgentMessage.encode({ stdout: { streamId: 'cmd-2', data: new Uint8Array([2]), seq: 1 } }).finish());
+    reused.copy(message); // same length: the old message's memory now holds cmd-2's chunk
+    assert.equal(reader.read(message), null, 'cmd-2 was never learned: it must go to protobufjs, not come back as cmd-1');
   });
 
   void test('declines messages that are not a lone chunk', () => {
