@@ -101,6 +101,14 @@ export interface ListenerLimits {
   readonly bodyTimeoutMs?: number | undefined;
 }
 
+/** What every listener takes besides its transport: the limits, the SSE heartbeat, the close grace. */
+export interface ListenerTuning extends ListenerLimits {
+  /** Interval of the `: ping` SSE comment. Default 15 s. */
+  readonly sseHeartbeatMs?: number | undefined;
+  /** How long close() lets in-flight requests finish before force-closing. Default 2 s. */
+  readonly closeGraceMs?: number | undefined;
+}
+
 /**
  * What every listener does first with a copied request: the header limit, then the route. Not
  * ok: the error to answer, and whether to close the connection after it (an oversized head).

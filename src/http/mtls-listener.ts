@@ -25,7 +25,16 @@ import type { Logger } from 'pino';
 import { SvcError } from '../core/errors.js';
 import { statusClass, type Metrics } from '../observability/metrics.js';
 import { BodyCollector, declaredBodyLength, tooLarge } from './body.js';
-import { bodyLimits, dispatch, renderError, routeRequest, type RawRequest, type RenderedBody, type RenderedSse } from './dispatch.js';
+import {
+  bodyLimits,
+  dispatch,
+  renderError,
+  routeRequest,
+  type ListenerTuning,
+  type RawRequest,
+  type RenderedBody,
+  type RenderedSse,
+} from './dispatch.js';
 import { NodeSseSink } from './node-sse.js';
 import type { Route, Router } from './router.js';
 import { SSE_HEADERS, SSE_HEARTBEAT, sseHeadResponse } from './sse.js';
@@ -34,7 +43,7 @@ import type { RequestPeer } from './types.js';
 /** What `identify` decides about a verified client certificate. */
 export type PeerDecision = { readonly ok: true; readonly peer: RequestPeer } | { readonly ok: false; readonly error: SvcError };
 
-export interface MtlsListenerOptions {
+export interface MtlsListenerOptions extends ListenerTuning {
   host: string;
   /** 0 picks a free port (read back from `listener.port`). */
   port: number;
@@ -44,16 +53,6 @@ export interface MtlsListenerOptions {
   tls: { readonly certPem: string; readonly keyPem: string; readonly caPem: string };
   /** Maps the verified client certificate to the request's peer, or refuses it (once per connection). Must not throw. */
   identify: (cert: DetailedPeerCertificate) => PeerDecision;
-  /** Body limit for routes without their own. Default 1 MiB. */
-  maxBodyBytes?: number;
-  /** Time to receive a whole body for routes without their own. Default 30 s. */
-  bodyTimeoutMs?: number;
-  /** Request target plus headers above this is 400 `request.invalid`. Default 16 KiB. */
-  maxHeaderBytes?: number;
-  /** Interval of the `: ping` SSE comment. Default 15 s. */
-  sseHeartbeatMs?: number;
-  /** How long close() lets in-flight requests finish before force-closing. Default 2 s. */
-  closeGraceMs?: number;
   /** Counts requests and error envelopes when given (the same series as the HTTP listener). */
   metrics?: Metrics;
 }

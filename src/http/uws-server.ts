@@ -19,6 +19,7 @@ import {
   dispatch,
   renderError,
   routeRequest,
+  type ListenerTuning,
   type RawRequest,
   type Rendered,
   type RenderedBody,
@@ -32,22 +33,12 @@ import { attachWsRoute, type WsConn, type WsRouteOptions } from './ws-route.js';
 
 export { assertNativeUws, uwsRuntimeInfo } from './uws-io.js';
 
-export interface HttpListenerOptions {
+export interface HttpListenerOptions extends ListenerTuning {
   host: string;
   /** 0 picks a free port (read back from `listener.port`). */
   port: number;
   router: Router;
   logger: Logger;
-  /** Body limit for routes without their own. Default 1 MiB. */
-  maxBodyBytes?: number;
-  /** Time to receive a whole body for routes without their own. Default 30 s. */
-  bodyTimeoutMs?: number;
-  /** Request target plus headers above this is 400 `request.invalid`. Default 16 KiB. */
-  maxHeaderBytes?: number;
-  /** Interval of the `: ping` SSE comment. Default 15 s. */
-  sseHeartbeatMs?: number;
-  /** How long close() lets in-flight requests finish before force-closing. Default 2 s. */
-  closeGraceMs?: number;
   /** Counts requests, error envelopes and logged errors when given. */
   metrics?: Metrics;
   /** Called once per finished request (SSE: when the stream starts). Must not throw. */
