@@ -12,9 +12,8 @@
  * Turned off with SVC_CREDENTIAL_AUDIT=off: then no file is written and the route answers
  * `available: false`.
  */
-import { chmodSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { openDurableDb } from '../util/durable-db.js';
 import type { CredentialAuditAction, CredentialAuditOutcome, CredentialAuditRecord } from '../wire/credentials.js';
 
 export const CREDENTIAL_AUDIT_DB_FILE = 'credential-audit.db';
@@ -67,15 +66,8 @@ export class CredentialAuditLog {
   readonly #now: () => number;
 
   constructor(dir: string, opts: { now?: () => number } = {}) {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    chmodSync(dir, 0o700);
-    this.path = join(dir, CREDENTIAL_AUDIT_DB_FILE);
+    ({ path: this.path, db: this.#db } = openDurableDb(dir, CREDENTIAL_AUDIT_DB_FILE));
     this.#now = opts.now ?? Date.now;
-    this.#db = new Database(this.path);
-    chmodSync(this.path, 0o600);
-    this.#db.pragma('journal_mode = WAL');
-    this.#db.pragma('synchronous = FULL');
-    this.#db.pragma('busy_timeout = 2000');
     this.#db.exec(`
       CREATE TABLE IF NOT EXISTS audit (
         id INTEGER PRIMARY KEY AUTOINCREMENT,

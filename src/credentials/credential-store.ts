@@ -4,9 +4,8 @@
  * (better-sqlite3, WAL, synchronous=FULL, as the session store). The value column only ever holds
  * AES-256-GCM ciphertext; its key is in SECRETS_DIR, not here.
  */
-import { chmodSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { openDurableDb } from '../util/durable-db.js';
 import type { Sealed } from './secret-box.js';
 import type { LeaseRecord } from './lease-types.js';
 
@@ -38,14 +37,7 @@ export class CredentialStore {
 
   /** Opens (creating) `<dir>/credentials.db`; the directory is created 0700. */
   constructor(dir: string) {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    chmodSync(dir, 0o700);
-    this.path = join(dir, CREDENTIALS_DB_FILE);
-    this.#db = new Database(this.path);
-    chmodSync(this.path, 0o600);
-    this.#db.pragma('journal_mode = WAL');
-    this.#db.pragma('synchronous = FULL');
-    this.#db.pragma('busy_timeout = 2000');
+    ({ path: this.path, db: this.#db } = openDurableDb(dir, CREDENTIALS_DB_FILE));
     this.#db.exec(`
       CREATE TABLE IF NOT EXISTS credentials (
         name TEXT PRIMARY KEY,

@@ -17,9 +17,8 @@
  *          are what load reads; the JSON keeps a copy, so an older sandboxd skips a screen or
  *          native row ('bad kind') instead of taking it for tmux.
  */
-import { chmodSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { openDurableDb } from '../util/durable-db.js';
 import { sessionBackendPlan } from './session-backends.js';
 import { SESSION_STATES, type SessionBackendName, type SessionClassName, type SessionRecord } from './session-types.js';
 
@@ -57,14 +56,8 @@ export class SessionStore {
 
   /** Opens (creating) `<dir>/sessions.db`. Throws when the directory or file cannot be used. */
   constructor(dir: string, opts: SessionStoreOptions = {}) {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    chmodSync(dir, 0o700);
-    this.path = join(dir, SESSIONS_DB_FILE);
+    ({ path: this.path, db: this.#db } = openDurableDb(dir, SESSIONS_DB_FILE));
     this.#onCorrupt = opts.onCorrupt;
-    this.#db = new Database(this.path);
-    this.#db.pragma('journal_mode = WAL');
-    this.#db.pragma('synchronous = FULL');
-    this.#db.pragma('busy_timeout = 2000');
     this.#db.exec(`
       CREATE TABLE IF NOT EXISTS sessions (
         session_id TEXT PRIMARY KEY,
