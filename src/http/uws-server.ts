@@ -64,6 +64,8 @@ export async function startHttpListener(opts: HttpListenerOptions): Promise<Http
 }
 
 const UNMATCHED = '(unmatched)';
+/** Longest an SSE response head waits for its stream's first frame (ms); usually it waits for none. */
+const kSseHeadHoldMs = 20;
 
 interface Flight {
   readonly res: HttpResponse;
@@ -183,22 +185,35 @@ class HttpServer {
     if (flight.raw.method === 'HEAD') return this.#respond(flight, sseHeadResponse(), false);
     flight.done = true;
     const res = flight.res;
-    res.cork(() => {
-      res.writeStatus('200 OK');
-      for (const [k, v] of Object.entries(SSE_HEADERS)) res.writeHeader(k, v);
-      // The first write sends the header block, so clients see the response start at once.
-      res.write(': connected\n\n');
-    });
-    const sink = new UwsSseSink(res, (err) => this.#logError(err, flight.route, 'sse producer callback failed'));
+    // The head goes out with the first frame (a replay page: one send), when the producer has
+    // started, or after kSseHeadHoldMs, whichever comes first (sse.ts).
+    const sink = new UwsSseSink(
+      res,
+      (err) => this.#logError(err, flight.route, 'sse producer callback failed'),
+      () => {
+        res.writeStatus('200 OK');
+        for (const [k, v] of Object.entries(SSE_HEADERS)) res.writeHeader(k, v);
+        // The first write sends the header block, so clients see the response start.
+        res.write(': connected\n\n');
+      },
+    );
+    const hold = setTimeout(() => sink.flushHead(), kSseHeadHoldMs);
     flight.sse = sink;
     this.#sse.add(sink);
-    sink.onClose(() => this.#sse.delete(sink));
+    sink.onClose(() => {
+      clearTimeout(hold);
+      this.#sse.delete(sink);
+    });
     this.#finish(flight, 200, undefined);
     Promise.resolve()
       .then(() => rendered.start(sink, rendered.view))
       .catch((err: unknown) => {
         this.#logError(err, flight.route, 'sse producer failed');
         sink.close();
+      })
+      .finally(() => {
+        clearTimeout(hold);
+        sink.flushHead();
       });
   }
 
