@@ -87,6 +87,11 @@ export class EventCache {
     return this.#events.get(chunk);
   }
 
+  /** Whether some event of `arena` is still cached (the arena is charged to the bound). */
+  holds(arena: ArrayBufferLike): boolean {
+    return this.#live.has(arena);
+  }
+
   /**
    * Copies `events` (in order) into one new immutable arena and returns their views in it, in the
    * same order; caches them when the arena fits the bound (else the views are only for this
@@ -196,12 +201,33 @@ class Pieces {
   }
 }
 
+/**
+ * The last replay answer of a command that was one view of a cached arena, and what it answered:
+ * the same request against an unchanged ring is answered again without walking the ring. The
+ * arena is held weakly and used only while the EventCache still charges it, so a memo never keeps
+ * memory past the cache's bound.
+ */
+interface ReplayMemo {
+  readonly key: string;
+  /** The ring's state it was made from: lastSeq, evicted-through seq (both only grow). */
+  readonly lastSeq: number;
+  readonly evictedSeq: number;
+  readonly arena: WeakRef<ArrayBufferLike>;
+  readonly offset: number;
+  readonly length: number;
+  readonly events: number;
+  readonly chunks: number;
+  readonly last: string | null;
+  readonly more: boolean;
+}
+
 export class CommandReplay {
   readonly agentId: string;
   readonly commandId: string;
   readonly ring: ReplayRing;
   readonly #text = new LiveText();
   readonly #events: EventCache;
+  #memo: ReplayMemo | undefined;
 
   constructor(agentId: string, commandId: string, opts: { ringBytes: number; budget?: ReplayBudget; events?: EventCache }) {
     this.agentId = agentId;
@@ -277,6 +303,25 @@ export class CommandReplay {
    */
   replay(req: { afterSeq?: number | undefined; limit: number; stream?: OutputStreamName | undefined }): ReplayBytes {
     const ring = this.ring;
+    const key = `${req.afterSeq ?? 'tail'}:${req.limit}:${req.stream ?? ''}`;
+    const memo = this.#memo;
+    if (
+      memo !== undefined &&
+      memo.key === key &&
+      memo.lastSeq === ring.lastSeq &&
+      memo.evictedSeq === ring.evictedThroughSeq &&
+      !ring.released
+    ) {
+      const arena = memo.arena.deref();
+      if (arena !== undefined && this.#events.holds(arena))
+        return {
+          bytes: Buffer.from(arena, memo.offset, memo.length),
+          events: memo.events,
+          chunks: memo.chunks,
+          last: memo.last,
+          more: memo.more,
+        };
+    }
     const pieces = new Pieces();
     const out: ReplayBytes = { bytes: new Uint8Array(0), events: 0, chunks: 0, last: null, more: false };
     let after = req.afterSeq ?? ring.tailAfterSeq(req.limit, req.stream);
@@ -295,7 +340,23 @@ export class CommandReplay {
         break;
       }
     }
-    return withJoined(out, pieces);
+    withJoined(out, pieces);
+    this.#memo =
+      out.lease === undefined && out.bytes.byteLength > 0 && this.#events.holds(out.bytes.buffer)
+        ? {
+            key,
+            lastSeq: ring.lastSeq,
+            evictedSeq: ring.evictedThroughSeq,
+            arena: new WeakRef(out.bytes.buffer),
+            offset: out.bytes.byteOffset,
+            length: out.bytes.byteLength,
+            events: out.events,
+            chunks: out.chunks,
+            last: out.last,
+            more: out.more,
+          }
+        : undefined;
+    return out;
   }
 
   /**

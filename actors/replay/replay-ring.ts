@@ -280,6 +280,7 @@ export class ReplayRing {
       page.next = { clock: first.clock, seq: first.toSeq };
       i++;
     }
+    let last: Entry | undefined;
     for (; i < entries.length; i++) {
       const e = entries[i] as Entry;
       if (e.kind === 'gap') break;
@@ -287,8 +288,9 @@ export class ReplayRing {
         if (page.chunks.length >= limit) break;
         page.chunks.push(e);
       }
-      page.next = { clock: e.clock, seq: e.seq };
+      last = e;
     }
+    if (last !== undefined) page.next = { clock: last.clock, seq: last.seq };
     page.more = i < entries.length;
     return page;
   }

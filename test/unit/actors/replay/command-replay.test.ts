@@ -208,6 +208,55 @@ void describe('CommandReplay', () => {
     );
   });
 
+  void test('a repeated replay of an unchanged command answers the same; any change to the ring or the cache is seen', () => {
+    const events = new EventCache(60 * 400);
+    const text = (c: number, seq: number): string => `${'y'.repeat(200)} command ${c} line ${seq}\n`;
+    const fill = (r: CommandReplay, c: number, from: number, to: number): void => {
+      for (let seq = from; seq <= to; seq++) {
+        const bytes = enc.encode(text(c, seq));
+        r.chunk({ seq, stream: 'stdout', offset: (seq - 1) * bytes.byteLength, timestampMs: seq, eof: false, bytes }, 1000 * c + seq);
+      }
+    };
+    const texts = (bytes: Uint8Array): string[] =>
+      parseSse(dec.decode(bytes))
+        .filter((e) => e.event === 'agent_output.replay')
+        .map((e) => (JSON.parse(e.data) as { text: string }).text);
+    const lines = (c: number, from: number, n: number): string[] => Array.from({ length: n }, (_, k) => text(c, from + k));
+    const r = new CommandReplay('a', 'c1', { ringBytes: 1 << 22, events });
+    fill(r, 1, 1, 40);
+    const first = Buffer.from(r.replay({ limit: 40 }).bytes);
+    for (let i = 0; i < 3; i++) {
+      const again = r.replay({ limit: 40 });
+      assert.deepEqual(Buffer.from(again.bytes), first, `replay ${i + 2} repeats the first byte for byte`);
+      assert.equal(again.last, '1040-40');
+      assert.equal(again.chunks, 40);
+    }
+    assert.deepEqual(texts(r.replay({ limit: 40, stream: 'stderr' }).bytes), [], 'another stream filter is another question');
+    assert.deepEqual(texts(r.replay({ limit: 10 }).bytes), lines(1, 31, 10), 'another limit is another question');
+    assert.deepEqual(texts(r.replay({ afterSeq: 35, limit: 40 }).bytes), lines(1, 36, 5));
+    // New output: the tail moves.
+    fill(r, 1, 41, 42);
+    assert.deepEqual(texts(r.replay({ limit: 40 }).bytes), lines(1, 3, 40));
+    // Lost output: the gap is in the answer.
+    r.gap({ firstSeq: 43, lastSeq: 44, lostBytes: 10, timestampMs: 43 }, 1043);
+    for (let i = 0; i < 2; i++) {
+      const afterGap = r.replay({ afterSeq: 42, limit: 40 });
+      assert.deepEqual(
+        parseSse(dec.decode(afterGap.bytes)).map((e) => e.event),
+        ['agent_output.error'],
+        'the dropped seqs are an output_gap event',
+      );
+      assert.equal(afterGap.last, '1043-44');
+    }
+    // Another command's replays push this one's events out of the cache: asked again, the same answer, encoded anew.
+    const before = Buffer.from(r.replay({ limit: 40 }).bytes);
+    const other = new CommandReplay('a', 'c2', { ringBytes: 1 << 22, events });
+    fill(other, 2, 1, 60);
+    other.replay({ limit: 60 });
+    assert.deepEqual(Buffer.from(r.replay({ limit: 40 }).bytes), before);
+    assert.ok(events.bytes <= events.maxBytes, `the cache stays within its bound (${events.bytes} bytes)`);
+  });
+
   void test('an agent-scoped replay merges the commands by clock, after the cursor', () => {
     const a = new CommandReplay('ag', 'c1', { ringBytes: 1 << 20 });
     const b = new CommandReplay('ag', 'c2', { ringBytes: 1 << 20 });
