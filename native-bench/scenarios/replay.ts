@@ -145,7 +145,7 @@ export const replay: BenchScenario = {
     stopOnAbort(client, signal);
     const raw = await RawSse.start();
     try {
-      const iterations = Math.max(6, Math.round(seconds * 2));
+      const iterations = Math.max(10, Math.round(seconds * 6));
       const workers = await measureMode(client, 'workers', iterations, raw);
       const inline = await measureMode(client, 'inline', iterations, raw);
       const w4 = workers.get(4096)!;
