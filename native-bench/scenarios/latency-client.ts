@@ -26,6 +26,7 @@ import {
   type AgentShared,
   type AgentWorkerData,
   type FromAgent,
+  type Pacing,
   type ToAgent,
 } from './latency-agent-protocol.js';
 import { minSeq, SseSubscriber, WsSubscriber, type LightSubscriber } from './light-subscribers.js';
@@ -304,18 +305,51 @@ export async function runLatency(a: Args): Promise<Record<string, unknown>> {
   }
 }
 
+/**
+ * The search for the maximum paced rate: each probe sends at one rate for `probeMs` (after
+ * kProbeWarmupMs), each chunk alone at its due time as in the measuring window. The path kept up
+ * when the agent sent ≥ 97 % of what was due, the probe's chunks reached every subscriber with a
+ * median latency ≤ kKeptUpP50Ms, and the last one within kKeptUpDrainMs of the probe's end: past
+ * the maximum a backlog builds and both grow with it.
+ */
+const kProbeWarmupMs = 100;
+const kKeptUpP50Ms = 5;
+const kKeptUpDrainMs = 20;
+/** Geometric steps of the search, then halvings of the last interval. */
+const kSearchStep = 1.3;
+const kSearchHalvings = 3;
+
+export interface RateProbe {
+  rate: number;
+  sentRate: number;
+  p50Ms: number;
+  p99Ms: number;
+  drainMs: number;
+  keptUp: boolean;
+}
+
+/** One paced phase's outcome: its last seq, pacing, first measured seq, time for every subscriber to get the last chunk. */
+interface PacedPhase {
+  last: number;
+  first: number;
+  pacing: Pacing;
+  drainMs: number;
+}
+
 async function measureLatency(a: Args, agent: AgentThread): Promise<Record<string, unknown>> {
   const { sendAt, ctl } = agent;
   const origin = performance.timeOrigin;
-  const hists = { sse: histogram(), ws: histogram() };
   const subs: LightSubscriber[] = [];
   const nSubs = Number(a['sse']) + Number(a['ws']);
+  /** Where the current phase records latencies (null: nowhere). */
+  let rec: { sse: hdr.Histogram; ws: hdr.Histogram } | null = null;
   /** Subscribers that have parsed each seq: the lowest seq is looked up only when the last of them got one. */
   const got = new Uint8Array(sendAt.length);
   let min = 0;
-  const listener = (h: hdr.Histogram) => (seq: number, nowMs: number) => {
+  const listener = (kind: 'sse' | 'ws') => (seq: number, nowMs: number) => {
     const first = Atomics.load(ctl, kFirstMeasured);
-    if (first > 0 && seq >= first && sendAt[seq]! > 0) h.recordValue(Math.max(1, Math.round((origin + nowMs - sendAt[seq]!) * 1000)));
+    if (rec !== null && first > 0 && seq >= first && sendAt[seq]! > 0)
+      rec[kind].recordValue(Math.max(1, Math.round((origin + nowMs - sendAt[seq]!) * 1000)));
     if (seq > min && seq < got.length && ++got[seq]! >= nSubs) {
       const m = minSeq(subs);
       if (m > min) {
@@ -327,17 +361,77 @@ async function measureLatency(a: Args, agent: AgentThread): Promise<Record<strin
   };
   await agent.next('ready');
   const clock = agent.checkClock();
-  for (let i = 0; i < Number(a['sse']); i++) subs.push(await SseSubscriber.open(String(a['sseUrl']), listener(hists.sse)));
+  for (let i = 0; i < Number(a['sse']); i++) subs.push(await SseSubscriber.open(String(a['sseUrl']), listener('sse')));
   for (let i = 0; i < Number(a['ws']); i++)
-    subs.push(await WsSubscriber.open(Number(a['wsPort']), String(a['wsSubscribe']), listener(hists.ws)));
+    subs.push(await WsSubscriber.open(Number(a['wsPort']), String(a['wsSubscribe']), listener('ws')));
   await sleep(200);
   await agent.next('registered');
 
-  // 1. maximum rate: at most 32 chunks in flight (the agent thread keeps the window against kMinSeq)
-  agent.command({ op: 'max', ms: Number(a['maxRateMs']) });
-  const { maxRate } = await agent.next('max');
+  /** Paced at `rate` for warmupMs + measureMs, latencies of the measured part into `into`; waits until every subscriber has it all. */
+  const paced = async (rate: number, warmupMs: number, measureMs: number, into: typeof rec): Promise<PacedPhase> => {
+    rec = into;
+    agent.command({ op: 'paced', rate, warmupMs, measureMs });
+    const { last, pacing } = await agent.next('paced');
+    const first = Atomics.load(ctl, kFirstMeasured);
+    const t0 = performance.now();
+    while (minSeq(subs) < last && performance.now() - t0 < 5000) await sleep(1);
+    const drainMs = performance.now() - t0;
+    Atomics.store(ctl, kFirstMeasured, 0);
+    rec = null;
+    return { last, first, pacing, drainMs };
+  };
+  const probeMs = Number(a['probeMs']);
+  const probe = async (rate: number): Promise<RateProbe> => {
+    const h = { sse: histogram(), ws: histogram() };
+    const r = await paced(rate, kProbeWarmupMs, probeMs, h);
+    const all = histogram();
+    all.add(h.sse);
+    all.add(h.ws);
+    const p = percentiles(all);
+    const sentRate = r.first > 0 ? (r.last - r.first + 1) / (probeMs / 1000) : 0;
+    const keptUp = sentRate >= 0.97 * rate && p.p50Ms <= kKeptUpP50Ms && r.drainMs <= kKeptUpDrainMs;
+    return { rate: Math.round(rate), sentRate: Math.round(sentRate), p50Ms: p.p50Ms, p99Ms: p.p99Ms, drainMs: round3(r.drainMs), keptUp };
+  };
 
-  // 2. half of it, each chunk at its own due time
+  // 1. The batched maximum: at most 32 chunks in flight (the agent thread keeps the window against
+  //    kMinSeq), so gRPC, TLS and the sockets carry several chunks per write.
+  agent.command({ op: 'max', ms: Number(a['maxRateMs']) });
+  const { maxRate: batchedMax } = await agent.next('max');
+
+  // 2. The maximum paced rate, each chunk alone as in the measuring window: up in steps from half
+  //    the batched maximum until the path falls behind, then halving the interval.
+  const probes: RateProbe[] = [];
+  const keptUpAt = async (rate: number): Promise<boolean> => {
+    const p = await probe(rate);
+    probes.push(p);
+    return p.keptUp;
+  };
+  let lo = 0;
+  let hi = Infinity;
+  let r = batchedMax / 2;
+  if (await keptUpAt(r)) {
+    lo = r;
+    while (hi === Infinity && r < batchedMax * 1.5) {
+      r *= kSearchStep;
+      if (await keptUpAt(r)) lo = r;
+      else hi = r;
+    }
+  } else {
+    hi = r;
+    while (lo === 0 && r > 50) {
+      r /= kSearchStep;
+      if (await keptUpAt(r)) lo = r;
+      else hi = r;
+    }
+  }
+  for (let i = 0; i < kSearchHalvings && lo > 0 && hi !== Infinity; i++) {
+    const mid = Math.sqrt(lo * hi);
+    if (await keptUpAt(mid)) lo = mid;
+    else hi = mid;
+  }
+  const maxRate = lo > 0 ? lo : batchedMax / 2;
+
+  // 3. Half of it, measured; the server is told when the window starts and ends (its loop stats).
   const rate = maxRate / 2;
   const warmupMs = Number(a['warmupMs']);
   const measureMs = Number(a['measureMs']);
@@ -346,26 +440,43 @@ async function measureLatency(a: Args, agent: AgentThread): Promise<Record<strin
   agent.onMeasuring = () => {
     monitoring = true;
     monitor.start();
+    process.send?.({ event: 'latency.measuring' });
   };
-  agent.command({ op: 'paced', rate, warmupMs, measureMs });
-  const { last, pacing } = await agent.next('paced');
+  const hists = { sse: histogram(), ws: histogram() };
+  const measured = await paced(rate, warmupMs, measureMs, hists);
+  process.send?.({ event: 'latency.measured' });
+  agent.onMeasuring = undefined;
   const client = monitoring ? monitor.stop() : null;
-  const end = performance.now() + 5000;
-  while (minSeq(subs) < last && performance.now() < end) await sleep(1);
-  Atomics.store(ctl, kFirstMeasured, 0);
-  for (const s of subs) s.close();
   const all = histogram();
   all.add(hists.sse);
   all.add(hists.ws);
+
+  // 4. For comparison with figures before the paced maximum: half of the batched maximum.
+  const halfBatchedMs = Number(a['halfBatchedMs']);
+  let last = measured.last;
+  let halfBatched: Record<string, unknown> | null = null;
+  if (halfBatchedMs > 0) {
+    const old = { sse: histogram(), ws: histogram() };
+    const oldPhase = await paced(batchedMax / 2, kProbeWarmupMs, halfBatchedMs, old);
+    const oldAll = histogram();
+    oldAll.add(old.sse);
+    oldAll.add(old.ws);
+    last = oldPhase.last;
+    halfBatched = { rate: Math.round(batchedMax / 2), ...percentiles(oldAll), pacing: oldPhase.pacing };
+  }
+  for (const s of subs) s.close();
   return {
     maxRate: Math.round(maxRate),
     rate: Math.round(rate),
+    batchedMaxRate: Math.round(batchedMax),
+    search: probes,
     sse: percentiles(hists.sse),
     ws: percentiles(hists.ws),
     all: percentiles(all),
     histogram: compactHistogram(all),
+    halfBatched,
     client,
-    pacing,
+    pacing: measured.pacing,
     clock,
     holes: subs.reduce((n, s) => n + s.holes, 0),
     incomplete: subs.filter((s) => s.lastSeq < last).length,
