@@ -81,7 +81,17 @@ export interface CredentialAuditPage {
   records: CredentialAuditRecord[];
 }
 
-export type CredentialAuditAction = 'lease.grant' | 'lease.revoke' | 'lease.expire' | 'proxy.http' | 'credential.add' | 'credential.delete';
+export type CredentialAuditAction =
+  | 'lease.grant'
+  | 'lease.revoke'
+  | 'lease.expire'
+  | 'proxy.http'
+  | 'credential.add'
+  | 'credential.delete'
+  /** Gateway SSH leases (src/gateway/ssh): resource.lease_id is the sshlease_ id, correlation.instance_id its instance. */
+  | 'gateway_ssh_lease.issue'
+  | 'gateway_ssh_lease.revoke'
+  | 'gateway_ssh_lease.expire';
 export type CredentialAuditOutcome = 'allowed' | 'denied' | 'error';
 
 /** POST /api/v2/credential-proxy/http: the request (spec 4.14). */
