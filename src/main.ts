@@ -15,6 +15,7 @@ import type { Config } from './config/schema.js';
 import { credentialsComponent } from './credentials/component.js';
 import { Readiness } from './core/readiness.js';
 import { eventsComponent } from './events/component.js';
+import { gatewaySshComponent } from './gateway/ssh/component.js';
 import type { WsRouteOptions } from './http/ws-route.js';
 import { Router } from './http/router.js';
 import { uwsRuntimeInfo } from './http/uws-server.js';
@@ -48,6 +49,7 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   hypervisorComponent,
   storageComponent,
   credentialsComponent(),
+  gatewaySshComponent(),
   serverRoutesComponent,
   sessionsComponent(),
   httpComponent,

@@ -201,6 +201,14 @@ export const SCHEMA = {
     parse: parseList,
     doc: 'Accepted principals, comma or space separated.',
   }),
+  SVC_GATEWAY_SSH_LEASE_MAX_TTL_SECONDS: entry({
+    field: 'gatewaySshLeaseMaxTtlSeconds',
+    group: 'gateway-ssh',
+    defaultText: '3600',
+    defaultRaw: '3600',
+    parse: parseIntInRange(60, 86_400),
+    doc: 'Longest SSH lease (and certificate) a POST /api/v2/gateway/ssh/leases may ask for (seconds; the shortest is 1; longer is ssh_lease.ttl_out_of_range).',
+  }),
 
   // ---- ours: listeners
   SVC_HTTP_ADDR: entry({

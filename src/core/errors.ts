@@ -142,6 +142,49 @@ export const ERROR_TABLE = {
     grpc: GrpcStatus.RESOURCE_EXHAUSTED,
     meaning: 'the upstream response exceeds SVC_CREDENTIAL_PROXY_MAX_RESPONSE_BYTES',
   },
+  // gateway SSH leases (spec 4.14; statuses "not shown": ours)
+  'ssh_lease.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no SSH lease has this id' },
+  'ssh_lease.public_key_invalid': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'public_key is not one OpenSSH public key line (malformed, a certificate, or the body does not match its type)',
+  },
+  'ssh_lease.public_key_unsupported': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'public_key is of a type not accepted (only ssh-ed25519, ecdsa-sha2-nistp256/384/521, ssh-rsa of at least 2048 bits)',
+  },
+  'ssh_lease.private_key_refused': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'public_key holds a private key; it was neither stored nor logged',
+  },
+  'ssh_lease.access_mode_unsupported': { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT, meaning: 'access_mode is not ssh' },
+  'ssh_lease.ttl_out_of_range': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'ttl_seconds is outside 1 to SVC_GATEWAY_SSH_LEASE_MAX_TTL_SECONDS',
+  },
+  'ssh_lease.actor_mismatch': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: "the body's actor is not the authenticated operator (leases are issued in the caller's own name only)",
+  },
+  'ssh_lease.principal_not_allowed': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: 'the principal is not one the guests accept (SVC_GATEWAY_SSH_AUTHORIZED_PRINCIPALS, else the authorized user)',
+  },
+  'ssh_lease.instance_not_found': {
+    http: 404,
+    grpc: GrpcStatus.NOT_FOUND,
+    meaning: 'instance_id names no VM the hypervisor knows and no SVC_GATEWAY_SSH_TARGETS entry',
+  },
+  'ssh_lease.signing_failed': {
+    http: 500,
+    grpc: GrpcStatus.INTERNAL,
+    meaning: 'ssh-keygen could not sign the key with SVC_GATEWAY_SSH_CA_KEY (nothing was issued)',
+  },
   'route.retired': {
     http: 410,
     grpc: GrpcStatus.UNIMPLEMENTED,

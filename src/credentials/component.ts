@@ -26,6 +26,8 @@ export const CREDENTIALS_DIR = 'credentials';
 declare module '../component/component.js' {
   interface Services {
     credentials: CredentialService;
+    /** The credential audit log, when SVC_CREDENTIAL_AUDIT is on (gateway SSH leases write to it too). */
+    credentialAudit: CredentialAuditLog;
   }
 }
 
@@ -43,6 +45,7 @@ export function credentialsComponent(): Component {
       const audit = config.credentialAudit === 'on' ? new CredentialAuditLog(dir) : null;
       const service = new CredentialService({ store, box, audit, events: ctx.find('events'), logger });
       ctx.provide('credentials', service);
+      if (audit !== null) ctx.provide('credentialAudit', audit);
       const identity =
         ctx.find('operatorIdentity') ??
         new OperatorIdentity({ trustDomain: config.trustDomain, localRole: config.localRole, roles: () => EMPTY_ROLES });

@@ -115,6 +115,11 @@ export const PROGRAMS = Object.freeze({
     step: 'start',
     why: 'screen/managed sessions of local agents (pty-ws.v1 joins); the debian image installs it; tests',
   },
+  'ssh-keygen': {
+    debianPackage: 'openssh-client',
+    step: 'start',
+    why: 'SSH leases: signs lease keys into user certificates with SVC_GATEWAY_SSH_CA_KEY (ssh-keygen -s); tests read certificates and fingerprints',
+  },
   tmux: { debianPackage: 'tmux', step: 'start', why: 'managed sessions of local agents; the minimal image copies it' },
   virsh: {
     debianPackage: 'libvirt-clients',

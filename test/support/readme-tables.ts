@@ -14,6 +14,7 @@ import { sessionTransitionsMarkdown } from '../../src/sessions/session-state.js'
 import { leaseTransitionsMarkdown } from '../../src/sessions/lease.js';
 import { rolesMarkdownTable } from '../../src/auth/permissions.js';
 import { credentialLeaseTransitionsMarkdown } from '../../src/credentials/lease-types.js';
+import { sshLeaseTransitionsMarkdown } from '../../src/gateway/ssh/lease-types.js';
 
 export function readmeTables(): Record<string, string> {
   return {
@@ -28,6 +29,7 @@ export function readmeTables(): Record<string, string> {
     'session-states-table': sessionTransitionsMarkdown(),
     'lease-states-table': leaseTransitionsMarkdown(),
     'credential-lease-states-table': credentialLeaseTransitionsMarkdown(),
+    'ssh-lease-states-table': sshLeaseTransitionsMarkdown(),
     'programs-table': programsMarkdownTable(),
   };
 }
