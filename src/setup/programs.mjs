@@ -118,7 +118,9 @@ export const PROGRAMS = Object.freeze({
   'ssh-keygen': {
     debianPackage: 'openssh-client',
     step: 'start',
-    why: 'SSH leases: signs lease keys into user certificates with SVC_GATEWAY_SSH_CA_KEY (ssh-keygen -s); tests read certificates and fingerprints',
+    why:
+      'SSH leases: signs lease keys into user certificates with SVC_GATEWAY_SSH_CA_KEY (ssh-keygen -s); ' +
+      'tests make CA and user keys and read certificates and fingerprints',
   },
   tmux: { debianPackage: 'tmux', step: 'start', why: 'managed sessions of local agents; the minimal image copies it' },
   virsh: {

@@ -223,6 +223,10 @@ void describe('SSH leases over mutual TLS, signed by a real OpenSSH CA', () => {
       .filter((x) => x.action === 'gateway_ssh_lease.issue' && x.outcome === 'denied')
       .map((x) => x.reason_code);
     assert.ok(denied.includes('ssh_lease.principal_not_allowed') && denied.includes('ssh_lease.private_key_refused'), denied.join(' '));
+    const metrics = await h.server.metrics.registry.metrics();
+    assert.match(metrics, /svc_gateway_ssh_lease_requests_total\{outcome="ssh_lease.ttl_out_of_range"\} 2/);
+    assert.match(metrics, /svc_gateway_ssh_lease_requests_total\{outcome="issued"\} [1-9]/);
+    assert.match(metrics, /svc_gateway_ssh_leases_active [1-9]/);
   });
 
   void test('leases survive a restart: same records, the active one still active, the revoked one still revoked', async () => {

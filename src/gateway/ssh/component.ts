@@ -10,6 +10,7 @@
  * error naming the variable: signing is never silently off when it was asked for.
  */
 import { join } from 'node:path';
+import { Counter, Gauge } from 'prom-client';
 import { OperatorIdentity } from '../../auth/operator-identity.js';
 import { EMPTY_ROLES } from '../../auth/roles-file.js';
 import type { Component } from '../../component/component.js';
@@ -43,6 +44,21 @@ export function gatewaySshComponent(): Component {
       const targets = new Set(config.gatewaySshTargets.map(([instance]) => instance));
       const principals =
         config.gatewaySshAuthorizedPrincipals.length > 0 ? config.gatewaySshAuthorizedPrincipals : [config.gatewaySshAuthorizedUser];
+      const issues = new Counter({
+        name: 'svc_gateway_ssh_lease_requests_total',
+        help: 'SSH lease issue requests by outcome: issued, or the error code of the refusal or failure',
+        labelNames: ['outcome'] as const,
+        registers: [ctx.metrics.registry],
+      });
+      issues.inc({ outcome: 'issued' }, 0);
+      new Gauge({
+        name: 'svc_gateway_ssh_leases_active',
+        help: 'SSH leases in state active',
+        registers: [ctx.metrics.registry],
+        collect() {
+          this.set(store.activeCount());
+        },
+      });
       logger.info(
         { signing: signer !== null, ca: signer?.caSha256 ?? null, principals, activeLeases: store.activeCount() },
         'gateway SSH leases ready',
@@ -58,6 +74,7 @@ export function gatewaySshComponent(): Component {
             principals,
             maxTtlSeconds: config.gatewaySshLeaseMaxTtlSeconds,
             audit,
+            issues,
             logger,
           }),
         stop: () => {

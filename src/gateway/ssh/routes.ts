@@ -16,6 +16,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import type { Counter } from 'prom-client';
 import type { OperatorIdentity } from '../../auth/operator-identity.js';
 import { SvcError } from '../../core/errors.js';
 import { parseEnumParam, parseIntParam, parseStringParam } from '../../http/body.js';
@@ -46,6 +47,8 @@ export interface SshLeaseRouteDeps {
   readonly maxTtlSeconds: number;
   /** Refused issues are audited here too (outcome denied, with the error code). */
   readonly audit: SshLeaseAuditSink | null;
+  /** svc_gateway_ssh_lease_requests_total{outcome}: `issued` or the error code. */
+  readonly issues: Counter<'outcome'>;
   readonly logger: Logger;
 }
 
@@ -86,8 +89,11 @@ export function registerSshLeaseRoutes(router: Router, d: SshLeaseRouteDeps): vo
     handler: async (req) => {
       const traceId = traceIdOf(req);
       try {
-        return { status: 201, json: await issue(req, d, traceId) };
+        const json = await issue(req, d, traceId);
+        d.issues.inc({ outcome: 'issued' });
+        return { status: 201, json };
       } catch (err) {
+        d.issues.inc({ outcome: err instanceof SvcError ? err.code : 'server.internal' });
         if (err instanceof SvcError && err.httpStatus < 500 && err.code !== 'auth.ssh_identity_required') {
           const who = identity.resolve(req);
           const body = req.body as Record<string, unknown> | undefined;
