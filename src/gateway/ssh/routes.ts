@@ -94,7 +94,7 @@ export function registerSshLeaseRoutes(router: Router, d: SshLeaseRouteDeps): vo
         return { status: 201, json };
       } catch (err) {
         d.issues.inc({ outcome: err instanceof SvcError ? err.code : 'server.internal' });
-        if (err instanceof SvcError && err.httpStatus < 500 && err.code !== 'auth.ssh_identity_required') {
+        if (err instanceof SvcError && err.httpStatus < 500) {
           const who = identity.resolve(req);
           const body = req.body as Record<string, unknown> | undefined;
           const instance = typeof body?.['instance_id'] === 'string' && ID_RE.test(body['instance_id']) ? body['instance_id'] : null;
