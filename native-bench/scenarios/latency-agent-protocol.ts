@@ -10,6 +10,8 @@ export const kFirstMeasured = 1;
 /** Clock check: the round (odd: the subscribers' thread stamped `clock[0]`; even: the agent answered in `clock[1]`). */
 export const kClockRound = 2;
 export const kClockRounds = 200;
+/** Ticks of the pacing clock (latency-ticker.worker.ts): the paced phase sends on each. */
+export const kTick = 3;
 /** The max-rate phase's window: chunks sent and not yet parsed by every subscriber. */
 export const kWindow = 32;
 /** At most this many chunks per wake-up of the paced phase (catching up after a late wake-up). */

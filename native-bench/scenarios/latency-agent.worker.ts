@@ -16,7 +16,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { setImmediate as turn } from 'node:timers/promises';
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort, Worker, workerData } from 'node:worker_threads';
 import {
   epochNow,
   kBurstLimit,
@@ -24,17 +24,19 @@ import {
   kClockRounds,
   kFirstMeasured,
   kMinSeq,
+  kTick,
   kWindow,
   type AgentWorkerData,
   type FromAgent,
   type ToAgent,
 } from './latency-agent-protocol.js';
+import type { ToTicker } from './latency-ticker.worker.js';
 import { ptyText, SimAgent } from './sim-agent.js';
 
 /** Atomics.waitAsync (ES2024; missing from the ES2023 lib this project compiles against). The message port keeps the thread alive while it waits. */
 type WaitAsyncResult = { async: false; value: 'not-equal' | 'timed-out' } | { async: true; value: Promise<'ok' | 'timed-out'> };
 const waitAsync = (
-  Atomics as unknown as { waitAsync(ta: Int32Array, index: number, value: number, timeoutMs: number): WaitAsyncResult }
+  Atomics as unknown as { waitAsync(ta: Int32Array, index: number, value: number, timeoutMs?: number): WaitAsyncResult }
 ).waitAsync.bind(Atomics);
 
 function percentile(sorted: ArrayLike<number>, p: number): number {
@@ -61,6 +63,7 @@ async function main(): Promise<void> {
     Atomics.notify(ctl, kClockRound);
   }
 
+  const ticker = new Worker(new URL('./latency-ticker.worker.js', import.meta.url), { workerData: d.ctl });
   const agent = new SimAgent({ target: d.target, tls: d.tls, agentId: d.agentId, instanceId: d.instanceId });
   agent.register();
   await agent.acked;
@@ -101,6 +104,13 @@ async function main(): Promise<void> {
     const t0 = performance.now();
     let k = 0; // chunks of this phase sent; chunk k is due at t0 + k * interval
     let measuring = false;
+    let tick = Atomics.load(ctl, kTick);
+    ticker.postMessage({
+      op: 'run',
+      t0: performance.timeOrigin + t0,
+      intervalMs: interval,
+      untilMs: performance.timeOrigin + t0 + warmupMs + measureMs + interval,
+    } satisfies ToTicker);
     for (;;) {
       const elapsed = performance.now() - t0;
       if (elapsed >= warmupMs + measureMs || !room()) break;
@@ -117,13 +127,13 @@ async function main(): Promise<void> {
         burst++;
       }
       if (measuring && burst > 0) bursts.push(burst);
-      // Sleep to the next due time without blocking the event loop (the TLS socket's writes and
-      // HTTP/2 window updates need it): waitAsync on a slot nothing notifies is a sub-ms timer.
-      const wait = t0 + k * interval - performance.now();
-      if (wait > 0) {
-        const w = waitAsync(ctl, kClockRound, Atomics.load(ctl, kClockRound), wait);
+      // Until the next tick of the pacing clock (its own thread: latency-ticker.worker.ts): the
+      // event loop stays free for the socket meanwhile.
+      if (k * interval > performance.now() - t0) {
+        const w = waitAsync(ctl, kTick, tick);
         if (w.async) await w.value;
       } else await turn();
+      tick = Atomics.load(ctl, kTick);
     }
     bursts.sort((a, b) => a - b);
     late.sort((a, b) => a - b);
@@ -148,6 +158,7 @@ async function main(): Promise<void> {
     else if (m.op === 'paced') runPaced(m.rate, m.warmupMs, m.measureMs).catch(fail);
     else {
       agent.close();
+      ticker.postMessage({ op: 'close' } satisfies ToTicker);
       port.close();
     }
   });
