@@ -35,7 +35,8 @@ export function exitCodeHelp(): string {
 }
 
 /** `sbx --help`. */
-export function mainHelp(commands: readonly CommandDef[], version: string): string {
+export function mainHelp(all: readonly CommandDef[], version: string): string {
+  const commands = all.filter((c) => c.hidden !== true);
   const names = commands.map(listedName);
   const w = Math.max(...names.map((n) => n.length));
   return `sbx ${version} — command-line client of a sandboxd server (its public HTTP/WS API)

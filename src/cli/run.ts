@@ -13,6 +13,7 @@ import { EVENTS_COMMANDS } from './commands/events.js';
 import { HEALTH_COMMANDS } from './commands/health.js';
 import { OPS_COMMANDS } from './commands/ops.js';
 import { SESSION_COMMANDS } from './commands/session.js';
+import { SSH_COMMANDS } from './commands/ssh.js';
 import { TASK_COMMANDS } from './commands/task.js';
 import { VM_COMMANDS } from './commands/vm.js';
 import { configPath, loadConfigFile, resolveSettings, type ResolvedSettings } from './config.js';
@@ -32,6 +33,7 @@ export const COMMANDS: readonly CommandDef[] = [
   ...EVENTS_COMMANDS,
   ...OPS_COMMANDS,
   ...CRED_COMMANDS,
+  ...SSH_COMMANDS,
   ...HEALTH_COMMANDS,
   ...CONTEXT_COMMANDS,
 ];

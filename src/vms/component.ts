@@ -54,6 +54,13 @@ export function vmsComponent(o: VmsComponentOptions = {}): Component {
           ...(config.vmAgentServerAddr !== null ? { agentServer: config.vmAgentServerAddr } : {}),
         },
         metricsRegistry: ctx.metrics.registry,
+        ...(config.gatewaySshCaPublicKeyHostPath !== null && {
+          localSshd: {
+            caPublicKeyPath: config.gatewaySshCaPublicKeyHostPath,
+            user: config.gatewaySshAuthorizedUser,
+            principals: config.gatewaySshAuthorizedPrincipals,
+          },
+        }),
         ...(jobs !== undefined && { jobs }),
         ...o,
       });
