@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { copyFile, mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import pino from 'pino';
 import type { Component } from '../../src/component/component.js';
+import { ensureCa, issueOperatorCert } from '../../src/identity/ca.js';
 import { DEFAULT_COMPONENTS, startServer, type ServerHandle } from '../../src/main.js';
 import { loopbackConfig } from '../support/test-config.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
@@ -34,9 +35,13 @@ const leasesComponent: Component = {
   },
 };
 
-function run(cmd: string, args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(
+  cmd: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -51,6 +56,7 @@ void describe('SSH connector in the server, configured by SVC_GATEWAY_SSH_*', ()
   let server: ServerHandle;
   let base: string;
   let port: number;
+  let secretsDir: string;
 
   const call = async (method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> => {
     const res = await fetch(base + path, {
@@ -114,19 +120,17 @@ void describe('SSH connector in the server, configured by SVC_GATEWAY_SSH_*', ()
     await execFileAsync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(dir, 'ca')]);
     await execFileAsync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(dir, 'user')]);
     const components = [...DEFAULT_COMPONENTS.slice(0, -1), leasesComponent, ...DEFAULT_COMPONENTS.slice(-1)];
-    server = await startServer(
-      loopbackConfig(join(dir, 'state'), {
-        SVC_ACTOR_SHARDS: '1',
-        SVC_SHUTDOWN_DEADLINE_MS: '8000',
-        SVC_GATEWAY_SSH_LISTEN: '127.0.0.1:0',
-        SVC_GATEWAY_SSH_ALLOWLIST: 'alice=*,bob=*',
-        SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH: join(dir, 'ca.pub'),
-        SVC_GATEWAY_SSH_AUTHORIZED_USER: LOGIN_USER,
-        SVC_GATEWAY_SSH_AUTHORIZED_PRINCIPALS: 'agent ops',
-      }),
-      pino({ level: 'silent' }),
-      { components },
-    );
+    const config = loopbackConfig(join(dir, 'state'), {
+      SVC_ACTOR_SHARDS: '1',
+      SVC_SHUTDOWN_DEADLINE_MS: '8000',
+      SVC_GATEWAY_SSH_LISTEN: '127.0.0.1:0',
+      SVC_GATEWAY_SSH_ALLOWLIST: 'alice=*,bob=*',
+      SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH: join(dir, 'ca.pub'),
+      SVC_GATEWAY_SSH_AUTHORIZED_USER: LOGIN_USER,
+      SVC_GATEWAY_SSH_AUTHORIZED_PRINCIPALS: 'agent ops',
+    });
+    secretsDir = config.secretsDir;
+    server = await startServer(config, pino({ level: 'silent' }), { components });
     base = `http://127.0.0.1:${server.ports.http}`;
     port = server.service('sshConnector').port;
   });
@@ -185,5 +189,22 @@ void describe('SSH connector in the server, configured by SVC_GATEWAY_SSH_*', ()
     const r = await ssh(await sign('after', 'ops'), 'alice', 'echo NO');
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /ssh\.unknown_instance/);
+  });
+
+  void test('sbx reaches the admin listener as an operator with SBX_OPERATOR_CERTS (lease requests need it)', async () => {
+    const ca = await ensureCa({ secretsDir, trustDomain: server.config.trustDomain });
+    const cert = await issueOperatorCert(ca, { name: 'alice' });
+    const certs = join(dir, 'alice');
+    await mkdir(certs, { mode: 0o700 });
+    await writeFile(join(certs, 'ca.pem'), ca.caCertPem);
+    await writeFile(join(certs, 'operator.pem'), cert.certPem);
+    await writeFile(join(certs, 'operator-key.pem'), cert.keyPem, { mode: 0o600 });
+    const args = [SBX_BIN, 'cred', 'list', '--json', '--server', `https://127.0.0.1:${server.ports.admin}`];
+    const home = { HOME: dir, XDG_CONFIG_HOME: dir };
+    const ok = await run(process.execPath, args, { ...home, SBX_OPERATOR_CERTS: certs });
+    assert.equal(ok.code, 0, ok.stderr);
+    assert.deepEqual(JSON.parse(ok.stdout), []);
+    const without = await run(process.execPath, args, home);
+    assert.notEqual(without.code, 0);
   });
 });

@@ -207,18 +207,23 @@ export class SshConnector {
       this.#audit('ssh.session.close', 'allowed', null, s.prelude, s.sessionId, s.leaseId, details);
       this.#o.logger.info({ session: s.sessionId, ...details }, 'ssh session closed');
     };
-    // An end is passed on by pipe (half-close); a side that is gone (both ways ended, or reset)
-    // takes the other with it.
+    // An end is passed on by pipe (half-close), after the bytes before it; a side that fails
+    // (reset, error) takes the other with it at once.
     upstream.on('error', () => client.destroy());
     client.on('error', () => upstream.destroy());
-    upstream.once('close', () => {
-      client.destroy();
+    upstream.once('close', (hadError) => {
+      if (hadError) client.destroy();
+      else client.end();
       closed();
     });
-    client.once('close', () => {
-      upstream.destroy();
+    client.once('close', (hadError) => {
+      if (hadError) upstream.destroy();
+      else upstream.end();
       closed();
     });
+    // A peer that vanished without a FIN or RST is found by keepalive probes, not kept forever.
+    client.setKeepAlive(true, 60_000);
+    upstream.setKeepAlive(true, 60_000);
     if (rest.length > 0) upstream.write(rest);
     client.pipe(upstream);
     upstream.pipe(client);
