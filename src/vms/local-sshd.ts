@@ -62,6 +62,21 @@ export class LocalSshdSupervisor {
     this.#o = o;
   }
 
+  /**
+   * Checks the configuration before any VM needs it: the CA public key must be one key
+   * `ssh-keygen -l` reads, and the user a name sshd takes. Rejects with a message naming the variable.
+   */
+  static async check(o: Pick<LocalSshdOptions, 'caPublicKeyPath' | 'user' | 'principals'>): Promise<void> {
+    await execFileAsync('ssh-keygen', ['-l', '-f', o.caPublicKeyPath]).catch((err: { stderr?: string; message: string }) => {
+      throw new Error(
+        `SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH=${o.caPublicKeyPath}: not an SSH public key (${(err.stderr ?? err.message).trim()})`,
+      );
+    });
+    if (!/^[a-z_][a-z0-9_.-]{0,31}$/i.test(o.user)) throw new Error(`SVC_GATEWAY_SSH_AUTHORIZED_USER=${o.user}: not a user name`);
+    const bad = o.principals.find((p) => !/^[A-Za-z0-9_.@+-]{1,128}$/.test(p));
+    if (bad !== undefined) throw new Error(`SVC_GATEWAY_SSH_AUTHORIZED_PRINCIPALS: "${bad}" is not a principal name`);
+  }
+
   /** Starts the VM's sshd unless it runs; resolves with its address once it accepts connections. */
   async start(spec: { vm: string; vmDir: string; instanceId: string }): Promise<ListenAddress> {
     const cur = this.#running.get(spec.vm);
@@ -95,6 +110,11 @@ export class LocalSshdSupervisor {
     };
     void r.exited.then(() => {
       r.gone = true;
+      if (this.#running.get(spec.vm) === r)
+        this.#o.logger?.warn(
+          { vm: spec.vm, pid: child.pid, code: child.exitCode, signal: child.signalCode, log: join(spec.vmDir, 'sshd.log') },
+          'local sshd exited; the VM has no SSH endpoint until its agent starts again',
+        );
     });
     this.#running.set(spec.vm, r);
     if (!(await listening(r))) {

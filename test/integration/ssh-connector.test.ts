@@ -370,6 +370,27 @@ void describe('SSH connector with real sshd and ssh', () => {
     assert.ok(refused, 'nothing listens at the stopped sshd address');
   });
 
+  void test('a CA public key ssh-keygen cannot read, or a bad user or principal, is a start-up error naming the variable', async () => {
+    await writeFile(join(dir, 'not-a-key.pub'), 'hello\n');
+    await assert.rejects(
+      LocalSshdSupervisor.check({ caPublicKeyPath: join(dir, 'not-a-key.pub'), user: 'agent', principals: [] }),
+      /^Error: SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH=.*not-a-key\.pub: not an SSH public key/,
+    );
+    await assert.rejects(
+      LocalSshdSupervisor.check({ caPublicKeyPath: join(dir, 'missing.pub'), user: 'agent', principals: [] }),
+      /SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH/,
+    );
+    await assert.rejects(
+      LocalSshdSupervisor.check({ caPublicKeyPath: join(dir, 'ca.pub'), user: 'a b', principals: [] }),
+      /SVC_GATEWAY_SSH_AUTHORIZED_USER/,
+    );
+    await assert.rejects(
+      LocalSshdSupervisor.check({ caPublicKeyPath: join(dir, 'ca.pub'), user: 'agent', principals: ['ok', 'no\nnewline'] }),
+      /SVC_GATEWAY_SSH_AUTHORIZED_PRINCIPALS/,
+    );
+    await LocalSshdSupervisor.check({ caPublicKeyPath: join(dir, 'ca.pub'), user: 'agent', principals: ['agent', 'ops'] });
+  });
+
   /** Sends a prelude and `rest` in one write; resolves with what came back (up to `want` bytes, or until the close). */
   function rawExchange(actor: string, instance: string, rest: Buffer, want = Infinity): Promise<Buffer> {
     const line = Buffer.from(`${JSON.stringify({ actor, instance_id: instance, access_mode: 'ssh' })}\n`);
