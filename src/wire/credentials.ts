@@ -93,8 +93,8 @@ export type CredentialAuditAction =
   | 'gateway_ssh_lease.revoke'
   | 'gateway_ssh_lease.expire'
   /** SSH connector (src/gateway/ssh/connector.ts): a connection's decision, and its end with bytes each way and duration. */
-  | 'ssh.session.open'
-  | 'ssh.session.close';
+  | 'gateway_ssh_session.open'
+  | 'gateway_ssh_session.close';
 export type CredentialAuditOutcome = 'allowed' | 'denied' | 'error';
 
 /** POST /api/v2/credential-proxy/http: the request (spec 4.14). */

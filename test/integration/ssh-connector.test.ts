@@ -250,16 +250,16 @@ void describe('SSH connector with real sshd and ssh', () => {
   void test('sessions are audited: decisions with codes, closes with bytes each way and duration', () => {
     const today = new Date().toISOString().slice(0, 10);
     const rows = audit.day(today);
-    const opened = rows.filter((r) => r.action === 'ssh.session.open' && r.outcome === 'allowed');
+    const opened = rows.filter((r) => r.action === 'gateway_ssh_session.open' && r.outcome === 'allowed');
     assert.ok(
       opened.some((r) => r.actor === 'alice' && r.resource.lease_id === 'sshlease_alice' && r.correlation.instance_id === INSTANCE),
     );
     assert.ok(
       rows.some(
-        (r) => r.action === 'ssh.session.open' && r.outcome === 'denied' && r.reason_code === 'ssh.not_allowed' && r.actor === 'mallory',
+        (r) => r.action === 'gateway_ssh_session.open' && r.outcome === 'denied' && r.reason_code === 'ssh.not_allowed' && r.actor === 'mallory',
       ),
     );
-    const closes = rows.filter((r) => r.action === 'ssh.session.close');
+    const closes = rows.filter((r) => r.action === 'gateway_ssh_session.close');
     assert.ok(closes.length >= opened.length - 1);
     // The scp session: its bytes up exceed the file, and nothing of the stream is kept.
     const db = readAuditDetails(join(dir, 'audit'));
@@ -448,7 +448,7 @@ interface CloseDetails {
 function readAuditDetails(auditDir: string): CloseDetails[] {
   const db = new Database(join(auditDir, 'credential-audit.db'), { readonly: true });
   try {
-    const rows = db.prepare(`SELECT details FROM audit WHERE action = 'ssh.session.close'`).all() as { details: string }[];
+    const rows = db.prepare(`SELECT details FROM audit WHERE action = 'gateway_ssh_session.close'`).all() as { details: string }[];
     return rows.map((r) => JSON.parse(r.details) as CloseDetails);
   } finally {
     db.close();

@@ -18,8 +18,8 @@
  * Then bytes are piped both ways with backpressure (socket.pipe: at most a socket's buffers per
  * direction held here), including the bytes that arrived behind the prelude's newline.
  *
- * Audit (when a log is given): `ssh.session.open` per decision (allowed, or denied with the
- * refusal code) and `ssh.session.close` with bytes each way and the duration. Never a byte of the
+ * Audit (when a log is given): `gateway_ssh_session.open` per decision (allowed, or denied with the
+ * refusal code) and `gateway_ssh_session.close` with bytes each way and the duration. Never a byte of the
  * stream.
  */
 import { randomBytes } from 'node:crypto';
@@ -191,7 +191,7 @@ export class SshConnector {
     this.#sockets.add(upstream);
     upstream.once('close', () => this.#sockets.delete(upstream));
     this.#o.outcomes?.inc({ outcome: 'opened' });
-    this.#audit('ssh.session.open', 'allowed', null, s.prelude, s.sessionId, s.leaseId, {});
+    this.#audit('gateway_ssh_session.open', 'allowed', null, s.prelude, s.sessionId, s.leaseId, {});
     this.#o.logger.info(
       { session: s.sessionId, actor: s.prelude.actor, instance: s.prelude.instance_id, lease: s.leaseId },
       'ssh session opened',
@@ -204,7 +204,7 @@ export class SshConnector {
         bytes_down: client.bytesWritten,
         duration_ms: Date.now() - s.startedMs,
       };
-      this.#audit('ssh.session.close', 'allowed', null, s.prelude, s.sessionId, s.leaseId, details);
+      this.#audit('gateway_ssh_session.close', 'allowed', null, s.prelude, s.sessionId, s.leaseId, details);
       this.#o.logger.info({ session: s.sessionId, ...details }, 'ssh session closed');
     };
     // An end is passed on by pipe (half-close), after the bytes before it; a side that fails
@@ -232,7 +232,7 @@ export class SshConnector {
 
   #refuse(client: Socket, r: Refusal, prelude: SshPrelude | null, sessionId: string): void {
     this.#o.outcomes?.inc({ outcome: r.code });
-    this.#audit('ssh.session.open', 'denied', r.code, prelude, sessionId, null, {});
+    this.#audit('gateway_ssh_session.open', 'denied', r.code, prelude, sessionId, null, {});
     this.#o.logger.info(
       { session: sessionId, code: r.code, actor: prelude?.actor, instance: prelude?.instance_id },
       'ssh connection refused',
@@ -248,7 +248,7 @@ export class SshConnector {
   }
 
   #audit(
-    action: 'ssh.session.open' | 'ssh.session.close',
+    action: 'gateway_ssh_session.open' | 'gateway_ssh_session.close',
     outcome: 'allowed' | 'denied',
     reasonCode: string | null,
     p: SshPrelude | null,
