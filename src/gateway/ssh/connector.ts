@@ -148,8 +148,10 @@ export class SshConnector {
         const upstream = await dial(target, this.#o.connectTimeoutMs ?? 10_000).catch((err: unknown) => {
           throw new Refusal('ssh.target_unreachable', `the SSH endpoint of ${p.instance_id} did not answer (${(err as Error).message})`);
         });
-        if (client.destroyed) {
+        if (client.destroyed || this.#closed !== null) {
+          // The client left, or the connector stopped, while the target was dialled.
           upstream.destroy();
+          client.destroy();
           return;
         }
         this.#pipe(client, upstream, rest, { prelude: p, leaseId: lease.id, sessionId, startedMs });
