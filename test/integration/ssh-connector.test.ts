@@ -256,7 +256,8 @@ void describe('SSH connector with real sshd and ssh', () => {
     );
     assert.ok(
       rows.some(
-        (r) => r.action === 'gateway_ssh_session.open' && r.outcome === 'denied' && r.reason_code === 'ssh.not_allowed' && r.actor === 'mallory',
+        (r) =>
+          r.action === 'gateway_ssh_session.open' && r.outcome === 'denied' && r.reason_code === 'ssh.not_allowed' && r.actor === 'mallory',
       ),
     );
     const closes = rows.filter((r) => r.action === 'gateway_ssh_session.close');
@@ -389,6 +390,35 @@ void describe('SSH connector with real sshd and ssh', () => {
       /SVC_GATEWAY_SSH_AUTHORIZED_PRINCIPALS/,
     );
     await LocalSshdSupervisor.check({ caPublicKeyPath: join(dir, 'ca.pub'), user: 'agent', principals: ['agent', 'ops'] });
+  });
+
+  void test('close() stops listening and cuts the sessions it carries', async () => {
+    const c = await SshConnector.start({
+      listen: { host: '127.0.0.1', port: 0 },
+      targets: [['i-standin', `127.0.0.1:${counterPort}`]],
+      allowlist: [['*', '*']],
+      leaseCheck: () => ({ id: 'sshlease_close' }),
+      logger: pino({ level: 'silent' }),
+    });
+    const s = connect(c.port, '127.0.0.1');
+    const closed = new Promise<void>((resolve) => s.once('close', () => resolve()));
+    s.on('error', () => undefined);
+    const banner = new Promise<string>((resolve) => s.once('data', (d: Buffer) => resolve(d.toString())));
+    s.write('{"actor":"alice","instance_id":"i-standin","access_mode":"ssh"}\n');
+    assert.equal(await banner, 'SSH-2.0-standin\r\n');
+    assert.equal(c.connections, 2, 'the client and its target');
+    await c.close();
+    await closed;
+    assert.equal(c.connections, 0);
+    const refused = await new Promise<boolean>((resolve) => {
+      const again = connect(c.port, '127.0.0.1');
+      again.once('connect', () => {
+        again.destroy();
+        resolve(false);
+      });
+      again.once('error', () => resolve(true));
+    });
+    assert.ok(refused, 'nothing listens after close');
   });
 
   /** Sends a prelude and `rest` in one write; resolves with what came back (up to `want` bytes, or until the close). */
