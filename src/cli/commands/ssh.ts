@@ -78,11 +78,12 @@ async function findKey(ctx: CommandContext, flag: string | undefined): Promise<{
 const ssh: CommandDef = {
   noun: 'ssh',
   verb: '',
-  summary: 'ssh into an instance through the SSH connector, with a short-lived certificate from a lease',
+  summary: 'open an SSH session to an instance through the SSH connector, with a short-lived certificate from a lease',
   details: [
     'Examples: sbx ssh agent-a1b2        sbx ssh agent-a1b2 -- uname -a        sbx ssh agent-a1b2 -- -L 8080:127.0.0.1:80',
     'The connector is SVC_GATEWAY_SSH_CONNECT (default 127.0.0.1:8124); the actor is --actor, SVC_GATEWAY_SSH_ACTOR, the',
     "context's actor or role, or the OS user. Without a local public key no lease is requested (ssh uses what it has).",
+    'Leases need an operator identity: SBX_SERVER=https://<admin listener> with SBX_OPERATOR_CERTS=DIR (sbx --help).',
     'sbx ssh --print-config [INSTANCE] prints an ssh_config block for your own ssh instead.',
   ].join('\n'),
   args: [

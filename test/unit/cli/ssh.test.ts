@@ -26,7 +26,7 @@ void describe('sbx ssh', () => {
     assert.equal(r.code, 2);
     assert.match(r.stderr, /missing INSTANCE/);
     const help = await sbx(['--help']);
-    assert.match(help.stdout, /^ {2}ssh +ssh into an instance/m);
+    assert.match(help.stdout, /^ {2}ssh +open an SSH session to an instance/m);
     assert.doesNotMatch(help.stdout, /ssh-proxy/);
   });
 
