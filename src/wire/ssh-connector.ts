@@ -47,6 +47,11 @@ export function encodePrelude(p: SshPrelude): string {
 /** Names and instance ids in a prelude: printable, no spaces, at most 256 characters. */
 const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9_.@:+-]{0,255}$/;
 
+/** Whether `s` may stand as the actor or instance_id of a prelude. */
+export function isPreludeName(s: string): boolean {
+  return NAME_RE.test(s);
+}
+
 /**
  * Parses one prelude line (without its newline). Returns the prelude, or the refusal code and a
  * message naming what is wrong; never throws.

@@ -17,7 +17,7 @@ import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { encodePrelude, type SshConnectorErrorLine } from '../../wire/ssh-connector.js';
+import { encodePrelude, isPreludeName, type SshConnectorErrorLine } from '../../wire/ssh-connector.js';
 import { int, str, UsageError } from '../args.js';
 import type { CommandContext } from '../io.js';
 import type { CommandDef } from './command.js';
@@ -75,6 +75,15 @@ async function findKey(ctx: CommandContext, flag: string | undefined): Promise<{
   return null;
 }
 
+/** The instance and the actor go into the prelude, ssh options and a shell command line: only plain names. */
+function checkNames(ctx: CommandContext, instance: string): void {
+  for (const [what, v] of [
+    ['instance', instance],
+    ['actor', ctx.settings.actor],
+  ] as const)
+    if (!isPreludeName(v)) throw new UsageError(`${what} ${JSON.stringify(v)} is not a name of 1-256 characters [A-Za-z0-9_.@:+-]`);
+}
+
 const ssh: CommandDef = {
   noun: 'ssh',
   verb: '',
@@ -115,10 +124,12 @@ const ssh: CommandDef = {
     const connectTo = connectAddress(ctx, str(flags, 'connect'));
     const user = str(flags, 'user') ?? DEFAULT_USER;
     if (flags['print-config'] === true) {
+      checkNames(ctx, instance ?? 'any');
       ctx.out(printConfig(ctx, connectTo, user, instance));
       return undefined;
     }
     if (instance === undefined) throw new UsageError('missing INSTANCE', 'usage: sbx ssh INSTANCE [-- ssh args]');
+    checkNames(ctx, instance);
     const key = await findKey(ctx, str(flags, 'identity'));
     const sshArgs = ['-o', `ProxyCommand=${proxyCommand(ctx, connectTo, instance)}`, '-o', `HostKeyAlias=sbx-${instance}`, '-l', user];
     let tmp: string | null = null;
@@ -227,6 +238,7 @@ const sshProxy: CommandDef = {
     let instance = args[0] as string;
     const suffix = str(flags, 'strip-suffix');
     if (suffix !== undefined && instance.endsWith(suffix)) instance = instance.slice(0, -suffix.length);
+    checkNames(ctx, instance);
     const address = connectAddress(ctx, str(flags, 'connect'));
     const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(address);
     if (m === null) throw new UsageError(`connector address ${JSON.stringify(address)} is not host:port`);

@@ -30,6 +30,15 @@ void describe('sbx ssh', () => {
     assert.doesNotMatch(help.stdout, /ssh-proxy/);
   });
 
+  test('an instance or actor that is not a plain name is a usage error before anything runs', async () => {
+    const r = await sbx(['ssh', 'agent a1; rm -rf /', '--actor', 'alice']);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /instance "agent a1; rm -rf \/" is not a name/);
+    const p = await sbx(['ssh-proxy', 'agent-a1', '--actor', "o'brien"]);
+    assert.equal(p.code, 2);
+    assert.match(p.stderr, /actor "o'brien" is not a name/);
+  });
+
   test('ssh-proxy names the connector it cannot reach', async () => {
     const port = await closedPort();
     const r = await sbx(['ssh-proxy', 'agent-a1', '--connect', `127.0.0.1:${port}`, '--actor', 'alice']);
