@@ -360,15 +360,9 @@ void describe('SSH connector with real sshd and ssh', () => {
     assert.deepEqual(sshd.address('i-gone'), addr);
     await sshd.stop('vm-gone');
     assert.equal(sshd.address('i-gone'), null);
-    const refused = await new Promise<boolean>((resolve) => {
-      const s = connect(addr.port, addr.host);
-      s.once('connect', () => {
-        s.destroy();
-        resolve(false);
-      });
-      s.once('error', () => resolve(true));
-    });
-    assert.ok(refused, 'nothing listens at the stopped sshd address');
+    // stop() resolves once the process has exited; its log says it was told to go. (Whether the
+    // port is free now is not asserted: another process may have taken it since.)
+    assert.match(await readFile(join(dir, 'vms', 'vm-gone', 'sshd.log'), 'utf8'), /Received signal 15; terminating/);
   });
 
   void test('a CA public key ssh-keygen cannot read, or a bad user or principal, is a start-up error naming the variable', async () => {

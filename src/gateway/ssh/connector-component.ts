@@ -3,9 +3,10 @@
  * SVC_GATEWAY_SSH_LISTEN is set. Listed after the VM component, so a VM's known SSH address (its
  * local sshd) is found and the connector stops before the VMs do.
  *
- * The lease check is the `sshLeaseCheck` service (the SSH lease component provides it from its
- * store's `findActive`), or the `leaseCheck` option (tests). Without either every connection is
- * refused with ssh.lease_required: no lease authority, no sessions (fail closed).
+ * The lease check is the `leaseCheck` option, else an `sshLeaseCheck` service, else the SSH lease
+ * store's `findActive` (the `sshLeases` service of the gateway SSH component, listed before this
+ * one). Without any every connection is refused with ssh.lease_required: no lease authority, no
+ * sessions (fail closed).
  */
 import { Counter } from 'prom-client';
 import type { Component } from '../../component/component.js';
@@ -33,7 +34,11 @@ export function sshConnectorComponent(o: SshConnectorComponentOptions = {}): Com
       const listen = config.gatewaySshListen;
       if (listen === null) return { stop: () => Promise.resolve() };
       const logger = ctx.logger.child({ component: 'ssh-connector' });
-      const leaseCheck = o.leaseCheck ?? ctx.find('sshLeaseCheck');
+      const leases = ctx.find('sshLeases');
+      const leaseCheck =
+        o.leaseCheck ??
+        ctx.find('sshLeaseCheck') ??
+        (leases === undefined ? undefined : (actor: string, instance: string) => leases.findActive(actor, instance));
       if (leaseCheck === undefined) logger.warn('no SSH lease service: every connector session is refused (ssh.lease_required)');
       const outcomes = new Counter({
         name: 'svc_gateway_ssh_connections_total',
