@@ -16,6 +16,7 @@ import { credentialsComponent } from './credentials/component.js';
 import { Readiness } from './core/readiness.js';
 import { eventsComponent } from './events/component.js';
 import { gatewaySshComponent } from './gateway/ssh/component.js';
+import { sshConnectorComponent } from './gateway/ssh/connector-component.js';
 import type { WsRouteOptions } from './http/ws-route.js';
 import { Router } from './http/router.js';
 import { uwsRuntimeInfo } from './http/uws-server.js';
@@ -36,8 +37,8 @@ import { errorMessage } from './util/error-message.js';
  * caller with it), the events store and the actors next (everything uses them); sessions come
  * before the HTTP listener (it takes their WebSocket routes), the admin listener (mTLS) right after
  * it, and both before the gRPC listener (no agent connects before its listeners subscribed); VMs
- * after it (their local agents dial it) and tasks last (they use VMs). Stopping runs the list
- * backwards.
+ * after it (their local agents dial it), tasks (they use VMs), and the SSH connector last (it finds
+ * VMs' SSH addresses; it stops first). Stopping runs the list backwards.
  */
 export const DEFAULT_COMPONENTS: readonly Component[] = [
   authComponent,
@@ -57,6 +58,7 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   agentListenerComponent,
   vmsComponent(),
   tasksComponent(),
+  sshConnectorComponent(),
 ];
 
 export interface StartOptions {

@@ -21,6 +21,8 @@ export interface ArgSpec {
   readonly name: string;
   readonly required: boolean;
   readonly description: string;
+  /** The last argument only: takes every argument left (`sbx ssh NAME -- ARGS...`). */
+  readonly variadic?: boolean;
 }
 
 export type FlagValues = Record<string, string | number | boolean | undefined>;
@@ -133,7 +135,8 @@ export function parseArgs(
       .map((a) => a.name);
     throw new UsageError(`missing ${missing.join(' ')}`, hint);
   }
-  if (args.length > argSpecs.length) throw new UsageError(`unexpected argument ${JSON.stringify(args[argSpecs.length])}`, hint);
+  if (args.length > argSpecs.length && argSpecs.at(-1)?.variadic !== true)
+    throw new UsageError(`unexpected argument ${JSON.stringify(args[argSpecs.length])}`, hint);
   return { args, flags };
 }
 

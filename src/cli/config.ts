@@ -27,6 +27,10 @@ export interface CliEnv {
   SBX_CONTEXT?: string | undefined;
   SBX_SERVER?: string | undefined;
   SVC_GATEWAY_SSH_ACTOR?: string | undefined;
+  /** Folder of an operator certificate (ca.pem, operator.pem, operator-key.pem) for an https:// server. */
+  SBX_OPERATOR_CERTS?: string | undefined;
+  /** sbx ssh: the connector's address (default 127.0.0.1:8124). */
+  SVC_GATEWAY_SSH_CONNECT?: string | undefined;
   XDG_CONFIG_HOME?: string | undefined;
   HOME?: string | undefined;
   USER?: string | undefined;
@@ -42,6 +46,8 @@ export function readCliEnv(): CliEnv {
     SBX_CONTEXT: e['SBX_CONTEXT'],
     SBX_SERVER: e['SBX_SERVER'],
     SVC_GATEWAY_SSH_ACTOR: e['SVC_GATEWAY_SSH_ACTOR'],
+    SVC_GATEWAY_SSH_CONNECT: e['SVC_GATEWAY_SSH_CONNECT'],
+    SBX_OPERATOR_CERTS: e['SBX_OPERATOR_CERTS'],
     XDG_CONFIG_HOME: e['XDG_CONFIG_HOME'],
     HOME: e['HOME'],
     USER: e['USER'],

@@ -18,7 +18,7 @@ function listedName(c: CommandDef): string {
 }
 
 function usageLine(c: CommandDef): string {
-  const args = c.args.map((a) => (a.required ? a.name : `[${a.name}]`)).join(' ');
+  const args = c.args.map((a) => (a.variadic === true ? `[-- ${a.name}...]` : a.required ? a.name : `[${a.name}]`)).join(' ');
   return `sbx ${commandName(c)}${args !== '' ? ` ${args}` : ''}${c.flags.length > 0 ? ' [flags]' : ''}`;
 }
 
@@ -35,7 +35,8 @@ export function exitCodeHelp(): string {
 }
 
 /** `sbx --help`. */
-export function mainHelp(commands: readonly CommandDef[], version: string): string {
+export function mainHelp(all: readonly CommandDef[], version: string): string {
+  const commands = all.filter((c) => c.hidden !== true);
   const names = commands.map(listedName);
   const w = Math.max(...names.map((n) => n.length));
   return `sbx ${version} — command-line client of a sandboxd server (its public HTTP/WS API)
@@ -57,6 +58,8 @@ server and context:
   Server:  --server, SBX_SERVER, the context's server, ${DEFAULT_SERVER}.
   Context: --context, SBX_CONTEXT, the current context (sbx context use NAME).
   Actor:   --actor, SVC_GATEWAY_SSH_ACTOR, the context's actor, the context's role, the OS user.
+  Operator: SBX_OPERATOR_CERTS=DIR (ca.pem, operator.pem, operator-key.pem of sandboxd certs
+           issue-operator) is presented to an https:// server (the admin listener; SSH leases need it).
 
 output:
   Tables for people; --json prints the server's JSON (streams: one object per line). Colour only

@@ -23,6 +23,8 @@ export interface CliIo {
   readonly onInterrupt?: (handler: () => void) => () => void;
   /** SIGWINCH-style resize notifications of the terminal. */
   readonly onResize?: (handler: () => void) => () => void;
+  /** The argv that runs this sbx again, node first (sbx ssh's ProxyCommand). Default: process.execPath and process.argv[1]. */
+  readonly self?: readonly string[];
   /** Loads a WebSocket implementation (session attach). */
   readonly webSocket?: () => Promise<WebSocketConstructor>;
 }

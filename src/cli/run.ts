@@ -13,11 +13,13 @@ import { EVENTS_COMMANDS } from './commands/events.js';
 import { HEALTH_COMMANDS } from './commands/health.js';
 import { OPS_COMMANDS } from './commands/ops.js';
 import { SESSION_COMMANDS } from './commands/session.js';
+import { SSH_COMMANDS } from './commands/ssh.js';
 import { TASK_COMMANDS } from './commands/task.js';
 import { VM_COMMANDS } from './commands/vm.js';
 import { configPath, loadConfigFile, resolveSettings, type ResolvedSettings } from './config.js';
 import { errorLine, ExitCode, exitCodeFor, OutcomeFailedError } from './exit-codes.js';
 import { commandHelp, mainHelp, nounHelp } from './help.js';
+import { operatorFetch } from './operator-tls.js';
 import { writeText, type CliIo, type CommandContext } from './io.js';
 import { errorMessage } from '../util/error-message.js';
 
@@ -32,6 +34,7 @@ export const COMMANDS: readonly CommandDef[] = [
   ...EVENTS_COMMANDS,
   ...OPS_COMMANDS,
   ...CRED_COMMANDS,
+  ...SSH_COMMANDS,
   ...HEALTH_COMMANDS,
   ...CONTEXT_COMMANDS,
 ];
@@ -138,7 +141,12 @@ async function makeContext(io: CliIo, flags: Record<string, unknown>, json: bool
       return settings;
     },
     get api(): ApiClient {
-      api ??= new ApiClient({ baseUrl: ctx.settings.server, headers: { 'user-agent': `sbx/${SBX_VERSION}` } });
+      const certs = io.env.SBX_OPERATOR_CERTS;
+      api ??= new ApiClient({
+        baseUrl: ctx.settings.server,
+        headers: { 'user-agent': `sbx/${SBX_VERSION}` },
+        ...(certs !== undefined && certs !== '' && ctx.settings.server.startsWith('https:') && { fetch: operatorFetch(certs) }),
+      });
       return api;
     },
     out: (text) => writeText(io.stdout, text),

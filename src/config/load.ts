@@ -69,7 +69,7 @@ function absolutize(p: string): string {
 }
 
 /**
- * Security by default: HTTP and WS are plaintext, so a non-loopback address is refused unless
+ * Security by default: HTTP, WS and the SSH connector's prelude are plaintext, so a non-loopback address is refused unless
  * the operator sets the explicit unsafe override. gRPC and the admin listener (SVC_ADMIN_ADDR) are
  * mTLS-only (every caller presents a certificate of our CA) and are exempt.
  */
@@ -78,10 +78,13 @@ function checkPlaintextListeners(out: Record<string, unknown>, problems: string[
   const plaintext: readonly [SchemaKey, string][] = [
     ['SVC_HTTP_ADDR', 'httpAddr'],
     ['SVC_WS_ADDR', 'wsAddr'],
+    // The SSH stream is encrypted end to end, but the prelude's actor is a plaintext claim checked
+    // only against leases: off loopback that exposes every leased sshd's login to the network.
+    ['SVC_GATEWAY_SSH_LISTEN', 'gatewaySshListen'],
   ];
   for (const [key, field] of plaintext) {
-    const addr = out[field] as { host: string; port: number };
-    if (!isLoopbackHost(addr.host)) {
+    const addr = out[field] as { host: string; port: number } | null;
+    if (addr !== null && !isLoopbackHost(addr.host)) {
       problems.push(
         `${key}=${formatAddress(addr)}: plaintext listener on a non-loopback address is refused; ` +
           'use a loopback address with a tunnel, or set SVC_ALLOW_INSECURE_REMOTE=1 (unsafe)',

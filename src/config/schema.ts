@@ -135,7 +135,9 @@ export const SCHEMA = {
     defaultText: 'unset (connector off)',
     defaultRaw: null,
     parse: parseListenAddress,
-    doc: 'Address of the SSH connector listener (host:port); the connector is disabled when unset.',
+    doc:
+      'Address of the SSH connector listener (host:port); the connector is disabled when unset. Its prelude is plaintext: ' +
+      'a non-loopback address needs SVC_ALLOW_INSECURE_REMOTE=1.',
   }),
   SVC_GATEWAY_SSH_TARGETS: entry({
     field: 'gatewaySshTargets',
@@ -143,7 +145,7 @@ export const SCHEMA = {
     defaultText: 'empty',
     defaultRaw: '',
     parse: parsePairs,
-    doc: 'Comma-separated instance=host:port map of runtime SSH endpoints.',
+    doc: "Comma-separated instance=host:port map of the SSH endpoints the connector dials; an instance not named here goes to its VM's local sshd.",
   }),
   SVC_GATEWAY_SSH_ALLOWLIST: entry({
     field: 'gatewaySshAllowlist',
@@ -151,7 +153,7 @@ export const SCHEMA = {
     defaultText: 'empty (deny all)',
     defaultRaw: '',
     parse: parsePairs,
-    doc: 'Comma-separated actor=instance rules; * may stand on either side.',
+    doc: 'Comma-separated actor=instance rules the connector checks; * may stand on either side; empty refuses every connection.',
   }),
   SVC_GATEWAY_SSH_CONNECT: entry({
     field: 'gatewaySshConnect',
@@ -159,7 +161,7 @@ export const SCHEMA = {
     defaultText: '127.0.0.1:8124',
     defaultRaw: '127.0.0.1:8124',
     parse: parseListenAddress,
-    doc: 'Client side (sbx): the connector address to dial.',
+    doc: 'Client side (sbx ssh): the connector address its ProxyCommand dials.',
   }),
   SVC_GATEWAY_SSH_ACTOR: entry({
     field: 'gatewaySshActor',
@@ -167,7 +169,7 @@ export const SCHEMA = {
     defaultText: 'unset',
     defaultRaw: null,
     parse: parseNonEmpty,
-    doc: 'Client side (sbx): actor name sent to the connector and used for leases.',
+    doc: 'Client side (sbx): actor name sent in the connector prelude and in SSH lease requests.',
   }),
   SVC_GATEWAY_SSH_CA_KEY: entry({
     field: 'gatewaySshCaKey',
@@ -183,7 +185,7 @@ export const SCHEMA = {
     defaultText: 'unset',
     defaultRaw: null,
     parse: parseNonEmpty,
-    doc: 'Path to the CA public key installed into guests.',
+    doc: 'Path to the SSH CA public key; when set, each local (test-driver) VM gets an sshd on 127.0.0.1 that trusts only it.',
   }),
   SVC_GATEWAY_SSH_AUTHORIZED_USER: entry({
     field: 'gatewaySshAuthorizedUser',
@@ -191,7 +193,7 @@ export const SCHEMA = {
     defaultText: 'agent',
     defaultRaw: 'agent',
     parse: parseNonEmpty,
-    doc: 'Guest user for certificate principals.',
+    doc: 'Guest user whose authorized-principals file lists the accepted principals; the only user a local sshd lets in.',
   }),
   SVC_GATEWAY_SSH_AUTHORIZED_PRINCIPALS: entry({
     field: 'gatewaySshAuthorizedPrincipals',
@@ -199,7 +201,7 @@ export const SCHEMA = {
     defaultText: 'empty (the user)',
     defaultRaw: '',
     parse: parseList,
-    doc: 'Accepted principals, comma or space separated.',
+    doc: 'Certificate principals accepted for that user, comma or space separated; empty: the user name.',
   }),
   SVC_GATEWAY_SSH_LEASE_MAX_TTL_SECONDS: entry({
     field: 'gatewaySshLeaseMaxTtlSeconds',
@@ -251,7 +253,7 @@ export const SCHEMA = {
     defaultText: '0',
     defaultRaw: '0',
     parse: parseFlag,
-    doc: 'Unsafe override: 1 allows a plaintext listener (HTTP, WS) on a non-loopback address.',
+    doc: 'Unsafe override: 1 allows a plaintext listener (HTTP, WS, the SSH connector) on a non-loopback address.',
   }),
   SVC_TRUSTED_PROXIES: entry({
     field: 'trustedProxies',

@@ -26,7 +26,7 @@ export const CREDENTIALS_DIR = 'credentials';
 declare module '../component/component.js' {
   interface Services {
     credentials: CredentialService;
-    /** The credential audit log, when SVC_CREDENTIAL_AUDIT is on (gateway SSH leases write to it too). */
+    /** The credential audit log, when SVC_CREDENTIAL_AUDIT is on (gateway SSH leases and SSH connector sessions write to it too). */
     credentialAudit: CredentialAuditLog;
   }
 }

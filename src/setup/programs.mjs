@@ -110,6 +110,11 @@ export const PROGRAMS = Object.freeze({
   pkill: { debianPackage: 'procps', step: 'start', why: "the session kill script signals the panes' processes" },
   ps: { debianPackage: 'procps', step: 'start', why: 'real-VM tests look for leftover QEMU processes' },
   python3: { debianPackage: 'python3', step: 'start', why: 'npm ci: node-gyp is a Python program' },
+  ssh: {
+    debianPackage: 'openssh-client',
+    step: 'start',
+    why: '`sbx ssh` runs the system ssh with sbx ssh-proxy as its ProxyCommand; the SSH connector tests',
+  },
   screen: {
     debianPackage: 'screen',
     step: 'start',
@@ -119,7 +124,7 @@ export const PROGRAMS = Object.freeze({
     debianPackage: 'openssh-client',
     step: 'start',
     why:
-      'SSH leases: signs lease keys into user certificates with SVC_GATEWAY_SSH_CA_KEY (ssh-keygen -s); ' +
+      "SSH leases: signs lease keys into user certificates with SVC_GATEWAY_SSH_CA_KEY (ssh-keygen -s); local VMs' sshd host keys; " +
       'tests make CA and user keys and read certificates and fingerprints',
   },
   tmux: { debianPackage: 'tmux', step: 'start', why: 'managed sessions of local agents; the minimal image copies it' },
@@ -138,6 +143,14 @@ export const PROGRAMS = Object.freeze({
     why: 'daemon-backed hypervisor tests (test+unix:// URIs); host prepare starts it',
   },
   openssl: { debianPackage: 'openssl', step: 'test', why: 'identity tests read the issued certificates with openssl' },
+  scp: { debianPackage: 'openssh-client', step: 'test', why: 'the SSH connector test copies 50 MB through the connector' },
+  sshd: {
+    debianPackage: 'openssh-server',
+    step: 'test',
+    why:
+      "tests: the real sshd behind the SSH connector; local VMs' sshd with SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH " +
+      '(install openssh-server yourself for that: on a systemd host the package also starts a system sshd on port 22)',
+  },
   promtool: { debianPackage: 'prometheus', step: 'test', why: 'checks the /metrics exposition' },
 
   cpio: { debianPackage: 'cpio', step: 'image', kinds: ['minimal'], why: 'minimal image: packs the initramfs' },

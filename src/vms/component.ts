@@ -9,6 +9,7 @@ import { emittedKindsOf } from '../../actors/protocol/frame-kinds.js';
 import { framesOf, type Component } from '../component/component.js';
 import { ensureCa } from '../identity/ca.js';
 import { registryAgentLookup } from './agent-lookup.js';
+import { LocalSshdSupervisor } from './local-sshd.js';
 import { startVmService, VM_ACTOR_MODULE, type VmService, type VmServiceOptions } from './vm-service.js';
 
 declare module '../component/component.js' {
@@ -33,6 +34,15 @@ export function vmsComponent(o: VmsComponentOptions = {}): Component {
         o.caProvider === undefined
           ? await ensureCa({ secretsDir: config.secretsDir, trustDomain: config.trustDomain, ...(jobs !== undefined && { jobs }) })
           : undefined;
+      const sshd =
+        config.gatewaySshCaPublicKeyHostPath === null
+          ? null
+          : {
+              caPublicKeyPath: config.gatewaySshCaPublicKeyHostPath,
+              user: config.gatewaySshAuthorizedUser,
+              principals: config.gatewaySshAuthorizedPrincipals,
+            };
+      if (sshd !== null) await LocalSshdSupervisor.check(sshd);
       const vms = await startVmService({
         hypervisor: ctx.need('hypervisor'),
         actors: ctx.need('actors'),
@@ -54,6 +64,7 @@ export function vmsComponent(o: VmsComponentOptions = {}): Component {
           ...(config.vmAgentServerAddr !== null ? { agentServer: config.vmAgentServerAddr } : {}),
         },
         metricsRegistry: ctx.metrics.registry,
+        ...(sshd !== null && { localSshd: sshd }),
         ...(jobs !== undefined && { jobs }),
         ...o,
       });

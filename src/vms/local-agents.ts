@@ -21,6 +21,9 @@
  * in-process test driver forgets its VMs when the process exits, so nothing could ever reattach
  * them); a VM on a daemon-served test driver outlives sandboxd and keeps them for its next agent.
  *
+ * With an sshd supervisor (SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH set), each VM's sshd
+ * (local-sshd.ts) is started with its agent and stopped when the VM stops.
+ *
  * Leftovers: the pid is written to <vm>/agent.pid. If sandboxd died without stopping its agents,
  * the next start of that VM's agent finds the pid, checks /proc/<pid>/cmdline really is this
  * VM's sandbox-agent, and stops it first; `reapLeftovers` (at sandboxd's start) ends everything
@@ -32,6 +35,7 @@ import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { formatAddress, type ListenAddress } from '../config/parsers.js';
+import type { LocalSshdSupervisor } from './local-sshd.js';
 import {
   endVmProcesses,
   localTmuxDir,
@@ -91,6 +95,8 @@ export interface LocalAgentSupervisorOptions {
   /** How a stopping VM's processes are found (default findVmProcesses on the main thread; vm-service hands the job pool's). */
   findProcesses?: ProcessFinder;
   logger?: Pick<Logger, 'info' | 'warn' | 'error'>;
+  /** Each VM's sshd (SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH set): started with its agent, stopped with the VM. */
+  sshd?: LocalSshdSupervisor;
 }
 
 interface Entry {
@@ -130,11 +136,21 @@ export class LocalAgentSupervisor {
     return this.#locked(spec.vm, async () => {
       if (this.#closed) throw new Error('the local agent supervisor is stopped');
       const cur = this.#entries.get(spec.vm);
+      await this.#startSshd(spec);
       if (cur !== undefined && cur.lastExit === null && opts.restart !== true) return this.#info(cur);
       if (cur !== undefined) await this.#stopEntry(cur, this.#grace);
       await reapOrphan(spec, this.#agentBin, this.#grace);
       return this.#info(await this.#spawn(spec, 0));
     });
+  }
+
+  /** The VM's sshd; one that cannot start is logged and leaves the VM without SSH, not without its agent. */
+  async #startSshd(spec: LocalAgentSpec): Promise<void> {
+    try {
+      await this.#opts.sshd?.start({ vm: spec.vm, vmDir: spec.vmDir, instanceId: spec.instanceId });
+    } catch (err) {
+      this.#opts.logger?.error({ vm: spec.vm, err }, 'local sshd could not be started; the VM has no SSH endpoint');
+    }
   }
 
   /**
@@ -143,6 +159,7 @@ export class LocalAgentSupervisor {
    */
   stop(vm: string): Promise<boolean> {
     return this.#locked(vm, async () => {
+      await this.#opts.sshd?.stop(vm);
       const cur = this.#entries.get(vm);
       if (cur === undefined) return false;
       this.#entries.delete(vm);
@@ -170,6 +187,7 @@ export class LocalAgentSupervisor {
     this.#closed = true;
     // A start already past its check may still add an entry: let every queued start or stop finish.
     await Promise.all([...this.#locks.values()]);
+    await this.#opts.sshd?.stopAll();
     const entries = [...this.#entries.values()];
     this.#entries.clear();
     const graceMs = Math.min(this.#grace, opts.graceMs ?? this.#grace);

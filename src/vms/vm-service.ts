@@ -34,6 +34,7 @@ import { OperationTracker, type Operations } from '../operations/operation-track
 import type { AgentLookup } from './agent-lookup.js';
 import { loadContainerImages, type ContainerImage } from './container-images.js';
 import { LocalAgentSupervisor } from './local-agents.js';
+import { LocalSshdSupervisor, type LocalSshdOptions } from './local-sshd.js';
 import { Provisioner } from './provisioner.js';
 import type { QemuOptions } from './qemu-files.js';
 import { StepExecutor } from './step-executor.js';
@@ -80,6 +81,8 @@ export interface VmServiceOptions {
   metricsRegistry?: Registry;
   /** At start, end the leftovers of an earlier sandboxd and start the agents of running managed VMs. Default true. */
   resumeAgents?: boolean;
+  /** Local VMs get an sshd trusting this CA (SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH set); none when absent. */
+  localSshd?: Omit<LocalSshdOptions, 'logger'>;
   /** Idle queue actors stop after this long, ms (default 10 minutes). */
   actorIdleStopMs?: number;
   /** The job pool: a stopping local VM's processes are looked for there (vm-jobs.ts). Default: on the main thread. */
@@ -93,6 +96,8 @@ export interface VmService {
   readonly containerImages: readonly ContainerImage[];
   /** Registers the VM, operation and container-image routes. */
   registerRoutes(router: Router): void;
+  /** A VM's known SSH address, by name or instance id: its local sshd (null: none). */
+  sshAddress(instance: string): ListenAddress | null;
   /** Jobs queued or running on a VM, oldest first (diagnostics, tests). */
   queue(vm: string): Promise<{ id: string; kind: string; status: string; progress_percent: number }[]>;
   /** Takes the frames of vm-ops actors; false for anything else. */
@@ -118,9 +123,11 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
   const store = new OperationStore({ ...(o.operationRetentionMs !== undefined ? { retentionMs: o.operationRetentionMs } : {}) });
   store.start();
   const operations = new OperationTracker(store, logger);
+  const localSshd = o.localSshd === undefined ? null : new LocalSshdSupervisor({ ...o.localSshd, logger });
   const localAgents = new LocalAgentSupervisor({
     server: o.grpcAddress,
     logger,
+    ...(localSshd !== null ? { sshd: localSshd } : {}),
     ...(o.agentBin !== undefined ? { agentBin: o.agentBin } : {}),
     ...(o.localAgentStopGraceMs !== undefined ? { stopGraceMs: o.localAgentStopGraceMs } : {}),
     ...(o.jobs !== undefined ? { findProcesses: processFinderOn(o.jobs) } : {}),
@@ -208,6 +215,7 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
       registerOperationRoutes(router, { operations });
       registerContainerImageRoutes(router, { images: () => containerImages });
     },
+    sshAddress: (instance) => localSshd?.address(instance) ?? null,
     queue: async (vm) =>
       (await bridge.status(vm)).map((j) => ({ id: j.id, kind: j.type, status: j.status, progress_percent: j.progressPercent })),
     handleFrame: (kind, key, payload) => bridge.handleFrame(kind, key, payload),

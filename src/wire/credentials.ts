@@ -91,7 +91,10 @@ export type CredentialAuditAction =
   /** Gateway SSH leases (src/gateway/ssh): resource.lease_id is the sshlease_ id, correlation.instance_id its instance. */
   | 'gateway_ssh_lease.issue'
   | 'gateway_ssh_lease.revoke'
-  | 'gateway_ssh_lease.expire';
+  | 'gateway_ssh_lease.expire'
+  /** SSH connector (src/gateway/ssh/connector.ts): a connection's decision, and its end with bytes each way and duration. */
+  | 'gateway_ssh_session.open'
+  | 'gateway_ssh_session.close';
 export type CredentialAuditOutcome = 'allowed' | 'denied' | 'error';
 
 /** POST /api/v2/credential-proxy/http: the request (spec 4.14). */

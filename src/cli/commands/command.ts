@@ -12,6 +12,8 @@ export interface CommandDef {
   readonly summary: string;
   readonly args: readonly ArgSpec[];
   readonly flags: readonly FlagSpec[];
+  /** Left out of `sbx --help` (internal modes such as ssh-proxy). */
+  readonly hidden?: boolean;
   /** More help text, printed under the usage line. */
   readonly details?: string;
   run(ctx: CommandContext, parsed: ParsedArgs): Promise<number | undefined>;

@@ -85,6 +85,17 @@ describe('configuration', () => {
     assert.equal(c.httpAddr.host, '0.0.0.0');
   });
 
+  test('the SSH connector (plaintext prelude) off loopback needs the unsafe override too; unset is off', () => {
+    const problems = problemsOf({ SVC_GATEWAY_SSH_LISTEN: '0.0.0.0:8124' });
+    assert.equal(problems.length, 1);
+    assert.match(problems[0]!, /SVC_GATEWAY_SSH_LISTEN=0\.0\.0\.0:8124: plaintext listener on a non-loopback address is refused/);
+    assert.equal(
+      loadConfig({ SVC_GATEWAY_SSH_LISTEN: '0.0.0.0:8124', SVC_ALLOW_INSECURE_REMOTE: '1' }, ctx).gatewaySshListen?.host,
+      '0.0.0.0',
+    );
+    assert.equal(loadConfig({}, ctx).gatewaySshListen, null);
+  });
+
   test('gRPC is mTLS-only, so a remote gRPC address is allowed', () => {
     const c = loadConfig({ SVC_GRPC_ADDR: '0.0.0.0:8120' }, ctx);
     assert.equal(c.grpcAddr.host, '0.0.0.0');
