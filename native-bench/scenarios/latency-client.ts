@@ -4,9 +4,11 @@
  * latency: one simulated agent (in its own thread, latency-agent.worker.ts) and a few subscribers
  * (in this thread) in this process, so the time from the agent writing a chunk to a subscriber
  * parsing it is measured on one clock (timeOrigin + performance.now, checked across the threads).
- * First the maximum rate (chunks/s with a window of 32 chunks in flight), then half of it, each
- * chunk sent at its own due time (at most 2 per wake-up), with every chunk's latency in an HDR
- * histogram per transport; the result carries how evenly it was paced (`pacing`).
+ * First the batched maximum (chunks/s with a window of 32 chunks in flight), then a search for
+ * the highest paced rate the path keeps up with, then half of that, each chunk sent at its own due
+ * time (at most 2 per wake-up; the due times come from a pacing thread), with every chunk's
+ * latency in an HDR histogram per transport; the result carries how evenly it was paced
+ * (`pacing`), and the p99 at half of the batched maximum (`halfBatched`).
  *
  * replay: one agent streams `chunks` chunks of a command (replay.fill); then new subscribers ask
  * for replay=true&limit=<chunks> and, in turn, the raw ceiling's copy of the same bytes
