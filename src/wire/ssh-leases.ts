@@ -17,7 +17,7 @@ export interface SshLease {
   instance_id: string;
   principal: string;
   access_mode: SshAccessMode;
-  /** `SHA256:<base64, unpadded>`, exactly what `ssh-keygen -lf` prints for the key. */
+  /** `sha256:<hex>` (spec part 2): the SHA-256 of the key blob, the digest `ssh-keygen -lf` prints in base64. */
   public_key_sha256: string;
   /** ISO 8601 UTC, whole seconds: the certificate's valid-after and valid-before. */
   issued_at: string;
@@ -26,7 +26,7 @@ export interface SshLease {
   state: SshLeaseState;
   /** The certificate's key id (= the lease id); null when no CA key is configured (nothing signed). */
   certificate_key_id: string | null;
-  /** `SHA256:<base64, unpadded>` of the certificate blob; null when nothing was signed. */
+  /** `sha256:<hex>` of the certificate blob; null when nothing was signed. */
   certificate_sha256: string | null;
   revoked_at: string | null;
   /** Constant: revoking does not invalidate a certificate already issued (spec part 3). */

@@ -93,8 +93,10 @@ void describe('SSH leases over mutual TLS, signed by a real OpenSSH CA', () => {
     assert.equal(lease['certificate_key_id'], id);
     assert.equal(lease['revoked_at'], null);
     assert.equal(lease['revocation_effect'], 'metadata_only_until_certificate_expiry');
-    const fp = execFileSync('ssh-keygen', ['-l', '-f', `${user.path}.pub`], { encoding: 'utf8' }).split(' ')[1];
-    assert.equal(lease['public_key_sha256'], fp);
+    // ssh-keygen -lf prints the digest as SHA256:<base64>; the record holds it as sha256:<hex> (spec part 2).
+    const fp = execFileSync('ssh-keygen', ['-l', '-f', `${user.path}.pub`], { encoding: 'utf8' }).split(' ')[1] ?? '';
+    assert.match(fp, /^SHA256:/);
+    assert.equal(lease['public_key_sha256'], `sha256:${Buffer.from(fp.slice('SHA256:'.length), 'base64').toString('hex')}`);
     assert.equal(Date.parse(lease['expires_at'] as string) - Date.parse(lease['issued_at'] as string), 900_000);
 
     const certPath = `${user.path}-cert.pub`;
@@ -113,7 +115,7 @@ void describe('SSH leases over mutual TLS, signed by a real OpenSSH CA', () => {
     // The certificate's own fingerprint is the one recorded.
     const certBlob = Buffer.from((lease['certificate'] as string).split(' ')[1] ?? '', 'base64');
     const { createHash } = await import('node:crypto');
-    assert.equal(lease['certificate_sha256'], `SHA256:${createHash('sha256').update(certBlob).digest('base64').replace(/=+$/, '')}`);
+    assert.equal(lease['certificate_sha256'], `sha256:${createHash('sha256').update(certBlob).digest('hex')}`);
 
     // An SSH target from SVC_GATEWAY_SSH_TARGETS is an instance too, and principals come from the list.
     const target = await h.admin('alice', 'POST', LEASES, request({ actor: 'alice', instance_id: 'devbox', principal: 'deploy' }));

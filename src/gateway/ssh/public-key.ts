@@ -1,8 +1,8 @@
 /**
  * The public key of an SSH lease request: one OpenSSH public key line, parsed here in Node (no
- * program runs for it) down to the key's wire blob, so that its fingerprint is exactly the
- * `SHA256:<base64>` that `ssh-keygen -lf` prints (the SHA-256 of the blob, base64 without
- * padding) and nothing of the key but that fingerprint is ever kept.
+ * program runs for it) down to the key's wire blob, so that its fingerprint is the spec's
+ * `sha256:<hex>` of exactly the digest `ssh-keygen -lf` prints as `SHA256:<base64>` (the SHA-256
+ * of the blob), and nothing of the key but that fingerprint is ever kept.
  *
  * Accepted: ssh-ed25519, ecdsa-sha2-nistp256/384/521 (a point on the curve) and ssh-rsa of at
  * least 2048 bits. Refused with their own codes: a private key (never echoed, never logged: the
@@ -25,7 +25,7 @@ export interface ParsedPublicKey {
   readonly type: string;
   readonly algorithm: SshKeyAlgorithm;
   readonly bits: number;
-  /** `SHA256:<base64, unpadded>`, as `ssh-keygen -lf` prints it. */
+  /** `sha256:<hex>` (spec part 2) of the key blob: the digest `ssh-keygen -lf` prints in base64. */
   readonly sha256: string;
   /** `type base64`, without the comment: what the signer hands ssh-keygen. */
   readonly line: string;
@@ -39,9 +39,9 @@ const ECDSA_CURVES: Readonly<Record<string, { curve: string; openssl: string; po
 
 const invalid = (why: string): SvcError => new SvcError('ssh_lease.public_key_invalid', `public_key ${why}`);
 
-/** `SHA256:<base64, unpadded>` of an SSH wire blob (a key's or a certificate's). */
+/** `sha256:<hex>` of an SSH wire blob (a key's or a certificate's), the spec's fingerprint form. */
 export function sshSha256(blob: Uint8Array): string {
-  return `SHA256:${createHash('sha256').update(blob).digest('base64').replace(/=+$/, '')}`;
+  return `sha256:${createHash('sha256').update(blob).digest('hex')}`;
 }
 
 /** Parses and checks `value` (the request's public_key); throws the SvcError to answer otherwise. */

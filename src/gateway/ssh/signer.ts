@@ -47,7 +47,7 @@ export interface SignRequest {
 export interface SignedCertificate {
   /** One line, `<type>-cert-v01@openssh.com <base64>`. */
   readonly certificate: string;
-  /** `SHA256:<base64, unpadded>` of the certificate blob. */
+  /** `sha256:<hex>` of the certificate blob. */
   readonly sha256: string;
 }
 

@@ -24,7 +24,7 @@ function issueOf(over: Partial<SshLeaseIssue> = {}): SshLeaseIssue {
     instanceId: 'agent-one',
     principal: 'agent',
     accessMode: 'ssh',
-    publicKeySha256: 'SHA256:QmJ0aGlzIGlzIG5vdCBhIHJlYWwga2V5IGhhc2ggYXQgYWxs',
+    publicKeySha256: `sha256:${'ab'.repeat(32)}`,
     issuedAtMs: T0,
     ttlSeconds: 600,
     certificate: null,
@@ -39,7 +39,7 @@ void describe('SSH lease store', () => {
     const dir = join(root, 'a');
     let now = T0;
     const store = new SshLeaseStore({ dir, logger, audit: null, now: () => now });
-    const lease = store.issue(issueOf({ certificate: { keyId: 'k', sha256: 'SHA256:x' } }));
+    const lease = store.issue(issueOf({ certificate: { keyId: 'k', sha256: `sha256:${'cd'.repeat(32)}` } }));
     assert.match(lease.id, /^sshlease_[0-9a-f]{32}$/);
     assert.equal(lease.state, 'active');
     assert.equal(lease.issued_at, '2026-03-01T10:00:00.000Z');

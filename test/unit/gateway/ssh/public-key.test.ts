@@ -32,10 +32,12 @@ function keygen(type: string, bits?: number): { pub: string; priv: string; path:
   return { pub: readFileSync(`${path}.pub`, 'utf8'), priv: readFileSync(path, 'utf8'), path };
 }
 
-/** `SHA256:…` as ssh-keygen -lf prints it. */
+/** The digest ssh-keygen -lf prints (`SHA256:<base64>`), in the spec's form `sha256:<hex>`. */
 function keygenFingerprint(pubPath: string): string {
   const out = execFileSync('ssh-keygen', ['-l', '-E', 'sha256', '-f', pubPath], { encoding: 'utf8' });
-  return out.split(' ')[1] ?? '';
+  const printed = out.split(' ')[1] ?? '';
+  assert.match(printed, /^SHA256:[A-Za-z0-9+/]{43}$/);
+  return `sha256:${Buffer.from(printed.slice('SHA256:'.length), 'base64').toString('hex')}`;
 }
 
 function refusal(value: unknown): SvcError {
@@ -64,7 +66,7 @@ void describe('SSH lease public keys', () => {
       const k = keygen(type, bits);
       const parsed = parsePublicKey(k.pub);
       assert.equal(parsed.sha256, keygenFingerprint(`${k.path}.pub`), `${type} ${bits ?? ''}`);
-      assert.match(parsed.sha256, /^SHA256:[A-Za-z0-9+/]{43}$/);
+      assert.match(parsed.sha256, /^sha256:[0-9a-f]{64}$/);
       assert.equal(parsed.bits, expectBits);
       assert.ok(!parsed.line.includes('me@laptop'));
       assert.equal(parsed.line, k.pub.trim().split(' ').slice(0, 2).join(' '));
