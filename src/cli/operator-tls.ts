@@ -20,6 +20,5 @@ export function operatorFetch(dir: string): FetchLike {
     }
   };
   const dispatcher = new Agent({ connect: { ca: read('ca.pem'), cert: read('operator.pem'), key: read('operator-key.pem') } });
-  return (input: string, init?: RequestInit) =>
-    undiciFetch(input, { ...(init as Parameters<typeof undiciFetch>[1]), dispatcher });
+  return (input: string, init?: RequestInit) => undiciFetch(input, { ...(init as Parameters<typeof undiciFetch>[1]), dispatcher });
 }

@@ -167,13 +167,18 @@ void describe('SSH connector in the server, configured by SVC_GATEWAY_SSH_*', ()
     }[];
     assert.ok(
       records.some(
-        (r) => r.action === 'gateway_ssh_session.open' && r.outcome === 'allowed' && r.actor === 'alice' && r.resource.lease_id === 'sshlease_test',
+        (r) =>
+          r.action === 'gateway_ssh_session.open' &&
+          r.outcome === 'allowed' &&
+          r.actor === 'alice' &&
+          r.resource.lease_id === 'sshlease_test',
       ),
     );
     assert.ok(records.some((r) => r.action === 'gateway_ssh_session.close' && r.actor === 'alice'));
     assert.ok(
       records.some(
-        (r) => r.action === 'gateway_ssh_session.open' && r.outcome === 'denied' && r.reason_code === 'ssh.lease_required' && r.actor === 'bob',
+        (r) =>
+          r.action === 'gateway_ssh_session.open' && r.outcome === 'denied' && r.reason_code === 'ssh.lease_required' && r.actor === 'bob',
       ),
     );
   });
