@@ -32,6 +32,9 @@ export interface AgentWorkerData extends AgentShared {
   chunkBytes: number;
 }
 
+/** Agent thread → pacing thread (latency-ticker.worker.ts). */
+export type ToTicker = { op: 'run'; t0: number; intervalMs: number; untilMs: number } | { op: 'close' };
+
 export type ToAgent = { op: 'max'; ms: number } | { op: 'paced'; rate: number; warmupMs: number; measureMs: number } | { op: 'close' };
 
 /** How evenly the paced phase sent: chunks per wake-up, and how late a chunk left after its due time. */

@@ -29,8 +29,8 @@ import {
   type AgentWorkerData,
   type FromAgent,
   type ToAgent,
+  type ToTicker,
 } from './latency-agent-protocol.js';
-import type { ToTicker } from './latency-ticker.worker.js';
 import { ptyText, SimAgent } from './sim-agent.js';
 
 /** Atomics.waitAsync (ES2024; missing from the ES2023 lib this project compiles against). The message port keeps the thread alive while it waits. */

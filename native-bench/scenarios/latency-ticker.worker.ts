@@ -16,9 +16,7 @@
  * phase it paces); {op: 'close'} ends the thread after the current run.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { epochNow, kTick } from './latency-agent-protocol.js';
-
-export type ToTicker = { op: 'run'; t0: number; intervalMs: number; untilMs: number } | { op: 'close' };
+import { epochNow, kTick, type ToTicker } from './latency-agent-protocol.js';
 
 const ctl = new Int32Array(workerData as SharedArrayBuffer);
 const port = parentPort!;
