@@ -6,7 +6,6 @@
  * console error and fetch nothing (it is handed around and opened offline). No speed is asserted.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { chromiumMissing, openBrowser, screenshot, type BrowserSession } from '../support/browser.js';
 import { distRoot, repoRoot } from '../support/paths.js';
+import { runProgram, type ProgramRun } from '../support/run-program.js';
 
 const RUN_JS = join(distRoot, 'native-bench', 'run.js');
 const FIXTURES = join(repoRoot, 'test', 'fixtures', 'bench');
@@ -22,16 +22,8 @@ const OLD_RUN = join(FIXTURES, 'run-before.ndjson');
 /** A later run with a machine record and HDR percentiles (pty). */
 const NEW_RUN = join(FIXTURES, 'run-after.ndjson');
 
-function bench(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [RUN_JS, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function bench(args: readonly string[]): Promise<ProgramRun> {
+  return runProgram(process.execPath, [RUN_JS, ...args]);
 }
 
 function scenariosOf(ndjson: string): string[] {

@@ -7,7 +7,7 @@
  * SSH lease component provides it (here a component with a fixed set of leases).
  */
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { copyFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +20,7 @@ import { ensureCa, issueOperatorCert } from '../../src/identity/ca.js';
 import { DEFAULT_COMPONENTS, startServer, type ServerHandle } from '../../src/main.js';
 import { loopbackConfig } from '../support/test-config.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
+import { runProgram } from '../support/run-program.js';
 
 const execFileAsync = promisify(execFile);
 const SBX_BIN = fileURLToPath(new URL('../../src/bin/sbx.js', import.meta.url));
@@ -34,22 +35,6 @@ const leasesComponent: Component = {
     return Promise.resolve({ stop: () => Promise.resolve() });
   },
 };
-
-function run(
-  cmd: string,
-  args: readonly string[],
-  env: NodeJS.ProcessEnv = {},
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 void describe('SSH connector in the server, configured by SVC_GATEWAY_SSH_*', () => {
   let dir: string;
@@ -82,7 +67,7 @@ void describe('SSH connector in the server, configured by SVC_GATEWAY_SSH_*', ()
     command: string,
   ): Promise<{ code: number | null; stdout: string; stderr: string }> {
     const proxy = `${process.execPath} ${SBX_BIN} ssh-proxy --connect 127.0.0.1:${port} --actor ${actor} ${VM}`;
-    return run('ssh', [
+    return runProgram('ssh', [
       '-F',
       '/dev/null',
       '-i',
@@ -206,10 +191,10 @@ void describe('SSH connector in the server, configured by SVC_GATEWAY_SSH_*', ()
     await writeFile(join(certs, 'operator-key.pem'), cert.keyPem, { mode: 0o600 });
     const args = [SBX_BIN, 'cred', 'list', '--json', '--server', `https://127.0.0.1:${server.ports.admin}`];
     const home = { HOME: dir, XDG_CONFIG_HOME: dir };
-    const ok = await run(process.execPath, args, { ...home, SBX_OPERATOR_CERTS: certs });
+    const ok = await runProgram(process.execPath, args, { ...home, SBX_OPERATOR_CERTS: certs });
     assert.equal(ok.code, 0, ok.stderr);
     assert.deepEqual(JSON.parse(ok.stdout), []);
-    const without = await run(process.execPath, args, home);
+    const without = await runProgram(process.execPath, args, home);
     assert.notEqual(without.code, 0);
   });
 });

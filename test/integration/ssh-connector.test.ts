@@ -7,7 +7,7 @@
  * with the same CA and records the lease the connector checks.
  */
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -24,30 +24,13 @@ import pino from 'pino';
 import { CredentialAuditLog } from '../../src/credentials/audit-log.js';
 import { SshConnector, type LeaseMatch } from '../../src/gateway/ssh/connector.js';
 import { LocalSshdSupervisor } from '../../src/vms/local-sshd.js';
+import { runProgram, type ProgramRun } from '../support/run-program.js';
 
 const execFileAsync = promisify(execFile);
 const SBX_BIN = fileURLToPath(new URL('../../src/bin/sbx.js', import.meta.url));
 const LOGIN_USER = userInfo().username;
 const PRINCIPAL = 'agent';
 const INSTANCE = 'i-ssh-1';
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(cmd: string, args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 void describe('SSH connector with real sshd and ssh', () => {
   let dir: string;
@@ -95,8 +78,8 @@ void describe('SSH connector with real sshd and ssh', () => {
     ];
   }
 
-  const ssh = (cert: string | null, actor: string, command: string): Promise<Run> =>
-    run('ssh', [...sshOptions(cert, actor), '-l', LOGIN_USER, INSTANCE, command]);
+  const ssh = (cert: string | null, actor: string, command: string): Promise<ProgramRun> =>
+    runProgram('ssh', [...sshOptions(cert, actor), '-l', LOGIN_USER, INSTANCE, command]);
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'sbx-ssh-'));
@@ -233,7 +216,7 @@ void describe('SSH connector with real sshd and ssh', () => {
     const base = memory();
     let peak = 0;
     const sampler = setInterval(() => (peak = Math.max(peak, memory() - base)), 50);
-    const r = await run('scp', [...sshOptions(cert, 'alice'), '-q', src, `${LOGIN_USER}@${INSTANCE}:${dst}`]);
+    const r = await runProgram('scp', [...sshOptions(cert, 'alice'), '-q', src, `${LOGIN_USER}@${INSTANCE}:${dst}`]);
     clearInterval(sampler);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(
@@ -274,7 +257,7 @@ void describe('SSH connector with real sshd and ssh', () => {
     const requests: Record<string, unknown>[] = [];
     const api = await leaseStandIn(dir, requests, (actor, instance, id) => leases.set(`${actor}:${instance}`, { id }));
     try {
-      const r = await run(
+      const r = await runProgram(
         process.execPath,
         [
           SBX_BIN,
@@ -314,7 +297,7 @@ void describe('SSH connector with real sshd and ssh', () => {
       assert.equal(body['principal'], PRINCIPAL);
       assert.equal(body['access_mode'], 'ssh');
       assert.equal(body['public_key'], (await readFile(join(home, '.ssh', 'id_ed25519.pub'), 'utf8')).trim());
-      const ok = await run(
+      const ok = await runProgram(
         process.execPath,
         [
           SBX_BIN,

@@ -7,7 +7,7 @@
  * revocation effect).
  */
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:https';
@@ -21,23 +21,12 @@ import { ensureCa, issueOperatorCert } from '../../src/identity/ca.js';
 import { DEFAULT_COMPONENTS, startServer, type ServerHandle } from '../../src/main.js';
 import { loopbackConfig } from '../support/test-config.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
+import { runProgram } from '../support/run-program.js';
 
 const execFileAsync = promisify(execFile);
 const SBX_BIN = fileURLToPath(new URL('../../src/bin/sbx.js', import.meta.url));
 const LOGIN_USER = userInfo().username;
 const VM = `agent-sshe2e-${Math.random().toString(36).slice(2, 7)}`;
-
-function run(args: readonly string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [SBX_BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 void describe('SSH end to end: lease, certificate, connector, sshd', () => {
   let dir: string;
@@ -100,7 +89,11 @@ void describe('SSH end to end: lease, certificate, connector, sshd', () => {
   const sshArgs = ['-F', '/dev/null', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null'];
 
   void test('sbx ssh gets a lease and a certificate from the server and logs in through the connector; revoke closes the connector', async () => {
-    const r = await run(['ssh', VM, '-l', LOGIN_USER, '--principal', 'agent', '--ttl', '120', '--', ...sshArgs, 'echo', 'E2E_OK'], env);
+    const r = await runProgram(
+      process.execPath,
+      [SBX_BIN, 'ssh', VM, '-l', LOGIN_USER, '--principal', 'agent', '--ttl', '120', '--', ...sshArgs, 'echo', 'E2E_OK'],
+      env,
+    );
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout.trim(), 'E2E_OK');
     const id = /sbx: lease (sshlease_\S+) for alice/.exec(r.stderr)?.[1];
@@ -128,7 +121,11 @@ void describe('SSH end to end: lease, certificate, connector, sshd', () => {
       req.end();
     });
     assert.equal(revoked, 200);
-    const after = await run(['ssh', VM, '--no-lease', '-l', LOGIN_USER, '--', ...sshArgs, 'echo', 'NO'], env);
+    const after = await runProgram(
+      process.execPath,
+      [SBX_BIN, 'ssh', VM, '--no-lease', '-l', LOGIN_USER, '--', ...sshArgs, 'echo', 'NO'],
+      env,
+    );
     assert.notEqual(after.code, 0);
     assert.match(after.stderr, /sbx: ssh\.lease_required: actor alice holds no active SSH lease/);
   });
