@@ -16,6 +16,7 @@ import type { CredentialStore, StoredCredential } from './credential-store.js';
 import { CREDENTIAL_LEASE_TABLE, CredentialLeaseCause, type CredentialLeaseState, type LeaseRecord } from './lease-types.js';
 import type { CredentialInfo, ProxyPolicy } from '../wire/credentials.js';
 import type { SecretBox } from './secret-box.js';
+import { ExpiryTimer } from '../util/expiry-timer.js';
 
 export type { CredentialInfo };
 
@@ -45,12 +46,12 @@ export class CredentialService {
   readonly #now: () => number;
   /** Every lease, by id (active ones carry their state machine). */
   readonly #leases = new Map<string, { record: LeaseRecord; machine: StateMachine<CredentialLeaseState> | null }>();
-  #timer: NodeJS.Timeout | undefined;
-  #timerAtMs = Infinity;
+  readonly #expiry: ExpiryTimer;
 
   constructor(o: CredentialServiceOptions) {
     this.#o = o;
     this.#now = o.now ?? Date.now;
+    this.#expiry = new ExpiryTimer(() => this.expireDue(), this.#now);
     for (const record of o.store.loadLeases()) this.#track(record);
     this.expireDue();
   }
@@ -188,9 +189,7 @@ export class CredentialService {
   }
 
   stop(): void {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#timerAtMs = Infinity;
+    this.#expiry.cancel();
   }
 
   // ---- internals
@@ -231,19 +230,7 @@ export class CredentialService {
   #arm(): void {
     let next = Infinity;
     for (const { record } of this.#leases.values()) if (record.state === 'active') next = Math.min(next, Date.parse(record.expires_at));
-    if (next === this.#timerAtMs) return;
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#timerAtMs = next;
-    if (next === Infinity) return;
-    this.#timer = setTimeout(
-      () => {
-        this.#timerAtMs = Infinity;
-        this.expireDue();
-      },
-      Math.max(0, next - this.#now()),
-    );
-    this.#timer.unref();
+    this.#expiry.arm(next);
   }
 
   #stored(name: string): StoredCredential {

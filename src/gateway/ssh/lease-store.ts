@@ -30,6 +30,7 @@ import {
   type SshLeaseRecord,
   type SshLeaseState,
 } from './lease-types.js';
+import { ExpiryTimer } from '../../util/expiry-timer.js';
 
 export type { SshLeaseRecord };
 export const SSH_LEASES_DB_FILE = 'ssh-leases.db';
@@ -87,13 +88,15 @@ export class SshLeaseStore {
   readonly #get: Database.Statement<[string]>;
   /** Active leases only, by id. */
   readonly #active = new Map<string, { record: SshLeaseRecord; machine: StateMachine<SshLeaseState> }>();
-  #timer: NodeJS.Timeout | undefined;
-  #timerAtMs = Infinity;
+  readonly #expiry: ExpiryTimer;
 
   /** Opens (creating) `<dir>/ssh-leases.db`, loads the active leases and expires those due. */
   constructor(o: SshLeaseStoreOptions) {
     this.#o = o;
     this.#now = o.now ?? Date.now;
+    this.#expiry = new ExpiryTimer(() => {
+      if (this.#db.open) this.expireDue();
+    }, this.#now);
     ({ path: this.path, db: this.#db } = openDurableDb(o.dir, SSH_LEASES_DB_FILE));
     this.#db.exec(`
       CREATE TABLE IF NOT EXISTS ssh_leases (
@@ -224,9 +227,7 @@ export class SshLeaseStore {
 
   /** Stops the expiry timer and closes the database. Idempotent. */
   close(): void {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#timerAtMs = Infinity;
+    this.#expiry.cancel();
     if (this.#db.open) this.#db.close();
   }
 
@@ -287,20 +288,7 @@ export class SshLeaseStore {
   #arm(): void {
     let next = Infinity;
     for (const { record } of this.#active.values()) next = Math.min(next, Date.parse(record.expires_at));
-    if (next === this.#timerAtMs) return;
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#timerAtMs = next;
-    if (next === Infinity) return;
-    this.#timer = setTimeout(
-      () => {
-        this.#timerAtMs = Infinity;
-        if (this.#db.open) this.expireDue();
-      },
-      // setTimeout's longest delay is 2^31-1 ms; a later expiry re-arms when this fires.
-      Math.min(0x7fffffff, Math.max(0, next - this.#now())),
-    );
-    this.#timer.unref();
+    this.#expiry.arm(next);
   }
 }
 
