@@ -256,8 +256,9 @@ void describe('SSH connector with real sshd and ssh', () => {
     await execFileAsync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(home, '.ssh', 'id_ed25519')]);
     const requests: Record<string, unknown>[] = [];
     const api = await leaseStandIn(dir, requests, (actor, instance, id) => leases.set(`${actor}:${instance}`, { id }));
-    try {
-      const r = await runProgram(
+    /** `sbx ssh … echo VIA_SBX_SSH` as `actor`, against the lease stand-in and the connector. */
+    const sbxSsh = (actor: string): Promise<ProgramRun> =>
+      runProgram(
         process.execPath,
         [
           SBX_BIN,
@@ -267,7 +268,7 @@ void describe('SSH connector with real sshd and ssh', () => {
           '--connect',
           `127.0.0.1:${connector.port}`,
           '--actor',
-          'carol',
+          actor,
           '-l',
           LOGIN_USER,
           '--principal',
@@ -287,6 +288,8 @@ void describe('SSH connector with real sshd and ssh', () => {
         ],
         { HOME: home, XDG_CONFIG_HOME: home },
       );
+    try {
+      const r = await sbxSsh('carol');
       // carol is allowed by no rule: the lease is issued, the connector still refuses.
       assert.notEqual(r.code, 0);
       assert.match(r.stderr, /ssh\.not_allowed/);
@@ -297,36 +300,7 @@ void describe('SSH connector with real sshd and ssh', () => {
       assert.equal(body['principal'], PRINCIPAL);
       assert.equal(body['access_mode'], 'ssh');
       assert.equal(body['public_key'], (await readFile(join(home, '.ssh', 'id_ed25519.pub'), 'utf8')).trim());
-      const ok = await runProgram(
-        process.execPath,
-        [
-          SBX_BIN,
-          'ssh',
-          '--server',
-          `http://127.0.0.1:${(api.address() as { port: number }).port}`,
-          '--connect',
-          `127.0.0.1:${connector.port}`,
-          '--actor',
-          'alice',
-          '-l',
-          LOGIN_USER,
-          '--principal',
-          PRINCIPAL,
-          INSTANCE,
-          '--',
-          '-F',
-          '/dev/null',
-          '-o',
-          'BatchMode=yes',
-          '-o',
-          'StrictHostKeyChecking=no',
-          '-o',
-          'UserKnownHostsFile=/dev/null',
-          'echo',
-          'VIA_SBX_SSH',
-        ],
-        { HOME: home, XDG_CONFIG_HOME: home },
-      );
+      const ok = await sbxSsh('alice');
       assert.equal(ok.code, 0, ok.stderr);
       assert.equal(ok.stdout.trim(), 'VIA_SBX_SSH');
       assert.match(ok.stderr, /sbx: lease sshlease_standin_2 for alice on i-ssh-1/);
