@@ -367,9 +367,12 @@ export class AgentConnectionActor implements Actor, Tickable {
     });
     this.sendToAgent({ sessionQuery: { reportAll: true } });
     this.#machine.transition(['Disconnected'], 'Starting', AgentStatusCause.registered);
+    // The snapshot first: the main thread's registry must know the agent before anyone hears
+    // agent.registered (a client that reacts to the event at once, e.g. by opening a session,
+    // otherwise raced a snapshot still queued behind it while this thread waited for a core).
+    this.#emitSnapshot();
     this.event('agent.registered', { ...facts, resume_cursors: asked.length });
     this.event('session.query_sent', { report_all: true });
-    this.#queueSnapshot();
   }
 
   #onHeartbeat(hb: v1.IHeartbeat): void {
@@ -389,12 +392,11 @@ export class AgentConnectionActor implements Actor, Tickable {
     this.#snapshotQueued = true;
     queueMicrotask(() => {
       this.#snapshotQueued = false;
-      this.#outbox.emit(
-        AgentFrameKind.kFrameAgentSnapshot,
-        this.#init.agentId,
-        encodeJson(this.#facts.snapshot(this.#machine.state)),
-        true,
-      );
+      this.#emitSnapshot();
     });
+  }
+
+  #emitSnapshot(): void {
+    this.#outbox.emit(AgentFrameKind.kFrameAgentSnapshot, this.#init.agentId, encodeJson(this.#facts.snapshot(this.#machine.state)), true);
   }
 }

@@ -147,6 +147,23 @@ void describe('agent-connection actor: registration and status', () => {
     assert.equal(events(r)[0]?.trace_id, 'trace-1');
   });
 
+  void test('the main thread gets the registered agent (snapshot) before agent.registered, in the same turn', () => {
+    const r = rig();
+    attach(r, 7);
+    register(r);
+    // No flush: what a client reacting to agent.registered can find must already be on its way.
+    const order = r.ctx.frames.flatMap((f) => {
+      if (f.kind === AgentFrameKind.kFrameAgentSnapshot) return ['snapshot'];
+      if (f.kind === AgentFrameKind.kFrameAgentEvent) return [decodeJson<AgentEventFrame>(f.payload).event_type];
+      return [];
+    });
+    const registered = order.indexOf('agent.registered');
+    assert.ok(registered > 0, order.join(', '));
+    assert.ok(order.slice(0, registered).includes('snapshot'), `a snapshot precedes agent.registered: ${order.join(', ')}`);
+    const snap = decodeJson<AgentSnapshot>(r.ctx.ofKind(AgentFrameKind.kFrameAgentSnapshot)[0]!.payload);
+    assert.equal(snap.status, 'Starting');
+  });
+
   void test('heartbeats drive the status; missing heartbeats make it Stale; the next one ends that', async () => {
     const r = rig({ staleAfterMs: 3000 });
     attach(r);
