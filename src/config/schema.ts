@@ -145,7 +145,7 @@ export const SCHEMA = {
     defaultText: 'empty',
     defaultRaw: '',
     parse: parsePairs,
-    doc: "Comma-separated instance=host:port map of the SSH endpoints the connector dials; an instance not named here goes to its VM's local sshd.",
+    doc: "Comma-separated instance=host:port map of the SSH endpoints the connector dials; an instance not named here goes to its VM's known SSH address (a local VM's sshd, a debian-image qemu guest's address:22).",
   }),
   SVC_GATEWAY_SSH_ALLOWLIST: entry({
     field: 'gatewaySshAllowlist',
@@ -185,7 +185,7 @@ export const SCHEMA = {
     defaultText: 'unset',
     defaultRaw: null,
     parse: parseNonEmpty,
-    doc: 'Path to the SSH CA public key; when set, each local (test-driver) VM gets an sshd on 127.0.0.1 that trusts only it.',
+    doc: 'Path to the SSH CA public key; when set, each local (test-driver) VM gets an sshd on 127.0.0.1 that trusts only it, and each debian-image qemu VM created gets it by fw_cfg for its own sshd.',
   }),
   SVC_GATEWAY_SSH_AUTHORIZED_USER: entry({
     field: 'gatewaySshAuthorizedUser',

@@ -6,7 +6,9 @@
  *   initrd.img    Debian's initramfs (initramfs-tools, MODULES=list: virtio, ext4, qemu_fw_cfg)
  *   disk.ext4     the root filesystem (raw ext4 made by mke2fs -d, no mount): systemd, cloud-init,
  *                 tmux, git, curl, sudo, the host's node binary (+ npm) and the sandbox-agent
- *                 bundle with its V8 code cache (agent-bundle.ts), started by sandbox-agent.service
+ *                 bundle with its V8 code cache (agent-bundle.ts), started by sandbox-agent.service;
+ *                 openssh-server without host keys, run by sandboxd-sshd.service only when the
+ *                 VM gets an SSH CA by fw_cfg (guest-ssh.ts)
  *   packages.txt  every package in the root, name=version
  *   manifest.json what was built from what (the provisioner reads it next to the disk)
  *
@@ -37,7 +39,7 @@ import {
   sourcesList,
   type AptSource,
 } from './debian-packages.js';
-import { cleanRoot, clampTimes, inRoot, packagesEpoch } from './debian-rootfs.js';
+import { bakedSshKeys, cleanRoot, clampTimes, inRoot, packagesEpoch } from './debian-rootfs.js';
 import {
   agentBundleFor,
   exists,
@@ -52,7 +54,7 @@ import {
 import { ensureStepPrograms, run } from './run.js';
 
 /** Bumped when the layout or the recipe changes (part of the cache key). */
-export const DEBIAN_RECIPE_VERSION = 'debian-2';
+export const DEBIAN_RECIPE_VERSION = 'debian-3';
 /** Size of the sparse disk file, MiB (per-VM overlays grow into it). */
 export const DEBIAN_DISK_SIZE_MIB = 4096;
 /** Kernel command line: root on the overlay, stable eth0 name, console on the serial port (quiet: slow under TCG). */
@@ -200,6 +202,8 @@ export async function buildDebianImage(o: DebianBuildOptions): Promise<DebianBui
     await cp(join(root, 'boot', `initrd.img-${kernel.release}`), join(tmp, 'initrd.img'));
     await writeFile(join(tmp, 'packages.txt'), `${installed.join('\n')}\n`);
     await cleanRoot(root, epoch);
+    const baked = await bakedSshKeys(root);
+    if (baked.length > 0) throw new Error(`the root would ship SSH keys: ${baked.join(' ')}`);
     await clampTimes(root, epoch);
     log('building disk.ext4');
     await makeExt4(root, join(tmp, 'disk.ext4'), {

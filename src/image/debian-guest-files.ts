@@ -9,10 +9,14 @@
  * - cloud-init stays installed for seed-based use (NoCloud only: no network metadata probing,
  *   which stalls boot where no metadata service exists), and is skipped, with systemd-networkd
  *   and its wait-online, when the fw_cfg identity is present: one owner per boot.
+ * - sandboxd-sshd.service (guest-ssh.ts): openssh-server is installed with no host key and no
+ *   authorized key, Debian's ssh.service is disabled, and sshd runs only when sandboxd hands the
+ *   VM an SSH CA through fw_cfg (SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH).
  * - initramfs-tools settings (MODULES=list: `dep` cannot see the target machine from a chroot)
  *   so virtio, ext4 and qemu_fw_cfg are in Debian's initramfs and loaded before the root mounts.
  */
 import { FW_CFG_PREFIX } from './guest-init.js';
+import { FW_CFG_SSH_SETUP, FW_CFG_SSH_SETUP_PATH, SANDBOXD_SSHD_UNIT, SSHD_UNIT_NAME } from './guest-ssh.js';
 
 /** A file written into the root, path absolute inside it. */
 export interface GuestFile {
@@ -42,6 +46,8 @@ export const DISABLED_UNITS: readonly string[] = [
   'fstrim.timer',
   'e2scrub_reap.service',
   'getty@tty1.service',
+  // Debian's sshd (enabled by openssh-server's postinst): sandboxd-sshd.service runs sshd, and only with an SSH CA.
+  'ssh.service',
 ];
 /**
  * Units masked: kernel features a sandbox VM does not use (binfmt_misc, pstore, DRM, EFI,
@@ -61,7 +67,7 @@ export const MASKED_UNITS: readonly string[] = [
   'sys-kernel-tracing.mount',
 ];
 /** Units enabled in the image (networkd renders cloud-init's network config when cloud-init runs). */
-export const ENABLED_UNITS: readonly string[] = ['sandbox-agent.service', 'systemd-networkd.service'];
+export const ENABLED_UNITS: readonly string[] = ['sandbox-agent.service', 'systemd-networkd.service', SSHD_UNIT_NAME];
 /**
  * Units that get the fw_cfg skip condition: cloud-init's, and networkd with its socket and
  * wait-online (in fw_cfg mode fw-cfg-setup sets the address; the wait would last 2 min with no
@@ -179,7 +185,8 @@ ConditionPathExists=!${FW_CFG_MARKER}
 
 /**
  * cloud-init: local seeds only, so a boot without any datasource does not wait for a metadata
- * service; and no module that fails on this image (no locales package, no SSH server).
+ * service; and no module that fails on this image (no locales package), nor any that makes SSH
+ * host keys (sshd is sandboxd-sshd.service's, which makes its own key on first boot).
  */
 export const CLOUD_CFG = `# sandboxd: NoCloud only (a cidata disk or seedfrom=); None keeps a seedless boot quick.
 datasource_list: [ NoCloud, None ]
@@ -187,7 +194,7 @@ datasource_list: [ NoCloud, None ]
 locale: false
 # The hostname resolves (sudo looks it up).
 manage_etc_hosts: localhost
-# No SSH server in the image: no host keys to generate.
+# sshd runs only with sandboxd's SSH CA (sandboxd-sshd.service makes the host key): none here.
 ssh_genkeytypes: []
 ssh_deletekeys: false
 `;
@@ -207,6 +214,8 @@ export function debianGuestFiles(): GuestFile[] {
   const files: GuestFile[] = [
     { path: '/usr/local/lib/sandboxd/fw-cfg-setup', mode: 0o755, content: FW_CFG_SETUP },
     { path: '/usr/lib/systemd/system/sandbox-agent.service', mode: 0o644, content: SANDBOX_AGENT_UNIT },
+    { path: FW_CFG_SSH_SETUP_PATH, mode: 0o755, content: FW_CFG_SSH_SETUP },
+    { path: `/usr/lib/systemd/system/${SSHD_UNIT_NAME}`, mode: 0o644, content: SANDBOXD_SSHD_UNIT },
     { path: '/usr/local/bin/sandbox-agent', mode: 0o755, content: AGENT_WRAPPER },
     { path: '/etc/cloud/cloud.cfg.d/90_sandboxd.cfg', mode: 0o644, content: CLOUD_CFG },
     { path: '/etc/modules-load.d/sandboxd.conf', mode: 0o644, content: 'qemu_fw_cfg\n' },

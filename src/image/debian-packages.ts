@@ -21,7 +21,9 @@ export const DEBIAN_SUITE = 'bookworm';
 /**
  * What the image holds besides the minbase set: systemd as init, cloud-init (its cffi backend
  * named because debootstrap-era resolvers miss the virtual package), Debian's cloud kernel and
- * initramfs-tools, and what tasks and sessions use (tmux, screen, git, curl, sudo, ...).
+ * initramfs-tools, what tasks and sessions use (tmux, screen, git, curl, sudo, ...), and
+ * openssh-server for SSH leases (its host keys are removed from the root; sandboxd-sshd.service
+ * makes one at first boot, guest-ssh.ts).
  */
 export const IMAGE_PACKAGES: readonly string[] = [
   'usr-is-merged',
@@ -46,6 +48,7 @@ export const IMAGE_PACKAGES: readonly string[] = [
   'procps',
   'less',
   'xz-utils',
+  'openssh-server',
 ];
 
 /** One apt source line. */

@@ -71,7 +71,8 @@ export const VOLATILE_PATHS: readonly string[] = [
 ];
 
 /**
- * Leaves the root as a fresh machine: no package caches or lists, no logs, an empty machine-id
+ * Leaves the root as a fresh machine: no package caches or lists, no logs, no SSH host keys
+ * (openssh-server's postinst made some; each VM makes its own at first boot), an empty machine-id
  * (each VM gets its own at boot; an empty file is not "first boot", so no preset run), no host
  * resolv.conf or policy-rc.d, shadow change dates at the epoch, no backup copies of the user files.
  */
@@ -107,6 +108,8 @@ export async function cleanRoot(root: string, epoch: number): Promise<void> {
   ]) {
     await rm(join(root, f), { force: true });
   }
+  for (const f of await readdir(join(root, 'etc', 'ssh')).catch(() => [] as string[]))
+    if (f.startsWith('ssh_host_')) await rm(join(root, 'etc', 'ssh', f), { force: true });
   await writeFile(join(root, 'etc', 'machine-id'), '');
   await symlink('/etc/machine-id', join(root, 'var', 'lib', 'dbus', 'machine-id')).catch(() => undefined);
   await writeFile(join(root, 'etc', 'resolv.conf'), '');
@@ -125,4 +128,19 @@ export function stampShadow(text: string, day: number): string {
       return f.join(':');
     })
     .join('\n');
+}
+
+/**
+ * Paths in `root` that must never ship in an image: SSH host keys (each VM makes its own) and
+ * authorized_keys files (only certificates of sandboxd's SSH CA log in). Empty when clean.
+ */
+export async function bakedSshKeys(root: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const f of await readdir(join(root, 'etc', 'ssh')).catch(() => [] as string[]))
+    if (f.startsWith('ssh_host_')) found.push(`/etc/ssh/${f}`);
+  const homes = ['/root', ...(await readdir(join(root, 'home')).catch(() => [] as string[])).map((h) => `/home/${h}`)];
+  for (const h of homes)
+    for (const f of await readdir(join(root, h, '.ssh')).catch(() => [] as string[]))
+      if (f.startsWith('authorized_keys')) found.push(`${h}/.ssh/${f}`);
+  return found;
 }

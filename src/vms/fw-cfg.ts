@@ -5,19 +5,24 @@
  * in the domain XML; only paths appear on its command line, never contents).
  *
  * Files per VM under <vm>/fwcfg/ (0700; owned by the user QEMU runs as, libvirt-qemu, when it
- * exists, because QEMU opens them itself): agent.env, ca.pem, agent.pem, agent-key.pem.
+ * exists, because QEMU opens them itself): agent.env, ca.pem, agent.pem, agent-key.pem; and for a
+ * `debian` image VM created with SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH set, ssh-ca.pub (the CA
+ * public key line without its comment), ssh-user and ssh-principals (src/image/guest-ssh.ts reads
+ * them in the guest). Nothing of SSH otherwise.
  */
 import { chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { dirname, join } from 'node:path';
 import { FW_CFG_PREFIX } from '../image/guest-init.js';
+import { SSH_FW_CFG_NAMES } from '../image/guest-ssh.js';
 import type { QemuDomainSpec } from '../hypervisor/port.js';
 
 const execFileAsync = promisify(execFile);
 
 /** A built image found next to SVC_VM_BASE_IMAGE (its manifest.json). */
 export interface BootImage {
+  kind: 'minimal' | 'debian';
   kernel: string;
   initrd: string;
   cmdline: string;
@@ -44,7 +49,7 @@ export async function loadBootImage(baseImage: string | null): Promise<BootImage
       m.cmdline === undefined
     )
       return null;
-    return { kernel: join(dir, m.files.kernel), initrd: join(dir, m.files.initrd), cmdline: m.cmdline, disk: baseImage };
+    return { kind: m.kind, kernel: join(dir, m.files.kernel), initrd: join(dir, m.files.initrd), cmdline: m.cmdline, disk: baseImage };
   } catch {
     return null;
   }
@@ -82,18 +87,66 @@ export function agentEnv(s: GuestSettings): string {
     .join('');
 }
 
-/** fw_cfg name → host file for a VM's folder. */
-export function fwCfgFiles(fwDir: string): Record<string, string> {
+/** What a guest's sshd trusts (SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH, _AUTHORIZED_USER, _AUTHORIZED_PRINCIPALS). */
+export interface GuestSsh {
+  /** The CA public key file's text (one key; its comment is dropped). */
+  caPublicKey: string;
+  user: string;
+  /** Empty: the user's name. */
+  principals: readonly string[];
+}
+
+/**
+ * `<type> <base64>` of a public key file holding exactly one key (comment and blank lines
+ * dropped). Throws on anything else, a private key above all: it must never reach a guest.
+ */
+export function sshPublicKeyLine(text: string): string {
+  if (/PRIVATE KEY/.test(text)) throw new Error('the SSH CA public key file holds a private key');
+  const lines = text.split('\n').filter((l) => l.trim() !== '' && !l.trimStart().startsWith('#'));
+  const m =
+    lines.length === 1
+      ? /^((?:ssh|ecdsa|sk)-[A-Za-z0-9@.+-]{1,64}) ([A-Za-z0-9+/]{32,}={0,3})(?:\s.*)?$/.exec(lines[0]?.trim() ?? '')
+      : null;
+  if (m?.[1] === undefined || m[2] === undefined) throw new Error('the SSH CA public key file is not one OpenSSH public key line');
+  return `${m[1]} ${m[2]}`;
+}
+
+const SSH_USER = /^[A-Za-z_][A-Za-z0-9_.-]{0,31}$/;
+const SSH_PRINCIPAL = /^[A-Za-z0-9_.@+-]{1,128}$/;
+
+/** The SSH fw_cfg files' contents by name (SSH_FW_CFG_NAMES); checked as the guest checks them. */
+export function guestSshFiles(s: GuestSsh): [string, string][] {
+  if (!SSH_USER.test(s.user)) throw new Error(`the SSH user is not a user name: ${s.user.slice(0, 40)}`);
+  const principals = s.principals.length > 0 ? s.principals : [s.user];
+  const bad = principals.find((p) => !SSH_PRINCIPAL.test(p));
+  if (bad !== undefined) throw new Error(`an SSH principal has characters sshd would misread: ${bad.slice(0, 40)}`);
+  const [ca, user, prin] = SSH_FW_CFG_NAMES;
+  return [
+    [ca, `${sshPublicKeyLine(s.caPublicKey)}\n`],
+    [user, `${s.user}\n`],
+    [prin, `${principals.join('\n')}\n`],
+  ];
+}
+
+/** fw_cfg name → host file for a VM's folder (with `ssh`, the SSH settings too). */
+export function fwCfgFiles(fwDir: string, ssh = false): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const f of ['agent.env', 'ca.pem', 'agent.pem', 'agent-key.pem']) out[`${FW_CFG_PREFIX}/${f}`] = join(fwDir, f);
+  const names = ['agent.env', 'ca.pem', 'agent.pem', 'agent-key.pem', ...(ssh ? SSH_FW_CFG_NAMES : [])];
+  for (const f of names) out[`${FW_CFG_PREFIX}/${f}`] = join(fwDir, f);
   return out;
 }
 
-/** Writes the fw_cfg files (0600, handed to libvirt-qemu when that user exists). */
+/**
+ * Writes the fw_cfg files (0600, handed to libvirt-qemu when that user exists). `ssh`: the SSH
+ * settings; 'empty' writes the SSH files empty (a VM whose domain lists them, provisioned again
+ * after SSH was switched off: QEMU needs the files, the guest then leaves sshd off); null or
+ * absent writes none and removes any earlier ones.
+ */
 export async function writeFwCfg(
   fwDir: string,
   settings: GuestSettings,
   certs: { caPem: string; certPem: string; keyPem: string },
+  ssh: GuestSsh | 'empty' | null = null,
 ): Promise<void> {
   await mkdir(fwDir, { recursive: true, mode: 0o700 });
   const files: [string, string][] = [
@@ -101,7 +154,9 @@ export async function writeFwCfg(
     ['ca.pem', certs.caPem],
     ['agent.pem', certs.certPem],
     ['agent-key.pem', certs.keyPem],
+    ...(ssh === null ? [] : ssh === 'empty' ? SSH_FW_CFG_NAMES.map((n): [string, string] => [n, '']) : guestSshFiles(ssh)),
   ];
+  if (ssh === null) for (const n of SSH_FW_CFG_NAMES) await rm(join(fwDir, n), { force: true });
   for (const [name, data] of files) await writeFile(join(fwDir, name), data, { mode: 0o600 });
   const owner = await qemuUser();
   if (owner !== null) {
@@ -130,14 +185,25 @@ function qemuUser(): Promise<{ uid: number; gid: number } | null> {
   return qemuUserCache;
 }
 
-/** The spec for a VM booting a built image: overlay as vda, PVH kernel, fw_cfg settings, capped TCG cache; no vsock (hosts without /dev/vhost-vsock cannot start it, and the agent dials TCP). */
-export function bootSpec(image: BootImage, disk: string, fwDir: string, network: string, serialLogPath: string): QemuDomainSpec {
+/**
+ * The spec for a VM booting a built image: overlay as vda, PVH kernel, fw_cfg settings (with
+ * `ssh`, the SSH files too), capped TCG cache; no vsock (hosts without /dev/vhost-vsock cannot
+ * start it, and the agent dials TCP).
+ */
+export function bootSpec(
+  image: BootImage,
+  disk: string,
+  fwDir: string,
+  network: string,
+  serialLogPath: string,
+  ssh = false,
+): QemuDomainSpec {
   return {
     disks: [{ path: disk, format: 'qcow2' }],
     network,
     serialLogPath,
     kernel: { path: image.kernel, initrdPath: image.initrd, cmdline: image.cmdline },
-    fwCfgFiles: fwCfgFiles(fwDir),
+    fwCfgFiles: fwCfgFiles(fwDir, ssh),
     tcgCacheMiB: TCG_CACHE_MIB,
     machine: 'pc',
   };

@@ -17,12 +17,13 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { copyFile, mkdir, stat, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import type { ListenAddress } from '../config/parsers.js';
+import { sshPublicKeyLine } from './fw-cfg.js';
 import { localVmEnv } from './local-vm-processes.js';
 
 const execFileAsync = promisify(execFile);
@@ -63,8 +64,9 @@ export class LocalSshdSupervisor {
   }
 
   /**
-   * Checks the configuration before any VM needs it: the CA public key must be one key
-   * `ssh-keygen -l` reads, and the user a name sshd takes. Rejects with a message naming the variable.
+   * Checks the configuration before any VM needs it: the CA public key must be one public key
+   * line (never a private key: it is copied into every VM) that `ssh-keygen -l` reads, and the
+   * user a name sshd takes. Rejects with a message naming the variable.
    */
   static async check(o: Pick<LocalSshdOptions, 'caPublicKeyPath' | 'user' | 'principals'>): Promise<void> {
     await execFileAsync('ssh-keygen', ['-l', '-f', o.caPublicKeyPath]).catch((err: { stderr?: string; message: string }) => {
@@ -72,6 +74,11 @@ export class LocalSshdSupervisor {
         `SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH=${o.caPublicKeyPath}: not an SSH public key (${(err.stderr ?? err.message).trim()})`,
       );
     });
+    try {
+      sshPublicKeyLine(await readFile(o.caPublicKeyPath, 'utf8'));
+    } catch (err) {
+      throw new Error(`SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH=${o.caPublicKeyPath}: ${(err as Error).message}`, { cause: err });
+    }
     if (!/^[a-z_][a-z0-9_.-]{0,31}$/i.test(o.user)) throw new Error(`SVC_GATEWAY_SSH_AUTHORIZED_USER=${o.user}: not a user name`);
     const bad = o.principals.find((p) => !/^[A-Za-z0-9_.@+-]{1,128}$/.test(p));
     if (bad !== undefined) throw new Error(`SVC_GATEWAY_SSH_AUTHORIZED_PRINCIPALS: "${bad}" is not a principal name`);

@@ -13,6 +13,12 @@
  * settings and certificate by fw_cfg instead of a seed (fw-cfg.ts). The files are made
  * on the sandboxd host: a remote qemu+ssh host needs the same paths (shared storage).
  *
+ * SSH (README "SSH connector"): a `debian` image VM created while SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH
+ * is set gets label `sandboxd/gateway-ssh=ca` and the SSH fw_cfg files (the CA public key, the
+ * user, its principals; src/image/guest-ssh.ts starts the guest's sshd from them). Its SSH
+ * endpoint (sshEndpoint) is its static address, port 22, while it runs. The minimal image has no
+ * sshd: its VMs have no SSH endpoint.
+ *
  * Metadata written at define: profile, disk size, instance id (= uuid) and labels
  * `sandboxd/agentshare` (true|false) and `sandboxd/ssh-keys` (count installed). A VM with an
  * instance id is "managed": its agent is started, stopped and awaited. Others (the test driver's
@@ -32,11 +38,26 @@ import type { AgentLookup } from './agent-lookup.js';
 import type { LocalAgentSupervisor } from './local-agents.js';
 import type { EndedVmProcesses } from './local-vm-processes.js';
 import { createOverlay, qemuSpecFor, writeSeed, type QemuOptions } from './qemu-files.js';
-import { bootSpec, loadBootImage, pickAddress, removeFwCfg, writeFwCfg, type BootImage } from './fw-cfg.js';
+import { bootSpec, loadBootImage, pickAddress, removeFwCfg, writeFwCfg, type BootImage, type GuestSsh } from './fw-cfg.js';
 import { isInside, vmPaths, type VmPaths } from './vm-paths.js';
 
 /** How often provisioning looks whether the agent has connected, ms. */
 export const AGENT_POLL_MS = 250;
+
+/** The label of a VM whose guest got the SSH fw_cfg files at define (its domain lists them). */
+export const GATEWAY_SSH_LABEL = 'sandboxd/gateway-ssh';
+/** The port of a qemu guest's sshd. */
+export const GUEST_SSH_PORT = 22;
+
+/** A VM's SSH endpoint, or why it has none (the connector refuses with ssh.no_endpoint and this text). */
+export type SshEndpoint = { readonly host: string; readonly port: number } | { readonly none: string };
+
+/** What guests' sshd trusts (SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH and the user and principals). */
+export interface GatewaySshOptions {
+  readonly caPublicKeyPath: string;
+  readonly user: string;
+  readonly principals: readonly string[];
+}
 
 export interface ProvisionerOptions {
   hypervisor: HypervisorPort;
@@ -47,17 +68,21 @@ export interface ProvisionerOptions {
   qemu: QemuOptions;
   /** Bound of qemu-img and similar host work, ms. */
   writeBudgetMs: number;
+  /** Set: `debian` image guests get an sshd trusting this CA. */
+  gatewaySsh?: GatewaySshOptions | null;
   logger: Pick<Logger, 'info' | 'warn' | 'error'>;
 }
 
 export class Provisioner {
   readonly #o: ProvisionerOptions;
+  readonly #ssh: GatewaySshOptions | null;
   #image: Promise<BootImage | null> | undefined;
   /** Addresses this process handed out, by VM name (see #reserveAddress). */
   readonly #addresses = new Map<string, string>();
 
   constructor(opts: ProvisionerOptions) {
     this.#o = opts;
+    this.#ssh = opts.gatewaySsh ?? null;
   }
 
   paths(vm: string): VmPaths {
@@ -85,6 +110,7 @@ export class Provisioner {
     ipAddress: string | null,
     signal: AbortSignal,
   ): Promise<StepResult> {
+    const ssh = image?.kind === 'debian' && this.#ssh !== null;
     const info = await this.#o.hypervisor.define(
       {
         name: vm,
@@ -95,12 +121,16 @@ export class Provisioner {
           profile: c.profile,
           diskGiB: c.diskGiB,
           instanceId: c.uuid,
-          labels: { 'sandboxd/agentshare': String(c.agentshare), 'sandboxd/ssh-keys': String(c.sshKeys.length) },
+          labels: {
+            'sandboxd/agentshare': String(c.agentshare),
+            'sandboxd/ssh-keys': String(c.sshKeys.length),
+            ...(ssh ? { [GATEWAY_SSH_LABEL]: 'ca' } : {}),
+          },
           ...(ipAddress !== null ? { ipAddress } : {}),
         },
         qemu:
           image !== null
-            ? bootSpec(image, paths.disk, paths.fwCfg, this.#o.qemu.network, paths.console)
+            ? bootSpec(image, paths.disk, paths.fwCfg, this.#o.qemu.network, paths.console, ssh)
             : qemuSpecFor(paths, c.uuid, this.#o.qemu),
       },
       { signal },
@@ -257,6 +287,50 @@ export class Provisioner {
     return started;
   }
 
+  /**
+   * The SSH endpoint of a VM by name or instance id: null when no VM has that name or id; else
+   * its address and port 22, or why it has none. Local (test-driver) VMs' sshd is the local
+   * sshd supervisor's; this answers for them only that none runs.
+   */
+  async sshEndpoint(instance: string): Promise<SshEndpoint | null> {
+    const d =
+      (await this.#o.hypervisor.get(instance).catch(() => null)) ??
+      (await this.#o.hypervisor.list()).find((x) => x.metadata.instanceId === instance) ??
+      null;
+    if (d === null) return null;
+    const vm = `VM '${d.name}'`;
+    if (isTestDriverUri(d.host))
+      return {
+        none:
+          this.#ssh === null
+            ? `${vm} has no sshd: SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH is unset`
+            : `${vm} has no sshd running (a local VM's sshd runs while its agent does)`,
+      };
+    if (d.state !== 'running') return { none: `${vm} is ${d.state}` };
+    if (d.metadata.labels?.[GATEWAY_SSH_LABEL] !== 'ca') {
+      const image = await this.#bootImage();
+      return {
+        none:
+          image?.kind === 'minimal'
+            ? `${vm} runs the minimal image, which has no sshd (use the debian image)`
+            : `${vm} was not given an sshd: only a debian-image VM created while SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH is set gets one`,
+      };
+    }
+    const ca = await readFile(join(this.paths(d.name).fwCfg, 'ssh-ca.pub'), 'utf8').catch(() => '');
+    if (ca === '') return { none: `${vm} was last started without SSH (SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH unset then)` };
+    const ip = d.metadata.ipAddress ?? d.ipAddress;
+    if (ip === null || ip === undefined) return { none: `${vm} has no known address` };
+    return { host: ip, port: GUEST_SSH_PORT };
+  }
+
+  /** The SSH settings for a VM's fw_cfg: none unless its domain lists the files; empty files when SSH is off now. */
+  async #guestSsh(info: DomainInfo): Promise<GuestSsh | 'empty' | null> {
+    if (info.metadata.labels?.[GATEWAY_SSH_LABEL] !== 'ca') return null;
+    const s = this.#ssh;
+    if (s === null) return 'empty';
+    return { caPublicKey: await readFile(s.caPublicKeyPath, 'utf8'), user: s.user, principals: s.principals };
+  }
+
   /** The built image next to the base disk, looked up once (null: a plain qcow2 with cloud-init). */
   #bootImage(): Promise<BootImage | null> {
     this.#image ??= loadBootImage(this.#o.qemu.baseImage);
@@ -316,6 +390,7 @@ export class Provisioner {
           gateway,
         },
         { caPem, certPem, keyPem },
+        await this.#guestSsh(info),
       );
       return;
     }

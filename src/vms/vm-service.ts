@@ -35,7 +35,7 @@ import type { AgentLookup } from './agent-lookup.js';
 import { loadContainerImages, type ContainerImage } from './container-images.js';
 import { LocalAgentSupervisor } from './local-agents.js';
 import { LocalSshdSupervisor, type LocalSshdOptions } from './local-sshd.js';
-import { Provisioner } from './provisioner.js';
+import { Provisioner, type SshEndpoint } from './provisioner.js';
 import type { QemuOptions } from './qemu-files.js';
 import { StepExecutor } from './step-executor.js';
 import { VmController, type VmApi } from './vm-controller.js';
@@ -81,7 +81,10 @@ export interface VmServiceOptions {
   metricsRegistry?: Registry;
   /** At start, end the leftovers of an earlier sandboxd and start the agents of running managed VMs. Default true. */
   resumeAgents?: boolean;
-  /** Local VMs get an sshd trusting this CA (SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH set); none when absent. */
+  /**
+   * SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH set: local VMs get an sshd trusting this CA, and
+   * `debian` image qemu guests created from now on get one (fw_cfg); none when absent.
+   */
   localSshd?: Omit<LocalSshdOptions, 'logger'>;
   /** Idle queue actors stop after this long, ms (default 10 minutes). */
   actorIdleStopMs?: number;
@@ -96,8 +99,11 @@ export interface VmService {
   readonly containerImages: readonly ContainerImage[];
   /** Registers the VM, operation and container-image routes. */
   registerRoutes(router: Router): void;
-  /** A VM's known SSH address, by name or instance id: its local sshd (null: none). */
-  sshAddress(instance: string): ListenAddress | null;
+  /**
+   * A VM's known SSH address, by name or instance id: its local sshd, or a qemu guest's address
+   * and port 22; `{none}` with the reason for a VM without one; null for no such VM.
+   */
+  sshAddress(instance: string): Promise<SshEndpoint | null>;
   /** Jobs queued or running on a VM, oldest first (diagnostics, tests). */
   queue(vm: string): Promise<{ id: string; kind: string; status: string; progress_percent: number }[]>;
   /** Takes the frames of vm-ops actors; false for anything else. */
@@ -151,6 +157,7 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
     qemu,
     writeBudgetMs,
     logger,
+    gatewaySsh: o.localSshd ?? null,
   });
   const eventBridge = new VmEventBridge({ hypervisor: o.hypervisor, events: o.events, localAgents, provisioner, logger });
   const opsTotal =
@@ -215,7 +222,7 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
       registerOperationRoutes(router, { operations });
       registerContainerImageRoutes(router, { images: () => containerImages });
     },
-    sshAddress: (instance) => localSshd?.address(instance) ?? null,
+    sshAddress: async (instance) => localSshd?.address(instance) ?? (await provisioner.sshEndpoint(instance)),
     queue: async (vm) =>
       (await bridge.status(vm)).map((j) => ({ id: j.id, kind: j.type, status: j.status, progress_percent: j.progressPercent })),
     handleFrame: (kind, key, payload) => bridge.handleFrame(kind, key, payload),

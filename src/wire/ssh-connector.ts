@@ -32,6 +32,7 @@ export type SshConnectorErrorCode =
   | 'ssh.not_allowed'
   | 'ssh.lease_required'
   | 'ssh.unknown_instance'
+  | 'ssh.no_endpoint'
   | 'ssh.target_unreachable'
   | 'ssh.unavailable';
 

@@ -168,7 +168,7 @@ void describe('SSH connector in the server, configured by SVC_GATEWAY_SSH_*', ()
     );
   });
 
-  void test('stopping the VM stops its sshd: the connector no longer knows an endpoint', async () => {
+  void test('stopping the VM stops its sshd: the connector refuses with ssh.no_endpoint', async () => {
     const stopped = await call('POST', `/api/v1/vms/${VM}/stop`);
     assert.equal(stopped.status, 200, JSON.stringify(stopped.json));
     await waitFor(
@@ -178,7 +178,7 @@ void describe('SSH connector in the server, configured by SVC_GATEWAY_SSH_*', ()
     );
     const r = await ssh(await sign('after', 'ops'), 'alice', 'echo NO');
     assert.notEqual(r.code, 0);
-    assert.match(r.stderr, /ssh\.unknown_instance/);
+    assert.match(r.stderr, /ssh\.no_endpoint/);
   });
 
   void test('sbx reaches the admin listener as an operator with SBX_OPERATOR_CERTS (lease requests need it)', async () => {

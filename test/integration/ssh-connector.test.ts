@@ -107,7 +107,9 @@ void describe('SSH connector with real sshd and ssh', () => {
         ['*', 'i-standin'],
       ],
       leaseCheck: (actor, instance) => leases.get(`${actor}:${instance}`),
-      lookup: (instance) => sshd.address(instance),
+      // A VM without an sshd (the minimal image) answers why.
+      lookup: (instance) =>
+        instance === 'i-minimal' ? { none: "VM 'i-minimal' runs the minimal image, which has no sshd" } : sshd.address(instance),
       audit,
       logger: pino({ level: 'silent' }),
       preludeTimeoutMs: 500,
@@ -204,6 +206,10 @@ void describe('SSH connector with real sshd and ssh', () => {
       errorCode(await rawBytes(Buffer.from('{"actor":"alice","instance_id":"nowhere","access_mode":"ssh"}\n'))),
       'ssh.unknown_instance',
     );
+    leases.set('alice:i-minimal', { id: 'sshlease_minimal' });
+    const minimal = (await rawBytes(Buffer.from('{"actor":"alice","instance_id":"i-minimal","access_mode":"ssh"}\n'))).toString();
+    assert.equal(errorCode(Buffer.from(minimal)), 'ssh.no_endpoint');
+    assert.match(minimal, /minimal image, which has no sshd/);
   });
 
   void test('a 50 MB scp through the connector arrives intact, and the connector holds no more than its buffers', async (t) => {

@@ -1,7 +1,7 @@
 /**
  * The SSH connector as a component (README "SSH connector"): started only when
  * SVC_GATEWAY_SSH_LISTEN is set. Listed after the VM component, so a VM's known SSH address (its
- * local sshd) is found and the connector stops before the VMs do.
+ * local sshd, or a qemu guest's address) is found and the connector stops before the VMs do.
  *
  * The lease check is the `leaseCheck` option, else an `sshLeaseCheck` service, else the SSH lease
  * store's `findActive` (the `sshLeases` service of the gateway SSH component, listed before this
@@ -52,7 +52,7 @@ export function sshConnectorComponent(o: SshConnectorComponentOptions = {}): Com
         targets: config.gatewaySshTargets,
         allowlist: config.gatewaySshAllowlist,
         leaseCheck: leaseCheck ?? noLeaseAuthority,
-        lookup: (instanceId) => ctx.find('vms')?.sshAddress(instanceId) ?? null,
+        lookup: async (instanceId) => (await ctx.find('vms')?.sshAddress(instanceId)) ?? null,
         audit: ctx.find('credentialAudit') ?? null,
         outcomes,
         logger,

@@ -12,7 +12,8 @@
  *      the prelude's actor claim count. The login itself is still sshd's: it accepts only a
  *      certificate of the CA for an authorized principal within its validity,
  *   3. the target: SVC_GATEWAY_SSH_TARGETS (`instance=host:port`), else the VM's known SSH
- *      address ({@link TargetLookup}: the local VM's sshd).
+ *      address ({@link TargetLookup}: a local VM's sshd, a qemu guest's address:22); a VM with
+ *      none (stopped, the minimal image) is ssh.no_endpoint with the lookup's reason.
  * A refusal is one JSON error line {error: {code, message}} and the connection closes; the target
  * is dialled only after every check passed, so no byte of a refused client ever reaches sshd.
  * Then bytes are piped both ways with backpressure (socket.pipe: at most a socket's buffers per
@@ -47,8 +48,11 @@ export interface LeaseMatch {
  */
 export type LeaseCheck = (actor: string, instanceId: string) => LeaseMatch | undefined | Promise<LeaseMatch | undefined>;
 
-/** An instance's SSH address when SVC_GATEWAY_SSH_TARGETS does not name it (null: unknown). */
-export type TargetLookup = (instanceId: string) => ListenAddress | null;
+/** What a lookup knows of an instance: its SSH address, why it has none, or null (no such instance). */
+export type TargetAnswer = ListenAddress | { readonly none: string } | null;
+
+/** An instance's SSH address when SVC_GATEWAY_SSH_TARGETS does not name it. */
+export type TargetLookup = (instanceId: string) => TargetAnswer | Promise<TargetAnswer>;
 
 export interface SshConnectorOptions {
   readonly listen: ListenAddress;
@@ -144,7 +148,7 @@ export class SshConnector {
         if (!('actor' in p)) throw new Refusal(p.code, p.message);
         prelude = p;
         const lease = await this.#authorize(p);
-        const target = this.#target(p.instance_id);
+        const target = await this.#target(p.instance_id);
         const upstream = await dial(target, this.#o.connectTimeoutMs ?? 10_000).catch((err: unknown) => {
           throw new Refusal('ssh.target_unreachable', `the SSH endpoint of ${p.instance_id} did not answer (${(err as Error).message})`);
         });
@@ -178,9 +182,10 @@ export class SshConnector {
     return lease;
   }
 
-  #target(instanceId: string): ListenAddress {
-    const t = this.#targets.get(instanceId) ?? this.#o.lookup?.(instanceId) ?? null;
+  async #target(instanceId: string): Promise<ListenAddress> {
+    const t = this.#targets.get(instanceId) ?? (await this.#o.lookup?.(instanceId)) ?? null;
     if (t === null) throw new Refusal('ssh.unknown_instance', `no SSH endpoint is known for ${instanceId}`);
+    if ('none' in t) throw new Refusal('ssh.no_endpoint', `${instanceId} has no SSH endpoint: ${t.none}`);
     return t;
   }
 

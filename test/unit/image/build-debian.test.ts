@@ -57,6 +57,7 @@ void describe('debian image build', () => {
       await writeFile(join(dir, 'manifest.json'), JSON.stringify(manifest));
       assert.equal((await readDebianManifest(dir))?.kind, 'debian');
       assert.deepEqual(await loadBootImage(join(dir, 'disk.ext4')), {
+        kind: 'debian',
         kernel: join(dir, 'vmlinux'),
         initrd: join(dir, 'initrd.img'),
         cmdline: DEBIAN_CMDLINE,
