@@ -4,21 +4,31 @@
  * boot, a qcow2 overlay on disk.ext4, the settings and mTLS files as fw_cfg files, QEMU user
  * networking: the guest reaches this host at 10.0.2.2), and check what a user relies on: the
  * agent dials the in-process server over mTLS, commands run as the `agent` user with node 20,
- * tmux and git, cloud-init stayed out of the way, and an ACPI power-button press shuts the
- * guest down cleanly.
+ * tmux and git, cloud-init stayed out of the way, SSH leases work end to end (the guest gets an
+ * SSH CA, its user and principals by fw_cfg; the real ssh client, with `sbx ssh-proxy` as its
+ * ProxyCommand, logs in through the SSH connector with a CA certificate, while a plain key and a
+ * certificate for another principal are refused; the host key is the guest's own, made at first
+ * boot), and an ACPI power-button press shuts the guest down cleanly.
+ *
+ * Without libvirt the VM's SSH address cannot come from its domain: QEMU user networking forwards
+ * a loopback port to the guest's port 22, and the connector's lookup answers that address for the
+ * VM's name, as the VM service answers a libvirt guest's static address:22.
  *
  * Opt-in (SANDBOXD_DEBIAN_IMAGE_TESTS=1): a cold build takes about 1.5-3 minutes and needs root
  * and the Debian mirror; the boot takes 15-30 s of both cores under TCG.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createConnection } from 'node:net';
+import { copyFile, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import pino from 'pino';
+import { SshConnector } from '../../src/gateway/ssh/connector.js';
 import { buildDebianImage, type DebianBuildResult } from '../../src/image/build-debian.js';
 import { findPackageRoot } from '../../src/image/command.js';
 import { writeAgentBundle } from '../../src/identity/ca.js';
@@ -37,6 +47,8 @@ function skipReason(): string | null {
 const skip = skipReason();
 if (skip !== null) process.stderr.write(`\n*** ${skip} ***\n\n`);
 
+const execFileAsync = promisify(execFile);
+const SBX_BIN = fileURLToPath(new URL('../../src/bin/sbx.js', import.meta.url));
 const AGENT_ID = 'agent-deb1';
 const INSTANCE_ID = '5d0c3a4e-1b7f-4c2d-9a8e-6f5e4d3c2b1a';
 
@@ -47,6 +59,8 @@ void describe('debian image under plain QEMU', { skip: skip ?? false, timeout: 1
   let qemu: ChildProcess | undefined;
   let qemuExit: Promise<number | null>;
   let bootMs = 0;
+  /** The loopback port QEMU forwards to the guest's port 22. */
+  let sshPort = 0;
 
   before(
     async () => {
@@ -58,6 +72,16 @@ void describe('debian image under plain QEMU', { skip: skip ?? false, timeout: 1
       });
       process.stderr.write(`debian image: ${image.dir} (${image.reused ? 'reused' : 'built'} in ${image.elapsedMs} ms)\n`);
       work = await mkdtemp(join(tmpdir(), 'sandboxd-debian-boot-'));
+      await execFileAsync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'test-ssh-ca', '-f', join(work, 'ssh-ca')]);
+      await execFileAsync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'user', '-f', join(work, 'user')]);
+      sshPort = await new Promise<number>((res, rej) => {
+        const s = createServer();
+        s.once('error', rej);
+        s.listen(0, '127.0.0.1', () => {
+          const port = (s.address() as { port: number }).port;
+          s.close(() => res(port));
+        });
+      });
       // QEMU user networking connects the guest's 10.0.2.2:<port> to this host's 127.0.0.1:<port>.
       ts = await startTestServer({ SVC_GRPC_ADDR: '127.0.0.1:0' });
     },
@@ -96,6 +120,7 @@ void describe('debian image under plain QEMU', { skip: skip ?? false, timeout: 1
         gateway: '10.0.2.2',
       },
       { caPem, certPem, keyPem },
+      { caPublicKey: await readFile(join(work, 'ssh-ca.pub'), 'utf8'), user: 'agent', principals: ['ops'] },
     );
     const overlay = join(work, 'disk.qcow2');
     execFileSync('qemu-img', ['create', '-q', '-f', 'qcow2', '-F', 'raw', '-b', join(image.dir, image.manifest.files.disk), overlay]);
@@ -125,10 +150,10 @@ void describe('debian image under plain QEMU', { skip: skip ?? false, timeout: 1
       '-drive',
       `file=${overlay},format=qcow2,if=virtio`,
       '-netdev',
-      'user,id=n0',
+      `user,id=n0,hostfwd=tcp:127.0.0.1:${sshPort}-:22`,
       '-device',
       'virtio-net-pci,netdev=n0,romfile=',
-      ...Object.entries(fwCfgFiles(fw)).flatMap(([name, file]) => ['-fw_cfg', `name=${name},file=${file}`]),
+      ...Object.entries(fwCfgFiles(fw, true)).flatMap(([name, file]) => ['-fw_cfg', `name=${name},file=${file}`]),
     ];
     const t0 = Date.now();
     qemu = spawn('qemu-system-x86_64', args, { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -190,6 +215,120 @@ void describe('debian image under plain QEMU', { skip: skip ?? false, timeout: 1
       client.close();
     }
   });
+
+  void test(
+    'ssh through the connector: a CA certificate logs in as agent; a plain key and another principal are refused',
+    { timeout: 420_000 },
+    async () => {
+      assert.ok(bootMs > 0, 'the guest did not boot');
+      const connector = await SshConnector.start({
+        listen: { host: '127.0.0.1', port: 0 },
+        targets: [],
+        allowlist: [['alice', AGENT_ID]],
+        leaseCheck: (actor, instance) => (actor === 'alice' && instance === AGENT_ID ? { id: 'sshlease_debian' } : undefined),
+        lookup: (instance) => (instance === AGENT_ID ? { host: '127.0.0.1', port: sshPort } : null),
+        logger: pino({ level: 'silent' }),
+      });
+      const sign = async (label: string, principal: string): Promise<string> => {
+        await copyFile(join(work, 'user.pub'), join(work, `${label}.pub`));
+        await execFileAsync('ssh-keygen', [
+          '-q',
+          '-s',
+          join(work, 'ssh-ca'),
+          '-I',
+          label,
+          '-n',
+          principal,
+          '-V',
+          '-1m:+10m',
+          join(work, `${label}.pub`),
+        ]);
+        return join(work, `${label}-cert.pub`);
+      };
+      const ssh = (cert: string | null, command: string): Promise<{ code: number; stdout: string; stderr: string }> =>
+        new Promise((res) => {
+          const args = [
+            '-F',
+            '/dev/null',
+            '-i',
+            join(work, 'user'),
+            ...(cert === null ? [] : ['-o', `CertificateFile=${cert}`]),
+            '-o',
+            'IdentitiesOnly=yes',
+            '-o',
+            'BatchMode=yes',
+            '-o',
+            'StrictHostKeyChecking=accept-new',
+            '-o',
+            `UserKnownHostsFile=${join(work, 'known_hosts')}`,
+            '-o',
+            `HostKeyAlias=sbx-${AGENT_ID}`,
+            '-o',
+            'ConnectTimeout=60',
+            '-o',
+            'LogLevel=ERROR',
+            '-o',
+            `ProxyCommand=${process.execPath} ${SBX_BIN} ssh-proxy --connect 127.0.0.1:${connector.port} --actor alice ${AGENT_ID}`,
+            '-l',
+            'agent',
+            AGENT_ID,
+            command,
+          ];
+          execFile('ssh', args, { timeout: 120_000 }, (err, stdout, stderr) =>
+            res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr }),
+          );
+        });
+      try {
+        const ok = await sign('ops', 'ops');
+        // sshd starts beside the agent; under TCG it may still be making its host key.
+        let last = { code: -1, stdout: '', stderr: '' };
+        await waitFor(
+          "the guest's sshd to let the certificate in",
+          async () => {
+            last = await ssh(
+              ok,
+              [
+                'echo "user=$(id -un) host=$(hostname)"',
+                'cat /etc/ssh/ssh_host_ed25519_key.pub',
+                'echo "authorized_keys=$(ls ~/.ssh/authorized_keys* 2>/dev/null | wc -l)"',
+                "sudo -n /usr/sbin/sshd -T -f /run/sandboxd-sshd/sshd_config | grep -E '^(authorizedkeysfile|passwordauthentication|trustedusercakeys) '",
+                'systemctl is-active ssh.service || true',
+              ].join('; '),
+            );
+            return last.code === 0;
+          },
+          240_000,
+          2000,
+          () => `ssh: ${last.code} ${last.stderr}`,
+        );
+        process.stderr.write(`debian image: ssh through the connector says\n${last.stdout}`);
+        assert.match(last.stdout, new RegExp(`^user=agent host=${AGENT_ID}$`, 'm'));
+        // The host key ssh learned is the one the guest made at first boot.
+        const guestKey = /^(ssh-ed25519 \S+)/m.exec(last.stdout)?.[1];
+        assert.ok(guestKey !== undefined, last.stdout);
+        assert.ok((await readFile(join(work, 'known_hosts'), 'utf8')).includes(guestKey), 'known_hosts holds the guest-made host key');
+        // No authorized_keys for the user: only the certificate let it in; sshd runs the config sandboxd's fw_cfg files made.
+        assert.match(last.stdout, /^authorized_keys=0$/m);
+        assert.match(last.stdout, /^authorizedkeysfile none$/m);
+        assert.match(last.stdout, /^passwordauthentication no$/m);
+        assert.match(last.stdout, /^trustedusercakeys \/run\/sandboxd-sshd\/ca\.pub$/m);
+        // Debian's own ssh.service (which would trust plain keys) stays off.
+        assert.match(last.stdout, /^inactive$/m);
+
+        const plain = await ssh(null, 'echo NO');
+        assert.notEqual(plain.code, 0);
+        assert.match(plain.stderr, /Permission denied/);
+        const other = await ssh(await sign('other', 'someone-else'), 'echo NO');
+        assert.notEqual(other.code, 0);
+        assert.match(other.stderr, /Permission denied/);
+
+        // The image holds no host key: the setup makes one only where none exists, and it did, in this VM.
+        assert.match(await readFile(join(work, 'console.log'), 'utf8'), /sandboxd-guest: made this VM's SSH host key/);
+      } finally {
+        await connector.close();
+      }
+    },
+  );
 
   void test('an ACPI power-button press shuts the guest down', { timeout: 420_000 }, async () => {
     assert.ok(bootMs > 0, 'the guest did not boot');

@@ -121,6 +121,11 @@ void describe('real VMs (qemu:///system)', { skip: skip ?? false, timeout: 1_500
       const cmdline = await readFile(`/proc/${pids[0]}/cmdline`, 'utf8');
       assert.ok(!cmdline.includes('PRIVATE KEY') && !cmdline.includes('SBX_'), 'secrets on the QEMU command line');
       assert.ok(cmdline.includes('opt/sandboxd/agent-key.pem'));
+      // The minimal image has no sshd: QEMU gets no SSH fw_cfg file, and the SSH connector is told why (ssh.no_endpoint).
+      assert.ok(!cmdline.includes('opt/sandboxd/ssh-'));
+      assert.deepEqual(await env.server.service('vms').sshAddress('agent-rv1'), {
+        none: "VM 'agent-rv1' runs the minimal image, which has no sshd (use the debian image)",
+      });
 
       // A session (tmux in the guest) runs a command; its output arrives through SSE.
       const session = await api(env, 'POST', '/api/v1/agents/agent-rv1/sessions', {
