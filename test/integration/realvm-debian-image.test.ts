@@ -12,7 +12,10 @@
  *
  * Without libvirt the VM's SSH address cannot come from its domain: QEMU user networking forwards
  * a loopback port to the guest's port 22, and the connector's lookup answers that address for the
- * VM's name, as the VM service answers a libvirt guest's static address:22.
+ * VM's name. The second suite does it the product's way: the whole server on libvirt
+ * (qemu:///system, an isolated network of its own) with SSH leases configured creates a debian VM
+ * through the API, and `sbx ssh VM` as an operator gets a lease and a signed certificate and logs
+ * in through the connector, which finds the guest's address:22 itself (no SVC_GATEWAY_SSH_TARGETS).
  *
  * Opt-in (SANDBOXD_DEBIAN_IMAGE_TESTS=1): a cold build takes about 1.5-3 minutes and needs root
  * and the Debian mirror; the boot takes 15-30 s of both cores under TCG.
@@ -20,7 +23,7 @@
 import assert from 'node:assert/strict';
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { copyFile, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -31,7 +34,8 @@ import pino from 'pino';
 import { SshConnector } from '../../src/gateway/ssh/connector.js';
 import { buildDebianImage, type DebianBuildResult } from '../../src/image/build-debian.js';
 import { findPackageRoot } from '../../src/image/command.js';
-import { writeAgentBundle } from '../../src/identity/ca.js';
+import { issueOperatorCert, writeAgentBundle } from '../../src/identity/ca.js';
+import { startRealVmEnv, type RealVmEnv } from '../support/realvm.js';
 import { fwCfgFiles, writeFwCfg } from '../../src/vms/fw-cfg.js';
 import { agentOf, execCollect, operatorClient, startTestServer, waitFor, type TestServer } from './agents-harness.js';
 
@@ -360,4 +364,130 @@ void describe('debian image under plain QEMU', { skip: skip ?? false, timeout: 1
     const code = await Promise.race([qemuExit, new Promise<'timeout'>((res) => setTimeout(() => res('timeout'), 150_000).unref())]);
     assert.equal(code, 0, 'QEMU did not exit after system_powerdown (guest ignored the power button)');
   });
+});
+
+void describe('debian image on libvirt: sbx ssh with no SVC_GATEWAY_SSH_TARGETS entry', { skip: skip ?? false, timeout: 1_200_000 }, () => {
+  const VM = 'agent-debssh';
+  let env: RealVmEnv | undefined;
+  let dir: string;
+
+  before(
+    async () => {
+      const tree = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+      const image = await buildDebianImage({
+        outDir: join(tmpdir(), 'sandboxd-realvm-images'),
+        agentTree: tree,
+        packageRoot: findPackageRoot(tree),
+      });
+      dir = await mkdtemp(join(tmpdir(), 'sandboxd-debian-ssh-'));
+      await execFileAsync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'ssh-ca', '-f', join(dir, 'ssh-ca')]);
+      await mkdir(join(dir, 'home', '.ssh'), { recursive: true, mode: 0o700 });
+      await execFileAsync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(dir, 'home', '.ssh', 'id_ed25519')]);
+      await writeFile(join(dir, 'roles.json'), JSON.stringify({ alice: 'operator' }));
+      env = await startRealVmEnv('ds', {
+        imageDir: image.dir,
+        env: {
+          SVC_OPERATOR_ROLES: join(dir, 'roles.json'),
+          SVC_GATEWAY_SSH_CA_KEY: join(dir, 'ssh-ca'),
+          SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH: join(dir, 'ssh-ca.pub'),
+          SVC_GATEWAY_SSH_AUTHORIZED_USER: 'agent',
+          SVC_GATEWAY_SSH_AUTHORIZED_PRINCIPALS: 'ops',
+          SVC_GATEWAY_SSH_LISTEN: '127.0.0.1:0',
+          SVC_GATEWAY_SSH_ALLOWLIST: `alice=${VM}`,
+        },
+      });
+      const cert = await issueOperatorCert(env.ca, { name: 'alice' });
+      await mkdir(join(dir, 'alice'), { mode: 0o700 });
+      await writeFile(join(dir, 'alice', 'ca.pem'), env.ca.caCertPem);
+      await writeFile(join(dir, 'alice', 'operator.pem'), cert.certPem);
+      await writeFile(join(dir, 'alice', 'operator-key.pem'), cert.keyPem, { mode: 0o600 });
+    },
+    { timeout: 900_000 },
+  );
+
+  after(
+    async () => {
+      await env?.stop();
+      if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+    },
+    { timeout: 180_000 },
+  );
+
+  void test(
+    'create a debian VM through the API; sbx ssh reaches its sshd at its address:22 through the connector',
+    { timeout: 600_000 },
+    async () => {
+      assert.ok(env !== undefined);
+      const e = env;
+      const http = `http://127.0.0.1:${e.server.ports.http}`;
+      const created = await fetch(`${http}/api/v1/vms`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ name: VM, profile: 'basic', vcpus: 1, memory_mb: 1024, disk_gb: 5 }),
+      });
+      assert.equal(created.status, 202, await created.clone().text());
+      const op = (await created.json()) as { operation: { id: string } };
+      await e.waitOp(op.operation.id, 400_000);
+      const ip = ((await (await fetch(`${http}/api/v1/vms/${VM}`)).json()) as { ip_address?: string }).ip_address;
+      assert.match(String(ip), /^192\.168\.\d+\.\d+$/);
+      assert.deepEqual(await e.server.service('vms').sshAddress(VM), { host: ip, port: 22 });
+      const sbxEnv = {
+        ...process.env,
+        HOME: join(dir, 'home'),
+        XDG_CONFIG_HOME: join(dir, 'home'),
+        SBX_SERVER: `https://127.0.0.1:${e.server.ports.admin}`,
+        SBX_OPERATOR_CERTS: join(dir, 'alice'),
+        SVC_GATEWAY_SSH_CONNECT: `127.0.0.1:${e.server.service('sshConnector').port}`,
+        SVC_GATEWAY_SSH_ACTOR: 'alice',
+      };
+      const sshArgs = [
+        '-F',
+        '/dev/null',
+        '-o',
+        'BatchMode=yes',
+        '-o',
+        'StrictHostKeyChecking=no',
+        '-o',
+        'UserKnownHostsFile=/dev/null',
+        '-o',
+        'ConnectTimeout=60',
+      ];
+      let last = { code: -1, stdout: '', stderr: '' };
+      // The agent is up; sshd may still be making its host key (TCG).
+      await waitFor(
+        `sbx ssh ${VM} to log in`,
+        async () => {
+          last = await new Promise((res) =>
+            execFile(
+              process.execPath,
+              [
+                SBX_BIN,
+                'ssh',
+                VM,
+                '-l',
+                'agent',
+                '--principal',
+                'ops',
+                '--ttl',
+                '300',
+                '--',
+                ...sshArgs,
+                'echo "ssh-ok $(id -un)@$(hostname)"',
+              ],
+              { env: sbxEnv, timeout: 120_000 },
+              (err, stdout, stderr) => res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr }),
+            ),
+          );
+          return last.code === 0;
+        },
+        240_000,
+        3000,
+        () => `sbx ssh: ${last.code} ${last.stderr}`,
+      );
+      process.stderr.write(`debian on libvirt: sbx ssh says ${last.stdout}`);
+      assert.match(last.stdout, new RegExp(`^ssh-ok agent@${VM}$`, 'm'));
+      const del = await fetch(`${http}/api/v1/vms/${VM}?force=true&delete_disk=true`, { method: 'DELETE' });
+      assert.ok(del.status === 200 || del.status === 202, String(del.status));
+    },
+  );
 });

@@ -49,8 +49,14 @@ export function skipReason(): string | null {
   return null;
 }
 
-/** @param opts.imageDir a built image folder to boot instead of building the minimal image (the bench's before/after). */
-export async function startRealVmEnv(tag: string, opts: { imageDir?: string } = {}): Promise<RealVmEnv> {
+/**
+ * @param opts.imageDir a built image folder to boot instead of building the minimal image (the bench's before/after).
+ * @param opts.env more server settings (SSH leases, ...), over the harness's own.
+ */
+export async function startRealVmEnv(
+  tag: string,
+  opts: { imageDir?: string; env?: Readonly<Record<string, string>> } = {},
+): Promise<RealVmEnv> {
   const tree = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
   const image =
     opts.imageDir !== undefined
@@ -93,6 +99,7 @@ export async function startRealVmEnv(tag: string, opts: { imageDir?: string } = 
       SVC_HYPERVISOR_WRITE_BUDGET_MS: '120000',
       SVC_SHUTDOWN_DEADLINE_MS: '60000',
       SVC_HYPERVISOR_READ_BUDGET_MS: '20000',
+      ...opts.env,
     });
     server = await startServer(config, pino({ level: 'info' }, { write: (line: string) => void logLines.push(line) }));
   } catch (err) {
