@@ -178,7 +178,7 @@ export const ERROR_TABLE = {
   'ssh_lease.instance_not_found': {
     http: 404,
     grpc: GrpcStatus.NOT_FOUND,
-    meaning: 'instance_id names no VM the hypervisor knows and no SVC_GATEWAY_SSH_TARGETS entry',
+    meaning: 'instance_id names no VM the hypervisor knows (by name or instance id) and no SVC_GATEWAY_SSH_TARGETS entry',
   },
   'ssh_lease.signing_failed': {
     http: 500,

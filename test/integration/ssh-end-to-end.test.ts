@@ -129,4 +129,24 @@ void describe('SSH end to end: lease, certificate, connector, sshd', () => {
     assert.notEqual(after.code, 0);
     assert.match(after.stderr, /sbx: ssh\.lease_required: actor alice holds no active SSH lease/);
   });
+
+  void test("a lease names the VM by its instance id (uuid) as well as by its name; the allowlist's rules are per name given", async () => {
+    const vm = (await (await fetch(`http://127.0.0.1:${server.ports.http}/api/v1/vms/${VM}`)).json()) as { uuid: string };
+    assert.match(vm.uuid, /^[0-9a-f-]{36}$/);
+    const r = await runProgram(
+      process.execPath,
+      [SBX_BIN, 'ssh', vm.uuid, '-l', LOGIN_USER, '--principal', 'agent', '--ttl', '120', '--', ...sshArgs, 'echo', 'BY_ID'],
+      env,
+    );
+    assert.match(
+      r.stderr,
+      new RegExp(`sbx: lease sshlease_[0-9a-f]{32} for alice on ${vm.uuid} until `),
+      'the lease was issued for the uuid',
+    );
+    // SVC_GATEWAY_SSH_ALLOWLIST here allows alice the VM's name only: the connector refuses the
+    // uuid before sshd, by the allowlist (not for want of a lease or an endpoint).
+    assert.notEqual(r.code, 0);
+    assert.match(r.stderr, /sbx: ssh\.not_allowed: actor alice may not reach /);
+    assert.notEqual(r.stdout.trim(), 'BY_ID');
+  });
 });

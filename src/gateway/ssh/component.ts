@@ -69,8 +69,12 @@ export function gatewaySshComponent(): Component {
             store,
             identity,
             signer,
+            // A VM by name or by instance id (its uuid), as the connector resolves it.
             instanceKnown: async (instanceId) =>
-              targets.has(instanceId) || (hypervisor !== undefined && (await hypervisor.get(instanceId)) !== null),
+              targets.has(instanceId) ||
+              (hypervisor !== undefined &&
+                ((await hypervisor.get(instanceId)) !== null ||
+                  (await hypervisor.list()).some((d) => d.metadata.instanceId === instanceId || d.uuid === instanceId))),
             principals,
             maxTtlSeconds: config.gatewaySshLeaseMaxTtlSeconds,
             audit,

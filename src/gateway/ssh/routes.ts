@@ -39,7 +39,7 @@ export interface SshLeaseRouteDeps {
   readonly identity: OperatorIdentity;
   /** null: no SVC_GATEWAY_SSH_CA_KEY, leases are metadata only. */
   readonly signer: SshCertificateSigner | null;
-  /** Whether an instance id names a VM the hypervisor knows (or a configured SSH target). */
+  /** Whether an instance id names a VM the hypervisor knows, by name or instance id (or a configured SSH target). */
   readonly instanceKnown: (instanceId: string) => Promise<boolean>;
   /** The principals a lease may name (SVC_GATEWAY_SSH_AUTHORIZED_PRINCIPALS, else the authorized user). */
   readonly principals: readonly string[];
