@@ -5,7 +5,6 @@
  * names the operator who acted.
  */
 import assert from 'node:assert/strict';
-import { request } from 'node:https';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +17,7 @@ import { ensureCa, issueOperatorCert, type CaMaterial, type IssuedCert } from '.
 import { startServer, type ServerHandle } from '../../src/main.js';
 import { httpComponent } from '../../src/server/runtime-components.js';
 import { loopbackConfig } from '../support/test-config.js';
+import { mtlsRequest } from '../support/mtls-request.js';
 
 void describe('credential routes over mutual TLS', () => {
   let dir: string;
@@ -25,37 +25,14 @@ void describe('credential routes over mutual TLS', () => {
   let ca: CaMaterial;
   const certs: Record<string, IssuedCert> = {};
 
-  function admin(
+  async function admin(
     method: string,
     path: string,
     cert: IssuedCert,
     body?: unknown,
   ): Promise<{ status: number; json: Record<string, unknown> }> {
-    const text = body === undefined ? undefined : JSON.stringify(body);
-    return new Promise((resolve, reject) => {
-      const req = request(
-        {
-          host: '127.0.0.1',
-          port: server.ports.admin,
-          path,
-          method,
-          ca: ca.caCertPem,
-          cert: cert.certPem,
-          key: cert.keyPem,
-          agent: false,
-          headers: text === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
-        },
-        (res) => {
-          let out = '';
-          res.setEncoding('utf8');
-          res.on('data', (c: string) => (out += c));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(out) as Record<string, unknown> }));
-          res.on('error', reject);
-        },
-      );
-      req.on('error', reject);
-      req.end(text);
-    });
+    const r = await mtlsRequest({ port: server.ports.admin, ca: ca.caCertPem, cert: cert.certPem, key: cert.keyPem }, method, path, body);
+    return { status: r.status, json: JSON.parse(r.text) as Record<string, unknown> };
   }
   const code = (r: { json: Record<string, unknown> }): string | undefined => (r.json['error'] as { code?: string } | undefined)?.code;
 

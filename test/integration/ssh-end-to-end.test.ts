@@ -10,7 +10,6 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { request } from 'node:https';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -22,6 +21,7 @@ import { DEFAULT_COMPONENTS, startServer, type ServerHandle } from '../../src/ma
 import { loopbackConfig } from '../support/test-config.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
 import { runProgram } from '../support/run-program.js';
+import { mtlsRequest } from '../support/mtls-request.js';
 
 const execFileAsync = promisify(execFile);
 const SBX_BIN = fileURLToPath(new URL('../../src/bin/sbx.js', import.meta.url));
@@ -100,26 +100,16 @@ void describe('SSH end to end: lease, certificate, connector, sshd', () => {
     assert.ok(id !== undefined, r.stderr);
     // Revoke it (sbx has no lease verbs: a direct call as the operator), then alice's next
     // connection is refused by the connector before sshd.
-    const revoked = await new Promise<number>((resolve, reject) => {
-      const req = request(
-        {
-          host: '127.0.0.1',
-          port: server.ports.admin,
-          path: `/api/v2/gateway/ssh/leases/${id}`,
-          method: 'DELETE',
-          ca: readFileSync(join(dir, 'alice', 'ca.pem')),
-          cert: readFileSync(join(dir, 'alice', 'operator.pem')),
-          key: readFileSync(join(dir, 'alice', 'operator-key.pem')),
-          agent: false,
-        },
-        (res) => {
-          res.resume();
-          resolve(res.statusCode ?? 0);
-        },
-      );
-      req.on('error', reject);
-      req.end();
-    });
+    const { status: revoked } = await mtlsRequest(
+      {
+        port: server.ports.admin,
+        ca: readFileSync(join(dir, 'alice', 'ca.pem')),
+        cert: readFileSync(join(dir, 'alice', 'operator.pem')),
+        key: readFileSync(join(dir, 'alice', 'operator-key.pem')),
+      },
+      'DELETE',
+      `/api/v2/gateway/ssh/leases/${id}`,
+    );
     assert.equal(revoked, 200);
     const after = await runProgram(
       process.execPath,

@@ -5,7 +5,6 @@
  * viewer because he is not in it). The hypervisor is libvirt's test:///default (it knows the VM
  * `test`); the server's log goes to a file at trace level so a test can scan every line.
  */
-import { request } from 'node:https';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +17,7 @@ import { ensureCa, issueOperatorCert, type CaMaterial, type IssuedCert } from '.
 import { startServer, type ServerHandle } from '../../src/main.js';
 import { httpComponent, hypervisorComponent } from '../../src/server/runtime-components.js';
 import { loopbackConfig } from '../support/test-config.js';
+import { mtlsRequest } from '../support/mtls-request.js';
 
 export type Operator = 'alice' | 'bob' | 'carol';
 
@@ -85,31 +85,9 @@ export async function startSshLeaseServer(env: Record<string, string> = {}, dirI
     server,
     admin(who, method, path, body) {
       const cert = certs.get(who) as IssuedCert;
-      const text = body === undefined ? undefined : JSON.stringify(body);
-      return new Promise((resolve, reject) => {
-        const req = request(
-          {
-            host: '127.0.0.1',
-            port: server.ports.admin,
-            path,
-            method,
-            ca: ca.caCertPem,
-            cert: cert.certPem,
-            key: cert.keyPem,
-            agent: false,
-            headers: text === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
-          },
-          (res) => {
-            let out = '';
-            res.setEncoding('utf8');
-            res.on('data', (c: string) => (out += c));
-            res.on('end', () => resolve(parse(res.statusCode ?? 0, out)));
-            res.on('error', reject);
-          },
-        );
-        req.on('error', reject);
-        req.end(text);
-      });
+      return mtlsRequest({ port: server.ports.admin, ca: ca.caCertPem, cert: cert.certPem, key: cert.keyPem }, method, path, body).then(
+        (r) => parse(r.status, r.text),
+      );
     },
     async local(method, path, body) {
       const res = await fetch(`http://127.0.0.1:${server.ports.http}${path}`, {
