@@ -162,7 +162,12 @@ export const PROGRAMS = Object.freeze({
   dnsmasq: { debianPackage: 'dnsmasq-base', step: 'host', why: "libvirtd's network driver runs it for DNS/DHCP of libvirt networks" },
   ip: { debianPackage: 'iproute2', step: 'host', why: 'removing a network also deletes a bridge a dead libvirtd left behind' },
   iptables: { debianPackage: 'iptables', step: 'host', why: "libvirtd adds the isolated network's REJECT rules" },
-  'qemu-img': { debianPackage: 'qemu-utils', step: 'host', why: "the server makes each VM's qcow2 overlay; the debian-image test" },
+  'qemu-img': {
+    debianPackage: 'qemu-utils',
+    step: 'test',
+    alsoIn: ['host'],
+    why: "the server makes each VM's qcow2 overlay; the qemu provisioning unit tests (SSH fw_cfg files); the debian-image test",
+  },
   'qemu-system-x86_64': {
     debianPackage: 'qemu-system-x86',
     step: 'host',
