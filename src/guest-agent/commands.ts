@@ -180,9 +180,11 @@ export class CommandManager {
     entry.info.pid = running.pid;
     if (!entry.reading) running.setReading(false);
     log.info({ pid: running.pid, pty: running.isPty, command: spec.command }, 'command started');
-    for (const s of entry.early.splice(0)) running.writeStdin(s.data, s.eof);
+    // The newest early size before the early input: a program that reads the input and then asks
+    // for its size must find the size the client set (a resize after the input would race it).
     if (entry.earlyResize !== undefined) running.resize(entry.earlyResize.cols, entry.earlyResize.rows);
     entry.earlyResize = undefined;
+    for (const s of entry.early.splice(0)) running.writeStdin(s.data, s.eof);
     const timeoutS = req.timeoutSeconds ?? 0;
     if (timeoutS > 0) {
       entry.timer = setTimeout(() => {
