@@ -38,6 +38,7 @@ import { issueOperatorCert, writeAgentBundle } from '../../src/identity/ca.js';
 import { startRealVmEnv, type RealVmEnv } from '../support/realvm.js';
 import { fwCfgFiles, writeFwCfg } from '../../src/vms/fw-cfg.js';
 import { agentOf, execCollect, operatorClient, startTestServer, waitFor, type TestServer } from './agents-harness.js';
+import { kBatchSsh } from '../support/ssh-options.js';
 
 function skipReason(): string | null {
   if (process.env['SANDBOXD_DEBIAN_IMAGE_TESTS'] !== '1')
@@ -440,18 +441,7 @@ void describe('debian image on libvirt: sbx ssh with no SVC_GATEWAY_SSH_TARGETS 
         SVC_GATEWAY_SSH_CONNECT: `127.0.0.1:${e.server.service('sshConnector').port}`,
         SVC_GATEWAY_SSH_ACTOR: 'alice',
       };
-      const sshArgs = [
-        '-F',
-        '/dev/null',
-        '-o',
-        'BatchMode=yes',
-        '-o',
-        'StrictHostKeyChecking=no',
-        '-o',
-        'UserKnownHostsFile=/dev/null',
-        '-o',
-        'ConnectTimeout=60',
-      ];
+      const sshArgs = [...kBatchSsh, '-o', 'ConnectTimeout=60'];
       let last = { code: -1, stdout: '', stderr: '' };
       // The agent is up; sshd may still be making its host key (TCG).
       await waitFor(

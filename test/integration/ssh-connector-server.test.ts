@@ -21,6 +21,7 @@ import { DEFAULT_COMPONENTS, startServer, type ServerHandle } from '../../src/ma
 import { loopbackConfig } from '../support/test-config.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
 import { runProgram } from '../support/run-program.js';
+import { kBatchSsh } from '../support/ssh-options.js';
 
 const execFileAsync = promisify(execFile);
 const SBX_BIN = fileURLToPath(new URL('../../src/bin/sbx.js', import.meta.url));
@@ -68,20 +69,13 @@ void describe('SSH connector in the server, configured by SVC_GATEWAY_SSH_*', ()
   ): Promise<{ code: number | null; stdout: string; stderr: string }> {
     const proxy = `${process.execPath} ${SBX_BIN} ssh-proxy --connect 127.0.0.1:${port} --actor ${actor} ${VM}`;
     return runProgram('ssh', [
-      '-F',
-      '/dev/null',
+      ...kBatchSsh,
       '-i',
       join(dir, 'user'),
       '-o',
       `CertificateFile=${principalCert}`,
       '-o',
       'IdentitiesOnly=yes',
-      '-o',
-      'BatchMode=yes',
-      '-o',
-      'StrictHostKeyChecking=no',
-      '-o',
-      'UserKnownHostsFile=/dev/null',
       '-o',
       'LogLevel=ERROR',
       '-o',

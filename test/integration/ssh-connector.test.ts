@@ -25,6 +25,7 @@ import { CredentialAuditLog } from '../../src/credentials/audit-log.js';
 import { SshConnector, type LeaseMatch } from '../../src/gateway/ssh/connector.js';
 import { LocalSshdSupervisor } from '../../src/vms/local-sshd.js';
 import { runProgram, type ProgramRun } from '../support/run-program.js';
+import { kBatchSsh } from '../support/ssh-options.js';
 
 const execFileAsync = promisify(execFile);
 const SBX_BIN = fileURLToPath(new URL('../../src/bin/sbx.js', import.meta.url));
@@ -58,19 +59,12 @@ void describe('SSH connector with real sshd and ssh', () => {
 
   function sshOptions(cert: string | null, actor: string): string[] {
     return [
-      '-F',
-      '/dev/null',
+      ...kBatchSsh,
       '-i',
       join(dir, 'user'),
       ...(cert === null ? [] : ['-o', `CertificateFile=${cert}`]),
       '-o',
       'IdentitiesOnly=yes',
-      '-o',
-      'BatchMode=yes',
-      '-o',
-      'StrictHostKeyChecking=no',
-      '-o',
-      'UserKnownHostsFile=/dev/null',
       '-o',
       'LogLevel=ERROR',
       '-o',
@@ -281,14 +275,7 @@ void describe('SSH connector with real sshd and ssh', () => {
           PRINCIPAL,
           INSTANCE,
           '--',
-          '-F',
-          '/dev/null',
-          '-o',
-          'BatchMode=yes',
-          '-o',
-          'StrictHostKeyChecking=no',
-          '-o',
-          'UserKnownHostsFile=/dev/null',
+          ...kBatchSsh,
           'echo',
           'VIA_SBX_SSH',
         ],

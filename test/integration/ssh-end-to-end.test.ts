@@ -22,6 +22,7 @@ import { loopbackConfig } from '../support/test-config.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
 import { runProgram } from '../support/run-program.js';
 import { mtlsRequest } from '../support/mtls-request.js';
+import { kBatchSsh } from '../support/ssh-options.js';
 
 const execFileAsync = promisify(execFile);
 const SBX_BIN = fileURLToPath(new URL('../../src/bin/sbx.js', import.meta.url));
@@ -86,7 +87,7 @@ void describe('SSH end to end: lease, certificate, connector, sshd', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  const sshArgs = ['-F', '/dev/null', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null'];
+  const sshArgs = kBatchSsh;
 
   void test('sbx ssh gets a lease and a certificate from the server and logs in through the connector; revoke closes the connector', async () => {
     const r = await runProgram(
