@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { codeOf, removeDir, startSshLeaseServer, type Reply, type SshLeaseServer } from './ssh-leases-harness.js';
+import { sshKeygen, type TestSshKey } from '../support/ssh-keys.js';
 
 const LEASES = '/api/v2/gateway/ssh/leases';
 
@@ -31,23 +32,9 @@ void describe('SSH leases over mutual TLS, signed by a real OpenSSH CA', () => {
   let h: SshLeaseServer;
   let signTmp: string;
   const savedTmp = process.env['TMPDIR'];
-  const key = (name: string, type = 'ed25519', bits?: number): { pub: string; path: string; priv: string } => {
-    const path = join(work, name);
-    execFileSync('ssh-keygen', [
-      '-q',
-      '-t',
-      type,
-      ...(bits === undefined ? [] : ['-b', String(bits)]),
-      '-N',
-      '',
-      '-C',
-      `${name}@test`,
-      '-f',
-      path,
-    ]);
-    return { pub: readFileSync(`${path}.pub`, 'utf8'), path, priv: readFileSync(path, 'utf8') };
-  };
-  let user: { pub: string; path: string; priv: string };
+  const key = (name: string, type = 'ed25519', bits?: number): TestSshKey =>
+    sshKeygen(join(work, name), { type, ...(bits === undefined ? {} : { bits }), comment: `${name}@test` });
+  let user: TestSshKey;
   let caPath: string;
 
   before(async () => {

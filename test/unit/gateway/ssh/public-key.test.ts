@@ -10,26 +10,14 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { SvcError } from '../../../../src/core/errors.js';
 import { parsePublicKey } from '../../../../src/gateway/ssh/public-key.js';
+import { sshKeygen, type TestSshKey } from '../../../support/ssh-keys.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'sbx-sshkey-'));
 let n = 0;
 
 /** A fresh key pair made by ssh-keygen: the .pub line and the private key text. */
-function keygen(type: string, bits?: number): { pub: string; priv: string; path: string } {
-  const path = join(dir, `k${n++}`);
-  execFileSync('ssh-keygen', [
-    '-q',
-    '-t',
-    type,
-    ...(bits === undefined ? [] : ['-b', String(bits)]),
-    '-N',
-    '',
-    '-C',
-    'me@laptop',
-    '-f',
-    path,
-  ]);
-  return { pub: readFileSync(`${path}.pub`, 'utf8'), priv: readFileSync(path, 'utf8'), path };
+function keygen(type: string, bits?: number): TestSshKey {
+  return sshKeygen(join(dir, `k${n++}`), { type, ...(bits === undefined ? {} : { bits }), comment: 'me@laptop' });
 }
 
 /** The digest ssh-keygen -lf prints (`SHA256:<base64>`), in the spec's form `sha256:<hex>`. */
