@@ -185,6 +185,54 @@ export const ERROR_TABLE = {
     grpc: GrpcStatus.INTERNAL,
     meaning: 'ssh-keygen could not sign the key with SVC_GATEWAY_SSH_CA_KEY (nothing was issued)',
   },
+  // the activity store (spec 4.12; codes and statuses "not shown": ours)
+  'activity.scope_header_missing': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'a scope header (X-Svc-Tenant-Id, -Host-Id, -Instance-Id, -Agent-Id; -Collector-Id on ingest) is missing or not an id',
+  },
+  'activity.event_invalid': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'an event is not a valid activity.event/v1 record (details name the event and the field)',
+  },
+  'activity.scope_mismatch': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: "an event's tenant, host, instance, agent or collector differs from the scope headers (the batch was refused)",
+  },
+  'activity.restricted_content': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'an event is restricted content, or its payload has a content key (prompt, stdin, env, ...); the store keeps metadata only',
+  },
+  'activity.secret_prohibited': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'an event is marked secret-prohibited; it was not stored',
+  },
+  'activity.secret_field': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning:
+      'a payload key carries secrets (password, token, api_key, ...) or a value looks like one (a PEM private key, a bearer credential)',
+  },
+  'activity.batch_too_large': { http: 413, grpc: GrpcStatus.RESOURCE_EXHAUSTED, meaning: 'the batch holds more than 1000 events' },
+  'activity.event_id_conflict': {
+    http: 409,
+    grpc: GrpcStatus.ALREADY_EXISTS,
+    meaning: 'an event_id is already stored with different content (a replay must be identical; the batch was refused)',
+  },
+  'activity.sequence_conflict': {
+    http: 409,
+    grpc: GrpcStatus.ALREADY_EXISTS,
+    meaning: "an event's collector_sequence is already stored under another event_id (the batch was refused)",
+  },
+  'activity.store_unavailable': {
+    http: 503,
+    grpc: GrpcStatus.UNAVAILABLE,
+    meaning: 'the activity store could not commit or read (nothing was acknowledged; retry)',
+  },
   'route.retired': {
     http: 410,
     grpc: GrpcStatus.UNIMPLEMENTED,
