@@ -173,3 +173,29 @@ export function parseJsonArgv(raw: string): readonly string[] {
   }
   return Object.freeze(v as string[]);
 }
+
+/** SVC_ACTIVITY_STORE: `sqlite`, or a PostgreSQL URL (postgres:// or postgresql://). */
+export type ActivityStoreSetting = { readonly kind: 'sqlite' } | { readonly kind: 'postgres'; readonly url: string };
+
+export function parseActivityStore(raw: string): ActivityStoreSetting {
+  const v = raw.trim();
+  if (v === 'sqlite') return { kind: 'sqlite' };
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    // Never echo the value: it may be a URL with a password that failed to parse.
+    throw new ConfigValueError('must be `sqlite` or a postgres:// URL (the value is not shown: it may hold a password)');
+  }
+  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:')
+    throw new ConfigValueError('must be `sqlite` or a postgres:// URL (the value is not shown: it may hold a password)');
+  return { kind: 'postgres', url: u.toString() };
+}
+
+/** An activity scope value (SVC_TENANT_ID, SVC_HOST_ID): letters, digits and . _ : @ / + -, at most 256. */
+export function parseActivityId(raw: string): string {
+  const v = raw.trim();
+  if (!/^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,255}$/.test(v))
+    throw new ConfigValueError('must be an id: letters, digits and . _ : @ / + -, starting with a letter or digit, at most 256');
+  return v;
+}

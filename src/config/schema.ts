@@ -5,6 +5,8 @@
  */
 import {
   parseBytes,
+  parseActivityId,
+  parseActivityStore,
   parseEnum,
   parseFlag,
   parseHypervisorUris,
@@ -30,7 +32,7 @@ export interface DefaultsContext {
 interface Entry<F extends string, T> {
   /** Property name in the frozen Config object. */
   readonly field: F;
-  readonly group: 'spec' | 'listeners' | 'runtime' | 'logging' | 'gateway-ssh' | 'agents';
+  readonly group: 'spec' | 'listeners' | 'runtime' | 'logging' | 'gateway-ssh' | 'activity' | 'agents';
   /** Shown in --help and the README; `null` = unset by default. */
   readonly defaultText: string;
   /** Raw default fed to `parse`, or null when unset means "off"/"derived". */
@@ -210,6 +212,41 @@ export const SCHEMA = {
     defaultRaw: '3600',
     parse: parseIntInRange(60, 86_400),
     doc: 'Longest SSH lease (and certificate) a POST /api/v2/gateway/ssh/leases may ask for (seconds; the shortest is 1; longer is ssh_lease.ttl_out_of_range).',
+  }),
+
+  // ---- ours: the activity store (spec 4.12)
+  SVC_ACTIVITY_STORE: entry({
+    field: 'activityStore',
+    group: 'activity',
+    defaultText: 'sqlite',
+    defaultRaw: 'sqlite',
+    parse: parseActivityStore,
+    secret: true,
+    doc: 'Where activity events are kept: `sqlite` (a file under SVC_STATE_DIR/activity) or a `postgres://user:password@host:port/db` URL (schema created and migrated on start). The value is never echoed: a URL may hold a password.',
+  }),
+  SVC_ACTIVITY_RETENTION_DAYS: entry({
+    field: 'activityRetentionDays',
+    group: 'activity',
+    defaultText: '30',
+    defaultRaw: '30',
+    parse: parseIntInRange(1, 3650),
+    doc: 'Activity events ingested longer ago than this are deleted, a bounded chunk at a time in the background (ingest is never held up by it).',
+  }),
+  SVC_TENANT_ID: entry({
+    field: 'tenantId',
+    group: 'activity',
+    defaultText: 'default',
+    defaultRaw: 'default',
+    parse: parseActivityId,
+    doc: "The tenant of the activity sandboxd itself records (commands, sessions, tool calls), and the dashboard's activity view.",
+  }),
+  SVC_HOST_ID: entry({
+    field: 'hostId',
+    group: 'activity',
+    defaultText: 'the host name',
+    defaultRaw: null,
+    parse: parseActivityId,
+    doc: 'The host id of the activity sandboxd itself records (default: the host name).',
   }),
 
   // ---- ours: listeners
