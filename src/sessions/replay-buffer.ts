@@ -48,7 +48,9 @@ export class ReplayBuffer {
   #bytes = 0;
   #newest = 0;
 
-  constructor(limits: ReplayBufferLimits = {}) {
+  /** `startAfter`: the sequence before the first event (the hub's sequence base). */
+  constructor(limits: ReplayBufferLimits = {}, startAfter = 0) {
+    this.#newest = startAfter;
     this.minFrames = limits.minFrames ?? DEFAULT_REPLAY_MIN_FRAMES;
     this.softBytes = limits.softBytes ?? DEFAULT_REPLAY_SOFT_BYTES;
     this.maxBytes = limits.maxBytes ?? DEFAULT_REPLAY_MAX_BYTES;

@@ -117,6 +117,11 @@ export interface SessionHubOptions {
   readonly state: SessionState | 'pending';
   readonly agentConnected: boolean;
   readonly terminalSize: TerminalSize;
+  /**
+   * The hub numbers its frames from sequenceBase + 1 (default 0). The session service passes
+   * `hubEpoch * 2^32` (SessionRecord.hubEpoch) so that no two hubs of a session share a number.
+   */
+  readonly sequenceBase?: number;
   /** The session's own backend/class (undefined while pending). */
   readonly sessionBackend?: string;
   readonly sessionClass?: string;
@@ -219,7 +224,8 @@ export class SessionHub {
     this.#class = opts.sessionClass;
     this.#pingIntervalMs = opts.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS;
     this.#pongTimeoutMs = opts.pongTimeoutMs ?? DEFAULT_PONG_TIMEOUT_MS;
-    this.#replay = new ReplayBuffer(opts.replay);
+    this.#counter = opts.sequenceBase ?? 0;
+    this.#replay = new ReplayBuffer(opts.replay, this.#counter);
     this.#lastKeyframeMs = this.#now();
     this.#membership = new Membership({
       isLive: (id) => this.#isLive(id),

@@ -162,6 +162,7 @@ export class SessionRegistry {
       state: 'starting',
       cols: input.cols,
       rows: input.rows,
+      hubEpoch: 0,
     };
     this.#store.putSession(record, this.#now());
     this.#index(record);
@@ -196,6 +197,19 @@ export class SessionRegistry {
     this.#byCommand.set(e.record.commandId, sessionId);
     this.#store.putSession(e.record, this.#now());
     return e.record;
+  }
+
+  /**
+   * The epoch for a new hub of the session (see SessionRecord.hubEpoch): returns the next unused
+   * one and persists the count before the hub numbers any frame.
+   */
+  takeHubEpoch(sessionId: string): number {
+    const e = this.#byId.get(sessionId);
+    if (e === undefined) throw new SvcError('session.not_found', `no session ${sessionId}`);
+    const epoch = e.record.hubEpoch;
+    e.record = { ...e.record, hubEpoch: epoch + 1 };
+    this.#store.putSession(e.record, this.#now());
+    return epoch;
   }
 
   /** Remembers the PTY size (persisted so a re-attach starts at the size clients last used). */

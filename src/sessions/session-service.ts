@@ -24,6 +24,7 @@ import type { SessionRegistry } from './session-registry.js';
 import { parseCreateSessionBody, type KillSignalName } from './session-request.js';
 import { SessionCause, type SessionCauseName } from './session-state.js';
 import {
+  kGenerationSeqSpan,
   createResponseOf,
   listEntryOf,
   sessionSeq,
@@ -468,10 +469,12 @@ export class SessionService {
   #hubFor(rec: SessionRecord): SessionHub {
     const existing = this.#hubs.get(rec.sessionId);
     if (existing !== undefined && !existing.closed) {
-      this.#pendingAgents.delete(rec.sessionId);
+      // A pending hub that became this session: it numbered its frames from epoch 0.
+      if (this.#pendingAgents.delete(rec.sessionId) && rec.hubEpoch === 0) this.#o.registry.takeHubEpoch(rec.sessionId);
       return existing;
     }
     return this.#newHub(rec.sessionId, rec.agentId, {
+      sequenceBase: this.#o.registry.takeHubEpoch(rec.sessionId) * kGenerationSeqSpan,
       state: rec.state,
       cols: rec.cols,
       rows: rec.rows,
@@ -484,6 +487,8 @@ export class SessionService {
     sid: string,
     agentId: string,
     o: {
+      /** The hub's first frame is sequenceBase + 1 (SessionRecord.hubEpoch); 0 for a pending hub. */
+      sequenceBase?: number;
       state: SessionHubOptions['state'];
       cols: number;
       rows: number;
@@ -497,6 +502,7 @@ export class SessionService {
       ...this.#o.hub,
       sessionId: sid,
       agentId,
+      ...(o.sequenceBase !== undefined && { sequenceBase: o.sequenceBase }),
       state: o.state,
       agentConnected: this.#o.agents.get(agentId)?.connected ?? false,
       terminalSize: { cols: o.cols, rows: o.rows },

@@ -203,5 +203,7 @@ function parseRecord(text: string, backend: string, sessionClass: string): Sessi
     state: o['state'] as SessionRecord['state'],
     cols: o['cols'] as number,
     rows: o['rows'] as number,
+    // Records written before hub epochs existed had one hub (epoch 0) in the generation that wrote them.
+    hubEpoch: Number.isSafeInteger(o['hubEpoch']) && (o['hubEpoch'] as number) >= 0 ? (o['hubEpoch'] as number) : 1,
   };
 }

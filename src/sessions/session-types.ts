@@ -92,6 +92,14 @@ export interface SessionRecord {
   /** Last known terminal size of the PTY. */
   readonly cols: number;
   readonly rows: number;
+  /**
+   * How many session hubs this session has had (one per server generation that served it, and one
+   * more each time a closed hub was replaced). Hub n numbers its pty-ws frames from
+   * `n * 2^32 + 1`, so a frame sequence is never reused: a client rejoining with a `replay_from`
+   * from an earlier hub (before a restart of sandboxd) is out of range and gets a keyframe, instead
+   * of a replay of unrelated frames that happen to carry the same numbers.
+   */
+  readonly hubEpoch: number;
 }
 
 /** 2^32: the seq span of one generation. */

@@ -21,6 +21,7 @@ function rec(over: Partial<SessionRecord> & { sessionId: string }): SessionRecor
     state: 'detached',
     cols: 80,
     rows: 24,
+    hubEpoch: 1,
     ...over,
   };
 }

@@ -344,6 +344,10 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
       obs2.describe(),
     );
     assert.ok(obs2.names().includes('Keyframe'));
+    // The new hub never reuses a number of the old one, however much it has sent before the join.
+    // (Frames outside the stream, such as the hello, carry sequence 0.)
+    const numbered = obs2.sequences().filter((n) => n > 0);
+    assert.ok(numbered.length > 0 && Math.min(...numbered) > lastSeqBefore, `sequences after the restart: ${numbered.slice(0, 5).join()}`);
     assert.ok(s2.killed.value >= 1);
     await inject(s2.router, { method: 'DELETE', url: `/api/v1/agents/agent-1/sessions/${id}?signal=KILL` });
     s2.store.close();
