@@ -23,7 +23,7 @@
  */
 
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 
 /** @typedef {'base' | 'given' | 'start' | 'test' | 'image' | 'host' | 'guest'} Step */
 /** @typedef {'minimal' | 'debian'} ImageKind */
@@ -33,6 +33,8 @@ import { existsSync } from 'node:fs';
  * @property {Step} step the step that installs it first
  * @property {readonly Step[]} [alsoIn] later steps that also check (and install) it
  * @property {readonly ImageKind[]} [kinds] image step only: the kinds that need it (default both)
+ * @property {string} [versionedIn] it is on no PATH but in `<versionedIn>/<version>/bin` (Debian's
+ *   PostgreSQL: /usr/lib/postgresql/15/bin); the newest version that has it counts ({@link findProgram})
  * @property {string} why who runs it, for what
  */
 
@@ -84,6 +86,11 @@ export const PROGRAMS = Object.freeze({
   touch: { debianPackage: 'coreutils', step: 'base', why: 'debian image: clamps times (run by find -exec)' },
   true: { debianPackage: 'coreutils', step: 'base', why: 'set-up: `sudo -n true` tells whether sudo works without a password' },
   unshare: { debianPackage: 'util-linux', step: 'base', why: 'debian image: debootstrap and chroot commands in a private mount namespace' },
+  setpriv: {
+    debianPackage: 'util-linux',
+    step: 'base',
+    why: "tests: PostgreSQL runs as the postgres user when the tests run as root, and dies with the test's process",
+  },
   useradd: { debianPackage: 'passwd', step: 'base', why: "debian image: the guest's agent user (inside the root)" },
 
   node: {
@@ -152,6 +159,18 @@ export const PROGRAMS = Object.freeze({
       '(install openssh-server yourself for that: on a systemd host the package also starts a system sshd on port 22)',
   },
   promtool: { debianPackage: 'prometheus', step: 'test', why: 'checks the /metrics exposition' },
+  initdb: {
+    debianPackage: 'postgresql',
+    step: 'test',
+    versionedIn: '/usr/lib/postgresql',
+    why: "the activity store's PostgreSQL contract run: a data directory in a temporary folder (test/support/postgres.ts)",
+  },
+  postgres: {
+    debianPackage: 'postgresql',
+    step: 'test',
+    versionedIn: '/usr/lib/postgresql',
+    why: "the activity store's PostgreSQL contract run: the server, on a loopback port (test/support/postgres.ts)",
+  },
 
   cpio: { debianPackage: 'cpio', step: 'image', kinds: ['minimal'], why: 'minimal image: packs the initramfs' },
   debootstrap: { debianPackage: 'debootstrap', step: 'image', kinds: ['debian'], why: 'debian image: the minbase root' },
@@ -256,14 +275,37 @@ function searchDirs() {
 }
 
 /**
+ * Where a program of the table is here, or undefined: in the newest `<versionedIn>/<version>/bin`
+ * that has it when the entry says so (never on PATH: a symlink there is not what the package
+ * installs), else the first of PATH and Debian's program folders that has it.
+ * @param {string} name
+ * @returns {string | undefined}
+ */
+export function findProgram(name) {
+  const under = PROGRAMS[name]?.versionedIn;
+  if (under === undefined)
+    return searchDirs()
+      .map((d) => `${d}/${name}`)
+      .find((p) => existsSync(p));
+  /** @type {string[]} */
+  let versions;
+  try {
+    versions = readdirSync(under).filter((v) => /^\d+(\.\d+)*$/.test(v));
+  } catch {
+    return undefined; // the package is not installed
+  }
+  const newestFirst = versions.sort((a, b) => b.localeCompare(a, 'en', { numeric: true }));
+  return newestFirst.map((v) => `${under}/${v}/bin/${name}`).find((p) => existsSync(p));
+}
+
+/**
  * Programs of a step that are not installed here (sorted).
  * @param {Step} step
  * @param {ImageKind} [kind]
  * @returns {string[]}
  */
 export function missingPrograms(step, kind) {
-  const dirs = searchDirs();
-  return programsForStep(step, kind).filter((name) => !dirs.some((d) => existsSync(`${d}/${name}`)));
+  return programsForStep(step, kind).filter((name) => findProgram(name) === undefined);
 }
 
 /**
