@@ -1,0 +1,456 @@
+/**
+ * The SQLite activity store's SQL (spec 4.12; the rules are src/activity/store.ts's): `<dir>/activity.db`,
+ * opened by openDurableDb (own 0700 directory, file 0600, WAL, synchronous=FULL), used by one
+ * thread only (the store's worker, sqlite-activity.worker.ts), so every call here is synchronous
+ * and runs alone.
+ *
+ * Tables:
+ * - activity_events: one row per stored event, `position` (INTEGER PRIMARY KEY AUTOINCREMENT: the
+ *   ingest order, never reused, so a cursor stays exact after pruning) plus the columns the filters
+ *   match on, the SHA-256 of the canonical JSON (duplicate or conflict) and the record as ingested.
+ * - activity_collectors: per collector (tenant, host, instance, agent, collector) what coverage
+ *   shows, kept up to date by ingest and prune, so coverage costs O(collectors) and never a scan.
+ * - activity_sequence_gaps: every run of sequences a collector skipped (durable loss records).
+ */
+import { createHash } from 'node:crypto';
+import type Database from 'better-sqlite3';
+import { SvcError } from '../../src/core/errors.js';
+import { openDurableDb } from '../../src/util/durable-db.js';
+import type { ActivityCollectorCoverage, ActivityIngestAck, ActivitySequenceGap, ActivitySequenceJump } from '../../src/wire/activity.js';
+import { ACTIVITY_SCHEMA_VERSION } from '../../src/wire/activity.js';
+import type {
+  ActivityCallEvent,
+  ActivityCallPage,
+  ActivityCallQuery,
+  ActivityCallReadScope,
+  ActivityCallScope,
+} from '../protocol/activity-calls.js';
+
+export const ACTIVITY_DB_FILE = 'activity.db';
+/** PRAGMA user_version of the schema below. */
+const kSchemaVersion = 1;
+
+/** The correlation ids with an index each (exact-match filters). */
+const CORRELATION_FILTERS = ['session_id', 'mission_id', 'task_id', 'tool_call_id', 'command_id', 'process_id', 'trace_id'] as const;
+const SCOPE_COLUMNS = 'tenant_id, host_id, instance_id, agent_id, collector_id';
+const SCOPE_MATCH =
+  'tenant_id = @tenant_id AND host_id = @host_id AND instance_id = @instance_id AND agent_id = @agent_id AND collector_id = @collector_id';
+
+const SCHEMA = `
+  CREATE TABLE IF NOT EXISTS activity_events (
+    position INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id TEXT NOT NULL UNIQUE,
+    tenant_id TEXT NOT NULL,
+    host_id TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    collector_id TEXT NOT NULL,
+    collector_sequence INTEGER NOT NULL,
+    event_name TEXT NOT NULL,
+    occurred_at TEXT NOT NULL,
+    occurred_at_ms INTEGER NOT NULL,
+    ingested_at_ms INTEGER NOT NULL,
+    ${CORRELATION_FILTERS.map((c) => `${c} TEXT`).join(',\n    ')},
+    canonical_sha256 BLOB NOT NULL,
+    record TEXT NOT NULL
+  );
+  CREATE UNIQUE INDEX IF NOT EXISTS activity_events_sequence ON activity_events (${SCOPE_COLUMNS}, collector_sequence);
+  CREATE INDEX IF NOT EXISTS activity_events_occurred ON activity_events (${SCOPE_COLUMNS}, occurred_at_ms);
+  CREATE INDEX IF NOT EXISTS activity_events_ingested ON activity_events (ingested_at_ms);
+  CREATE INDEX IF NOT EXISTS activity_events_name ON activity_events (tenant_id, event_name);
+  ${CORRELATION_FILTERS.map((c) => `CREATE INDEX IF NOT EXISTS activity_events_${c} ON activity_events (${c}) WHERE ${c} IS NOT NULL;`).join('\n  ')}
+  CREATE TABLE IF NOT EXISTS activity_collectors (
+    tenant_id TEXT NOT NULL,
+    host_id TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    collector_id TEXT NOT NULL,
+    durable_through_sequence INTEGER NOT NULL,
+    event_count INTEGER NOT NULL,
+    first_sequence INTEGER,
+    last_sequence INTEGER,
+    first_occurred_at TEXT,
+    first_occurred_at_ms INTEGER,
+    last_occurred_at TEXT,
+    last_occurred_at_ms INTEGER,
+    last_ingested_at_ms INTEGER,
+    jump_count INTEGER NOT NULL,
+    PRIMARY KEY (${SCOPE_COLUMNS})
+  ) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS activity_sequence_gaps (
+    tenant_id TEXT NOT NULL,
+    host_id TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    collector_id TEXT NOT NULL,
+    first_missing_sequence INTEGER NOT NULL,
+    last_missing_sequence INTEGER NOT NULL,
+    recorded_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (${SCOPE_COLUMNS}, first_missing_sequence)
+  ) WITHOUT ROWID;
+`;
+
+interface CollectorRow {
+  tenant_id: string;
+  host_id: string;
+  instance_id: string;
+  agent_id: string;
+  collector_id: string;
+  durable_through_sequence: number;
+  event_count: number;
+  first_sequence: number | null;
+  last_sequence: number | null;
+  first_occurred_at: string | null;
+  first_occurred_at_ms: number | null;
+  last_occurred_at: string | null;
+  last_occurred_at_ms: number | null;
+  last_ingested_at_ms: number | null;
+  jump_count: number;
+}
+
+interface GapRow {
+  tenant_id: string;
+  host_id: string;
+  instance_id: string;
+  agent_id: string;
+  collector_id: string;
+  first_missing_sequence: number;
+  last_missing_sequence: number;
+}
+
+type Scope5 = Pick<CollectorRow, 'tenant_id' | 'host_id' | 'instance_id' | 'agent_id' | 'collector_id'>;
+
+const scopeKey = (s: Scope5): string => JSON.stringify([s.tenant_id, s.host_id, s.instance_id, s.agent_id, s.collector_id]);
+const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest();
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+
+export class ActivityDb {
+  readonly path: string;
+  readonly #db: Database.Database;
+  readonly #insert: Database.Statement;
+  readonly #byId: Database.Statement<[string]>;
+  readonly #collector: Database.Statement<[Scope5]>;
+  readonly #putCollector: Database.Statement<[CollectorRow]>;
+  readonly #putGap: Database.Statement;
+  readonly #cursor: Database.Statement<[string, string]>;
+  readonly #pruneRows: Database.Statement<[number, number]>;
+  readonly #sequenceBounds: Database.Statement<[Scope5]>;
+  readonly #firstOccurred: Database.Statement<[Scope5]>;
+  readonly #lastOccurred: Database.Statement<[Scope5]>;
+  /** Prepared reads by SQL text (one per combination of filters used). */
+  readonly #reads = new Map<string, Database.Statement>();
+  readonly #ingestTx: (scope: ActivityCallScope, events: readonly ActivityCallEvent[], nowMs: number) => ActivityIngestAck;
+  readonly #pruneTx: (beforeMs: number, maxRows: number) => number;
+
+  /** Opens (creating) `<dir>/activity.db`. Throws when the directory or the file cannot be used. */
+  constructor(dir: string) {
+    ({ path: this.path, db: this.#db } = openDurableDb(dir, ACTIVITY_DB_FILE));
+    const version = this.#db.pragma('user_version', { simple: true }) as number;
+    if (version > kSchemaVersion)
+      throw new Error(`${this.path} has schema version ${version}; this server knows up to ${kSchemaVersion} (a newer server wrote it)`);
+    this.#db.exec(SCHEMA);
+    this.#db.pragma(`user_version = ${kSchemaVersion}`);
+    this.#insert = this.#db.prepare(`
+      INSERT INTO activity_events (event_id, ${SCOPE_COLUMNS}, collector_sequence, event_name, occurred_at, occurred_at_ms,
+        ingested_at_ms, ${CORRELATION_FILTERS.join(', ')}, canonical_sha256, record)
+      VALUES (${Array(13 + CORRELATION_FILTERS.length)
+        .fill('?')
+        .join(', ')})
+      ON CONFLICT DO NOTHING`);
+    this.#byId = this.#db.prepare('SELECT canonical_sha256 FROM activity_events WHERE event_id = ?');
+    this.#collector = this.#db.prepare(`SELECT * FROM activity_collectors WHERE ${SCOPE_MATCH}`);
+    this.#putCollector = this.#db.prepare(`
+      INSERT OR REPLACE INTO activity_collectors (${SCOPE_COLUMNS}, durable_through_sequence, event_count, first_sequence,
+        last_sequence, first_occurred_at, first_occurred_at_ms, last_occurred_at, last_occurred_at_ms, last_ingested_at_ms, jump_count)
+      VALUES (@tenant_id, @host_id, @instance_id, @agent_id, @collector_id, @durable_through_sequence, @event_count, @first_sequence,
+        @last_sequence, @first_occurred_at, @first_occurred_at_ms, @last_occurred_at, @last_occurred_at_ms, @last_ingested_at_ms, @jump_count)`);
+    this.#putGap = this.#db.prepare(`
+      INSERT INTO activity_sequence_gaps (${SCOPE_COLUMNS}, first_missing_sequence, last_missing_sequence, recorded_at_ms)
+      VALUES (@tenant_id, @host_id, @instance_id, @agent_id, @collector_id, @first, @last, @now)`);
+    this.#cursor = this.#db.prepare('SELECT position FROM activity_events WHERE event_id = ? AND tenant_id = ?');
+    this.#pruneRows = this.#db.prepare(`
+      DELETE FROM activity_events WHERE position IN (
+        SELECT position FROM activity_events WHERE ingested_at_ms < ? ORDER BY ingested_at_ms, position LIMIT ?)
+      RETURNING ${SCOPE_COLUMNS}`);
+    this.#sequenceBounds = this.#db.prepare(
+      `SELECT MIN(collector_sequence) AS first, MAX(collector_sequence) AS last FROM activity_events WHERE ${SCOPE_MATCH}`,
+    );
+    this.#firstOccurred = this.#db.prepare(
+      `SELECT occurred_at, occurred_at_ms FROM activity_events WHERE ${SCOPE_MATCH} ORDER BY occurred_at_ms ASC, position ASC LIMIT 1`,
+    );
+    this.#lastOccurred = this.#db.prepare(
+      `SELECT occurred_at, occurred_at_ms FROM activity_events WHERE ${SCOPE_MATCH} ORDER BY occurred_at_ms DESC, position DESC LIMIT 1`,
+    );
+    // BEGIN IMMEDIATE: the write lock is taken at the start, so a transaction never fails half way for want of it.
+    const ingestTx = this.#db.transaction(this.#ingestIn.bind(this));
+    this.#ingestTx = (scope, events, nowMs) => ingestTx.immediate(scope, events, nowMs);
+    const pruneTx = this.#db.transaction(this.#pruneIn.bind(this));
+    this.#pruneTx = (beforeMs, maxRows) => pruneTx.immediate(beforeMs, maxRows);
+  }
+
+  get open(): boolean {
+    return this.#db.open;
+  }
+
+  /** Stores a batch of one scope in one transaction (see src/activity/store.ts); returns once it committed. */
+  ingest(scope: ActivityCallScope, events: readonly ActivityCallEvent[], nowMs: number): ActivityIngestAck {
+    return this.#ingestTx(scope, events, nowMs);
+  }
+
+  #ingestIn(scope: ActivityCallScope, events: readonly ActivityCallEvent[], nowMs: number): ActivityIngestAck {
+    const prev = this.#collector.get(scope) as CollectorRow | undefined;
+    const state: CollectorRow = prev ?? {
+      ...pickScope(scope),
+      durable_through_sequence: 0,
+      event_count: 0,
+      first_sequence: null,
+      last_sequence: null,
+      first_occurred_at: null,
+      first_occurred_at_ms: null,
+      last_occurred_at: null,
+      last_occurred_at_ms: null,
+      last_ingested_at_ms: null,
+      jump_count: 0,
+    };
+    const accepted: { id: string; sequence: number }[] = [];
+    const duplicates: string[] = [];
+    events.forEach(({ event, canonical }, index) => {
+      const corr = event.correlation;
+      if (
+        corr.tenant_id !== scope.tenant_id ||
+        corr.host_id !== scope.host_id ||
+        corr.instance_id !== scope.instance_id ||
+        corr.agent_id !== scope.agent_id ||
+        event.source.collector !== scope.collector_id
+      )
+        throw new SvcError('activity.scope_mismatch', `events[${index}] (${event.event_id}): its scope differs from the batch's`, {
+          event_index: index,
+          event_id: event.event_id,
+        });
+      const hash = sha256(canonical);
+      const sequence = event.integrity.collector_sequence;
+      const occurredMs = Date.parse(event.occurred_at);
+      // Positional, in the column order of #insert (binding by name costs a lookup per column).
+      const inserted = this.#insert.run(
+        event.event_id,
+        scope.tenant_id,
+        scope.host_id,
+        scope.instance_id,
+        scope.agent_id,
+        scope.collector_id,
+        sequence,
+        event.event_name,
+        event.occurred_at,
+        occurredMs,
+        nowMs,
+        corr.session_id ?? null,
+        corr.mission_id ?? null,
+        corr.task_id ?? null,
+        corr.tool_call_id ?? null,
+        corr.command_id ?? null,
+        corr.process_id ?? null,
+        corr.trace_id ?? null,
+        hash,
+        JSON.stringify(event),
+      );
+      if (inserted.changes === 1) {
+        accepted.push({ id: event.event_id, sequence });
+        state.event_count++;
+        if (state.first_sequence === null || sequence < state.first_sequence) state.first_sequence = sequence;
+        if (state.last_sequence === null || sequence > state.last_sequence) state.last_sequence = sequence;
+        if (state.first_occurred_at_ms === null || occurredMs < state.first_occurred_at_ms) {
+          state.first_occurred_at_ms = occurredMs;
+          state.first_occurred_at = event.occurred_at;
+        }
+        if (state.last_occurred_at_ms === null || occurredMs > state.last_occurred_at_ms) {
+          state.last_occurred_at_ms = occurredMs;
+          state.last_occurred_at = event.occurred_at;
+        }
+        return;
+      }
+      // Not inserted: its event_id or its (scope, sequence) is taken.
+      const stored = this.#byId.get(event.event_id) as { canonical_sha256: Buffer } | undefined;
+      if (stored !== undefined) {
+        if (stored.canonical_sha256.equals(hash)) {
+          duplicates.push(event.event_id);
+          return;
+        }
+        throw new SvcError(
+          'activity.event_id_conflict',
+          `events[${index}] (${event.event_id}): the event_id is already stored with different content; a replay must be identical`,
+          { event_index: index, event_id: event.event_id },
+        );
+      }
+      throw new SvcError(
+        'activity.sequence_conflict',
+        `events[${index}] (${event.event_id}): collector ${scope.collector_id} already stored sequence ${sequence} under another event_id`,
+        { event_index: index, event_id: event.event_id, collector_sequence: sequence },
+      );
+    });
+
+    // Gaps in sequence order, so a batch that carries its sequences out of order skips none of them.
+    const gaps: ActivitySequenceGap[] = [];
+    const jumps: ActivitySequenceJump[] = [];
+    let highest = state.durable_through_sequence;
+    for (const a of [...accepted].sort((x, y) => x.sequence - y.sequence)) {
+      if (a.sequence > highest + 1) {
+        const gap = { collector_id: scope.collector_id, first_missing_sequence: highest + 1, last_missing_sequence: a.sequence - 1 };
+        this.#putGap.run({ ...pickScope(scope), first: gap.first_missing_sequence, last: gap.last_missing_sequence, now: nowMs });
+        gaps.push(gap);
+        jumps.push({ collector_id: scope.collector_id, event_id: a.id, expected: highest + 1, got: a.sequence });
+      }
+      if (a.sequence > highest) highest = a.sequence;
+    }
+    state.durable_through_sequence = highest;
+    state.jump_count += jumps.length;
+    if (accepted.length > 0) {
+      state.last_ingested_at_ms = nowMs;
+      this.#putCollector.run(state);
+    }
+    return {
+      schema_version: ACTIVITY_SCHEMA_VERSION,
+      accepted: accepted.length,
+      duplicates: duplicates.length,
+      accepted_event_ids: accepted.map((a) => a.id),
+      duplicate_event_ids: duplicates,
+      durable_through_sequence: highest,
+      sequence_gaps_recorded: gaps,
+      sequence_jumps: jumps,
+    };
+  }
+
+  /** A page of events in ingest order (see ActivityStore.events). */
+  events(scope: ActivityCallReadScope, query: ActivityCallQuery): ActivityCallPage {
+    const where = ['tenant_id = @tenant_id'];
+    const params: Record<string, string | number> = { tenant_id: scope.tenant_id, limit: query.limit + 1 };
+    for (const k of ['host_id', 'instance_id', 'agent_id'] as const) {
+      const v = scope[k];
+      if (v !== null) {
+        where.push(`${k} = @${k}`);
+        params[k] = v;
+      }
+    }
+    for (const k of ['event_name', 'collector_id', ...CORRELATION_FILTERS] as const) {
+      const v = query[k];
+      if (v === undefined) continue;
+      // A read scope's collector would clash with the filter of the same name: filters get an f_ prefix.
+      where.push(`${k} = @f_${k}`);
+      params[`f_${k}`] = v;
+    }
+    if (query.since_ms !== undefined) {
+      where.push('occurred_at_ms >= @since_ms');
+      params['since_ms'] = query.since_ms;
+    }
+    if (query.until_ms !== undefined) {
+      where.push('occurred_at_ms <= @until_ms');
+      params['until_ms'] = query.until_ms;
+    }
+    let cursorFound: boolean | null = null;
+    if (query.cursor !== undefined) {
+      const at = this.#cursor.get(query.cursor, scope.tenant_id) as { position: number } | undefined;
+      cursorFound = at !== undefined;
+      if (at !== undefined) {
+        where.push('position > @after');
+        params['after'] = at.position;
+      }
+    }
+    const rows = this.#read(`SELECT record FROM activity_events WHERE ${where.join(' AND ')} ORDER BY position LIMIT @limit`).all(
+      params,
+    ) as { record: string }[];
+    const hasMore = rows.length > query.limit;
+    if (hasMore) rows.length = query.limit;
+    const events = rows.map((r) => JSON.parse(r.record) as ActivityCallPage['events'][number]);
+    return { events, next_cursor: events.at(-1)?.event_id ?? null, has_more: hasMore, cursor_found: cursorFound };
+  }
+
+  /** Coverage of every collector in the read scope (optionally one), ordered by scope then collector. */
+  coverage(scope: ActivityCallReadScope, collectorId: string | null): ActivityCollectorCoverage[] {
+    const where = ['tenant_id = @tenant_id'];
+    const params: Record<string, string> = { tenant_id: scope.tenant_id };
+    for (const k of ['host_id', 'instance_id', 'agent_id'] as const) {
+      const v = scope[k];
+      if (v !== null) {
+        where.push(`${k} = @${k}`);
+        params[k] = v;
+      }
+    }
+    if (collectorId !== null) {
+      where.push('collector_id = @collector_id');
+      params['collector_id'] = collectorId;
+    }
+    const order = `ORDER BY ${SCOPE_COLUMNS}`;
+    const collectors = this.#read(`SELECT * FROM activity_collectors WHERE ${where.join(' AND ')} ${order}`).all(params) as CollectorRow[];
+    const gapRows = this.#read(
+      `SELECT ${SCOPE_COLUMNS}, first_missing_sequence, last_missing_sequence FROM activity_sequence_gaps WHERE ${where.join(' AND ')} ${order}, first_missing_sequence`,
+    ).all(params) as GapRow[];
+    const gaps = new Map<string, ActivitySequenceGap[]>();
+    for (const g of gapRows) {
+      const key = scopeKey(g);
+      let list = gaps.get(key);
+      if (list === undefined) gaps.set(key, (list = []));
+      list.push({
+        collector_id: g.collector_id,
+        first_missing_sequence: g.first_missing_sequence,
+        last_missing_sequence: g.last_missing_sequence,
+      });
+    }
+    return collectors.map((c) => ({
+      ...pickScope(c),
+      event_count: c.event_count,
+      first_sequence: c.first_sequence,
+      last_sequence: c.last_sequence,
+      durable_through_sequence: c.durable_through_sequence,
+      first_occurred_at: c.first_occurred_at,
+      last_occurred_at: c.last_occurred_at,
+      last_ingested_at: iso(c.last_ingested_at_ms),
+      sequence_gaps: gaps.get(scopeKey(c)) ?? [],
+      jump_count: c.jump_count,
+    }));
+  }
+
+  /** Deletes at most `maxRows` events ingested before `beforeMs` (oldest first) in one transaction; returns how many went. */
+  prune(beforeMs: number, maxRows: number): number {
+    return this.#pruneTx(beforeMs, maxRows);
+  }
+
+  #pruneIn(beforeMs: number, maxRows: number): number {
+    const gone = this.#pruneRows.all(beforeMs, maxRows) as Scope5[];
+    const perCollector = new Map<string, { scope: Scope5; n: number }>();
+    for (const s of gone) {
+      const key = scopeKey(s);
+      const entry = perCollector.get(key);
+      if (entry === undefined) perCollector.set(key, { scope: s, n: 1 });
+      else entry.n++;
+    }
+    for (const { scope, n } of perCollector.values()) {
+      const state = this.#collector.get(scope) as CollectorRow | undefined;
+      if (state === undefined) continue;
+      state.event_count = Math.max(0, state.event_count - n);
+      const bounds = this.#sequenceBounds.get(scope) as { first: number | null; last: number | null };
+      state.first_sequence = bounds.first;
+      state.last_sequence = bounds.last;
+      const first = this.#firstOccurred.get(scope) as { occurred_at: string; occurred_at_ms: number } | undefined;
+      const last = this.#lastOccurred.get(scope) as { occurred_at: string; occurred_at_ms: number } | undefined;
+      state.first_occurred_at = first?.occurred_at ?? null;
+      state.first_occurred_at_ms = first?.occurred_at_ms ?? null;
+      state.last_occurred_at = last?.occurred_at ?? null;
+      state.last_occurred_at_ms = last?.occurred_at_ms ?? null;
+      this.#putCollector.run(state);
+    }
+    return gone.length;
+  }
+
+  close(): void {
+    if (this.#db.open) this.#db.close();
+  }
+
+  #read(sql: string): Database.Statement {
+    let st = this.#reads.get(sql);
+    if (st === undefined) this.#reads.set(sql, (st = this.#db.prepare(sql)));
+    return st;
+  }
+}
+
+function pickScope(s: Scope5): Scope5 {
+  return { tenant_id: s.tenant_id, host_id: s.host_id, instance_id: s.instance_id, agent_id: s.agent_id, collector_id: s.collector_id };
+}

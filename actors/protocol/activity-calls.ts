@@ -1,0 +1,90 @@
+/**
+ * The messages between the SQLite activity store's main-thread side (src/activity/sqlite-store.ts)
+ * and its worker (actors/activity/sqlite-activity.worker.ts): one request per store call, each with
+ * an id the reply carries back. The worker handles them one at a time in the order they were
+ * posted, so an ingest posted before a read is visible to it.
+ *
+ * The shapes are those of the store port (src/activity/store.ts) with one change: a read scope's
+ * "any" (ANY_SCOPE there) travels as null, so the worker never has to know the marker.
+ */
+import type { WireError } from '../../src/core/errors.js';
+import type { ActivityCollectorCoverage, ActivityEvent, ActivityEventPage, ActivityIngestAck } from '../../src/wire/activity.js';
+
+/** What the worker is started with (`workerData`). */
+export interface ActivityWorkerData {
+  /** The store's own directory; the database is `<dir>/activity.db`. */
+  readonly dir: string;
+}
+
+/** The scope of an ingest: the five X-Svc-* headers. */
+export interface ActivityCallScope {
+  readonly tenant_id: string;
+  readonly host_id: string;
+  readonly instance_id: string;
+  readonly agent_id: string;
+  readonly collector_id: string;
+}
+
+/** The scope of a read: tenant exact; null host, instance or agent match every value. */
+export interface ActivityCallReadScope {
+  readonly tenant_id: string;
+  readonly host_id: string | null;
+  readonly instance_id: string | null;
+  readonly agent_id: string | null;
+}
+
+/** A validated event and its canonical JSON (sorted keys), as src/activity/record.ts made them. */
+export interface ActivityCallEvent {
+  readonly event: ActivityEvent;
+  readonly canonical: string;
+}
+
+/** The filters and the page of an events read (all optional but `limit`; exact matches; times inclusive, epoch ms). */
+export interface ActivityCallQuery {
+  readonly limit: number;
+  readonly cursor?: string;
+  readonly event_name?: string;
+  readonly collector_id?: string;
+  readonly session_id?: string;
+  readonly mission_id?: string;
+  readonly task_id?: string;
+  readonly tool_call_id?: string;
+  readonly command_id?: string;
+  readonly process_id?: string;
+  readonly trace_id?: string;
+  readonly since_ms?: number;
+  readonly until_ms?: number;
+}
+
+export type ActivityCallPage = Pick<ActivityEventPage, 'events' | 'next_cursor' | 'has_more' | 'cursor_found'>;
+
+/** Main thread → worker. */
+export type ActivityCall =
+  | {
+      readonly id: number;
+      readonly op: 'ingest';
+      readonly scope: ActivityCallScope;
+      readonly events: readonly ActivityCallEvent[];
+      /** The server's clock at the call, epoch ms: the rows' ingested_at and the collector's last_ingested_at. */
+      readonly ingestedAtMs: number;
+    }
+  | { readonly id: number; readonly op: 'events'; readonly scope: ActivityCallReadScope; readonly query: ActivityCallQuery }
+  | { readonly id: number; readonly op: 'coverage'; readonly scope: ActivityCallReadScope; readonly collectorId: string | null }
+  | { readonly id: number; readonly op: 'prune'; readonly beforeMs: number; readonly maxRows: number }
+  /** Closes the database and ends the worker (after every call posted before it). */
+  | { readonly id: number; readonly op: 'close' };
+
+/** What each call resolves to. */
+export interface ActivityCallResults {
+  ingest: ActivityIngestAck;
+  events: ActivityCallPage;
+  coverage: ActivityCollectorCoverage[];
+  prune: number;
+  close: null;
+}
+
+/** Worker → main thread: `ready` once the database is open (its path), then one reply per call. */
+export type ActivityReply =
+  | { readonly t: 'ready'; readonly path: string }
+  | { readonly t: 'reply'; readonly id: number; readonly ok: true; readonly value: ActivityCallResults[ActivityCall['op']] }
+  | { readonly t: 'reply'; readonly id: number; readonly ok: false; readonly error: WireError };
