@@ -6,6 +6,7 @@
  * `startServer` with the whole list or the part they exercise, ports 0.
  */
 import type { Logger } from 'pino';
+import { activityComponent } from './activity/component.js';
 import { agentListenerComponent, agentsComponent } from './agent-link/component.js';
 import { adminListenerComponent, authComponent } from './auth/component.js';
 import type { Component, ComponentContext, FrameHandler, Services } from './component/component.js';
@@ -34,7 +35,7 @@ import { errorMessage } from './util/error-message.js';
 
 /**
  * The whole server, in start order. Operator identity comes first (every v2 route resolves its
- * caller with it), the events store and the actors next (everything uses them); sessions come
+ * caller with it), the events store, the activity store and the actors next (everything uses them); sessions come
  * before the HTTP listener (it takes their WebSocket routes), the admin listener (mTLS) right after
  * it, and both before the gRPC listener (no agent connects before its listeners subscribed); VMs
  * after it (their local agents dial it), tasks (they use VMs), and the SSH connector last (it finds
@@ -43,6 +44,7 @@ import { errorMessage } from './util/error-message.js';
 export const DEFAULT_COMPONENTS: readonly Component[] = [
   authComponent,
   eventsComponent(),
+  activityComponent(),
   actorsComponent,
   agentsComponent,
   outputComponent(),

@@ -3,6 +3,7 @@
  * needs root and QEMU; elsewhere it fails with the reason, like any scenario that cannot run.
  */
 import type { BenchScenario } from '../types.js';
+import { activityIngest } from './activity-ingest.js';
 import { dashboard } from './dashboard.js';
 import { fanout } from './fanout.js';
 import { fleet } from './fleet.js';
@@ -24,6 +25,7 @@ export const scenarios: readonly BenchScenario[] = [
   replay,
   fleet,
   vmOps,
+  activityIngest,
   jobs,
   terminal,
   pty,

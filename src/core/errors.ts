@@ -194,7 +194,7 @@ export const ERROR_TABLE = {
   'activity.event_invalid': {
     http: 400,
     grpc: GrpcStatus.INVALID_ARGUMENT,
-    meaning: 'an event is not a valid activity.event/v1 record (details name the event and the field)',
+    meaning: 'an event is not a valid activity.event/v1 record (the message names the event and the field)',
   },
   'activity.scope_mismatch': {
     http: 400,

@@ -1,0 +1,150 @@
+/**
+ * activity-ingest: activity events per second acknowledged by POST /api/v2/activity/ingest of an
+ * in-process sandboxd with the default SQLite store (batches of 100, each acknowledged only after
+ * its durable commit: WAL, synchronous=FULL), against a ceiling measured in the same run: raw
+ * better-sqlite3 inserts of the same rows (event id, scope, sequence, the event's JSON) into a
+ * plain table, one transaction of 100 per commit, same durability, on this thread.
+ *
+ * Four collectors post at once (one batch in flight each), as collectors on four agents would;
+ * the ceiling commits the same number of batches one after the other (SQLite has one writer).
+ * Value and ceiling take turns in rounds (V C C V C V V C) so a load that drifts hits both alike.
+ * After the run every acknowledged event must be readable through GET /api/v2/activity/events
+ * exactly once (checked by count per collector via coverage).
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { pino } from 'pino';
+import { activityComponent } from '../../src/activity/component.js';
+import { authComponent } from '../../src/auth/component.js';
+import { loadConfig } from '../../src/config/load.js';
+import { startServer } from '../../src/main.js';
+import { httpComponent } from '../../src/server/runtime-components.js';
+import { kTestScope, scopeHeaders, TestCollector } from '../../test/support/activity-events.js';
+import type { BenchScenario } from '../types.js';
+
+const kBatch = 100;
+const kCollectors = 4;
+const ORDER = 'VCCVCVVC';
+
+interface Tally {
+  events: number;
+  ms: number;
+}
+
+export const activityIngest: BenchScenario = {
+  name: 'activity-ingest',
+  description:
+    'activity events/s acknowledged through POST /api/v2/activity/ingest (batches of 100, durable SQLite commit, 4 collectors) vs raw SQLite inserts of the same rows with the same durability',
+  unit: 'events/s',
+  target: { ratioAtLeast: 0.7 },
+  async run({ seconds, signal }) {
+    const dir = await mkdtemp(join(tmpdir(), 'sandboxd-bench-activity-'));
+    const server = await startServer(
+      loadConfig({
+        SVC_STATE_DIR: join(dir, 'state'),
+        SVC_HTTP_ADDR: '127.0.0.1:0',
+        SVC_WS_ADDR: '127.0.0.1:0',
+        SVC_GRPC_ADDR: '127.0.0.1:0',
+        SVC_ADMIN_ADDR: 'off',
+        LOG_LEVEL: 'silent',
+      }),
+      pino({ level: 'silent' }),
+      { components: [authComponent, activityComponent(), httpComponent] },
+    );
+    const raw = new Database(join(dir, 'raw.db'));
+    raw.pragma('journal_mode = WAL');
+    raw.pragma('synchronous = FULL');
+    raw.exec(
+      'CREATE TABLE events (event_id TEXT PRIMARY KEY, tenant_id TEXT, host_id TEXT, instance_id TEXT, agent_id TEXT, collector_id TEXT, seq INTEGER, event_json TEXT)',
+    );
+    const insert = raw.prepare('INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
+    const insertBatch = raw.transaction((rows: Record<string, unknown>[]) => {
+      for (const e of rows) {
+        const c = e['correlation'] as Record<string, string>;
+        const seq = (e['integrity'] as { collector_sequence: number }).collector_sequence;
+        insert.run(e['event_id'], c['tenant_id'], c['host_id'], c['instance_id'], c['agent_id'], 'runtime', seq, JSON.stringify(e));
+      }
+    });
+    const base = `http://127.0.0.1:${server.ports.http}`;
+    const collectors = Array.from({ length: kCollectors }, (_, i) => new TestCollector({ ...kTestScope, agent_id: `bench-${i}` }));
+    const rawCollector = new TestCollector({ ...kTestScope, agent_id: 'raw' });
+    const value: Tally = { events: 0, ms: 0 };
+    const ceiling: Tally = { events: 0, ms: 0 };
+    const acked = new Map<string, number>();
+    const problems: string[] = [];
+
+    async function postRound(ms: number, counted: boolean): Promise<void> {
+      const t0 = performance.now();
+      const deadline = t0 + ms;
+      let events = 0;
+      await Promise.all(
+        collectors.map(async (c) => {
+          do {
+            const batch = c.batch(kBatch);
+            const res = await fetch(`${base}/api/v2/activity/ingest`, {
+              method: 'POST',
+              headers: { 'content-type': 'application/json', ...scopeHeaders(c.scope) },
+              body: JSON.stringify({ events: batch }),
+            });
+            const ack = (await res.json()) as { accepted?: number };
+            if (res.status !== 200 || ack.accepted !== kBatch)
+              problems.push(`ingest answered ${res.status} ${JSON.stringify(ack).slice(0, 200)}`);
+            else {
+              events += kBatch;
+              acked.set(c.scope.agent_id, (acked.get(c.scope.agent_id) ?? 0) + kBatch);
+            }
+          } while (performance.now() < deadline && !signal.aborted);
+        }),
+      );
+      if (counted) {
+        value.events += events;
+        value.ms += performance.now() - t0;
+      }
+    }
+
+    function rawRound(ms: number, counted: boolean): void {
+      const t0 = performance.now();
+      const deadline = t0 + ms;
+      let events = 0;
+      do {
+        insertBatch(rawCollector.batch(kBatch));
+        events += kBatch;
+      } while (performance.now() < deadline && !signal.aborted);
+      if (counted) {
+        ceiling.events += events;
+        ceiling.ms += performance.now() - t0;
+      }
+    }
+
+    try {
+      await postRound(300, false);
+      rawRound(300, false);
+      const roundMs = (seconds * 1000) / ORDER.length;
+      for (const m of ORDER) {
+        signal.throwIfAborted();
+        if (m === 'V') await postRound(roundMs, true);
+        else rawRound(roundMs, true);
+      }
+      const cov = (await (
+        await fetch(`${base}/api/v2/activity/coverage`, { headers: { ...scopeHeaders(kTestScope, false), 'x-svc-agent-id': '*' } })
+      ).json()) as { coverage: { agent_id: string; event_count: number }[] };
+      for (const [agent, n] of acked) {
+        const stored = cov.coverage.find((x) => x.agent_id === agent)?.event_count ?? 0;
+        if (stored !== n) problems.push(`${agent}: ${n} events acknowledged, ${stored} stored`);
+      }
+      const perSecond = (t: Tally) => Math.round((t.events / t.ms) * 1000);
+      return {
+        value: perSecond(value),
+        ceiling: perSecond(ceiling),
+        extra: { batch: kBatch, collectors: kCollectors, acknowledged: value.events, raw_inserted: ceiling.events },
+        problems,
+      };
+    } finally {
+      raw.close();
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  },
+};
