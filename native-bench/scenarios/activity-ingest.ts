@@ -5,7 +5,8 @@
  * better-sqlite3 inserts of the same rows (event id, scope, sequence, the event's JSON) into a
  * plain table, one transaction of 100 per commit, same durability, on this thread.
  *
- * Four collectors post at once (one batch in flight each), as collectors on four agents would;
+ * Four collectors post at once (one batch in flight each), as collectors on four agents would,
+ * from the bench's client process (their JSON and HTTP cost is not the server's);
  * the ceiling commits the same number of batches one after the other (SQLite has one writer).
  * Value and ceiling take turns in rounds (V C C V C V V C) so a load that drifts hits both alike.
  * After the run every acknowledged event must be readable through GET /api/v2/activity/events
@@ -22,6 +23,8 @@ import { loadConfig } from '../../src/config/load.js';
 import { startServer } from '../../src/main.js';
 import { httpComponent } from '../../src/server/runtime-components.js';
 import { kTestScope, scopeHeaders, TestCollector } from '../../test/support/activity-events.js';
+import type { ActivityPostResult } from './activity-collectors.js';
+import { BenchClient, stopOnAbort } from './client-process.js';
 import type { BenchScenario } from '../types.js';
 
 const kBatch = 100;
@@ -68,39 +71,22 @@ export const activityIngest: BenchScenario = {
       }
     });
     const base = `http://127.0.0.1:${server.ports.http}`;
-    const collectors = Array.from({ length: kCollectors }, (_, i) => new TestCollector({ ...kTestScope, agent_id: `bench-${i}` }));
+    const agents = Array.from({ length: kCollectors }, (_, i) => `bench-${i}`);
+    const client = BenchClient.start();
+    stopOnAbort(client, signal);
     const rawCollector = new TestCollector({ ...kTestScope, agent_id: 'raw' });
     const value: Tally = { events: 0, ms: 0 };
     const ceiling: Tally = { events: 0, ms: 0 };
-    const acked = new Map<string, number>();
+    let acked: Record<string, number> = {};
     const problems: string[] = [];
 
     async function postRound(ms: number, counted: boolean): Promise<void> {
-      const t0 = performance.now();
-      const deadline = t0 + ms;
-      let events = 0;
-      await Promise.all(
-        collectors.map(async (c) => {
-          do {
-            const batch = c.batch(kBatch);
-            const res = await fetch(`${base}/api/v2/activity/ingest`, {
-              method: 'POST',
-              headers: { 'content-type': 'application/json', ...scopeHeaders(c.scope) },
-              body: JSON.stringify({ events: batch }),
-            });
-            const ack = (await res.json()) as { accepted?: number };
-            if (res.status !== 200 || ack.accepted !== kBatch)
-              problems.push(`ingest answered ${res.status} ${JSON.stringify(ack).slice(0, 200)}`);
-            else {
-              events += kBatch;
-              acked.set(c.scope.agent_id, (acked.get(c.scope.agent_id) ?? 0) + kBatch);
-            }
-          } while (performance.now() < deadline && !signal.aborted);
-        }),
-      );
+      const r = await client.call<ActivityPostResult>('activity.post', { base, agents, batch: kBatch, ms });
+      problems.push(...r.problems);
+      acked = r.acked;
       if (counted) {
-        value.events += events;
-        value.ms += performance.now() - t0;
+        value.events += r.events;
+        value.ms += r.ms;
       }
     }
 
@@ -130,7 +116,7 @@ export const activityIngest: BenchScenario = {
       const cov = (await (
         await fetch(`${base}/api/v2/activity/coverage`, { headers: { ...scopeHeaders(kTestScope, false), 'x-svc-agent-id': '*' } })
       ).json()) as { coverage: { agent_id: string; event_count: number }[] };
-      for (const [agent, n] of acked) {
+      for (const [agent, n] of Object.entries(acked)) {
         const stored = cov.coverage.find((x) => x.agent_id === agent)?.event_count ?? 0;
         if (stored !== n) problems.push(`${agent}: ${n} events acknowledged, ${stored} stored`);
       }
@@ -142,6 +128,7 @@ export const activityIngest: BenchScenario = {
         problems,
       };
     } finally {
+      await client.stop();
       raw.close();
       await server.stop();
       await rm(dir, { recursive: true, force: true });

@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { minSeq, SseSubscriber, totalBytes, WsSubscriber, type LightSubscriber, type SeqListener } from './light-subscribers.js';
+import { postActivity } from './activity-collectors.js';
 import { fleetStats, runFleet, stopFleet } from './fleet-agents.js';
 import { fillReplay, runLatency, timeReplay } from './latency-client.js';
 import { ptyText, SimAgent, type SimAgentTls } from './sim-agent.js';
@@ -222,6 +223,7 @@ const ops: Record<string, (a: Args) => Promise<unknown>> = {
   'fleet.run': runFleet,
   'fleet.stats': fleetStats,
   'fleet.stop': stopFleet,
+  'activity.post': postActivity,
 };
 
 process.on('message', (m: { id: number; op: string; args: Args; event?: string; min?: number }) => {
