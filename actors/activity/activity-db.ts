@@ -29,9 +29,13 @@ import type {
 export const ACTIVITY_DB_FILE = 'activity.db';
 /** PRAGMA user_version of the schema below. */
 const kSchemaVersion = 1;
+/** Prepared reads kept (one per combination of filters). */
+const kMaxCachedReads = 128;
 
-/** The correlation ids with an index each (exact-match filters). */
+/** The correlation ids with an index each (exact-match filters), in the column order of the table. */
 const CORRELATION_FILTERS = ['session_id', 'mission_id', 'task_id', 'tool_call_id', 'command_id', 'process_id', 'trace_id'] as const;
+/** The same, most selective first: the one whose index a filtered read walks. */
+const CORRELATION_BY_SELECTIVITY = ['tool_call_id', 'command_id', 'process_id', 'trace_id', 'task_id', 'session_id', 'mission_id'] as const;
 const SCOPE_COLUMNS = 'tenant_id, host_id, instance_id, agent_id, collector_id';
 const SCOPE_MATCH =
   'tenant_id = @tenant_id AND host_id = @host_id AND instance_id = @instance_id AND agent_id = @agent_id AND collector_id = @collector_id';
@@ -58,6 +62,7 @@ const SCHEMA = `
   CREATE INDEX IF NOT EXISTS activity_events_occurred ON activity_events (${SCOPE_COLUMNS}, occurred_at_ms);
   CREATE INDEX IF NOT EXISTS activity_events_ingested ON activity_events (ingested_at_ms);
   CREATE INDEX IF NOT EXISTS activity_events_name ON activity_events (tenant_id, event_name);
+  CREATE INDEX IF NOT EXISTS activity_events_scope ON activity_events (tenant_id, host_id, instance_id, agent_id);
   ${CORRELATION_FILTERS.map((c) => `CREATE INDEX IF NOT EXISTS activity_events_${c} ON activity_events (${c}) WHERE ${c} IS NOT NULL;`).join('\n  ')}
   CREATE TABLE IF NOT EXISTS activity_collectors (
     tenant_id TEXT NOT NULL,
@@ -321,6 +326,24 @@ export class ActivityDb {
 
   /** A page of events in ingest order (see ActivityStore.events). */
   events(scope: ActivityCallReadScope, query: ActivityCallQuery): ActivityCallPage {
+    const { sql, params, cursorFound } = this.#page(scope, query);
+    const rows = this.#read(sql).all(params) as { record: string }[];
+    const hasMore = rows.length > query.limit;
+    if (hasMore) rows.length = query.limit;
+    const events = rows.map((r) => JSON.parse(r.record) as ActivityCallPage['events'][number]);
+    return { events, next_cursor: events.at(-1)?.event_id ?? null, has_more: hasMore, cursor_found: cursorFound };
+  }
+
+  /** How SQLite reads a page (EXPLAIN QUERY PLAN, one line per step): for tests and diagnosis. */
+  pagePlan(scope: ActivityCallReadScope, query: ActivityCallQuery): string[] {
+    const { sql, params } = this.#page(scope, query);
+    return (this.#db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(params) as { detail: string }[]).map((r) => r.detail);
+  }
+
+  #page(
+    scope: ActivityCallReadScope,
+    query: ActivityCallQuery,
+  ): { sql: string; params: Record<string, string | number>; cursorFound: boolean | null } {
     const where = ['tenant_id = @tenant_id'];
     const params: Record<string, string | number> = { tenant_id: scope.tenant_id, limit: query.limit + 1 };
     for (const k of ['host_id', 'instance_id', 'agent_id'] as const) {
@@ -354,13 +377,8 @@ export class ActivityDb {
         params['after'] = at.position;
       }
     }
-    const rows = this.#read(`SELECT record FROM activity_events WHERE ${where.join(' AND ')} ORDER BY position LIMIT @limit`).all(
-      params,
-    ) as { record: string }[];
-    const hasMore = rows.length > query.limit;
-    if (hasMore) rows.length = query.limit;
-    const events = rows.map((r) => JSON.parse(r.record) as ActivityCallPage['events'][number]);
-    return { events, next_cursor: events.at(-1)?.event_id ?? null, has_more: hasMore, cursor_found: cursorFound };
+    const sql = `SELECT record FROM activity_events ${pageIndex(scope, query)} WHERE ${where.join(' AND ')} ORDER BY position LIMIT @limit`;
+    return { sql, params, cursorFound };
   }
 
   /** Coverage of every collector in the read scope (optionally one), ordered by scope then collector. */
@@ -446,9 +464,30 @@ export class ActivityDb {
 
   #read(sql: string): Database.Statement {
     let st = this.#reads.get(sql);
-    if (st === undefined) this.#reads.set(sql, (st = this.#db.prepare(sql)));
+    if (st === undefined) {
+      // Bounded: the combinations of filters are many, the ones in use few.
+      if (this.#reads.size >= kMaxCachedReads) this.#reads.delete(this.#reads.keys().next().value as string);
+      this.#reads.set(sql, (st = this.#db.prepare(sql)));
+    }
     return st;
   }
+}
+
+/**
+ * The index a page walks. Each one named here keeps its entries of equal key in rowid (position)
+ * order, so the page comes out in ingest order straight from the index, from the cursor on, and
+ * stops after limit + 1 rows; left to itself, SQLite (with no statistics) picks an index on the
+ * tenant alone and sorts the whole tenant for every page. The most selective exact filter wins:
+ * a correlation id, then the exact read scope (host, instance and agent given), then the event
+ * name; with none of them the page walks the table itself from the cursor (NOT INDEXED), keeping
+ * what matches (the fleet-wide timeline, a collector, time bounds).
+ */
+function pageIndex(scope: ActivityCallReadScope, query: ActivityCallQuery): string {
+  const corr = CORRELATION_BY_SELECTIVITY.find((c) => query[c] !== undefined);
+  if (corr !== undefined) return `INDEXED BY activity_events_${corr}`;
+  if (scope.host_id !== null && scope.instance_id !== null && scope.agent_id !== null) return 'INDEXED BY activity_events_scope';
+  if (query.event_name !== undefined) return 'INDEXED BY activity_events_name';
+  return 'NOT INDEXED';
 }
 
 function pickScope(s: Scope5): Scope5 {
