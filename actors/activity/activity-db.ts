@@ -7,14 +7,16 @@
  * Tables:
  * - activity_events: one row per stored event, `position` (INTEGER PRIMARY KEY AUTOINCREMENT: the
  *   ingest order, never reused, so a cursor stays exact after pruning) plus the columns the filters
- *   match on, the SHA-256 of the canonical JSON (duplicate or conflict) and the record as ingested.
+ *   match on, and the record as ingested (a replay is told from a conflict by comparing its
+ *   canonical JSON with the stored record's). Its position is also its ingest order, which is what
+ *   prune goes by (no index on ingested_at: one less B-tree for every insert).
  * - activity_collectors: per collector (tenant, host, instance, agent, collector) what coverage
  *   shows, kept up to date by ingest and prune, so coverage costs O(collectors) and never a scan.
  * - activity_sequence_gaps: every run of sequences a collector skipped (durable loss records).
  */
-import { createHash } from 'node:crypto';
 import type Database from 'better-sqlite3';
 import { SvcError } from '../../src/core/errors.js';
+import { canonicalJson } from '../../src/util/canonical-json.js';
 import { openDurableDb } from '../../src/util/durable-db.js';
 import type { ActivityCollectorCoverage, ActivityIngestAck, ActivitySequenceGap, ActivitySequenceJump } from '../../src/wire/activity.js';
 import { ACTIVITY_SCHEMA_VERSION } from '../../src/wire/activity.js';
@@ -55,12 +57,10 @@ const SCHEMA = `
     occurred_at_ms INTEGER NOT NULL,
     ingested_at_ms INTEGER NOT NULL,
     ${CORRELATION_FILTERS.map((c) => `${c} TEXT`).join(',\n    ')},
-    canonical_sha256 BLOB NOT NULL,
     record TEXT NOT NULL
   );
   CREATE UNIQUE INDEX IF NOT EXISTS activity_events_sequence ON activity_events (${SCOPE_COLUMNS}, collector_sequence);
   CREATE INDEX IF NOT EXISTS activity_events_occurred ON activity_events (${SCOPE_COLUMNS}, occurred_at_ms);
-  CREATE INDEX IF NOT EXISTS activity_events_ingested ON activity_events (ingested_at_ms);
   CREATE INDEX IF NOT EXISTS activity_events_name ON activity_events (tenant_id, event_name);
   CREATE INDEX IF NOT EXISTS activity_events_scope ON activity_events (tenant_id, host_id, instance_id, agent_id);
   ${CORRELATION_FILTERS.map((c) => `CREATE INDEX IF NOT EXISTS activity_events_${c} ON activity_events (${c}) WHERE ${c} IS NOT NULL;`).join('\n  ')}
@@ -123,10 +123,18 @@ interface GapRow {
   last_missing_sequence: number;
 }
 
+/** One ingest call: a batch of one scope, stamped with the server's clock (epoch ms). */
+export interface IngestBatch {
+  readonly scope: ActivityCallScope;
+  readonly events: readonly ActivityCallEvent[];
+  readonly nowMs: number;
+}
+
+export type IngestOutcome = { readonly ok: true; readonly ack: ActivityIngestAck } | { readonly ok: false; readonly error: SvcError };
+
 type Scope5 = Pick<CollectorRow, 'tenant_id' | 'host_id' | 'instance_id' | 'agent_id' | 'collector_id'>;
 
 const scopeKey = (s: Scope5): string => JSON.stringify([s.tenant_id, s.host_id, s.instance_id, s.agent_id, s.collector_id]);
-const sha256 = (text: string): Buffer => createHash('sha256').update(text).digest();
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 export class ActivityDb {
@@ -138,13 +146,13 @@ export class ActivityDb {
   readonly #putCollector: Database.Statement<[CollectorRow]>;
   readonly #putGap: Database.Statement;
   readonly #cursor: Database.Statement<[string, string]>;
-  readonly #pruneRows: Database.Statement<[number, number]>;
+  readonly #pruneRows: Database.Statement<[{ beforeMs: number; maxRows: number }]>;
   readonly #sequenceBounds: Database.Statement<[Scope5]>;
   readonly #firstOccurred: Database.Statement<[Scope5]>;
   readonly #lastOccurred: Database.Statement<[Scope5]>;
   /** Prepared reads by SQL text (one per combination of filters used). */
   readonly #reads = new Map<string, Database.Statement>();
-  readonly #ingestTx: (scope: ActivityCallScope, events: readonly ActivityCallEvent[], nowMs: number) => ActivityIngestAck;
+  readonly #ingestGroupTx: (batches: readonly IngestBatch[]) => IngestOutcome[];
   readonly #pruneTx: (beforeMs: number, maxRows: number) => number;
 
   /** Opens (creating) `<dir>/activity.db`. Throws when the directory or the file cannot be used. */
@@ -157,12 +165,12 @@ export class ActivityDb {
     this.#db.pragma(`user_version = ${kSchemaVersion}`);
     this.#insert = this.#db.prepare(`
       INSERT INTO activity_events (event_id, ${SCOPE_COLUMNS}, collector_sequence, event_name, occurred_at, occurred_at_ms,
-        ingested_at_ms, ${CORRELATION_FILTERS.join(', ')}, canonical_sha256, record)
-      VALUES (${Array(13 + CORRELATION_FILTERS.length)
+        ingested_at_ms, ${CORRELATION_FILTERS.join(', ')}, record)
+      VALUES (${Array(12 + CORRELATION_FILTERS.length)
         .fill('?')
         .join(', ')})
       ON CONFLICT DO NOTHING`);
-    this.#byId = this.#db.prepare('SELECT canonical_sha256 FROM activity_events WHERE event_id = ?');
+    this.#byId = this.#db.prepare('SELECT record FROM activity_events WHERE event_id = ?');
     this.#collector = this.#db.prepare(`SELECT * FROM activity_collectors WHERE ${SCOPE_MATCH}`);
     this.#putCollector = this.#db.prepare(`
       INSERT OR REPLACE INTO activity_collectors (${SCOPE_COLUMNS}, durable_through_sequence, event_count, first_sequence,
@@ -175,7 +183,8 @@ export class ActivityDb {
     this.#cursor = this.#db.prepare('SELECT position FROM activity_events WHERE event_id = ? AND tenant_id = ?');
     this.#pruneRows = this.#db.prepare(`
       DELETE FROM activity_events WHERE position IN (
-        SELECT position FROM activity_events WHERE ingested_at_ms < ? ORDER BY ingested_at_ms, position LIMIT ?)
+        SELECT position FROM (SELECT position, ingested_at_ms FROM activity_events ORDER BY position LIMIT @maxRows)
+        WHERE ingested_at_ms < @beforeMs)
       RETURNING ${SCOPE_COLUMNS}`);
     this.#sequenceBounds = this.#db.prepare(
       `SELECT MIN(collector_sequence) AS first, MAX(collector_sequence) AS last FROM activity_events WHERE ${SCOPE_MATCH}`,
@@ -187,8 +196,21 @@ export class ActivityDb {
       `SELECT occurred_at, occurred_at_ms FROM activity_events WHERE ${SCOPE_MATCH} ORDER BY occurred_at_ms DESC, position DESC LIMIT 1`,
     );
     // BEGIN IMMEDIATE: the write lock is taken at the start, so a transaction never fails half way for want of it.
-    const ingestTx = this.#db.transaction(this.#ingestIn.bind(this));
-    this.#ingestTx = (scope, events, nowMs) => ingestTx.immediate(scope, events, nowMs);
+    // Inside the group's transaction each batch runs in a SAVEPOINT of its own (better-sqlite3
+    // nests a transaction function that way): a refused batch is rolled back alone.
+    const batchTx = this.#db.transaction(this.#ingestIn.bind(this));
+    const groupTx = this.#db.transaction((batches: readonly IngestBatch[]) =>
+      batches.map((b): IngestOutcome => {
+        try {
+          return { ok: true, ack: batchTx(b.scope, b.events, b.nowMs) };
+        } catch (err) {
+          // A refusal is this batch's answer; anything else (an I/O error) fails the whole group.
+          if (err instanceof SvcError) return { ok: false, error: err };
+          throw err;
+        }
+      }),
+    );
+    this.#ingestGroupTx = (batches) => groupTx.immediate(batches);
     const pruneTx = this.#db.transaction(this.#pruneIn.bind(this));
     this.#pruneTx = (beforeMs, maxRows) => pruneTx.immediate(beforeMs, maxRows);
   }
@@ -199,7 +221,20 @@ export class ActivityDb {
 
   /** Stores a batch of one scope in one transaction (see src/activity/store.ts); returns once it committed. */
   ingest(scope: ActivityCallScope, events: readonly ActivityCallEvent[], nowMs: number): ActivityIngestAck {
-    return this.#ingestTx(scope, events, nowMs);
+    const [outcome] = this.ingestGroup([{ scope, events, nowMs }]);
+    if (outcome === undefined || !outcome.ok) throw outcome?.error ?? new Error('no outcome');
+    return outcome.ack;
+  }
+
+  /**
+   * Stores several batches in one transaction, so one commit (one fsync) makes them all durable:
+   * the group commit of the worker, which hands over every ingest already waiting. Each batch is
+   * still all or nothing on its own (a SAVEPOINT each): a refused batch gets its SvcError and the
+   * others are stored; the outcomes are in batch order and none is an acknowledgement until this
+   * returns. Throws (nothing stored) when the transaction itself fails.
+   */
+  ingestGroup(batches: readonly IngestBatch[]): IngestOutcome[] {
+    return this.#ingestGroupTx(batches);
   }
 
   #ingestIn(scope: ActivityCallScope, events: readonly ActivityCallEvent[], nowMs: number): ActivityIngestAck {
@@ -232,7 +267,6 @@ export class ActivityDb {
           event_index: index,
           event_id: event.event_id,
         });
-      const hash = sha256(canonical);
       const sequence = event.integrity.collector_sequence;
       const occurredMs = Date.parse(event.occurred_at);
       // Positional, in the column order of #insert (binding by name costs a lookup per column).
@@ -255,7 +289,6 @@ export class ActivityDb {
         corr.command_id ?? null,
         corr.process_id ?? null,
         corr.trace_id ?? null,
-        hash,
         JSON.stringify(event),
       );
       if (inserted.changes === 1) {
@@ -274,9 +307,10 @@ export class ActivityDb {
         return;
       }
       // Not inserted: its event_id or its (scope, sequence) is taken.
-      const stored = this.#byId.get(event.event_id) as { canonical_sha256: Buffer } | undefined;
+      const stored = this.#byId.get(event.event_id) as { record: string } | undefined;
       if (stored !== undefined) {
-        if (stored.canonical_sha256.equals(hash)) {
+        // A replay: the same record whatever the order of its keys (only replays pay for this).
+        if (canonicalJson(JSON.parse(stored.record)) === canonical) {
           duplicates.push(event.event_id);
           return;
         }
@@ -426,13 +460,19 @@ export class ActivityDb {
     }));
   }
 
-  /** Deletes at most `maxRows` events ingested before `beforeMs` (oldest first) in one transaction; returns how many went. */
+  /**
+   * Deletes, of the `maxRows` oldest events (by position: the ingest order), those ingested before
+   * `beforeMs`, in one transaction; returns how many went. It looks at no more than `maxRows` rows,
+   * so a call costs the same however large the store and however little is due. With a clock that
+   * only moves forward (ingested_at follows the position) this is exactly "the oldest due ones";
+   * after the clock stepped back, rows behind a younger one wait until it is due too.
+   */
   prune(beforeMs: number, maxRows: number): number {
     return this.#pruneTx(beforeMs, maxRows);
   }
 
   #pruneIn(beforeMs: number, maxRows: number): number {
-    const gone = this.#pruneRows.all(beforeMs, maxRows) as Scope5[];
+    const gone = this.#pruneRows.all({ beforeMs, maxRows }) as Scope5[];
     const perCollector = new Map<string, { scope: Scope5; n: number }>();
     for (const s of gone) {
       const key = scopeKey(s);

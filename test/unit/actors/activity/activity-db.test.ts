@@ -1,8 +1,10 @@
 /**
- * The SQLite activity store's pages at scale (actors/activity/activity-db.ts): whatever the read
- * scope and filters, a page walks an index (or the table) in position order from the cursor and
- * stops after limit + 1 rows. It never sorts: a sort would read every matching event, the whole
- * tenant's history, for each page.
+ * The SQLite activity store's SQL (actors/activity/activity-db.ts), below the worker:
+ * - a group commit (the worker's: every ingest already waiting, in one transaction) keeps each batch
+ *   all or nothing on its own, and each batch sees the ones before it;
+ * - whatever the read scope and filters, a page walks an index (or the table) in position order
+ *   from the cursor and stops after limit + 1 rows. It never sorts: a sort would read every
+ *   matching event, the whole tenant's history, for each page.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -14,12 +16,57 @@ import type { ActivityCallQuery, ActivityCallReadScope } from '../../../../actor
 import { validateBatch } from '../../../../src/activity/record.js';
 import { kTestScope, TestCollector } from '../../../support/activity-events.js';
 
-void describe('activity db pages', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'sbx-activity-db-'));
-  after(() => rmSync(dir, { recursive: true, force: true }));
+void describe('activity db', () => {
+  const root = mkdtempSync(join(tmpdir(), 'sbx-activity-db-'));
+  after(() => rmSync(root, { recursive: true, force: true }));
+  let dirs = 0;
+  const freshDir = (): string => join(root, `t${++dirs}`);
+
+  void test('a group commit stores each batch all or nothing on its own, in order', () => {
+    const db = new ActivityDb(freshDir());
+    try {
+      const c = new TestCollector(kTestScope);
+      const first = c.batch(3);
+      db.ingest(kTestScope, validateBatch({ events: first }, kTestScope), Date.now());
+      const a = c.batch(2);
+      // b: a fresh event, then first[0] changed (an event_id conflict): refused whole.
+      const bFresh = new TestCollector({ ...kTestScope, collector_id: 'other' }).batch(1);
+      const bScope = { ...kTestScope, collector_id: 'other' };
+      const b = validateBatch({ events: bFresh }, bScope);
+      const conflicting = validateBatch({ events: [{ ...first[0]!, payload: { changed: true } }] }, kTestScope);
+      c.skip(2);
+      const d = c.batch(2);
+      const outcomes = db.ingestGroup([
+        { scope: kTestScope, events: validateBatch({ events: a }, kTestScope), nowMs: Date.now() },
+        { scope: bScope, events: b, nowMs: Date.now() },
+        { scope: kTestScope, events: conflicting, nowMs: Date.now() },
+        { scope: kTestScope, events: validateBatch({ events: d }, kTestScope), nowMs: Date.now() },
+      ]);
+      assert.deepEqual(
+        outcomes.map((o) => (o.ok ? o.ack.accepted : o.error.code)),
+        [2, 1, 'activity.event_id_conflict', 2],
+      );
+      const last = outcomes[3];
+      assert.ok(last?.ok === true);
+      // d saw a's sequences (4, 5) in the same transaction: the jump is 6 → 8.
+      assert.deepEqual(
+        last.ack.sequence_jumps.map((j) => [j.expected, j.got]),
+        [[6, 8]],
+      );
+      const { tenant_id, host_id, instance_id, agent_id } = kTestScope;
+      const page = db.events({ tenant_id, host_id, instance_id, agent_id }, { limit: 100 });
+      assert.deepEqual(
+        page.events.map((e) => e.event_id),
+        [...first, ...a, ...bFresh, ...d].map((e) => e['event_id']),
+      );
+      assert.deepEqual(page.events[0]?.payload, first[0]!['payload'], 'the conflicting replay changed nothing');
+    } finally {
+      db.close();
+    }
+  });
 
   void test('every combination of scope and filters reads in position order from the cursor, without sorting', () => {
-    const db = new ActivityDb(dir);
+    const db = new ActivityDb(freshDir());
     try {
       const events = new TestCollector(kTestScope).batch(3, () => ({ correlation: { session_id: 's-1' } }));
       db.ingest(kTestScope, validateBatch({ events }, kTestScope), Date.now());
