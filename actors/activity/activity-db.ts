@@ -18,15 +18,15 @@ import type Database from 'better-sqlite3';
 import { SvcError } from '../../src/core/errors.js';
 import { canonicalJson } from '../../src/util/canonical-json.js';
 import { openDurableDb } from '../../src/util/durable-db.js';
-import type { ActivityCollectorCoverage, ActivityIngestAck, ActivitySequenceGap, ActivitySequenceJump } from '../../src/wire/activity.js';
-import { ACTIVITY_SCHEMA_VERSION } from '../../src/wire/activity.js';
 import type {
-  ActivityCallEvent,
-  ActivityCallPage,
-  ActivityCallQuery,
-  ActivityCallReadScope,
-  ActivityCallScope,
-} from '../protocol/activity-calls.js';
+  ActivityCollectorCoverage,
+  ActivityEvent,
+  ActivityIngestAck,
+  ActivitySequenceGap,
+  ActivitySequenceJump,
+} from '../../src/wire/activity.js';
+import { ACTIVITY_SCHEMA_VERSION } from '../../src/wire/activity.js';
+import type { ActivityCallPage, ActivityCallQuery, ActivityCallReadScope, ActivityCallScope } from '../protocol/activity-calls.js';
 
 export const ACTIVITY_DB_FILE = 'activity.db';
 /** PRAGMA user_version of the schema below. */
@@ -126,7 +126,7 @@ interface GapRow {
 /** One ingest call: a batch of one scope, stamped with the server's clock (epoch ms). */
 export interface IngestBatch {
   readonly scope: ActivityCallScope;
-  readonly events: readonly ActivityCallEvent[];
+  readonly events: readonly ActivityEvent[];
   readonly nowMs: number;
 }
 
@@ -220,7 +220,7 @@ export class ActivityDb {
   }
 
   /** Stores a batch of one scope in one transaction (see src/activity/store.ts); returns once it committed. */
-  ingest(scope: ActivityCallScope, events: readonly ActivityCallEvent[], nowMs: number): ActivityIngestAck {
+  ingest(scope: ActivityCallScope, events: readonly ActivityEvent[], nowMs: number): ActivityIngestAck {
     const [outcome] = this.ingestGroup([{ scope, events, nowMs }]);
     if (outcome === undefined || !outcome.ok) throw outcome?.error ?? new Error('no outcome');
     return outcome.ack;
@@ -237,7 +237,7 @@ export class ActivityDb {
     return this.#ingestGroupTx(batches);
   }
 
-  #ingestIn(scope: ActivityCallScope, events: readonly ActivityCallEvent[], nowMs: number): ActivityIngestAck {
+  #ingestIn(scope: ActivityCallScope, events: readonly ActivityEvent[], nowMs: number): ActivityIngestAck {
     const prev = this.#collector.get(scope) as CollectorRow | undefined;
     const state: CollectorRow = prev ?? {
       ...pickScope(scope),
@@ -254,7 +254,7 @@ export class ActivityDb {
     };
     const accepted: { id: string; sequence: number }[] = [];
     const duplicates: string[] = [];
-    events.forEach(({ event, canonical }, index) => {
+    events.forEach((event, index) => {
       const corr = event.correlation;
       if (
         corr.tenant_id !== scope.tenant_id ||
@@ -310,7 +310,7 @@ export class ActivityDb {
       const stored = this.#byId.get(event.event_id) as { record: string } | undefined;
       if (stored !== undefined) {
         // A replay: the same record whatever the order of its keys (only replays pay for this).
-        if (canonicalJson(JSON.parse(stored.record)) === canonical) {
+        if (canonicalJson(JSON.parse(stored.record)) === canonicalJson(event)) {
           duplicates.push(event.event_id);
           return;
         }

@@ -107,7 +107,7 @@ export class SqliteActivityStore implements ActivityStore {
     return this.#call<'ingest'>({
       op: 'ingest',
       scope: { tenant_id, host_id, instance_id, agent_id, collector_id },
-      events: events.map(({ event, canonical }) => ({ event, canonical })),
+      events: events.map((v) => v.event),
       ingestedAtMs: this.#now(),
     });
   }

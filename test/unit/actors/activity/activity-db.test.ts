@@ -27,20 +27,24 @@ void describe('activity db', () => {
     try {
       const c = new TestCollector(kTestScope);
       const first = c.batch(3);
-      db.ingest(kTestScope, validateBatch({ events: first }, kTestScope), Date.now());
+      db.ingest(
+        kTestScope,
+        validateBatch({ events: first }, kTestScope).map((v) => v.event),
+        Date.now(),
+      );
       const a = c.batch(2);
       // b: a fresh event, then first[0] changed (an event_id conflict): refused whole.
       const bFresh = new TestCollector({ ...kTestScope, collector_id: 'other' }).batch(1);
       const bScope = { ...kTestScope, collector_id: 'other' };
-      const b = validateBatch({ events: bFresh }, bScope);
-      const conflicting = validateBatch({ events: [{ ...first[0]!, payload: { changed: true } }] }, kTestScope);
+      const b = validateBatch({ events: bFresh }, bScope).map((v) => v.event);
+      const conflicting = validateBatch({ events: [{ ...first[0]!, payload: { changed: true } }] }, kTestScope).map((v) => v.event);
       c.skip(2);
       const d = c.batch(2);
       const outcomes = db.ingestGroup([
-        { scope: kTestScope, events: validateBatch({ events: a }, kTestScope), nowMs: Date.now() },
+        { scope: kTestScope, events: validateBatch({ events: a }, kTestScope).map((v) => v.event), nowMs: Date.now() },
         { scope: bScope, events: b, nowMs: Date.now() },
         { scope: kTestScope, events: conflicting, nowMs: Date.now() },
-        { scope: kTestScope, events: validateBatch({ events: d }, kTestScope), nowMs: Date.now() },
+        { scope: kTestScope, events: validateBatch({ events: d }, kTestScope).map((v) => v.event), nowMs: Date.now() },
       ]);
       assert.deepEqual(
         outcomes.map((o) => (o.ok ? o.ack.accepted : o.error.code)),
@@ -69,7 +73,11 @@ void describe('activity db', () => {
     const db = new ActivityDb(freshDir());
     try {
       const events = new TestCollector(kTestScope).batch(3, () => ({ correlation: { session_id: 's-1' } }));
-      db.ingest(kTestScope, validateBatch({ events }, kTestScope), Date.now());
+      db.ingest(
+        kTestScope,
+        validateBatch({ events }, kTestScope).map((v) => v.event),
+        Date.now(),
+      );
       const cursor = events[0]!['event_id'] as string;
       const { tenant_id, host_id, instance_id, agent_id } = kTestScope;
       const scopes: ActivityCallReadScope[] = [
