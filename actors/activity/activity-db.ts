@@ -53,7 +53,6 @@ const SCHEMA = `
     collector_id TEXT NOT NULL,
     collector_sequence INTEGER NOT NULL,
     event_name TEXT NOT NULL,
-    occurred_at TEXT NOT NULL,
     occurred_at_ms INTEGER NOT NULL,
     ingested_at_ms INTEGER NOT NULL,
     ${CORRELATION_FILTERS.map((c) => `${c} TEXT`).join(',\n    ')},
@@ -74,9 +73,7 @@ const SCHEMA = `
     event_count INTEGER NOT NULL,
     first_sequence INTEGER,
     last_sequence INTEGER,
-    first_occurred_at TEXT,
     first_occurred_at_ms INTEGER,
-    last_occurred_at TEXT,
     last_occurred_at_ms INTEGER,
     last_ingested_at_ms INTEGER,
     jump_count INTEGER NOT NULL,
@@ -105,9 +102,7 @@ interface CollectorRow {
   event_count: number;
   first_sequence: number | null;
   last_sequence: number | null;
-  first_occurred_at: string | null;
   first_occurred_at_ms: number | null;
-  last_occurred_at: string | null;
   last_occurred_at_ms: number | null;
   last_ingested_at_ms: number | null;
   jump_count: number;
@@ -147,9 +142,7 @@ export class ActivityDb {
   readonly #putGap: Database.Statement;
   readonly #cursor: Database.Statement<[string, string]>;
   readonly #pruneRows: Database.Statement<[{ beforeMs: number; maxRows: number }]>;
-  readonly #sequenceBounds: Database.Statement<[Scope5]>;
-  readonly #firstOccurred: Database.Statement<[Scope5]>;
-  readonly #lastOccurred: Database.Statement<[Scope5]>;
+  readonly #bounds: Database.Statement<[Scope5]>;
   /** Prepared reads by SQL text (one per combination of filters used). */
   readonly #reads = new Map<string, Database.Statement>();
   readonly #ingestGroupTx: (batches: readonly IngestBatch[]) => IngestOutcome[];
@@ -164,9 +157,9 @@ export class ActivityDb {
     this.#db.exec(SCHEMA);
     this.#db.pragma(`user_version = ${kSchemaVersion}`);
     this.#insert = this.#db.prepare(`
-      INSERT INTO activity_events (event_id, ${SCOPE_COLUMNS}, collector_sequence, event_name, occurred_at, occurred_at_ms,
+      INSERT INTO activity_events (event_id, ${SCOPE_COLUMNS}, collector_sequence, event_name, occurred_at_ms,
         ingested_at_ms, ${CORRELATION_FILTERS.join(', ')}, record)
-      VALUES (${Array(12 + CORRELATION_FILTERS.length)
+      VALUES (${Array(11 + CORRELATION_FILTERS.length)
         .fill('?')
         .join(', ')})
       ON CONFLICT DO NOTHING`);
@@ -174,9 +167,9 @@ export class ActivityDb {
     this.#collector = this.#db.prepare(`SELECT * FROM activity_collectors WHERE ${SCOPE_MATCH}`);
     this.#putCollector = this.#db.prepare(`
       INSERT OR REPLACE INTO activity_collectors (${SCOPE_COLUMNS}, durable_through_sequence, event_count, first_sequence,
-        last_sequence, first_occurred_at, first_occurred_at_ms, last_occurred_at, last_occurred_at_ms, last_ingested_at_ms, jump_count)
+        last_sequence, first_occurred_at_ms, last_occurred_at_ms, last_ingested_at_ms, jump_count)
       VALUES (@tenant_id, @host_id, @instance_id, @agent_id, @collector_id, @durable_through_sequence, @event_count, @first_sequence,
-        @last_sequence, @first_occurred_at, @first_occurred_at_ms, @last_occurred_at, @last_occurred_at_ms, @last_ingested_at_ms, @jump_count)`);
+        @last_sequence, @first_occurred_at_ms, @last_occurred_at_ms, @last_ingested_at_ms, @jump_count)`);
     this.#putGap = this.#db.prepare(`
       INSERT INTO activity_sequence_gaps (${SCOPE_COLUMNS}, first_missing_sequence, last_missing_sequence, recorded_at_ms)
       VALUES (@tenant_id, @host_id, @instance_id, @agent_id, @collector_id, @first, @last, @now)`);
@@ -186,14 +179,12 @@ export class ActivityDb {
         SELECT position FROM (SELECT position, ingested_at_ms FROM activity_events ORDER BY position LIMIT @maxRows)
         WHERE ingested_at_ms < @beforeMs)
       RETURNING ${SCOPE_COLUMNS}`);
-    this.#sequenceBounds = this.#db.prepare(
-      `SELECT MIN(collector_sequence) AS first, MAX(collector_sequence) AS last FROM activity_events WHERE ${SCOPE_MATCH}`,
-    );
-    this.#firstOccurred = this.#db.prepare(
-      `SELECT occurred_at, occurred_at_ms FROM activity_events WHERE ${SCOPE_MATCH} ORDER BY occurred_at_ms ASC, position ASC LIMIT 1`,
-    );
-    this.#lastOccurred = this.#db.prepare(
-      `SELECT occurred_at, occurred_at_ms FROM activity_events WHERE ${SCOPE_MATCH} ORDER BY occurred_at_ms DESC, position DESC LIMIT 1`,
+    // Four scalar subqueries, each one index lookup: SQLite's min/max shortcut takes one aggregate
+    // per SELECT (MIN and MAX together would walk the collector's whole index range).
+    const edge = (fn: 'MIN' | 'MAX', col: string): string => `(SELECT ${fn}(${col}) FROM activity_events WHERE ${SCOPE_MATCH})`;
+    this.#bounds = this.#db.prepare(
+      `SELECT ${edge('MIN', 'collector_sequence')} AS first_sequence, ${edge('MAX', 'collector_sequence')} AS last_sequence,
+        ${edge('MIN', 'occurred_at_ms')} AS first_occurred_at_ms, ${edge('MAX', 'occurred_at_ms')} AS last_occurred_at_ms`,
     );
     // BEGIN IMMEDIATE: the write lock is taken at the start, so a transaction never fails half way for want of it.
     // Inside the group's transaction each batch runs in a SAVEPOINT of its own (better-sqlite3
@@ -245,9 +236,7 @@ export class ActivityDb {
       event_count: 0,
       first_sequence: null,
       last_sequence: null,
-      first_occurred_at: null,
       first_occurred_at_ms: null,
-      last_occurred_at: null,
       last_occurred_at_ms: null,
       last_ingested_at_ms: null,
       jump_count: 0,
@@ -279,7 +268,6 @@ export class ActivityDb {
         scope.collector_id,
         sequence,
         event.event_name,
-        event.occurred_at,
         occurredMs,
         nowMs,
         corr.session_id ?? null,
@@ -298,11 +286,9 @@ export class ActivityDb {
         if (state.last_sequence === null || sequence > state.last_sequence) state.last_sequence = sequence;
         if (state.first_occurred_at_ms === null || occurredMs < state.first_occurred_at_ms) {
           state.first_occurred_at_ms = occurredMs;
-          state.first_occurred_at = event.occurred_at;
         }
         if (state.last_occurred_at_ms === null || occurredMs > state.last_occurred_at_ms) {
           state.last_occurred_at_ms = occurredMs;
-          state.last_occurred_at = event.occurred_at;
         }
         return;
       }
@@ -452,8 +438,8 @@ export class ActivityDb {
       first_sequence: c.first_sequence,
       last_sequence: c.last_sequence,
       durable_through_sequence: c.durable_through_sequence,
-      first_occurred_at: c.first_occurred_at,
-      last_occurred_at: c.last_occurred_at,
+      first_occurred_at: iso(c.first_occurred_at_ms),
+      last_occurred_at: iso(c.last_occurred_at_ms),
       last_ingested_at: iso(c.last_ingested_at_ms),
       sequence_gaps: gaps.get(scopeKey(c)) ?? [],
       jump_count: c.jump_count,
@@ -483,17 +469,12 @@ export class ActivityDb {
     for (const { scope, n } of perCollector.values()) {
       const state = this.#collector.get(scope) as CollectorRow | undefined;
       if (state === undefined) continue;
-      state.event_count = Math.max(0, state.event_count - n);
-      const bounds = this.#sequenceBounds.get(scope) as { first: number | null; last: number | null };
-      state.first_sequence = bounds.first;
-      state.last_sequence = bounds.last;
-      const first = this.#firstOccurred.get(scope) as { occurred_at: string; occurred_at_ms: number } | undefined;
-      const last = this.#lastOccurred.get(scope) as { occurred_at: string; occurred_at_ms: number } | undefined;
-      state.first_occurred_at = first?.occurred_at ?? null;
-      state.first_occurred_at_ms = first?.occurred_at_ms ?? null;
-      state.last_occurred_at = last?.occurred_at ?? null;
-      state.last_occurred_at_ms = last?.occurred_at_ms ?? null;
-      this.#putCollector.run(state);
+      // The bounds of what is left; durable_through_sequence stays: retention is not loss.
+      const left = this.#bounds.get(scope) as Pick<
+        CollectorRow,
+        'first_sequence' | 'last_sequence' | 'first_occurred_at_ms' | 'last_occurred_at_ms'
+      >;
+      this.#putCollector.run({ ...state, ...left, event_count: Math.max(0, state.event_count - n) });
     }
     return gone.length;
   }
