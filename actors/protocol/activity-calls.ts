@@ -33,12 +33,6 @@ export interface ActivityCallReadScope {
   readonly agent_id: string | null;
 }
 
-/** A validated event and its canonical JSON (sorted keys), as src/activity/record.ts made them. */
-export interface ActivityCallEvent {
-  readonly event: ActivityEvent;
-  readonly canonical: string;
-}
-
 /** The filters and the page of an events read (all optional but `limit`; exact matches; times inclusive, epoch ms). */
 export interface ActivityCallQuery {
   readonly limit: number;
@@ -64,7 +58,8 @@ export type ActivityCall =
       readonly id: number;
       readonly op: 'ingest';
       readonly scope: ActivityCallScope;
-      readonly events: readonly ActivityCallEvent[];
+      /** Validated by src/activity/record.ts. Their canonical JSON does not travel: only a replay needs it, and the worker makes it then. */
+      readonly events: readonly ActivityEvent[];
       /** The server's clock at the call, epoch ms: the rows' ingested_at and the collector's last_ingested_at. */
       readonly ingestedAtMs: number;
     }

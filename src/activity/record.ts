@@ -9,6 +9,7 @@
  * A batch is all or nothing: the first bad event refuses the batch, naming its index and event_id.
  */
 import { SvcError, type ErrorCode } from '../core/errors.js';
+import { canonicalJson } from '../util/canonical-json.js';
 import {
   ACTIVITY_SCHEMA_VERSION,
   type ActivityEvent,
@@ -20,6 +21,8 @@ import {
   type ActivitySourceLayer,
   type ActivitySourceTrust,
 } from '../wire/activity.js';
+
+export { canonicalJson };
 
 /** Bounds (README "Activity store"; spec part 8 leaves them to us). */
 export const ActivityLimits = {
@@ -284,18 +287,6 @@ function entity(v: unknown, at: At, path: string): void {
   str(o, 'type', at, `${path}.type`, { re: ACTIVITY_ID_RE, what: 'an id' });
   str(o, 'id', at, `${path}.id`);
   for (const k of ['uid', 'gid', 'pid'] as const) int(o, k, at, `${path}.${k}`, 0, true);
-}
-
-/** Sorted-key JSON: the same record always serialises to the same text. */
-export function canonicalJson(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
-  if (isObj(v))
-    return `{${Object.keys(v)
-      .sort()
-      .filter((k) => v[k] !== undefined)
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson(v[k])}`)
-      .join(',')}}`;
-  return JSON.stringify(v);
 }
 
 /**

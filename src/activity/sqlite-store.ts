@@ -5,8 +5,9 @@
  * because a durable commit waits for an fsync and the main thread, which runs the streaming fanout,
  * must never block (DESIGN.md).
  *
- * Every call is one request on the worker's port, answered by id; the worker takes them one at a
- * time in call order, so an ingest that resolved is visible to every later read. If the worker dies,
+ * Every call is one request on the worker's port, answered by id; the worker takes them in call
+ * order, so an ingest that resolved is visible to every later read. Ingests that wait together
+ * share one commit (group commit: one fsync for all; each batch still all or nothing on its own). If the worker dies,
  * every pending call rejects with activity.store_unavailable (nothing was acknowledged) and the next
  * call starts a new worker, which reopens the file. close() lets the calls made before it finish,
  * closes the database and ends the worker; calls after it reject with activity.store_unavailable.
@@ -106,7 +107,7 @@ export class SqliteActivityStore implements ActivityStore {
     return this.#call<'ingest'>({
       op: 'ingest',
       scope: { tenant_id, host_id, instance_id, agent_id, collector_id },
-      events: events.map(({ event, canonical }) => ({ event, canonical })),
+      events: events.map((v) => v.event),
       ingestedAtMs: this.#now(),
     });
   }

@@ -140,7 +140,7 @@ void describe('SQLite activity store', () => {
     const tripwire = [
       "import { parentPort } from 'node:worker_threads';",
       'const on = parentPort.on.bind(parentPort);',
-      "const crashes = (m) => m.op === 'ingest' && m.events.some((e) => e.event.payload.crash === true);",
+      "const crashes = (m) => m.op === 'ingest' && m.events.some((e) => e.payload.crash === true);",
       "parentPort.on = (name, fn) => on(name, name === 'message' ? (m) => (crashes(m) ? process.exit(7) : fn(m)) : fn);",
       `await import(${JSON.stringify(real.href)});`,
     ].join('\n');
