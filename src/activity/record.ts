@@ -52,7 +52,7 @@ export interface ActivityScope {
   readonly collector_id: string;
 }
 
-/** An event that passed validation, with its canonical JSON (sorted keys: replays compare equal). */
+/** An event that passed validation, with its canonical JSON (sorted keys: replays compare equal; computed on first read). */
 export interface ValidatedEvent {
   readonly event: ActivityEvent;
   readonly canonical: string;
@@ -361,7 +361,14 @@ export function validateEvent(raw: unknown, index: number, scope: ActivityScope)
   if (mismatch !== null) throw refuse('activity.scope_mismatch', at, mismatch, 'differs from the request scope headers (X-Svc-*-Id)');
 
   const event = o as unknown as ActivityEvent;
-  return { event, canonical: canonicalJson(event) };
+  // Made on first use: only a store that keeps or compares it (PostgreSQL; SQLite's worker makes its own on a replay) pays for it.
+  let canonical: string | undefined;
+  return {
+    event,
+    get canonical(): string {
+      return (canonical ??= canonicalJson(event));
+    },
+  };
 }
 
 /**

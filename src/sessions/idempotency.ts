@@ -16,6 +16,7 @@
  * Bound: at most `maxEntries` bindings (default 10,000); the oldest go first, expired ones are
  * swept as new ones arrive. With a store, bindings survive a restart of sandboxd.
  */
+import { canonicalJson } from '../util/canonical-json.js';
 import { createHash } from 'node:crypto';
 import { SvcError } from '../core/errors.js';
 import type { SessionStore } from './session-store.js';
@@ -61,19 +62,8 @@ export function parseIdempotencyKey(headers: Readonly<Record<string, string>>): 
   return key;
 }
 
-/** JSON with object keys sorted at every level (stable for hashing). */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (typeof value === 'object' && value !== null) {
-    const o = value as Record<string, unknown>;
-    return `{${Object.keys(o)
-      .sort()
-      .filter((k) => o[k] !== undefined)
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`)
-      .join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
-}
+/** JSON with object keys sorted at every level (stable for hashing): src/util/canonical-json.ts. */
+export { canonicalJson };
 
 /** SHA-256 (hex) of method, path and canonical body. */
 export function requestHash(method: string, path: string, body: unknown): string {

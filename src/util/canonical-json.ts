@@ -1,8 +1,8 @@
 /**
- * Canonical JSON: object keys sorted at every level, undefined members left out, so the same record
+ * Canonical JSON: object keys sorted at every level, undefined members left out, so the same value
  * always serialises to the same text whatever order its keys came in. The activity store compares
- * an ingested event with a stored one by it (src/activity/record.ts makes it on validation; the
- * SQLite store's worker, actors/activity, on a replay).
+ * an ingested event with a stored one by it (the SQLite store's worker on a replay; the PostgreSQL
+ * store keeps it as the stored text), and idempotency bindings hash request bodies by it.
  */
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -16,5 +16,5 @@ export function canonicalJson(v: unknown): string {
       .filter((k) => v[k] !== undefined)
       .map((k) => `${JSON.stringify(k)}:${canonicalJson(v[k])}`)
       .join(',')}}`;
-  return JSON.stringify(v);
+  return JSON.stringify(v) ?? 'null';
 }
