@@ -26,7 +26,14 @@ import type {
   ActivitySequenceJump,
 } from '../../src/wire/activity.js';
 import { ACTIVITY_SCHEMA_VERSION } from '../../src/wire/activity.js';
-import type { ActivityCallPage, ActivityCallQuery, ActivityCallReadScope, ActivityCallScope } from '../protocol/activity-calls.js';
+import {
+  activityRowOf,
+  type ActivityCallPage,
+  type ActivityCallQuery,
+  type ActivityCallReadScope,
+  type ActivityCallScope,
+  type ActivityRow,
+} from '../protocol/activity-calls.js';
 
 export const ACTIVITY_DB_FILE = 'activity.db';
 /** PRAGMA user_version of the schema below. */
@@ -42,7 +49,8 @@ const SCOPE_COLUMNS = 'tenant_id, host_id, instance_id, agent_id, collector_id';
 const SCOPE_MATCH =
   'tenant_id = @tenant_id AND host_id = @host_id AND instance_id = @instance_id AND agent_id = @agent_id AND collector_id = @collector_id';
 
-const SCHEMA = `
+/** The tables and indexes (also the bench ceiling's, native-bench/scenarios/activity-ingest.ts: raw inserts into the same schema). */
+export const ACTIVITY_DB_SCHEMA = `
   CREATE TABLE IF NOT EXISTS activity_events (
     position INTEGER PRIMARY KEY AUTOINCREMENT,
     event_id TEXT NOT NULL UNIQUE,
@@ -121,7 +129,7 @@ interface GapRow {
 /** One ingest call: a batch of one scope, stamped with the server's clock (epoch ms). */
 export interface IngestBatch {
   readonly scope: ActivityCallScope;
-  readonly events: readonly ActivityEvent[];
+  readonly rows: readonly ActivityRow[];
   readonly nowMs: number;
 }
 
@@ -154,7 +162,7 @@ export class ActivityDb {
     const version = this.#db.pragma('user_version', { simple: true }) as number;
     if (version > kSchemaVersion)
       throw new Error(`${this.path} has schema version ${version}; this server knows up to ${kSchemaVersion} (a newer server wrote it)`);
-    this.#db.exec(SCHEMA);
+    this.#db.exec(ACTIVITY_DB_SCHEMA);
     this.#db.pragma(`user_version = ${kSchemaVersion}`);
     this.#insert = this.#db.prepare(`
       INSERT INTO activity_events (event_id, ${SCOPE_COLUMNS}, collector_sequence, event_name, occurred_at_ms,
@@ -193,7 +201,7 @@ export class ActivityDb {
     const groupTx = this.#db.transaction((batches: readonly IngestBatch[]) =>
       batches.map((b): IngestOutcome => {
         try {
-          return { ok: true, ack: batchTx(b.scope, b.events, b.nowMs) };
+          return { ok: true, ack: batchTx(b.scope, b.rows, b.nowMs) };
         } catch (err) {
           // A refusal is this batch's answer; anything else (an I/O error) fails the whole group.
           if (err instanceof SvcError) return { ok: false, error: err };
@@ -212,7 +220,21 @@ export class ActivityDb {
 
   /** Stores a batch of one scope in one transaction (see src/activity/store.ts); returns once it committed. */
   ingest(scope: ActivityCallScope, events: readonly ActivityEvent[], nowMs: number): ActivityIngestAck {
-    const [outcome] = this.ingestGroup([{ scope, events, nowMs }]);
+    events.forEach((event, index) => {
+      const corr = event.correlation;
+      if (
+        corr.tenant_id !== scope.tenant_id ||
+        corr.host_id !== scope.host_id ||
+        corr.instance_id !== scope.instance_id ||
+        corr.agent_id !== scope.agent_id ||
+        event.source.collector !== scope.collector_id
+      )
+        throw new SvcError('activity.scope_mismatch', `events[${index}] (${event.event_id}): its scope differs from the batch's`, {
+          event_index: index,
+          event_id: event.event_id,
+        });
+    });
+    const [outcome] = this.ingestGroup([{ scope, rows: events.map(activityRowOf), nowMs }]);
     if (outcome === undefined || !outcome.ok) throw outcome?.error ?? new Error('no outcome');
     return outcome.ack;
   }
@@ -228,7 +250,7 @@ export class ActivityDb {
     return this.#ingestGroupTx(batches);
   }
 
-  #ingestIn(scope: ActivityCallScope, events: readonly ActivityEvent[], nowMs: number): ActivityIngestAck {
+  #ingestIn(scope: ActivityCallScope, rows: readonly ActivityRow[], nowMs: number): ActivityIngestAck {
     const prev = this.#collector.get(scope) as CollectorRow | undefined;
     const state: CollectorRow = prev ?? {
       ...pickScope(scope),
@@ -243,44 +265,31 @@ export class ActivityDb {
     };
     const accepted: { id: string; sequence: number }[] = [];
     const duplicates: string[] = [];
-    events.forEach((event, index) => {
-      const corr = event.correlation;
-      if (
-        corr.tenant_id !== scope.tenant_id ||
-        corr.host_id !== scope.host_id ||
-        corr.instance_id !== scope.instance_id ||
-        corr.agent_id !== scope.agent_id ||
-        event.source.collector !== scope.collector_id
-      )
-        throw new SvcError('activity.scope_mismatch', `events[${index}] (${event.event_id}): its scope differs from the batch's`, {
-          event_index: index,
-          event_id: event.event_id,
-        });
-      const sequence = event.integrity.collector_sequence;
-      const occurredMs = Date.parse(event.occurred_at);
+    rows.forEach((row, index) => {
+      const [eventId, sequence, eventName, occurredMs, session, mission, task, toolCall, command, process, trace, record] = row;
       // Positional, in the column order of #insert (binding by name costs a lookup per column).
       const inserted = this.#insert.run(
-        event.event_id,
+        eventId,
         scope.tenant_id,
         scope.host_id,
         scope.instance_id,
         scope.agent_id,
         scope.collector_id,
         sequence,
-        event.event_name,
+        eventName,
         occurredMs,
         nowMs,
-        corr.session_id ?? null,
-        corr.mission_id ?? null,
-        corr.task_id ?? null,
-        corr.tool_call_id ?? null,
-        corr.command_id ?? null,
-        corr.process_id ?? null,
-        corr.trace_id ?? null,
-        JSON.stringify(event),
+        session,
+        mission,
+        task,
+        toolCall,
+        command,
+        process,
+        trace,
+        record,
       );
       if (inserted.changes === 1) {
-        accepted.push({ id: event.event_id, sequence });
+        accepted.push({ id: eventId, sequence });
         state.event_count++;
         if (state.first_sequence === null || sequence < state.first_sequence) state.first_sequence = sequence;
         if (state.last_sequence === null || sequence > state.last_sequence) state.last_sequence = sequence;
@@ -293,23 +302,23 @@ export class ActivityDb {
         return;
       }
       // Not inserted: its event_id or its (scope, sequence) is taken.
-      const stored = this.#byId.get(event.event_id) as { record: string } | undefined;
+      const stored = this.#byId.get(eventId) as { record: string } | undefined;
       if (stored !== undefined) {
         // A replay: the same record whatever the order of its keys (only replays pay for this).
-        if (canonicalJson(JSON.parse(stored.record)) === canonicalJson(event)) {
-          duplicates.push(event.event_id);
+        if (canonicalJson(JSON.parse(stored.record)) === canonicalJson(JSON.parse(record))) {
+          duplicates.push(eventId);
           return;
         }
         throw new SvcError(
           'activity.event_id_conflict',
-          `events[${index}] (${event.event_id}): the event_id is already stored with different content; a replay must be identical`,
-          { event_index: index, event_id: event.event_id },
+          `events[${index}] (${eventId}): the event_id is already stored with different content; a replay must be identical`,
+          { event_index: index, event_id: eventId },
         );
       }
       throw new SvcError(
         'activity.sequence_conflict',
-        `events[${index}] (${event.event_id}): collector ${scope.collector_id} already stored sequence ${sequence} under another event_id`,
-        { event_index: index, event_id: event.event_id, collector_sequence: sequence },
+        `events[${index}] (${eventId}): collector ${scope.collector_id} already stored sequence ${sequence} under another event_id`,
+        { event_index: index, event_id: eventId, collector_sequence: sequence },
       );
     });
 

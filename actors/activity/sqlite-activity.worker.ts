@@ -58,7 +58,7 @@ function reply(id: number, run: () => ActivityCallResults[ActivityCall['op']]): 
 
 /** Stores a run of ingests in one transaction and answers each once it committed. */
 function ingestGroup(calls: readonly IngestCall[]): void {
-  const batches: IngestBatch[] = calls.map((c) => ({ scope: c.scope, events: c.events, nowMs: c.ingestedAtMs }));
+  const batches: IngestBatch[] = calls.map((c) => ({ scope: c.scope, rows: c.rows, nowMs: c.ingestedAtMs }));
   let outcomes;
   try {
     outcomes = db.ingestGroup(batches);
@@ -89,12 +89,12 @@ port.on('message', (first: ActivityCall) => {
       continue;
     }
     const group: IngestCall[] = [call];
-    let events = call.events.length;
+    let events = call.rows.length;
     for (let j = i + 1; j < calls.length; j++) {
       const next = calls[j] as ActivityCall;
-      if (next.op !== 'ingest' || events + next.events.length > kMaxGroupEvents) break;
+      if (next.op !== 'ingest' || events + next.rows.length > kMaxGroupEvents) break;
       group.push(next);
-      events += next.events.length;
+      events += next.rows.length;
     }
     ingestGroup(group);
     i += group.length;

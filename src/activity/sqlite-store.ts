@@ -17,12 +17,13 @@
  */
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
-import type {
-  ActivityCall,
-  ActivityCallReadScope,
-  ActivityCallResults,
-  ActivityReply,
-  ActivityWorkerData,
+import {
+  activityRowOf,
+  type ActivityCall,
+  type ActivityCallReadScope,
+  type ActivityCallResults,
+  type ActivityReply,
+  type ActivityWorkerData,
 } from '../../actors/protocol/activity-calls.js';
 import { SvcError, fromWire } from '../core/errors.js';
 import { errorMessage } from '../util/error-message.js';
@@ -107,7 +108,7 @@ export class SqliteActivityStore implements ActivityStore {
     return this.#call<'ingest'>({
       op: 'ingest',
       scope: { tenant_id, host_id, instance_id, agent_id, collector_id },
-      events: events.map((v) => v.event),
+      rows: events.map((v) => activityRowOf(v.event)),
       ingestedAtMs: this.#now(),
     });
   }

@@ -140,7 +140,8 @@ void describe('SQLite activity store', () => {
     const tripwire = [
       "import { parentPort } from 'node:worker_threads';",
       'const on = parentPort.on.bind(parentPort);',
-      "const crashes = (m) => m.op === 'ingest' && m.events.some((e) => e.payload.crash === true);",
+      // An ingest carries rows (actors/protocol/activity-calls.ts ActivityRow); the record's JSON is the last column.
+      "const crashes = (m) => m.op === 'ingest' && m.rows.some((r) => JSON.parse(r[r.length - 1]).payload.crash === true);",
       "parentPort.on = (name, fn) => on(name, name === 'message' ? (m) => (crashes(m) ? process.exit(7) : fn(m)) : fn);",
       `await import(${JSON.stringify(real.href)});`,
     ].join('\n');

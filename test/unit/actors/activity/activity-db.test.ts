@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { ActivityDb } from '../../../../actors/activity/activity-db.js';
-import type { ActivityCallQuery, ActivityCallReadScope } from '../../../../actors/protocol/activity-calls.js';
+import { activityRowOf, type ActivityCallQuery, type ActivityCallReadScope } from '../../../../actors/protocol/activity-calls.js';
 import { validateBatch } from '../../../../src/activity/record.js';
 import { kTestScope, TestCollector } from '../../../support/activity-events.js';
 
@@ -41,10 +41,10 @@ void describe('activity db', () => {
       c.skip(2);
       const d = c.batch(2);
       const outcomes = db.ingestGroup([
-        { scope: kTestScope, events: validateBatch({ events: a }, kTestScope).map((v) => v.event), nowMs: Date.now() },
-        { scope: bScope, events: b, nowMs: Date.now() },
-        { scope: kTestScope, events: conflicting, nowMs: Date.now() },
-        { scope: kTestScope, events: validateBatch({ events: d }, kTestScope).map((v) => v.event), nowMs: Date.now() },
+        { scope: kTestScope, rows: validateBatch({ events: a }, kTestScope).map((v) => activityRowOf(v.event)), nowMs: Date.now() },
+        { scope: bScope, rows: b.map(activityRowOf), nowMs: Date.now() },
+        { scope: kTestScope, rows: conflicting.map(activityRowOf), nowMs: Date.now() },
+        { scope: kTestScope, rows: validateBatch({ events: d }, kTestScope).map((v) => activityRowOf(v.event)), nowMs: Date.now() },
       ]);
       assert.deepEqual(
         outcomes.map((o) => (o.ok ? o.ack.accepted : o.error.code)),
