@@ -47,9 +47,9 @@ export function activitySelfCollectorComponent(): Component {
         const tasks = ctx.find('tasks');
         if (tasks !== undefined) unlinkTasks = tasks.orchestrator.subscribeToolCalls((c) => collector.toolCall(c));
       };
-      const unsubscribe = events.subscribe((e) => {
+      const unsubscribe = events.subscribe((e, origin) => {
         linkTasks();
-        collector.event(e);
+        collector.event(e, origin);
       });
       linkTasks();
       let stopping: Promise<void> | undefined;

@@ -30,7 +30,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Counter } from 'prom-client';
 import { SvcError } from '../core/errors.js';
-import type { StoredEvent } from '../events/event-store.js';
+import type { EventOrigin, StoredEvent } from '../events/event-store.js';
 import type { TaskToolCall } from '../tasks/orchestrator.js';
 import { errorMessage } from '../util/error-message.js';
 import { ACTIVITY_SCHEMA_VERSION, type ActivityEvent } from '../wire/activity.js';
@@ -114,9 +114,9 @@ export class SelfCollector {
     if (!(await this.#loadSequences())) this.#retryLater();
   }
 
-  /** A v1 event (EventStore.subscribe). */
-  event(e: StoredEvent): void {
-    if (this.#stopped) return;
+  /** A v1 event (EventStore.subscribe). Events clients posted (origin `api`) are not what sandboxd saw: not recorded. */
+  event(e: StoredEvent, origin: EventOrigin = 'internal'): void {
+    if (this.#stopped || origin !== 'internal') return;
     const d = e.details;
     // The session a PTY command belongs to, so its command events carry the session_id too.
     if (
