@@ -123,7 +123,10 @@ export function draftOfEvent(e: StoredEvent, ctx: DraftContext): SelfDraft | nul
         outcome: {
           status: exitCode === 0 && timedOutBy === undefined ? 'success' : 'failure',
           ...(exitCode !== undefined && { exit_code: exitCode }),
-          ...(timedOutBy !== undefined ? { reason: `timed out (${timedOutBy})` } : result !== undefined && { reason: result }),
+          // The reason says what the status does not: a timeout (which timer), a kill, an error.
+          ...(timedOutBy !== undefined
+            ? { reason: `timed out (${timedOutBy})` }
+            : result !== undefined && result !== 'success' && result !== 'failure' && { reason: result }),
         },
         payload: defined({ duration_ms: int(d['duration_ms']), result, timed_out_by: timedOutBy }),
       };

@@ -80,7 +80,7 @@ describe('self-recorded activity', () => {
     assert.ok(finished !== null);
     assert.equal(finished.eventName, 'command.finished');
     assert.deepEqual(finished.correlation, { command_id: 'cmd-1', session_id: 'sess-1' });
-    assert.deepEqual(finished.outcome, { status: 'failure', exit_code: 2, reason: 'failure' });
+    assert.deepEqual(finished.outcome, { status: 'failure', exit_code: 2 });
     assert.doesNotMatch(JSON.stringify(finished), /secret text/, 'the error text is not recorded');
     validates(finished);
 
