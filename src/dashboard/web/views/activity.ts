@@ -276,7 +276,7 @@ export async function activityView(app: AppContext, route: Route, signal: AbortS
         : `Tenant ${tenant}: what collectors recorded — sandboxd itself records commands, sessions and tasks’ tool calls. Oldest first, in ingest order.`,
     ),
     section('Filters', form),
-    section('Coverage', h('div', null, coverageEmpty, h('div', { class: 'table-wrap' }, coverageTable))),
+    section('Coverage per collector in this scope', h('div', null, coverageEmpty, h('div', { class: 'table-wrap' }, coverageTable))),
     section('Events', h('div', null, status, problem, empty, wrap, h('div', { class: 'load-more' }, more))),
   );
   return { el, title: 'Activity' };
