@@ -7,6 +7,7 @@
  */
 import type { Logger } from 'pino';
 import { activityComponent } from './activity/component.js';
+import { activitySelfCollectorComponent } from './activity/self-collector-component.js';
 import { agentListenerComponent, agentsComponent } from './agent-link/component.js';
 import { adminListenerComponent, authComponent } from './auth/component.js';
 import type { Component, ComponentContext, FrameHandler, Services } from './component/component.js';
@@ -35,16 +36,19 @@ import { errorMessage } from './util/error-message.js';
 
 /**
  * The whole server, in start order. Operator identity comes first (every v2 route resolves its
- * caller with it), the events store, the activity store and the actors next (everything uses them); sessions come
- * before the HTTP listener (it takes their WebSocket routes), the admin listener (mTLS) right after
- * it, and both before the gRPC listener (no agent connects before its listeners subscribed); VMs
- * after it (their local agents dial it), tasks (they use VMs), and the SSH connector last (it finds
- * VMs' SSH addresses; it stops first). Stopping runs the list backwards.
+ * caller with it), the events store, the activity store (sandboxd's own collector right after it:
+ * it stops after everything it records and before the store closes) and the actors next
+ * (everything uses them); sessions come before the HTTP listener (it takes their WebSocket
+ * routes), the admin listener (mTLS) right after it, and both before the gRPC listener (no agent
+ * connects before its listeners subscribed); VMs after it (their local agents dial it), tasks
+ * (they use VMs), and the SSH connector last (it finds VMs' SSH addresses; it stops first).
+ * Stopping runs the list backwards.
  */
 export const DEFAULT_COMPONENTS: readonly Component[] = [
   authComponent,
   eventsComponent(),
   activityComponent(),
+  activitySelfCollectorComponent(),
   actorsComponent,
   agentsComponent,
   outputComponent(),

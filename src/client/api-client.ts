@@ -22,6 +22,10 @@ import type { SseStreamOptions } from './sse-stream.js';
 import { parseJsonData, taskLogEvent } from './stream-events.js';
 import {
   TERMINAL_TASK_STATES,
+  type ActivityCoverageResponse,
+  type ActivityEventPage,
+  type ActivityQuery,
+  type ActivityReadScope,
   type AgentList,
   type AgentOutputChunk,
   type AgentOutputError,
@@ -371,6 +375,28 @@ export class ApiClient extends HttpTransport {
     return this.requestJson('GET', `/api/v2/credentials/audit${qs({ date })}`, undefined, opts);
   }
 
+  // ------------------------------------------------------------ activity (4.12)
+
+  /** GET /api/v2/activity/events: a page in ingest order (resume with `cursor` = next_cursor) and the collectors' coverage. */
+  activityEvents(scope: ActivityReadScope, q: ActivityQuery = {}, opts: RequestOptions = {}): Promise<ActivityEventPage> {
+    return this.requestJson('GET', `/api/v2/activity/events${qs({ ...q })}`, undefined, {
+      ...opts,
+      headers: { ...opts.headers, ...activityScopeHeaders(scope) },
+    });
+  }
+
+  /** GET /api/v2/activity/coverage: per collector of the scope, count, first/last time, gaps and jumps. */
+  activityCoverage(
+    scope: ActivityReadScope,
+    q: { collector_id?: string } = {},
+    opts: RequestOptions = {},
+  ): Promise<ActivityCoverageResponse> {
+    return this.requestJson('GET', `/api/v2/activity/coverage${qs(q)}`, undefined, {
+      ...opts,
+      headers: { ...opts.headers, ...activityScopeHeaders(scope) },
+    });
+  }
+
   // ------------------------------------------------------------ agent output (4.7)
 
   /** Live (and with replay, buffered) output chunks; resumes with Last-Event-ID after a drop. */
@@ -387,4 +413,14 @@ export class ApiClient extends HttpTransport {
       }
     }
   }
+}
+
+/** The X-Svc-* headers of an activity read. */
+export function activityScopeHeaders(scope: ActivityReadScope): Record<string, string> {
+  return {
+    'x-svc-tenant-id': scope.tenant_id,
+    'x-svc-host-id': scope.host_id,
+    'x-svc-instance-id': scope.instance_id,
+    'x-svc-agent-id': scope.agent_id,
+  };
 }

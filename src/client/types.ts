@@ -19,6 +19,7 @@ export * from '../wire/events.js';
 export * from '../wire/tasks.js';
 export * from '../wire/credentials.js';
 export * from '../wire/sessions.js';
+export * from '../wire/activity.js';
 
 // ---------------------------------------------------------------- events (4.5, part 6)
 
@@ -32,6 +33,35 @@ export interface EventFilters {
   vm_name?: string;
   /** 1-5000, default 100 (the newest matches, oldest first). */
   limit?: number;
+}
+
+// ---------------------------------------------------------------- activity (4.12)
+
+/** The scope of an activity read (the X-Svc-* headers): host, instance and agent may be `*` (every value). */
+export interface ActivityReadScope {
+  tenant_id: string;
+  host_id: string;
+  instance_id: string;
+  agent_id: string;
+}
+
+/** Filters of GET /api/v2/activity/events (all exact match; since/until RFC 3339 or epoch ms, on occurred_at). */
+export interface ActivityQuery {
+  event_name?: string;
+  collector_id?: string;
+  session_id?: string;
+  mission_id?: string;
+  task_id?: string;
+  tool_call_id?: string;
+  command_id?: string;
+  process_id?: string;
+  trace_id?: string;
+  since?: string;
+  until?: string;
+  /** 1-5000, default 100. */
+  limit?: number;
+  /** The previous page's next_cursor. */
+  cursor?: string;
 }
 
 // ---------------------------------------------------------------- tasks (4.6)

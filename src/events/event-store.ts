@@ -35,7 +35,10 @@ export interface EventStoreOptions {
   now?: () => number;
 }
 
-type Listener = (event: StoredEvent) => void;
+/** Where an event came from: sandboxd itself, or a client's POST /api/v1/events (the VM event bridge). */
+export type EventOrigin = 'internal' | 'api';
+
+type Listener = (event: StoredEvent, origin: EventOrigin) => void;
 
 export class EventStore {
   readonly #events: { event: StoredEvent; bytes: number }[] = [];
@@ -59,9 +62,10 @@ export class EventStore {
 
   /**
    * Appends an event (fields default to empty strings, now, {} and null) and notifies live
-   * listeners. agent.heartbeat is sampled per agent; a dropped sample returns null.
+   * listeners. agent.heartbeat is sampled per agent; a dropped sample returns null. `origin`
+   * tells listeners whether sandboxd saw it happen (what the activity self-collector records).
    */
-  append(input: Partial<EventRecord> & { event_type: string }): StoredEvent | null {
+  append(input: Partial<EventRecord> & { event_type: string }, origin: EventOrigin = 'internal'): StoredEvent | null {
     const nowMs = this.#now();
     if (input.event_type === 'agent.heartbeat') {
       const key = input.agent_id ?? '';
@@ -82,7 +86,7 @@ export class EventStore {
     this.#events.push({ event, bytes });
     this.#bytes += bytes;
     this.#evict();
-    for (const l of this.#listeners) l(event);
+    for (const l of this.#listeners) l(event, origin);
     return event;
   }
 

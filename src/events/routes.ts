@@ -81,7 +81,7 @@ export function registerEventRoutes(router: Router, deps: { events: EventStore }
     path: '/api/v1/events',
     maxBodyBytes: 64 * 1024,
     handler: (req) => {
-      deps.events.append(validateEventRecord(req.body));
+      deps.events.append(validateEventRecord(req.body), 'api');
       return { status: 200, json: { received: true } };
     },
   });

@@ -7,9 +7,10 @@
  *   GET /assets/{name}             a built asset: content-hashed names, so Cache-Control immutable;
  *                                  ETag / If-None-Match; brotli or gzip when the client accepts it;
  *                                  404 route.not_found for any other name
- *   GET /api/v1/dashboard/config   {ws_url}: where the page finds the WebSocket listener (null until
- *                                  it listens); a wildcard listen host is replaced by the host the
- *                                  browser used
+ *   GET /api/v1/dashboard/config   {ws_url, activity}: where the page finds the WebSocket listener
+ *                                  (null until it listens; a wildcard listen host is replaced by the
+ *                                  host the browser used), and the tenant and host of the activity
+ *                                  view ({tenant_id, host_id}; null when no activity store runs)
  *
  * Assets are served from memory only: the folder (src/dashboard/build.ts output) is read once,
  * and again when index.html changes (a rebuild), so a request path never reaches the file system
@@ -33,6 +34,8 @@ export interface DashboardRoutesDeps {
   readonly dir?: string;
   /** The WebSocket listener: its configured host and its bound port (0 while not listening). */
   wsAddress(): { readonly host: string; readonly port: number };
+  /** SVC_TENANT_ID and SVC_HOST_ID when the activity store runs (the activity view's scope), else null. */
+  activityScope?(): { readonly tenant_id: string; readonly host_id: string } | null;
 }
 
 interface Asset {
@@ -253,11 +256,22 @@ export function registerDashboardRoutes(router: Router, deps: DashboardRoutesDep
   router.add({
     method: 'GET',
     path: '/api/v1/dashboard/config',
-    responseSchema: { type: 'object', properties: { ws_url: { type: ['string', 'null'] } }, required: ['ws_url'] },
+    responseSchema: {
+      type: 'object',
+      properties: {
+        ws_url: { type: ['string', 'null'] },
+        activity: {
+          type: ['object', 'null'],
+          properties: { tenant_id: { type: 'string' }, host_id: { type: 'string' } },
+          required: ['tenant_id', 'host_id'],
+        },
+      },
+      required: ['ws_url', 'activity'],
+    },
     handler: (req) => ({
       status: 200,
       headers: { 'cache-control': 'no-store' },
-      json: { ws_url: dashboardWsUrl(deps.wsAddress(), req.headers['host']) },
+      json: { ws_url: dashboardWsUrl(deps.wsAddress(), req.headers['host']), activity: deps.activityScope?.() ?? null },
     }),
   });
 }

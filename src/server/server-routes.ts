@@ -34,6 +34,10 @@ export const serverRoutesComponent: Component = {
         if (hypervisor !== undefined) registerHypervisorHealthRoute(router, { hypervisor });
         registerDashboardRoutes(router, {
           wsAddress: () => ({ host: config.wsAddr.host, port: ctx.find('output')?.ws.port ?? config.wsAddr.port }),
+          activityScope: () => {
+            const activity = ctx.find('activity');
+            return activity === undefined ? null : { tenant_id: activity.tenantId, host_id: activity.hostId };
+          },
         });
       },
       stop: () => Promise.resolve(),

@@ -48,6 +48,7 @@ import { pullOutbox, pushWorkspace, type GuestDirs } from './guest-workspace.js'
 import { buildArgv, type ManifestDefaults, type TaskManifest } from './manifest.js';
 import { parseSubmissionJob } from './task-jobs.js';
 import type { JobRunner } from '../util/job-runner.js';
+import type { ToolCallSeen } from './progress.js';
 import { describeFailure, TaskOutput } from './task-output.js';
 import { TaskLog, DEFAULT_TASK_LOG_MAX_BYTES } from './task-log.js';
 import { TaskSlots } from './task-slots.js';
@@ -64,6 +65,17 @@ export const DEFAULT_MAX_PENDING_TASKS = 1000;
 export const DEFAULT_TASK_RETENTION = 1000;
 /** Bound of the best-effort outbox copy from the guest of a failed task (ms). */
 const GUEST_PULL_ON_FAILURE_MS = 60_000;
+
+/** A tool call of a task's coding agent, from its stream-json (what the activity store's self-collector records). */
+export interface TaskToolCall extends ToolCallSeen {
+  readonly taskId: string;
+  /** The agent the coding agent runs on (the task VM's agent). */
+  readonly agentId: string;
+  /** The command running the coding agent (the task id: see runAgentCommand below). */
+  readonly commandId: string;
+  /** When it was seen. */
+  readonly atMs: number;
+}
 
 /** Whether a new task could get a VM at all (see TaskServiceOptions.capacity). */
 export type CapacityCheck = { ok: true } | { ok: false; reason: string; retryAfterSeconds?: number };
@@ -118,6 +130,7 @@ export class TaskOrchestrator {
   readonly #log: Logger;
   readonly #slots: TaskSlots;
   readonly #tasks = new Map<string, TaskContext>();
+  readonly #toolCallListeners = new Set<(call: TaskToolCall) => void>();
   #stopping = false;
 
   constructor(o: OrchestratorOptions) {
@@ -216,6 +229,24 @@ export class TaskOrchestrator {
     return this.#o.storage.download('outbox', id, name);
   }
 
+  /** Tool calls of every task's coding agent as they are seen; returns the unsubscribe function. A throwing listener is ignored. */
+  subscribeToolCalls(listener: (call: TaskToolCall) => void): () => void {
+    this.#toolCallListeners.add(listener);
+    return () => this.#toolCallListeners.delete(listener);
+  }
+
+  #toolCall(taskId: string, agentId: string, seen: ToolCallSeen): void {
+    if (this.#toolCallListeners.size === 0) return;
+    const call: TaskToolCall = { ...seen, taskId, agentId, commandId: taskId, atMs: Date.now() };
+    for (const l of this.#toolCallListeners) {
+      try {
+        l(call);
+      } catch {
+        // A listener's failure is its own; the task goes on.
+      }
+    }
+  }
+
   /** Tasks not finished (/healthz/deep active_tasks). */
   activeCount(): number {
     return this.store.activeCount();
@@ -290,7 +321,12 @@ export class TaskOrchestrator {
       phase = 'running';
       const argv = buildArgv(manifest.agent.command, { prompt: manifest.agent.prompt, model: manifest.agent.model });
       if (!this.#move(id, 'ready', 'running', `running ${argv[0] ?? '?'} (model ${manifest.agent.model}) on ${vm}`)) return;
-      const output = new TaskOutput(ctx.log, (p) => this.store.updateProgress(id, p));
+      const output = new TaskOutput(
+        ctx.log,
+        (p) => this.store.updateProgress(id, p),
+        undefined,
+        (call) => this.#toolCall(id, vm, call),
+      );
       const stopWatch = this.#o.vms.watchAgent(vm, this.#o.agentLostGraceMs ?? DEFAULT_AGENT_LOST_GRACE_MS, (why) =>
         this.store.fail(id, `agent lost: ${why}`),
       );

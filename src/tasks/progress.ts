@@ -25,9 +25,23 @@ export interface StreamJsonProgressOptions {
   readonly maxLineBytes?: number;
   /** Each parsed stdout object (for the task log's `event` frames). */
   readonly onEvent?: (event: Record<string, unknown>) => void;
+  /** Each tool call as the stream shows it (the activity store's self-collector listens): ids and names only. */
+  readonly onToolCall?: (call: ToolCallSeen) => void;
 }
 
-type Block = { type?: unknown; id?: unknown; name?: unknown; tool_use_id?: unknown };
+/**
+ * A tool call seen in the stream: `started` at its tool_use block, `finished` at its tool_result
+ * (isError from the result's is_error, null when absent). Never the tool's input or output.
+ */
+export interface ToolCallSeen {
+  readonly phase: 'started' | 'finished';
+  readonly id: string;
+  /** The tool's name (at most 200 characters); null for a result whose tool_use was not seen. */
+  readonly name: string | null;
+  readonly isError: boolean | null;
+}
+
+type Block = { type?: unknown; id?: unknown; name?: unknown; tool_use_id?: unknown; is_error?: unknown };
 
 export class StreamJsonProgress {
   readonly #opts: StreamJsonProgressOptions;
@@ -129,9 +143,18 @@ export class StreamJsonProgress {
         if (this.#open.size >= MAX_OPEN_CALLS) this.#open.delete(this.#open.keys().next().value as string);
         this.#open.set(id, block.name.slice(0, 200));
         this.#progress.current_tool = block.name.slice(0, 200);
+        this.#opts.onToolCall?.({ phase: 'started', id, name: block.name.slice(0, 200), isError: null });
       } else if (block.type === 'tool_result' && typeof block.tool_use_id === 'string') {
+        const name = this.#open.get(block.tool_use_id) ?? null;
         this.#open.delete(block.tool_use_id);
         this.#progress.current_tool = [...this.#open.values()].at(-1) ?? null;
+        if (this.#seen.has(block.tool_use_id))
+          this.#opts.onToolCall?.({
+            phase: 'finished',
+            id: block.tool_use_id,
+            name,
+            isError: typeof block.is_error === 'boolean' ? block.is_error : null,
+          });
       }
     }
   }

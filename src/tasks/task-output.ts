@@ -10,7 +10,7 @@
 import { StringDecoder } from 'node:string_decoder';
 import type { CommandGapFrame } from '../../actors/protocol/agent-frames.js';
 import type { AgentRunOutcome } from './agent-run.js';
-import { StreamJsonProgress } from './progress.js';
+import { StreamJsonProgress, type ToolCallSeen } from './progress.js';
 import type { TaskLog } from './task-log.js';
 import type { TaskProgress } from './task-state.js';
 
@@ -24,7 +24,12 @@ export class TaskOutput {
   readonly #decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
   #stderrTail = '';
 
-  constructor(log: TaskLog, onProgress: (p: TaskProgress) => void, now: () => Date = () => new Date()) {
+  constructor(
+    log: TaskLog,
+    onProgress: (p: TaskProgress) => void,
+    now: () => Date = () => new Date(),
+    onToolCall?: (call: ToolCallSeen) => void,
+  ) {
     this.#log = log;
     this.#onProgress = onProgress;
     this.#progress = new StreamJsonProgress(now(), {
@@ -32,6 +37,7 @@ export class TaskOutput {
       onEvent: (event) => {
         log.append('event', JSON.stringify({ kind: 'stream_json', event }));
       },
+      ...(onToolCall !== undefined && { onToolCall }),
     });
   }
 

@@ -8,6 +8,7 @@
  *   #/tasks                              tasks (submit, list)   ?state=running,failed
  *   #/tasks/{id}                         task detail (logs, artifacts)
  *   #/events                             events tail            ?type=vm.&agent=…&vm=…
+ *   #/activity                           activity timeline      ?command_id=…&task_id=…&agent=…&since=…
  *
  * Ids are percent-encoded in the hash; an unknown hash is the `not-found` route.
  */
@@ -19,6 +20,7 @@ export type Route =
   | { readonly view: 'tasks'; readonly query: URLSearchParams }
   | { readonly view: 'task'; readonly taskId: string }
   | { readonly view: 'events'; readonly query: URLSearchParams }
+  | { readonly view: 'activity'; readonly query: URLSearchParams }
   | { readonly view: 'not-found'; readonly hash: string };
 
 function decode(seg: string): string | null {
@@ -48,6 +50,7 @@ export function parseRoute(hash: string): Route {
   if (a === 'tasks' && segs.length === 1) return { view: 'tasks', query };
   if (a === 'tasks' && segs.length === 2 && id1 !== null) return { view: 'task', taskId: id1 };
   if (a === 'events' && segs.length === 1) return { view: 'events', query };
+  if (a === 'activity' && segs.length === 1) return { view: 'activity', query };
   return { view: 'not-found', hash: `#${h}` };
 }
 
@@ -63,10 +66,12 @@ export const href = {
   task: (taskId: string): string => `#/tasks/${enc(taskId)}`,
   events: (query?: URLSearchParams): string =>
     query !== undefined && [...query.keys()].length > 0 ? `#/events?${query.toString()}` : '#/events',
+  activity: (query?: URLSearchParams): string =>
+    query !== undefined && [...query.keys()].length > 0 ? `#/activity?${query.toString()}` : '#/activity',
 };
 
 /** The top-level section a route belongs to (for the navigation highlight). */
-export function sectionOf(route: Route): 'fleet' | 'tasks' | 'events' | null {
+export function sectionOf(route: Route): 'fleet' | 'tasks' | 'events' | 'activity' | null {
   switch (route.view) {
     case 'fleet':
     case 'agent':
@@ -77,6 +82,8 @@ export function sectionOf(route: Route): 'fleet' | 'tasks' | 'events' | null {
       return 'tasks';
     case 'events':
       return 'events';
+    case 'activity':
+      return 'activity';
     default:
       return null;
   }

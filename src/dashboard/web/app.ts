@@ -14,6 +14,7 @@ import { LiveSocket } from './core/live-socket.js';
 import { h, setText } from './dom.js';
 import { Toasts } from './ui/toast.js';
 import { emptyState } from './ui/widgets.js';
+import { activityView } from './views/activity.js';
 import { agentView } from './views/agent.js';
 import { eventsView } from './views/events.js';
 import { fleetView } from './views/fleet.js';
@@ -39,6 +40,8 @@ async function viewFor(route: Route): Promise<ViewFactory> {
       return taskView;
     case 'events':
       return eventsView;
+    case 'activity':
+      return activityView;
     default:
       return (_app, r) => ({
         el: h(
@@ -85,6 +88,7 @@ export function startApp(root: HTMLElement): AppContext {
     ['fleet', h('a', { href: '#/' }, 'Fleet')],
     ['tasks', h('a', { href: '#/tasks' }, 'Tasks')],
     ['events', h('a', { href: '#/events' }, 'Events')],
+    ['activity', h('a', { href: '#/activity' }, 'Activity')],
   ]);
   const counts = h('span', { class: 'topbar-counts' });
   const main = h('main', { id: 'main', class: 'main', tabindex: '-1' });

@@ -95,7 +95,7 @@ describe('dashboard routes', () => {
   test('the page learns the WS listener address from /api/v1/dashboard/config', async () => {
     const r = await inject(router, { method: 'GET', url: '/api/v1/dashboard/config', headers: { host: 'localhost:8122' } });
     assert.equal(r.status, 200);
-    assert.deepEqual(r.json(), { ws_url: 'ws://127.0.0.1:8121/' });
+    assert.deepEqual(r.json(), { ws_url: 'ws://127.0.0.1:8121/', activity: null });
     assert.equal(dashboardWsUrl({ host: '0.0.0.0', port: 9 }, 'box.example:8122'), 'ws://box.example:9/');
     assert.equal(dashboardWsUrl({ host: '::', port: 9 }, '[::1]:8122'), 'ws://[::1]:9/');
     assert.equal(dashboardWsUrl({ host: '::1', port: 9 }, undefined), 'ws://[::1]:9/');

@@ -102,4 +102,28 @@ describe('StreamJsonProgress', () => {
     p.push(Buffer.from(toolUse('a', 'Bash') + line({ type: 'result', subtype: 'error_max_turns' })), 'stdout');
     assert.equal(p.snapshot().current_tool, null);
   });
+
+  test('each tool call is reported started and finished, ids and names only, once per id', () => {
+    const seen: unknown[] = [];
+    const p = new StreamJsonProgress(T0, { onToolCall: (c) => seen.push(c) });
+    const failed = line({
+      type: 'user',
+      message: { content: [{ type: 'tool_result', tool_use_id: 'toolu_2', content: 'boom', is_error: true }] },
+    });
+    for (const chunk of [
+      toolUse('toolu_1', 'Read'),
+      toolUse('toolu_1', 'Read'),
+      toolResult('toolu_1'),
+      toolUse('toolu_2', 'Bash'),
+      failed,
+      toolResult('toolu_x'),
+    ])
+      p.push(Buffer.from(chunk), 'stdout');
+    assert.deepEqual(seen, [
+      { phase: 'started', id: 'toolu_1', name: 'Read', isError: null },
+      { phase: 'finished', id: 'toolu_1', name: 'Read', isError: null },
+      { phase: 'started', id: 'toolu_2', name: 'Bash', isError: null },
+      { phase: 'finished', id: 'toolu_2', name: 'Bash', isError: true },
+    ]);
+  });
 });
