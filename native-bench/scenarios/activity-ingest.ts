@@ -7,7 +7,7 @@
  * the ratio is what the service costs on top of SQLite (HTTP, validation, the worker hop, the
  * store's per-collector bookkeeping), not what the indexes that serve the queries cost.
  *
- * Four collectors post at once (one batch in flight each), as collectors on four agents would,
+ * Eight collectors post at once (one batch in flight each), as collectors on eight agents would,
  * from the bench's client process (their JSON and HTTP cost is not the server's);
  * the ceiling commits the same number of batches one after the other (SQLite has one writer).
  * Value and ceiling take turns in rounds (V C C V C V V C) so a load that drifts hits both alike.
@@ -31,7 +31,7 @@ import { BenchClient, stopOnAbort } from './client-process.js';
 import type { BenchScenario } from '../types.js';
 
 const kBatch = 100;
-const kCollectors = 4;
+const kCollectors = 8;
 const ORDER = 'VCCVCVVC';
 
 interface Tally {
@@ -42,7 +42,7 @@ interface Tally {
 export const activityIngest: BenchScenario = {
   name: 'activity-ingest',
   description:
-    'activity events/s acknowledged through POST /api/v2/activity/ingest (batches of 100, durable SQLite commit, 4 collectors) vs raw SQLite inserts of the same rows with the same durability',
+    'activity events/s acknowledged through POST /api/v2/activity/ingest (batches of 100, durable SQLite commit, 8 collectors) vs raw SQLite inserts of the same rows with the same durability',
   unit: 'events/s',
   target: { ratioAtLeast: 0.7 },
   async run({ seconds, signal }) {

@@ -244,11 +244,23 @@ function containsRun(words: readonly string[], run: readonly string[]): boolean 
 
 /** The table entry a key matches, if any: `secret` (SECRET_KEY_WORDS) or `content` (CONTENT_KEY_WORDS). */
 export function classifyKey(key: string): 'secret' | 'content' | null {
+  const known = kKeyClasses.get(key);
+  if (known !== undefined) return known;
   const words = keyWords(key);
-  if (SECRET_KEY_WORDS.some((run) => containsRun(words, run))) return 'secret';
-  if (CONTENT_KEY_WORDS.some((run) => containsRun(words, run))) return 'content';
-  return null;
+  const cls = SECRET_KEY_WORDS.some((run) => containsRun(words, run))
+    ? 'secret'
+    : CONTENT_KEY_WORDS.some((run) => containsRun(words, run))
+      ? 'content'
+      : null;
+  // Collectors send the same few keys over and over: remember them (bounded; cleared when full).
+  if (kKeyClasses.size >= kMaxKnownKeys) kKeyClasses.clear();
+  kKeyClasses.set(key, cls);
+  return cls;
 }
+
+/** classifyKey's memory: key → class, at most kMaxKnownKeys keys. */
+const kKeyClasses = new Map<string, 'secret' | 'content' | null>();
+const kMaxKnownKeys = 4096;
 
 /** Walks the payload: depth, string lengths, secret and content keys, secret-looking values. */
 function checkPayload(v: unknown, at: At, path: string, depth: number): void {
