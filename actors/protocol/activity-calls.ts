@@ -8,7 +8,13 @@
  * "any" (ANY_SCOPE there) travels as null, so the worker never has to know the marker.
  */
 import type { WireError } from '../../src/core/errors.js';
-import type { ActivityCollectorCoverage, ActivityEvent, ActivityEventPage, ActivityIngestAck } from '../../src/wire/activity.js';
+import type {
+  ActivityCollectorCoverage,
+  ActivityEvent,
+  ActivityEventPage,
+  ActivityEventQuery,
+  ActivityIngestAck,
+} from '../../src/wire/activity.js';
 
 /** What the worker is started with (`workerData`). */
 export interface ActivityWorkerData {
@@ -33,22 +39,8 @@ export interface ActivityCallReadScope {
   readonly agent_id: string | null;
 }
 
-/** The filters and the page of an events read (all optional but `limit`; exact matches; times inclusive, epoch ms). */
-export interface ActivityCallQuery {
-  readonly limit: number;
-  readonly cursor?: string;
-  readonly event_name?: string;
-  readonly collector_id?: string;
-  readonly session_id?: string;
-  readonly mission_id?: string;
-  readonly task_id?: string;
-  readonly tool_call_id?: string;
-  readonly command_id?: string;
-  readonly process_id?: string;
-  readonly trace_id?: string;
-  readonly since_ms?: number;
-  readonly until_ms?: number;
-}
+/** The filters and the page of an events read: the store port's query (src/wire/activity.ts). */
+export type ActivityCallQuery = ActivityEventQuery;
 
 export type ActivityCallPage = Pick<ActivityEventPage, 'events' | 'next_cursor' | 'has_more' | 'cursor_found'>;
 

@@ -22,14 +22,24 @@
 import type {
   ActivityCollectorCoverage,
   ActivityEvent,
+  ActivityEventFilter,
   ActivityEventPage,
+  ActivityEventQuery,
   ActivityIngestAck,
   ActivitySequenceGap,
 } from '../wire/activity.js';
 import type { ActivityScope, ValidatedEvent } from './record.js';
 
 export type { ActivityScope, ValidatedEvent };
-export type { ActivityCollectorCoverage, ActivityEvent, ActivityEventPage, ActivityIngestAck, ActivitySequenceGap };
+export type {
+  ActivityCollectorCoverage,
+  ActivityEvent,
+  ActivityEventFilter,
+  ActivityEventPage,
+  ActivityEventQuery,
+  ActivityIngestAck,
+  ActivitySequenceGap,
+};
 
 /** `*` in a read scope matches every value (our extension: the dashboard's fleet-wide timeline). Tenant is always exact. */
 export const ANY_SCOPE = '*';
@@ -40,29 +50,6 @@ export interface ActivityReadScope {
   readonly host_id: string;
   readonly instance_id: string;
   readonly agent_id: string;
-}
-
-/** Filters of GET /api/v2/activity/events (all optional, all exact match; times are occurred_at bounds, inclusive). */
-export interface ActivityEventFilter {
-  readonly event_name?: string;
-  readonly collector_id?: string;
-  readonly session_id?: string;
-  readonly mission_id?: string;
-  readonly task_id?: string;
-  readonly tool_call_id?: string;
-  readonly command_id?: string;
-  readonly process_id?: string;
-  readonly trace_id?: string;
-  /** Epoch milliseconds. */
-  readonly since_ms?: number;
-  readonly until_ms?: number;
-}
-
-export interface ActivityEventQuery extends ActivityEventFilter {
-  /** 1 to ActivityLimits.maxPageLimit (the route validates). */
-  readonly limit: number;
-  /** The previous page's next_cursor (an event_id). */
-  readonly cursor?: string;
 }
 
 /** A page as the store returns it; the route adds schema_version and coverage. */

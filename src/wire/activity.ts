@@ -170,3 +170,29 @@ export interface ActivityEventPage {
   cursor_found: boolean | null;
   coverage: ActivityCollectorCoverage[];
 }
+
+/**
+ * The stores' query behind GET /api/v2/activity/events: all optional, exact matches; the times
+ * are occurred_at bounds, inclusive, in epoch ms (the route's since/until parameters, parsed).
+ */
+export interface ActivityEventFilter {
+  readonly event_name?: string;
+  readonly collector_id?: string;
+  readonly session_id?: string;
+  readonly mission_id?: string;
+  readonly task_id?: string;
+  readonly tool_call_id?: string;
+  readonly command_id?: string;
+  readonly process_id?: string;
+  readonly trace_id?: string;
+  /** Epoch milliseconds. */
+  readonly since_ms?: number;
+  readonly until_ms?: number;
+}
+
+export interface ActivityEventQuery extends ActivityEventFilter {
+  /** 1 to ActivityLimits.maxPageLimit (the route validates). */
+  readonly limit: number;
+  /** The previous page's next_cursor (an event_id). */
+  readonly cursor?: string;
+}

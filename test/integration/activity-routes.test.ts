@@ -8,7 +8,6 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -22,6 +21,7 @@ import { ensureCa, issueOperatorCert, type CaMaterial, type IssuedCert } from '.
 import { startServer, type ServerHandle } from '../../src/main.js';
 import { httpComponent } from '../../src/server/runtime-components.js';
 import { activityEvent, kTestScope, scopeHeaders, TestCollector, uuidV7 } from '../support/activity-events.js';
+import { mtlsRequest } from '../support/mtls-request.js';
 import { loopbackConfig } from '../support/test-config.js';
 
 interface AnswerJson {
@@ -63,34 +63,21 @@ describe('activity routes', () => {
   const ingest = (events: unknown[], scope = kTestScope) => call('POST', '/api/v2/activity/ingest', scopeHeaders(scope), { events });
   const read = (query = '', scope = kTestScope) => call('GET', `/api/v2/activity/events${query}`, scopeHeaders(scope, false));
 
-  function adminCall(cert: IssuedCert, method: string, path: string, headers: Record<string, string>, body?: unknown): Promise<Answer> {
-    const text = body === undefined ? '' : JSON.stringify(body);
-    return new Promise((resolve, reject) => {
-      const req = request(
-        {
-          host: '127.0.0.1',
-          port: server.ports.admin,
-          path,
-          method,
-          ca: ca.caCertPem,
-          cert: cert.certPem,
-          key: cert.keyPem,
-          agent: false,
-          headers: {
-            ...headers,
-            ...(body === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }),
-          },
-        },
-        (res) => {
-          let out = '';
-          res.setEncoding('utf8');
-          res.on('data', (c: string) => (out += c));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(out) as AnswerJson }));
-        },
-      );
-      req.on('error', reject);
-      req.end(text);
-    });
+  async function adminCall(
+    cert: IssuedCert,
+    method: string,
+    path: string,
+    headers: Record<string, string>,
+    body?: unknown,
+  ): Promise<Answer> {
+    const r = await mtlsRequest(
+      { port: server.ports.admin, ca: ca.caCertPem, cert: cert.certPem, key: cert.keyPem },
+      method,
+      path,
+      body,
+      headers,
+    );
+    return { status: r.status, json: JSON.parse(r.text) as AnswerJson };
   }
 
   before(async () => {

@@ -1,6 +1,6 @@
 /**
- * One HTTPS request with a client certificate (the admin listener's mutual TLS), a JSON body if
- * given; resolves with the status and the body as text. A fresh connection each time (no agent),
+ * One HTTPS request with a client certificate (the admin listener's mutual TLS), a JSON body and
+ * extra headers if given; resolves with the status and the body as text. A fresh connection each time (no agent),
  * so every request is its own TLS handshake and presents its own certificate.
  */
 import { request } from 'node:https';
@@ -13,7 +13,13 @@ export interface MtlsClient {
   key: string | Buffer;
 }
 
-export function mtlsRequest(c: MtlsClient, method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
+export function mtlsRequest(
+  c: MtlsClient,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Readonly<Record<string, string>> = {},
+): Promise<{ status: number; text: string }> {
   const text = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const req = request(
@@ -26,7 +32,10 @@ export function mtlsRequest(c: MtlsClient, method: string, path: string, body?: 
         cert: c.cert,
         key: c.key,
         agent: false,
-        headers: text === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
+        headers: {
+          ...headers,
+          ...(text === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }),
+        },
       },
       (res) => {
         let out = '';
