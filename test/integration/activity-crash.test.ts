@@ -16,9 +16,9 @@ import { createInterface } from 'node:readline';
 import { after, describe, test } from 'node:test';
 import { kTestScope, scopeHeaders } from '../support/activity-events.js';
 import { distRoot } from '../support/paths.js';
+import { spawnServe, type ServeProcess } from '../support/serve-process.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
 
-const BIN = join(distRoot, 'src', 'bin', 'sandboxd.js');
 const INGESTER = join(distRoot, 'test', 'integration', 'activity-crash-ingester.js');
 const kKills = 20;
 
@@ -38,33 +38,11 @@ after(() => {
   rmSync(stateDir, { recursive: true, force: true });
 });
 
-function serve(): { child: ChildProcess; url: Promise<string>; exit: Promise<unknown> } {
-  const child = spawn(process.execPath, [BIN, 'serve'], {
-    env: {
-      PATH: process.env['PATH'] ?? '/usr/bin:/bin',
-      HOME: stateDir,
-      SVC_STATE_DIR: stateDir,
-      SVC_HTTP_ADDR: '127.0.0.1:0',
-      SVC_WS_ADDR: '127.0.0.1:0',
-      SVC_GRPC_ADDR: '127.0.0.1:0',
-      SVC_ADMIN_ADDR: 'off',
-      SVC_ACTOR_SHARDS: '1',
-      LOG_FORMAT: 'json',
-      LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.add(child);
-  let out = '';
-  let err = '';
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-  const exit = new Promise((resolve) => child.on('exit', resolve)).finally(() => children.delete(child));
-  const url = waitFor('sandboxd ready', () => /sandboxd ready: API and dashboard (http:\/\/127\.0\.0\.1:\d+\/)/.exec(out)?.[1], {
-    deadlineMs: DEADLINE_MS.process,
-    lastState: () => `stdout: ${out.slice(-800)} stderr: ${err.slice(-800)}`,
-  });
-  return { child, url, exit };
+function serve(): ServeProcess {
+  const server = spawnServe(stateDir, { SVC_ADMIN_ADDR: 'off', LOG_LEVEL: 'warn' });
+  children.add(server.child);
+  void server.exit.finally(() => children.delete(server.child));
+  return server;
 }
 
 describe('activity store under kill -9', () => {
@@ -77,7 +55,7 @@ describe('activity store under kill -9', () => {
 
     for (let round = 0; round <= kKills; round++) {
       const server = serve();
-      ingester.stdin.write(`url ${await server.url}\n`);
+      ingester.stdin.write(`url ${await server.url()}\n`);
       const before = acks();
       // The client is ingesting against this server generation before it is killed.
       await waitFor('an acknowledgement from this server', () => acks() > before, { deadlineMs: DEADLINE_MS.process });
@@ -89,7 +67,7 @@ describe('activity store under kill -9', () => {
       if (round === kKills) {
         ingester.stdin.write('stop\n');
         await waitFor('the ingester to stop', () => lines.some((l) => l.t === 'stopped'), { deadlineMs: DEADLINE_MS.process });
-        const read = await readEverything(await server.url);
+        const read = await readEverything(await server.url());
         server.child.kill('SIGTERM');
         await server.exit;
         check(lines, read);

@@ -11,14 +11,14 @@
  * without a conflict, a jump or a gap.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pino from 'pino';
 import { AgentCommandClient } from '../../src/agent-link/command-client.js';
 import { ensureCa, writeAgentBundle } from '../../src/identity/ca.js';
+import { initGitRepo } from '../support/git-repo.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
 import type { ActivityCollectorCoverage, ActivityEvent, ActivityEventPage } from '../../src/wire/activity.js';
 import { closedPort } from '../support/ports.js';
@@ -211,17 +211,7 @@ describe('activity sandboxd records about itself', { timeout: 600_000 }, () => {
 
   test("a task's tool calls appear with the task, the tool call id and the tool's name", async () => {
     const repo = join(dir, 'repo');
-    await mkdir(repo, { recursive: true });
-    const git = (...args: string[]): void => {
-      execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=T', '-c', 'init.defaultBranch=main', ...args], {
-        cwd: repo,
-        stdio: 'ignore',
-      });
-    };
-    git('init', '-q');
-    await writeFile(join(repo, 'hello.txt'), 'hello world\n');
-    git('add', '.');
-    git('commit', '-qm', 'first');
+    await initGitRepo(repo);
     const manifest = {
       name: 'activity-tools',
       repository: { url: repo },

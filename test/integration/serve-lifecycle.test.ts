@@ -4,55 +4,23 @@
  * variable; SIGTERM drains and exits 0, also when it comes during start-up; a second signal exits at once.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { distRoot } from '../support/paths.js';
+import { spawnServe, type ServeProcess } from '../support/serve-process.js';
 
-const BIN = join(distRoot, 'src', 'bin', 'sandboxd.js');
 const stateDirs: string[] = [];
 
 after(() => {
   for (const d of stateDirs) rmSync(d, { recursive: true, force: true });
 });
 
-interface Running {
-  child: ChildProcess;
-  stdout: () => string;
-  stderr: () => string;
-  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function serve(env: Record<string, string>): Running {
+function serve(env: Record<string, string>): ServeProcess {
   const stateDir = mkdtempSync(join(tmpdir(), 'sandboxd-serve-'));
   stateDirs.push(stateDir);
-  const child = spawn(process.execPath, [BIN, 'serve'], {
-    env: {
-      PATH: process.env['PATH'] ?? '/usr/bin:/bin',
-      HOME: stateDir,
-      SVC_STATE_DIR: stateDir,
-      SVC_HTTP_ADDR: '127.0.0.1:0',
-      SVC_WS_ADDR: '127.0.0.1:0',
-      SVC_GRPC_ADDR: '127.0.0.1:0',
-      SVC_ADMIN_ADDR: '127.0.0.1:0',
-      SVC_ACTOR_SHARDS: '1',
-      LOG_FORMAT: 'json',
-      LOG_LEVEL: 'info',
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('exit', (code, signal) => resolve({ code, signal }));
-  });
-  return { child, stdout: () => out, stderr: () => err, exit };
+  return spawnServe(stateDir, env);
 }
 
 async function waitFor<T>(what: string, probe: () => T | undefined, timeoutMs = 30_000): Promise<T> {
@@ -65,12 +33,7 @@ async function waitFor<T>(what: string, probe: () => T | undefined, timeoutMs = 
   }
 }
 
-async function startAndGetUrl(r: Running): Promise<string> {
-  return waitFor(
-    `the ready line (stdout so far: ${r.stdout()} stderr: ${r.stderr()})`,
-    () => /sandboxd ready: API and dashboard (http:\/\/127\.0\.0\.1:\d+\/)/.exec(r.stdout())?.[1],
-  );
-}
+const startAndGetUrl = (r: ServeProcess): Promise<string> => r.url();
 
 describe('sandboxd serve', () => {
   test('prints its address, serves health and readiness, and exits 0 on SIGTERM', async () => {

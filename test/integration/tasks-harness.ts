@@ -7,9 +7,8 @@
  * server-route and HTTP listener components (no output fanout, no sessions, no job pool).
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -25,6 +24,7 @@ import { tasksComponent } from '../../src/tasks/component.js';
 import { DEFAULT_TASK_STOP_DEADLINE_MS, type TaskService, type TaskServiceOptions } from '../../src/tasks/task-service.js';
 import { vmsComponent } from '../../src/vms/component.js';
 import type { VmService } from '../../src/vms/vm-service.js';
+import { initGitRepo } from '../support/git-repo.js';
 import { repoRoot } from '../support/paths.js';
 import { loopbackConfig } from '../support/test-config.js';
 import { DEADLINE_MS, tail, waitFor } from '../support/wait.js';
@@ -176,17 +176,7 @@ export async function startTaskHarness(
     sse: (path, headers = {}, timeoutMs = 120_000) => readSse(base + path, headers, timeoutMs),
     async makeRepo() {
       const repo = join(dir, 'repos', `repo-${++repoCount}`);
-      await mkdir(repo, { recursive: true });
-      const git = (...args: string[]): void => {
-        execFileSync('git', ['-c', 'user.email=test@example.com', '-c', 'user.name=Test', '-c', 'init.defaultBranch=main', ...args], {
-          cwd: repo,
-          stdio: 'ignore',
-        });
-      };
-      git('init', '-q');
-      await writeFile(join(repo, 'hello.txt'), 'hello world\n');
-      git('add', '.');
-      git('commit', '-qm', 'first');
+      const git = await initGitRepo(repo);
       await writeFile(join(repo, 'hello.txt'), 'hello world\nsecond line\n');
       git('commit', '-qam', 'second');
       git('checkout', '-qb', 'feature');
