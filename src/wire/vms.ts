@@ -68,8 +68,20 @@ export interface VmRestartRequest {
   timeout_seconds?: number;
 }
 
-/** The spec's operation types. deploy-agent reports vm_create. */
-export const OPERATION_TYPES = ['vm_create', 'vm_delete', 'vm_restart'] as const;
+/**
+ * The operation types: the spec's three (deploy-agent reports vm_create), then the v2 admin ones
+ * (spec 4.10, polled at /api/v2/admin/operations/{id}): a pre-enrollment checkpoint, a restore,
+ * a warm pool's creation and a handoff from it.
+ */
+export const OPERATION_TYPES = [
+  'vm_create',
+  'vm_delete',
+  'vm_restart',
+  'checkpoint_create',
+  'checkpoint_restore',
+  'warm_pool_create',
+  'warm_pool_handoff',
+] as const;
 export type OperationType = (typeof OPERATION_TYPES)[number];
 
 /** The operation statuses (machine: src/core/operation-state.ts). */
@@ -85,7 +97,7 @@ export interface Operation {
   id: string;
   type: OperationType;
   status: OperationStatus;
-  /** The VM name. */
+  /** The VM name (for warm_pool_create: the pool's name). */
   target: string;
   created_at: string;
   completed_at?: string;
