@@ -10,6 +10,7 @@ import { activityComponent } from './activity/component.js';
 import { activitySelfCollectorComponent } from './activity/self-collector-component.js';
 import { agentListenerComponent, agentsComponent } from './agent-link/component.js';
 import { adminListenerComponent, authComponent } from './auth/component.js';
+import { idempotencyComponent } from './idempotency/component.js';
 import type { Component, ComponentContext, FrameHandler, Services } from './component/component.js';
 import { ConfigError, loadConfig } from './config/load.js';
 import { formatAddress } from './config/parsers.js';
@@ -36,7 +37,8 @@ import { errorMessage } from './util/error-message.js';
 
 /**
  * The whole server, in start order. Operator identity comes first (every v2 route resolves its
- * caller with it), the events store, the activity store (sandboxd's own collector right after it:
+ * caller with it), the Idempotency-Key middleware next (it must be on the router before any route
+ * it covers), the events store, the activity store (sandboxd's own collector right after it:
  * it stops after everything it records and before the store closes) and the actors next
  * (everything uses them); sessions come before the HTTP listener (it takes their WebSocket
  * routes), the admin listener (mTLS) right after it, and both before the gRPC listener (no agent
@@ -46,6 +48,7 @@ import { errorMessage } from './util/error-message.js';
  */
 export const DEFAULT_COMPONENTS: readonly Component[] = [
   authComponent,
+  idempotencyComponent,
   eventsComponent(),
   activityComponent(),
   activitySelfCollectorComponent(),

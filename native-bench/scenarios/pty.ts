@@ -36,6 +36,8 @@ import { fileURLToPath } from 'node:url';
 import uWS from '@trufflesuite/uws-js-unofficial';
 import type { TemplatedApp, WebSocket, us_listen_socket } from '@trufflesuite/uws-js-unofficial';
 import pino from 'pino';
+import { authComponent } from '../../src/auth/component.js';
+import { idempotencyComponent } from '../../src/idempotency/component.js';
 import { agentListenerComponent, agentsComponent } from '../../src/agent-link/component.js';
 import { eventsComponent } from '../../src/events/component.js';
 import { closeApp } from '../../src/http/uws-io.js';
@@ -240,6 +242,8 @@ async function startPtyServer(dir: string): Promise<ServerHandle> {
   });
   return await startServer(config, pino({ level: 'silent' }), {
     components: [
+      authComponent,
+      idempotencyComponent,
       eventsComponent({ maxEvents: 1000 }),
       actorsComponent,
       agentsComponent,

@@ -30,6 +30,20 @@ export interface RouteSpec {
   responseSchema?: Record<string, unknown>;
 }
 
+/**
+ * Wraps the handlers of the routes it applies to (the idempotency middleware of spec 4.11 is
+ * one). Installed with `router.use` before the routes it covers are added: `use` throws when a
+ * route it would cover is already registered, so no route escapes it by start order.
+ */
+export interface RouteMiddleware {
+  /** Names it in errors. */
+  readonly name: string;
+  /** Whether it covers the route (`method` upper-case, `pattern` as registered). */
+  applies(method: string, pattern: string): boolean;
+  /** The handler to serve the route with, given the route as registered. */
+  wrap(route: Route): Handler;
+}
+
 /** A registered route (what a match hands to the dispatcher). */
 export interface Route {
   readonly method: string;
@@ -68,6 +82,16 @@ const PARAM_RE = /^:[A-Za-z_][A-Za-z0-9_]*$/;
 export class Router {
   readonly #root = new TrieNode();
   readonly #list: Route[] = [];
+  readonly #middleware: RouteMiddleware[] = [];
+
+  /** Installs a middleware for the routes added from now on (see RouteMiddleware). */
+  use(mw: RouteMiddleware): void {
+    const covered = this.#list.find((r) => mw.applies(r.method, r.pattern));
+    if (covered !== undefined) {
+      throw new Error(`middleware ${mw.name} would miss ${covered.method} ${covered.pattern}, registered before it was installed`);
+    }
+    this.#middleware.push(mw);
+  }
 
   /** Register a route. Throws (a programming error) on a malformed pattern or a duplicate. */
   add(spec: RouteSpec): Route {
@@ -101,7 +125,7 @@ export class Router {
       table = node.routes;
     }
     if (table.has(method)) throw new Error(`duplicate route ${method} ${spec.path}`);
-    const route: Route = {
+    let route: Route = {
       method,
       pattern: spec.path,
       handler: spec.handler,
@@ -111,6 +135,7 @@ export class Router {
       serialize: spec.responseSchema === undefined ? undefined : (fastJson(spec.responseSchema) as (value: unknown) => string),
       paramNames,
     };
+    for (const mw of this.#middleware) if (mw.applies(method, spec.path)) route = { ...route, handler: mw.wrap(route) };
     table.set(method, route);
     this.#list.push(route);
     return route;

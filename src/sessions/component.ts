@@ -44,7 +44,7 @@ import type { SessionAgentInfo, SessionAgentPort, SessionAgents } from './agent-
 import { CommandClientPort } from './command-client-port.js';
 import { registerHitlRoutes } from './hitl-routes.js';
 import { HitlService, type HitlRequest } from './hitl.js';
-import { IdempotencyCache } from './idempotency.js';
+import type { Idempotency } from '../idempotency/idempotency.js';
 import { sessionWsRoutes } from './pty-ws-routes.js';
 import type { ReconcileMetrics, SessionEvent, SessionReconcileFields } from './reconcile.js';
 import { registerSessionRoutes } from './routes.js';
@@ -68,6 +68,8 @@ export interface SessionsOptions {
   readonly agents: SessionAgents;
   readonly port: SessionAgentPort;
   readonly transport: ReconcileTransport;
+  /** The server's Idempotency-Key mechanism (the `idempotency` service). */
+  readonly idempotency: Idempotency;
   /** The URL bases of a request's caller (see sessionsComponent). */
   readonly urls: (req: RequestView) => SessionUrlBases;
   /** v1 events (EventStore.append fits). */
@@ -117,7 +119,7 @@ export function createSessions(o: SessionsOptions): SessionsComponent {
     registry,
     agents: o.agents,
     port: o.port,
-    idempotency: new IdempotencyCache({ store }),
+    idempotency: o.idempotency,
     hitl,
     metrics: o.metrics,
     emit: o.emit,
@@ -188,6 +190,7 @@ export interface WireSessionsOptions {
   readonly commandClient?: AgentCommandClient;
   /** $SVC_STATE_DIR: sessions.db goes to `<stateDir>/sessions`. */
   readonly stateDir: string;
+  readonly idempotency: Idempotency;
   readonly urls: SessionsOptions['urls'];
   readonly emit: (e: SessionEvent) => void;
   readonly metrics: ReconcileMetrics;
@@ -246,6 +249,7 @@ export function wireSessions(o: WireSessionsOptions): WiredSessions {
   };
   const component = createSessions({
     stateDir: join(o.stateDir, 'sessions'),
+    idempotency: o.idempotency,
     agents,
     port,
     transport,
@@ -353,6 +357,7 @@ export function sessionsComponent(o: SessionsComponentOptions = {}): Component {
         agents: ctx.need('agents'),
         actors: ctx.need('actors'),
         stateDir: config.stateDir,
+        idempotency: ctx.need('idempotency'),
         urls,
         emit: (e) => events.append(e),
         metrics: ctx.metrics,

@@ -17,7 +17,7 @@
  */
 import type { Router } from '../http/router.js';
 import type { RequestView } from '../http/types.js';
-import { parseIdempotencyKey } from './idempotency.js';
+import { parseIdempotencyKey } from '../idempotency/idempotency.js';
 import { parseKillSignal } from './session-request.js';
 import type { SessionService } from './session-service.js';
 import type { SessionUrlBases } from './session-types.js';

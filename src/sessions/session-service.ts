@@ -16,7 +16,8 @@ import { randomUUID } from 'node:crypto';
 import { SvcError } from '../core/errors.js';
 import type { SessionAgentPort, SessionAgents } from './agent-port.js';
 import type { HitlService } from './hitl.js';
-import { IdempotencyCache, requestHash, type IdempotencyOutcome } from './idempotency.js';
+import { MemoryBindingStore } from '../idempotency/binding-store.js';
+import { Idempotency, JSON_ANSWER_CODEC, requestHash } from '../idempotency/idempotency.js';
 import type { CounterLike, ReconcilePlan, SessionEvent } from './reconcile.js';
 import type { SessionHostCapabilities } from './binding/frames.js';
 import { SessionHub, StartError, type JoinSelection, type ScreenStatePort, type SessionHubOptions } from './session-hub.js';
@@ -69,7 +70,8 @@ export interface SessionServiceOptions {
   readonly registry: SessionRegistry;
   readonly agents: SessionAgents;
   readonly port: SessionAgentPort;
-  readonly idempotency?: IdempotencyCache;
+  /** The server's one Idempotency-Key mechanism (src/idempotency); in memory when absent. */
+  readonly idempotency?: Idempotency;
   readonly hitl?: HitlService;
   readonly metrics?: { readonly sessionsKilledTotal: CounterLike };
   /** agent.pty.created / agent.pty.closed events. */
@@ -93,7 +95,7 @@ export interface SessionServiceOptions {
 
 export class SessionService {
   readonly #o: SessionServiceOptions;
-  readonly #idem: IdempotencyCache;
+  readonly #idem: Idempotency;
   readonly #hubs = new Map<string, SessionHub>();
   /** Pending hubs (agentHub): session id → agent id. */
   readonly #pendingAgents = new Map<string, string>();
@@ -104,7 +106,7 @@ export class SessionService {
 
   constructor(opts: SessionServiceOptions) {
     this.#o = opts;
-    this.#idem = opts.idempotency ?? new IdempotencyCache();
+    this.#idem = opts.idempotency ?? new Idempotency({ store: new MemoryBindingStore() });
     this.#host = new SessionHostProbe({
       port: opts.port,
       ...(opts.hostProbeTimeoutMs !== undefined && { timeoutMs: opts.hostProbeTimeoutMs }),
@@ -172,11 +174,16 @@ export class SessionService {
    * POST /api/v1/agents/{id}/sessions. `urls`: the caller's (from its request); a replayed
    * response gets them too, whoever created the session.
    */
-  async create(agentId: string, body: unknown, idempotencyKey: string | undefined, urls: SessionUrlBases): Promise<IdempotencyOutcome> {
+  async create(
+    agentId: string,
+    body: unknown,
+    idempotencyKey: string | undefined,
+    urls: SessionUrlBases,
+  ): Promise<{ status: number; json: unknown; replayed: boolean }> {
     const req = parseCreateSessionBody(body);
     const agent = this.#agent(agentId);
-    const hash = requestHash('POST', `/api/v1/agents/${agentId}/sessions`, body ?? {});
-    const outcome = await this.#idem.run(agentId, idempotencyKey, hash, async () => {
+    const hash = requestHash('POST', `/api/v1/agents/${agentId}/sessions`, { json: body ?? {} });
+    const outcome = await this.#idem.run(`v1-sessions:${agentId}`, idempotencyKey, hash, JSON_ANSWER_CODEC, async () => {
       if (!this.#o.agents.get(agentId)?.connected) throw new SvcError('server.unavailable', `agent ${agentId} is not connected`);
       const rec = this.#o.registry.create({
         agentId,
@@ -208,9 +215,10 @@ export class SessionService {
       this.#event('agent.pty.created', now, { command: now.command });
       return { status: 200, json: createResponseOf(now, urls) };
     });
-    return outcome.replayed && outcome.status === 200
-      ? { ...outcome, json: withCallerUrls(outcome.json as SessionCreateResponse, urls) }
-      : outcome;
+    const { result, replayed } = outcome;
+    return replayed && result.status === 200
+      ? { status: 200, json: withCallerUrls(result.json as SessionCreateResponse, urls), replayed }
+      : { ...result, replayed };
   }
 
   /**

@@ -1,12 +1,12 @@
 /**
- * Durable state of the sessions component: the session registry's records and the
- * Idempotency-Key bindings of POST /api/v1/agents/{id}/sessions. One SQLite file,
+ * Durable state of the sessions component: the session registry's records (Idempotency-Key
+ * bindings live in src/idempotency since schema 2). One SQLite file,
  * `<dir>/sessions.db` (better-sqlite3, WAL, synchronous=FULL: a mutation that returned is on
  * disk, DESIGN "durable store"). The directory is created 0700.
  *
  * Every write is one small transaction on the calling thread (an fsync of the WAL, typically
- * well under a few ms). Writes happen on session create, state change, re-attach and close,
- * and on a successful idempotent create: rare events, never per output chunk.
+ * well under a few ms). Writes happen on session create, state change, re-attach and close:
+ * rare events, never per output chunk.
  *
  * Rows hold JSON with a version field; a row that does not parse or fails validation is skipped
  * at load (and reported to `onCorrupt`) instead of failing the start.
@@ -16,6 +16,9 @@
  *          rows written before keep working as the tmux/managed sessions they are. The columns
  *          are what load reads; the JSON keeps a copy, so an older sandboxd skips a screen or
  *          native row ('bad kind') instead of taking it for tmux.
+ *   1 → 2  the `idempotency` table goes: the bindings of POST /api/v1/agents/{id}/sessions moved to
+ *          the server's one Idempotency-Key store (src/idempotency). Bindings made before the
+ *          upgrade are not carried over (they would have expired within 24 hours).
  */
 import type Database from 'better-sqlite3';
 import { openDurableDb } from '../util/durable-db.js';
@@ -25,19 +28,7 @@ import { SESSION_STATES, type SessionBackendName, type SessionClassName, type Se
 export const SESSIONS_DB_FILE = 'sessions.db';
 const kRecordVersion = 1;
 /** PRAGMA user_version this code writes (see the file comment). */
-export const kSessionsSchemaVersion = 1;
-
-/** A stored idempotent response. */
-export interface StoredIdempotency {
-  readonly scope: string;
-  readonly key: string;
-  readonly requestHash: string;
-  /** The JSON response body as sent. */
-  readonly responseJson: string;
-  readonly status: number;
-  readonly createdAtMs: number;
-  readonly expiresAtMs: number;
-}
+export const kSessionsSchemaVersion = 2;
 
 export interface SessionStoreOptions {
   /** Called for each row skipped at load. */
@@ -50,9 +41,6 @@ export class SessionStore {
   readonly #onCorrupt: SessionStoreOptions['onCorrupt'];
   readonly #put: Database.Statement<[string, string, string, number, string, string]>;
   readonly #del: Database.Statement<[string]>;
-  readonly #idemPut: Database.Statement<[string, string, string, number, string, number, number]>;
-  readonly #idemDel: Database.Statement<[string, string]>;
-  readonly #idemSweep: Database.Statement<[number]>;
 
   /** Opens (creating) `<dir>/sessions.db`. Throws when the directory or file cannot be used. */
   constructor(dir: string, opts: SessionStoreOptions = {}) {
@@ -65,27 +53,12 @@ export class SessionStore {
         record TEXT NOT NULL,
         updated_at_ms INTEGER NOT NULL
       );
-      CREATE TABLE IF NOT EXISTS idempotency (
-        scope TEXT NOT NULL,
-        key TEXT NOT NULL,
-        request_hash TEXT NOT NULL,
-        status INTEGER NOT NULL,
-        response TEXT NOT NULL,
-        created_at_ms INTEGER NOT NULL,
-        expires_at_ms INTEGER NOT NULL,
-        PRIMARY KEY (scope, key)
-      );
     `);
     this.#migrate();
     this.#put = this.#db.prepare(
       'INSERT OR REPLACE INTO sessions (session_id, agent_id, record, updated_at_ms, session_backend, session_class) VALUES (?, ?, ?, ?, ?, ?)',
     );
     this.#del = this.#db.prepare('DELETE FROM sessions WHERE session_id = ?');
-    this.#idemPut = this.#db.prepare(
-      'INSERT OR REPLACE INTO idempotency (scope, key, request_hash, status, response, created_at_ms, expires_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)',
-    );
-    this.#idemDel = this.#db.prepare('DELETE FROM idempotency WHERE scope = ? AND key = ?');
-    this.#idemSweep = this.#db.prepare('DELETE FROM idempotency WHERE expires_at_ms <= ?');
   }
 
   /** Every valid stored session record. */
@@ -113,37 +86,6 @@ export class SessionStore {
     this.#del.run(sessionId);
   }
 
-  /** Unexpired idempotency bindings (expired ones are deleted first). */
-  loadIdempotency(nowMs: number = Date.now()): StoredIdempotency[] {
-    this.#idemSweep.run(nowMs);
-    const rows = this.#db.prepare('SELECT * FROM idempotency').all() as {
-      scope: string;
-      key: string;
-      request_hash: string;
-      status: number;
-      response: string;
-      created_at_ms: number;
-      expires_at_ms: number;
-    }[];
-    return rows.map((r) => ({
-      scope: r.scope,
-      key: r.key,
-      requestHash: r.request_hash,
-      status: r.status,
-      responseJson: r.response,
-      createdAtMs: r.created_at_ms,
-      expiresAtMs: r.expires_at_ms,
-    }));
-  }
-
-  putIdempotency(e: StoredIdempotency): void {
-    this.#idemPut.run(e.scope, e.key, e.requestHash, e.status, e.responseJson, e.createdAtMs, e.expiresAtMs);
-  }
-
-  deleteIdempotency(scope: string, key: string): void {
-    this.#idemDel.run(scope, key);
-  }
-
   /** Runs `fn` in one transaction (one fsync for all its writes). */
   batch(fn: () => void): void {
     this.#db.transaction(fn)();
@@ -160,6 +102,7 @@ export class SessionStore {
       const columns = new Set((this.#db.pragma('table_info(sessions)') as { name: string }[]).map((c) => c.name));
       if (!columns.has('session_backend')) this.#db.exec("ALTER TABLE sessions ADD COLUMN session_backend TEXT NOT NULL DEFAULT 'tmux'");
       if (!columns.has('session_class')) this.#db.exec("ALTER TABLE sessions ADD COLUMN session_class TEXT NOT NULL DEFAULT 'managed'");
+      this.#db.exec('DROP TABLE IF EXISTS idempotency');
       this.#db.pragma(`user_version = ${kSessionsSchemaVersion}`);
     })();
   }

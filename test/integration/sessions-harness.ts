@@ -14,6 +14,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
 import pino from 'pino';
+import { authComponent } from '../../src/auth/component.js';
+import { idempotencyComponent } from '../../src/idempotency/component.js';
 import { agentListenerComponent, agentsComponent } from '../../src/agent-link/component.js';
 import { loadConfig } from '../../src/config/load.js';
 import { eventsComponent } from '../../src/events/component.js';
@@ -67,6 +69,8 @@ export async function startSessionsServer(dir: string, grpcPort = 0, graceSecond
   const logger = pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' });
   const server = await startServer(config, logger, {
     components: [
+      authComponent,
+      idempotencyComponent,
       eventsComponent(),
       actorsComponent,
       agentsComponent,

@@ -1,3 +1,5 @@
+import { MemoryBindingStore } from '../../../src/idempotency/binding-store.js';
+import { Idempotency } from '../../../src/idempotency/idempotency.js';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,6 +29,7 @@ test('createSessions wires routes, WS routes and reconciliation on a durable sto
   const make = () =>
     createSessions({
       stateDir: join(dir, 'sessions'),
+      idempotency: new Idempotency({ store: new MemoryBindingStore() }),
       agents: {
         get: (id) => (id === 'a1' ? { agentId: 'a1', instanceId: 'i1', connected: true } : undefined),
         byInstance: (id) => (id === 'i1' ? { agentId: 'a1', instanceId: 'i1', connected: true } : undefined),

@@ -14,7 +14,8 @@ import { inject } from '../../../src/http/inject.js';
 import { Router } from '../../../src/http/router.js';
 import type { RequestView } from '../../../src/http/types.js';
 import { HitlService } from '../../../src/sessions/hitl.js';
-import { IdempotencyCache } from '../../../src/sessions/idempotency.js';
+import { BindingStore } from '../../../src/idempotency/binding-store.js';
+import { Idempotency } from '../../../src/idempotency/idempotency.js';
 import type { SessionEvent } from '../../../src/sessions/reconcile.js';
 import { SessionReconciler } from '../../../src/sessions/session-reconciler.js';
 import { SessionRegistry } from '../../../src/sessions/session-registry.js';
@@ -83,7 +84,8 @@ describe('sessions end to end (real tmux, real PTYs)', { timeout: 240_000 }, () 
       registry,
       agents: { get: (id) => agents.get(id), byInstance: (i) => [...agents.values()].find((a) => a.instanceId === i) },
       port,
-      idempotency: new IdempotencyCache({ store }),
+      // The server's idempotency store, on the same state dir: bindings outlive a "restart" too.
+      idempotency: new Idempotency({ store: new BindingStore(joinPath(dir, 'idempotency')) }),
       hitl,
       metrics: { sessionsKilledTotal: counter(killed) },
       emit: (e) => events.push(e),
