@@ -89,6 +89,8 @@ export interface CreateParams {
   profile: string;
   agentshare: boolean;
   start: boolean;
+  /** `deferred`: defined with label sandboxd/enrollment=deferred; its agent waits for bootstrap material. */
+  enrollment?: 'mtls' | 'deferred';
   /** OpenSSH public keys to install (already filtered by the direct-runtime-SSH policy). */
   sshKeys: string[];
 }
@@ -156,7 +158,8 @@ export interface StepResult {
   /** agentUp: the agent process (or guest agent) was (re)started at this Unix ms. */
   agentSinceMs?: number;
   /** agentUp: how the agent runs: local process, cloud-init in the guest, or none (foreign VM). */
-  agentMode?: 'local' | 'cloud-init' | 'none';
+  /** `deferred`: a VM whose agent waits for bootstrap material (not awaited). */
+  agentMode?: 'local' | 'cloud-init' | 'none' | 'deferred';
   /** undefine: the VM's disk paths, for purgeFiles. */
   disks?: string[];
   diskDeleted?: boolean;

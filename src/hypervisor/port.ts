@@ -214,6 +214,18 @@ export interface HypervisorPort {
   resumeDomain(name: string, opts?: CallOptions): Promise<DomainInfo>;
   /** Removes the definition (disks stay). VM_RUNNING when active unless `force`, which destroys it first. */
   undefine(name: string, opts?: CallOptions & { force?: boolean }): Promise<void>;
+  /**
+   * Saves a running VM's memory and device state into the image `file` (libvirt virDomainSave:
+   * the VM stops) and removes its definition: the image now holds the VM. Returns the host it
+   * was on. VM_NOT_RUNNING when it is not running.
+   */
+  saveDomain(name: string, file: string, opts?: CallOptions): Promise<{ host: string }>;
+  /**
+   * Restores a save image on `host` (virDomainRestore: the VM runs again from the saved state) and
+   * defines it persistently, so it outlives a power-off like any VM. VM_ALREADY_EXISTS when a VM
+   * of its name is defined.
+   */
+  restoreDomain(file: string, name: string, opts?: CallOptions & { host?: string }): Promise<DomainInfo>;
 
   health(): Promise<HypervisorHealth>;
   /** Subscribes to lifecycle events; returns the unsubscribe function. */

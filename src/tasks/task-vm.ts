@@ -72,6 +72,7 @@ export class TaskVms {
       diskGiB: this.#spec.diskGiB,
       agentshare: true,
       start: true,
+      enrollment: 'mtls',
       sshKeys: [],
       warnings: [],
     };

@@ -12,6 +12,7 @@
  * | agentshare | boolean                                                               | true    |
  * | start      | boolean                                                               | true    |
  * | ssh_key    | one OpenSSH public key line (ssh-ed25519, ecdsa-sha2-nistp256/384/521, ssh-rsa ≥ 2048 bits), ≤ 8 KiB | none |
+ * | enrollment | `mtls` (the agent gets its certificate at provisioning and connects) or `deferred` (ours: the VM boots but its agent waits for bootstrap material, so it can be checkpointed before enrollment, spec 4.10) | mtls |
  * Unknown fields are refused (request.invalid), so a typo never silently becomes a default.
  *
  * The reference implementation's dashboard also sends `loadout` and `composition` (AI tooling it
@@ -51,6 +52,8 @@ export interface CreateVmRequest {
   diskGiB: number;
   agentshare: boolean;
   start: boolean;
+  /** `deferred`: the agent is not given an identity at provisioning (see the file comment). */
+  enrollment: 'mtls' | 'deferred';
   /** Keys to install after the policy. */
   sshKeys: string[];
   /** Things the caller should know (an omitted ssh_key). */
@@ -66,6 +69,7 @@ const CREATE_FIELDS = new Set([
   'agentshare',
   'start',
   'ssh_key',
+  'enrollment',
   'loadout',
   'composition',
 ]);
@@ -106,6 +110,12 @@ function boolField(rec: Record<string, unknown>, field: string, dflt: boolean): 
   if (v === undefined) return dflt;
   if (typeof v !== 'boolean') throw invalid(`${field} must be true or false`);
   return v;
+}
+
+function enrollmentField(v: unknown): 'mtls' | 'deferred' {
+  if (v === undefined || v === 'mtls') return 'mtls';
+  if (v === 'deferred') return 'deferred';
+  throw invalid('enrollment must be mtls or deferred');
 }
 
 /** Checks a VM name for create: INVALID_VM_NAME with the rule. */
@@ -160,6 +170,7 @@ export function parseCreateVm(body: unknown, opts: { directRuntimeSsh: boolean }
     diskGiB: intField(rec, 'disk_gb'),
     agentshare: boolField(rec, 'agentshare', true),
     start: boolField(rec, 'start', true),
+    enrollment: enrollmentField(rec['enrollment']),
     sshKeys: [],
     warnings: [],
   };

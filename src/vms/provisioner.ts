@@ -49,6 +49,13 @@ export const GATEWAY_SSH_LABEL = 'sandboxd/gateway-ssh';
 /** The port of a qemu guest's sshd. */
 export const GUEST_SSH_PORT = 22;
 
+/**
+ * Label of a VM created with `enrollment: deferred`: it gets no certificate at provisioning; its
+ * agent starts only once bootstrap material is staged for it (a restored checkpoint), and enrolls
+ * with it (src/bootstrap).
+ */
+export const ENROLLMENT_LABEL = 'sandboxd/enrollment';
+
 /** A VM's SSH endpoint, or why it has none (the connector refuses with ssh.no_endpoint and this text). */
 export type SshEndpoint = { readonly host: string; readonly port: number } | { readonly none: string };
 
@@ -124,6 +131,7 @@ export class Provisioner {
           labels: {
             'sandboxd/agentshare': String(c.agentshare),
             'sandboxd/ssh-keys': String(c.sshKeys.length),
+            ...(c.enrollment === 'deferred' ? { [ENROLLMENT_LABEL]: 'deferred' } : {}),
             ...(ssh ? { [GATEWAY_SSH_LABEL]: 'ca' } : {}),
           },
           ...(ipAddress !== null ? { ipAddress } : {}),

@@ -81,6 +81,7 @@ export class VmController implements VmApi {
         profile: req.profile,
         agentshare: req.agentshare,
         start: req.start,
+        enrollment: req.enrollment,
         sshKeys: req.sshKeys,
       },
     };

@@ -262,6 +262,43 @@ export class LibvirtHypervisor implements HypervisorPort {
     });
   }
 
+  saveDomain(name: string, file: string, opts: CallOptions = {}): Promise<{ host: string }> {
+    return this.#withNameLock(name, async () => {
+      const { link } = await this.#changeRaw(name, 'save', opts, { stopReason: 'saved' }, async (d) => {
+        if (vmStateOf((await d.getInfo()).state) !== 'running') throw new SvcError('VM_NOT_RUNNING', `VM '${name}' is not running`);
+        await d.save(file);
+        await d.undefine();
+      });
+      return { host: link.label };
+    });
+  }
+
+  restoreDomain(file: string, name: string, opts: CallOptions & { host?: string } = {}): Promise<DomainInfo> {
+    return this.#withNameLock(name, async () => {
+      if ((await this.#inv.locate(name, opts)) !== null) throw new SvcError('VM_ALREADY_EXISTS', `VM '${name}' already exists`);
+      const link = opts.host !== undefined ? this.#inv.link(opts.host) : await this.#inv.placement();
+      this.#tracker.pin(link.label, name);
+      try {
+        const { raw, seq, xml } = await this.#inv.call(link, 'write', 'restore', name, opts, async (conn) => {
+          await conn.domainRestore(file);
+          const d = await lookupDomain(conn, name);
+          if (d === null) throw new SvcError('LIBVIRT_ERROR', `restore of '${name}': no domain of that name came back from the image`);
+          const xml = await d.getXMLDesc();
+          await conn.domainDefineXML(xml);
+          const seq = this.#tracker.beginLook();
+          return { raw: await readDomainOrNull(d), seq, xml };
+        });
+        if (raw === null) throw new SvcError('LIBVIRT_ERROR', `restore of '${name}': the domain vanished right after it was restored`);
+        this.#inv.rememberMetadata(link, raw.uuid, parseMetadata(xml));
+        this.#tracker.observeOwn(link.label, name, raw, seq, { startReason: 'restored' });
+        this.#inv.noteDefined(link);
+        return this.#inv.info(link, raw);
+      } finally {
+        this.#tracker.unpin(link.label, name);
+      }
+    });
+  }
+
   health(): Promise<HypervisorHealth> {
     // Concurrent health checks share one probe per host.
     this.#health ??= probeHealth(this.#links, (uri) => this.#acceleratorFor(uri)).finally(() => {
