@@ -47,7 +47,8 @@ export function startOperations(ctx: Pick<ComponentContext, 'config' | 'logger' 
   const { config } = ctx;
   const logger = ctx.logger.child({ component: 'operations' });
   const dir = join(config.stateDir, OPERATIONS_DIR);
-  let db: OperationDb;
+  let db: OperationDb | undefined;
+  let store: OperationStore;
   try {
     db = new OperationDb(dir, {
       onCorrupt: (what, id, reason) =>
@@ -55,10 +56,11 @@ export function startOperations(ctx: Pick<ComponentContext, 'config' | 'logger' 
           ? logger.error({ setAside: id, reason }, 'the operations file is corrupt: set aside, starting with no operations')
           : logger.warn({ operation: id, reason }, 'skipped a corrupt stored operation'),
     });
+    store = new OperationStore({ db, retentionMs: config.operationRetentionSeconds * 1000, logger });
   } catch (err) {
+    db?.close();
     throw new Error(`SVC_STATE_DIR: the operations file under ${dir} cannot be opened: ${errorMessage(err)}`, { cause: err });
   }
-  const store = new OperationStore({ db, retentionMs: config.operationRetentionSeconds * 1000, logger });
   store.start();
   const operations = new OperationTracker(store, logger);
   new Gauge({

@@ -8,6 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
+import pino from 'pino';
+import { authComponent } from '../../../src/auth/component.js';
+import { loadConfig } from '../../../src/config/load.js';
+import { startServer } from '../../../src/main.js';
+import { operationsComponent, OPERATIONS_DIR } from '../../../src/operations/component.js';
 import { OperatorIdentity, type RolesTable } from '../../../src/auth/operator-identity.js';
 import { SvcError } from '../../../src/core/errors.js';
 import { OperationProgress } from '../../../src/core/operation-state.js';
@@ -277,5 +282,40 @@ describe('GET /api/v2/admin/operations/{id}', () => {
     const denied = await inject(locked.router, { method: 'GET', url: adminOperationLocation(h.id), peer });
     assert.equal(denied.status, 403);
     assert.equal((denied.json() as { error: { code: string } }).error.code, 'auth.permission_denied');
+  });
+});
+
+describe('the operations component', () => {
+  const start = () =>
+    startServer(loadConfig({ SVC_STATE_DIR: dir, LOG_LEVEL: 'silent' }), pino({ level: 'silent' }), {
+      components: [authComponent, operationsComponent()],
+    });
+
+  test('provides the one store under $SVC_STATE_DIR/operations with both routes; a restart keeps what it held', async () => {
+    const first = await start();
+    const h = first.service('operations').begin('warm_pool_create', 'pool-a');
+    h.start();
+    h.complete({ slots: 2 });
+    const before = await inject(first.router, { method: 'GET', url: adminOperationLocation(h.id) });
+    assert.equal(before.status, 200);
+    await first.stop();
+    const second = await start();
+    const after = await inject(second.router, { method: 'GET', url: adminOperationLocation(h.id) });
+    assert.deepEqual(after.json(), before.json());
+    assert.equal((await inject(second.router, { method: 'GET', url: `/api/v1/operations/${h.id}` })).status, 200);
+    await second.stop();
+    assert.ok((await readdir(join(dir, OPERATIONS_DIR))).includes(OPERATIONS_DB_FILE));
+  });
+
+  test('a file of a newer schema stops start-up naming SVC_STATE_DIR and the version', async () => {
+    const db = new OperationDb(join(dir, OPERATIONS_DIR));
+    db.close();
+    const raw = new Database(join(dir, OPERATIONS_DIR, OPERATIONS_DB_FILE));
+    raw.pragma('user_version = 2');
+    raw.close();
+    await assert.rejects(
+      start(),
+      /SVC_STATE_DIR: the operations file under .* cannot be opened: .*version 2, newer than this sandboxd knows/,
+    );
   });
 });
