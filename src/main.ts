@@ -16,6 +16,7 @@ import { ConfigError, loadConfig } from './config/load.js';
 import { formatAddress } from './config/parsers.js';
 import type { Config } from './config/schema.js';
 import { credentialsComponent } from './credentials/component.js';
+import { operationsComponent } from './operations/component.js';
 import { Readiness } from './core/readiness.js';
 import { eventsComponent } from './events/component.js';
 import { gatewaySshComponent } from './gateway/ssh/component.js';
@@ -39,8 +40,9 @@ import { errorMessage } from './util/error-message.js';
  * The whole server, in start order. Operator identity comes first (every v2 route resolves its
  * caller with it), the Idempotency-Key middleware next (it must be on the router before any route
  * it covers), the events store, the activity store (sandboxd's own collector right after it:
- * it stops after everything it records and before the store closes) and the actors next
- * (everything uses them); sessions come before the HTTP listener (it takes their WebSocket
+ * it stops after everything it records and before the store closes), the operations store (VMs
+ * and the v2 admin features record there; it closes after them), and the actors next (everything
+ * uses them); sessions come before the HTTP listener (it takes their WebSocket
  * routes), the admin listener (mTLS) right after it, and both before the gRPC listener (no agent
  * connects before its listeners subscribed); VMs after it (their local agents dial it), tasks
  * (they use VMs), and the SSH connector last (it finds VMs' SSH addresses; it stops first).
@@ -52,6 +54,7 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   eventsComponent(),
   activityComponent(),
   activitySelfCollectorComponent(),
+  operationsComponent(),
   actorsComponent,
   agentsComponent,
   outputComponent(),

@@ -398,7 +398,7 @@ export const SCHEMA = {
     defaultText: '3600',
     defaultRaw: '3600',
     parse: parseIntInRange(1, 30 * 86_400),
-    doc: 'Finished operations stay readable at GET /api/v1/operations/{id} this long (seconds).',
+    doc: 'Finished operations stay readable at GET /api/v1/operations/{id} and /api/v2/admin/operations/{id} this long (seconds), across restarts.',
   }),
   SVC_CONTAINER_IMAGES_FILE: entry({
     field: 'containerImagesFile',

@@ -285,6 +285,17 @@ export const ERROR_TABLE = {
     meaning: 'hypervisor down, too slow, or circuit open (Retry-After sent)',
   },
   OPERATION_NOT_FOUND: { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'unknown operation id' },
+  'operation.not_found': {
+    http: 404,
+    grpc: GrpcStatus.NOT_FOUND,
+    meaning: 'unknown operation id at GET /api/v2/admin/operations/{id} (never issued, or purged after its retention)',
+  },
+  'server.restarted': {
+    http: 503,
+    grpc: GrpcStatus.ABORTED,
+    meaning:
+      "only as an operation's error_code: sandboxd stopped or died while the operation was pending or running; its outcome is unknown (check the target)",
+  },
 
   // sessions, idempotency (spec part 7)
   'session.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no session with this id on this agent' },

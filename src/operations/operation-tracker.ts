@@ -53,6 +53,11 @@ export class OperationTracker implements Operations {
     this.#logger = logger;
   }
 
+  /** The one store behind it (VM queue frames land there directly). */
+  get store(): OperationStore {
+    return this.#store;
+  }
+
   get(id: string): OperationJson | null {
     return this.#store.json(id) ?? null;
   }

@@ -1,13 +1,16 @@
 /**
  * The VM component: the VM service (operation queues on the vm-ops actors, provisioning, local
- * agents) with its routes (VMs, operations, container images), the VM frame kinds and shard
- * restarts. Listed after the gRPC listener: local agents dial it; stopped before it (reverse
- * order), so every local agent is down before the listener and the actors go. Options override
- * what the config decides (tests).
+ * agents) with its routes (VMs, container images), the VM frame kinds and shard restarts. Listed
+ * after the gRPC listener: local agents dial it; stopped before it (reverse order), so every local
+ * agent is down before the listener and the actors go. Its operations go to the operations
+ * component's store; started without that component (tests that start a subset), it opens the
+ * same durable store itself, with its routes, and closes it when it stops. Options override what
+ * the config decides (tests).
  */
 import { emittedKindsOf } from '../../actors/protocol/frame-kinds.js';
 import { framesOf, type Component } from '../component/component.js';
 import { ensureCa } from '../identity/ca.js';
+import { startOperations, type StartedOperations } from '../operations/component.js';
 import { registryAgentLookup } from './agent-lookup.js';
 import { LocalSshdSupervisor } from './local-sshd.js';
 import { startVmService, VM_ACTOR_MODULE, type VmService, type VmServiceOptions } from './vm-service.js';
@@ -43,6 +46,8 @@ export function vmsComponent(o: VmsComponentOptions = {}): Component {
               principals: config.gatewaySshAuthorizedPrincipals,
             };
       if (sshd !== null) await LocalSshdSupervisor.check(sshd);
+      let ownOperations: StartedOperations | undefined;
+      const operations = o.operations ?? ctx.find('operations') ?? (ownOperations = startOperations(ctx)).operations;
       const vms = await startVmService({
         hypervisor: ctx.need('hypervisor'),
         actors: ctx.need('actors'),
@@ -55,7 +60,7 @@ export function vmsComponent(o: VmsComponentOptions = {}): Component {
         enableDirectRuntimeSsh: config.enableDirectRuntimeSsh,
         writeBudgetMs: config.hypervisorWriteBudgetMs,
         agentConnectTimeoutMs: config.vmAgentConnectTimeoutSeconds * 1000,
-        operationRetentionMs: config.operationRetentionSeconds * 1000,
+        operations,
         containerImagesFile: config.containerImagesFile,
         stopDeadlineMs: Math.max(1000, Math.floor(config.shutdownDeadlineMs / 2)),
         qemu: {
@@ -67,6 +72,9 @@ export function vmsComponent(o: VmsComponentOptions = {}): Component {
         ...(sshd !== null && { localSshd: sshd }),
         ...(jobs !== undefined && { jobs }),
         ...o,
+      }).catch((err: unknown) => {
+        ownOperations?.stop();
+        throw err;
       });
       ctx.provide('vms', vms);
       return {
@@ -74,8 +82,14 @@ export function vmsComponent(o: VmsComponentOptions = {}): Component {
           vms.handleFrame(kind, key, payload);
         }),
         onShardRestart: (shardIndex, lost) => vms.handleShardRestart(shardIndex, lost),
-        routes: (router) => vms.registerRoutes(router),
-        stop: () => vms.stop(),
+        routes: (router) => {
+          ownOperations?.routes(router);
+          vms.registerRoutes(router);
+        },
+        stop: async () => {
+          await vms.stop();
+          ownOperations?.stop();
+        },
       };
     },
   };

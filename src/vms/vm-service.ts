@@ -1,7 +1,7 @@
 /**
- * The VM feature, assembled: operation store and tracker, per-VM queue actors and their bridge,
- * step executor, provisioner, local agents, VM events, the container image catalog, and the
- * routes (VMs 4.3, operations 4.4, container images 4.16).
+ * The VM feature, assembled: per-VM queue actors and their bridge, step executor, provisioner,
+ * local agents, VM events, the container image catalog, and the routes (VMs 4.3, container images
+ * 4.16). Its operations go to the one operations store it is given (src/operations/component.ts).
  *
  * Wiring it needs from the composition root (src/main.ts):
  * - add VM_ACTOR_MODULE to the ActorSystem's actorModules;
@@ -22,15 +22,13 @@ import type { ActorSystem } from '../../actors/runtime/actor-system.js';
 import { publicTypeOf } from '../../actors/protocol/vm-frames.js';
 import { isTerminal, type ReprovisionAcceptedJson } from '../core/operation-state.js';
 import { registerContainerImageRoutes } from './container-image-routes.js';
-import { registerOperationRoutes } from '../operations/routes.js';
 import { registerVmRoutes } from './routes.js';
 import { formatAddress, isLoopbackHost, type ListenAddress } from '../config/parsers.js';
 import type { Router } from '../http/router.js';
 import type { HypervisorPort } from '../hypervisor/port.js';
 import { withRetriedReads } from '../hypervisor/retried-reads.js';
 import type { CaMaterial } from '../identity/ca.js';
-import { OperationStore } from '../operations/operation-store.js';
-import { OperationTracker, type Operations } from '../operations/operation-tracker.js';
+import type { OperationTracker, Operations } from '../operations/operation-tracker.js';
 import type { AgentLookup } from './agent-lookup.js';
 import { loadContainerImages, type ContainerImage } from './container-images.js';
 import { LocalAgentSupervisor } from './local-agents.js';
@@ -65,8 +63,8 @@ export interface VmServiceOptions {
   writeBudgetMs?: number;
   /** How long provisioning waits for a VM's agent to connect, ms. Default 60 000. */
   agentConnectTimeoutMs?: number;
-  /** How long a finished operation stays readable, ms. Default 3 600 000. */
-  operationRetentionMs?: number;
+  /** The one operations store (the operations component's service); the VM service neither starts nor stops it. */
+  operations: OperationTracker;
   /** A JSON catalog replacing the built-in container images (SVC_CONTAINER_IMAGES_FILE). Default null. */
   containerImagesFile?: string | null;
   /** Path of sandbox-agent.js for local agents (default: this build's). */
@@ -97,7 +95,7 @@ export interface VmService {
   readonly operations: Operations;
   readonly localAgents: LocalAgentSupervisor;
   readonly containerImages: readonly ContainerImage[];
-  /** Registers the VM, operation and container-image routes. */
+  /** Registers the VM and container-image routes. */
   registerRoutes(router: Router): void;
   /**
    * A VM's known SSH address, by name or instance id: its local sshd, or a qemu guest's address
@@ -126,9 +124,8 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
   const logger = o.logger.child({ component: 'vms' });
   const writeBudgetMs = o.writeBudgetMs ?? 30_000;
   const containerImages = await loadContainerImages(o.containerImagesFile ?? null);
-  const store = new OperationStore({ ...(o.operationRetentionMs !== undefined ? { retentionMs: o.operationRetentionMs } : {}) });
-  store.start();
-  const operations = new OperationTracker(store, logger);
+  const operations = o.operations;
+  const store = operations.store;
   const localSshd = o.localSshd === undefined ? null : new LocalSshdSupervisor({ ...o.localSshd, logger });
   const localAgents = new LocalAgentSupervisor({
     server: o.grpcAddress,
@@ -219,7 +216,6 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
     containerImages,
     registerRoutes(router) {
       registerVmRoutes(router, { vms: controller, directRuntimeSsh: o.enableDirectRuntimeSsh });
-      registerOperationRoutes(router, { operations });
       registerContainerImageRoutes(router, { images: () => containerImages });
     },
     sshAddress: async (instance) => localSshd?.address(instance) ?? (await provisioner.sshEndpoint(instance)),
@@ -242,7 +238,6 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
       stopping ??= (async () => {
         bridge.stop();
         eventBridge.stop();
-        store.stop();
         await localAgents.stopAll(o.stopDeadlineMs === undefined ? {} : { graceMs: Math.max(100, Math.floor(o.stopDeadlineMs / 2)) });
       })();
       return stopping;

@@ -111,6 +111,16 @@ export interface Operation {
   error_code?: string;
 }
 
+/**
+ * GET /api/v2/admin/operations/{id} (spec 4.10; the shape is ours): the answer of
+ * GET /api/v1/operations/{id} — the Operation plus `state`, equal to `status` — field for field,
+ * plus `links.self`, this route's path.
+ */
+export interface AdminOperation extends Operation {
+  state: OperationStatus;
+  links: { self: string };
+}
+
 /** 202 envelope of create, restart and deploy-agent (spec part 2). */
 export interface OperationAccepted {
   operation: Operation;
