@@ -326,6 +326,42 @@ export const ERROR_TABLE = {
     grpc: GrpcStatus.ABORTED,
     meaning: 'the original request with this key is still running (Retry-After: 1)',
   },
+  // checkpoints and warm pools (spec 4.10)
+  'checkpoint.pre_enrollment_required': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'a checkpoint request without pre_enrollment: true (only pre-enrollment checkpoints exist)',
+  },
+  'checkpoint.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no checkpoint with this id' },
+  'checkpoint.exists': { http: 409, grpc: GrpcStatus.ALREADY_EXISTS, meaning: 'a checkpoint with this id exists' },
+  'checkpoint.vm_enrolled': {
+    http: 409,
+    grpc: GrpcStatus.FAILED_PRECONDITION,
+    meaning: 'the VM was not created with enrollment: deferred, or its agent has enrolled: its state holds an identity',
+  },
+  'checkpoint.vm_busy': { http: 409, grpc: GrpcStatus.ABORTED, meaning: 'a checkpoint of this VM is being taken' },
+  'checkpoint.not_ready': {
+    http: 409,
+    grpc: GrpcStatus.FAILED_PRECONDITION,
+    meaning: 'the checkpoint is being taken, restored, reserved by a warm pool, consumed or failed',
+  },
+  'checkpoint.name_mismatch': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: "a direct restore's name differs from the checkpoint's source VM",
+  },
+  'checkpoint.unsupported_host': {
+    http: 501,
+    grpc: GrpcStatus.UNIMPLEMENTED,
+    meaning: 'checkpoints are taken on libvirt test-driver hosts only in this version (README "Checkpoints and warm pools")',
+  },
+  'warm_pool.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no warm pool with this name' },
+  'warm_pool.exists': { http: 409, grpc: GrpcStatus.ALREADY_EXISTS, meaning: 'a warm pool with this name exists' },
+  'warm_pool.empty': {
+    http: 409,
+    grpc: GrpcStatus.RESOURCE_EXHAUSTED,
+    meaning: 'no slot of the pool is free now (Retry-After: when a refill may have added one)',
+  },
   STREAM_INTERRUPTED: { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'chat stream for an unknown or expired command' },
 
   // tasks and storage

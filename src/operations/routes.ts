@@ -20,7 +20,7 @@
 import type { OperatorIdentity } from '../auth/operator-identity.js';
 import { SvcError } from '../core/errors.js';
 import type { Router } from '../http/router.js';
-import type { AdminOperation } from '../wire/vms.js';
+import type { AdminOperation, Operation } from '../wire/vms.js';
 import type { Operations } from './operation-tracker.js';
 
 const OPERATION_PROPERTIES = {
@@ -54,6 +54,11 @@ export const adminOperationSchema: Record<string, unknown> = {
 /** Where a v2 admin operation is polled: the `Location` of a 202 that started it. */
 export function adminOperationLocation(id: string): string {
   return `/api/v2/admin/operations/${id}`;
+}
+
+/** The v2 admin JSON of an operation: the v1 Operation, its `state`, and `links.self`. */
+export function adminOperationJson(op: Operation): AdminOperation {
+  return { ...op, state: op.status, links: { self: adminOperationLocation(op.id) } };
 }
 
 /** What an operation id may look like at the v2 route (ours are `op-<uuid>`). */
@@ -93,8 +98,7 @@ export function registerAdminOperationRoutes(
       const op = deps.operations.get(id);
       if (op === null)
         throw new SvcError('operation.not_found', `operation '${id}' not found (never issued, or purged after its retention)`);
-      const json: AdminOperation = { ...op, state: op.status, links: { self: adminOperationLocation(id) } };
-      return { status: 200, json };
+      return { status: 200, json: adminOperationJson(op) };
     },
   });
 }

@@ -1,0 +1,508 @@
+/**
+ * Pre-enrollment checkpoints and warm pools (spec 4.10): what the admin routes run. Every request
+ * answers at once with an operation (src/operations, polled at /api/v2/admin/operations/{id});
+ * the work runs here, on the main thread (the hypervisor port lives there).
+ *
+ * Take (`create`): a running VM created with `enrollment: deferred` whose agent never enrolled is
+ * saved by libvirt into `<checkpoint>/domain.save` (memory and device state; the VM stops and its
+ * definition goes: the image now holds it) and its disk is copied to `<checkpoint>/disk/`.
+ *
+ * Restore (`restore`, and each warm-pool handoff): the image comes back under its own name with a
+ * fresh identity —
+ *   1. a new uuid and instance id written into the image's domain XML (test-driver-save-image.ts);
+ *   2. a fresh disk overlay: the VM's work disk is a new copy of `<checkpoint>/disk/`, its old
+ *      certificates are gone;
+ *   3. a fresh single-use bootstrap token, staged 0600 in the VM's directory (src/bootstrap);
+ *      never in the operation, a log line or a command line;
+ *   4. libvirt restores the domain; the VM's agent starts with the material, enrolls (CSR → a
+ *      certificate for spiffe://<trust domain>/agent/<new instance id>) and connects over mTLS;
+ *   5. the operation completes only once that agent is Ready with the new instance id.
+ * A failed restore removes what it made (domain, overlay, material, token) and fails the
+ * checkpoint. A checkpoint is restored at most once (checkpoint-state.ts says why).
+ *
+ * Warm pools: a pool holds ready checkpoints as slots. A handoff claims the oldest slot
+ * synchronously (two handoffs never get one slot), restores it as above and answers with the VM
+ * named by the slot. An empty pool answers 409 warm_pool.empty with Retry-After. Refill keeps
+ * `target_size` slots: it creates a deferred-enrollment VM from the pool's template, waits for it
+ * to boot, checkpoints it and adds the slot; failures back off (5 s doubling to 60 s) and count.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { SvcError, toWire } from '../core/errors.js';
+import type { DomainInfo, HypervisorPort } from '../hypervisor/port.js';
+import { isTestDriverUri } from '../hypervisor/uri.js';
+import { testSaveImage, testSaveImageXml, withFreshIdentity } from '../hypervisor/libvirt/test-save-image.js';
+import type { OperationHandle, Operations } from '../operations/operation-tracker.js';
+import { errorMessage } from '../util/error-message.js';
+import type { CreateVmRequest, Profile } from '../vms/create-request.js';
+import { ENROLLMENT_LABEL } from '../vms/provisioner.js';
+import type { Checkpoint, WarmPool } from '../wire/checkpoints.js';
+import type { Operation } from '../wire/vms.js';
+import type { CheckpointRecord, CheckpointStore, PoolRecord, VmTemplate } from './checkpoint-store.js';
+
+/** Checkpoint ids and pool names: lower-case letters, digits and `-`, starting with a letter or digit. */
+export const CHECKPOINT_ID_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
+export const POOL_NAME_RE = /^[a-z0-9][a-z0-9-]{0,39}$/;
+/** Most slots a pool keeps. */
+export const MAX_POOL_SIZE = 100;
+/** Retry-After of an empty pool, seconds. */
+export const EMPTY_POOL_RETRY_AFTER_S = 5;
+
+/** What the service needs of the VM feature. */
+export interface CheckpointVms {
+  /** Queues a VM create; resolves with its operation id. */
+  create(req: CreateVmRequest): Promise<string>;
+  /** Queues a deploy-agent (starts the VM's agent with its staged material); resolves with its operation id. */
+  deployAgent(name: string): Promise<string>;
+  /** Stops the VM's local agent (test driver), if any. */
+  stopAgent(name: string): Promise<void>;
+  /** The VM's directory, its work disk, its certificates and its bootstrap material path. */
+  paths(name: string): { readonly dir: string; readonly work: string; readonly certs: string; readonly material: string };
+}
+
+/** What the service needs of the bootstrap feature (src/bootstrap). */
+export interface CheckpointBootstrap {
+  stage(opts: { instanceId: string; agentId: string; file: string }): Promise<{ tokenId: string; expiresAt: string }>;
+  revokeInstance(instanceId: string): number;
+}
+
+/** An agent as the registry shows it. */
+export interface CheckpointAgentView {
+  readonly status: string;
+  readonly instance_id: string;
+}
+
+export interface CheckpointServiceOptions {
+  readonly store: CheckpointStore;
+  readonly hypervisor: Pick<HypervisorPort, 'get' | 'saveDomain' | 'restoreDomain' | 'undefine'>;
+  readonly operations: Operations;
+  readonly vms: CheckpointVms;
+  readonly bootstrap: CheckpointBootstrap;
+  readonly agent: (vm: string) => CheckpointAgentView | undefined;
+  readonly logger: Logger;
+  /** How long a restore waits for the agent to be Ready after its deploy, ms. Default 60 000. */
+  readonly readyTimeoutMs?: number;
+  /** How long refill waits for a VM create, ms. Default 120 000. */
+  readonly createTimeoutMs?: number;
+  /** Called when a handoff ends (metrics). */
+  readonly onHandoff?: (pool: string, outcome: 'completed' | 'failed' | 'empty', seconds: number) => void;
+  readonly onRefillFailure?: (pool: string) => void;
+}
+
+interface RefillState {
+  running: boolean;
+  failures: number;
+  lastError: string | null;
+  timer: NodeJS.Timeout | null;
+}
+
+export class CheckpointService {
+  readonly #o: CheckpointServiceOptions;
+  readonly #busyVms = new Set<string>();
+  readonly #refill = new Map<string, RefillState>();
+  #stopped = false;
+
+  constructor(o: CheckpointServiceOptions) {
+    this.#o = o;
+  }
+
+  /** Starts refilling every pool below its target (at start of the server). */
+  start(): void {
+    for (const p of this.#o.store.pools()) this.#kickRefill(p.name);
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    for (const r of this.#refill.values()) if (r.timer !== null) clearTimeout(r.timer);
+  }
+
+  checkpoint(id: string): Checkpoint {
+    return checkpointJson(this.#found(id));
+  }
+
+  checkpoints(): Checkpoint[] {
+    return this.#o.store.list().map(checkpointJson);
+  }
+
+  pool(name: string): WarmPool {
+    const p = this.#o.store.pool(name);
+    if (p === undefined) throw new SvcError('warm_pool.not_found', `no warm pool ${JSON.stringify(name.slice(0, 64))}`);
+    return this.#poolJson(p);
+  }
+
+  pools(): WarmPool[] {
+    return this.#o.store.pools().map((p) => this.#poolJson(p));
+  }
+
+  /** POST /api/v2/admin/hypervisor/checkpoints. */
+  async create(body: unknown): Promise<Operation> {
+    const req = parseCreate(body);
+    if (this.#o.store.get(req.checkpointId) !== undefined) {
+      throw new SvcError('checkpoint.exists', `checkpoint ${req.checkpointId} exists`);
+    }
+    const info = await this.#checkpointable(req.vm);
+    const op = this.#o.operations.begin('checkpoint_create', req.vm);
+    this.#busyVms.add(req.vm);
+    void this.#take(info, req.checkpointId, op)
+      .catch(() => undefined)
+      .finally(() => this.#busyVms.delete(req.vm));
+    return op.json();
+  }
+
+  /** POST /api/v2/admin/hypervisor/checkpoints/{id}/restore. */
+  restore(id: string, body: unknown): Operation {
+    const name = parseRestore(body);
+    const ck = this.#found(id);
+    if (name !== undefined && name !== ck.vm) {
+      throw new SvcError(
+        'checkpoint.name_mismatch',
+        `a direct restore keeps the checkpoint's VM name '${ck.vm}'; name '${name.slice(0, 64)}' differs`,
+      );
+    }
+    if (ck.status !== 'ready') {
+      const why = ck.status === 'reserved' ? `it is a slot of warm pool '${ck.pool ?? '?'}' (use its handoff)` : `it is ${ck.status}`;
+      throw new SvcError('checkpoint.not_ready', `checkpoint ${id} cannot be restored: ${why}`);
+    }
+    this.#o.store.move(id, ['ready'], 'restoring', 'restore_requested');
+    const op = this.#o.operations.begin('checkpoint_restore', ck.vm);
+    void this.#restore(ck, op).catch(() => undefined);
+    return op.json();
+  }
+
+  /** POST /api/v2/admin/hypervisor/warm-pools. */
+  createPool(body: unknown): Operation {
+    const req = parsePool(body);
+    if (this.#o.store.pool(req.pool) !== undefined) throw new SvcError('warm_pool.exists', `warm pool ${req.pool} exists`);
+    const slots = req.checkpointIds.map((id) => this.#found(id));
+    for (const c of slots) {
+      if (c.status !== 'ready')
+        throw new SvcError('checkpoint.not_ready', `checkpoint ${c.id} is ${c.status}${c.pool !== null ? ` (pool ${c.pool})` : ''}`);
+    }
+    const first = slots[0];
+    if (first === undefined) throw new SvcError('request.invalid', 'checkpoint_ids must name at least one checkpoint');
+    const op = this.#o.operations.begin('warm_pool_create', req.pool);
+    op.start();
+    this.#o.store.addPool({ name: req.pool, targetSize: req.targetSize ?? slots.length, template: first.template }, req.checkpointIds);
+    op.complete({ pool: this.pool(req.pool) });
+    this.#kickRefill(req.pool);
+    return op.json();
+  }
+
+  /** POST /api/v2/admin/hypervisor/warm-pools/{pool}/handoff. */
+  handoff(pool: string, body: unknown): Operation {
+    if (body !== undefined && (typeof body !== 'object' || body === null || Array.isArray(body) || Object.keys(body).length > 0)) {
+      throw new SvcError('request.invalid', 'a handoff takes an empty JSON object {}');
+    }
+    const p = this.#o.store.pool(pool);
+    if (p === undefined) throw new SvcError('warm_pool.not_found', `no warm pool ${JSON.stringify(pool.slice(0, 64))}`);
+    const slot = this.#o.store.claim(pool);
+    if (slot === undefined) {
+      this.#o.onHandoff?.(pool, 'empty', 0);
+      const refill = this.#refill.get(pool);
+      const when =
+        p.targetSize === 0 ? 'refill is off (target_size 0)' : refill?.running === true ? 'a refill is running' : 'refill will retry';
+      throw new SvcError('warm_pool.empty', `warm pool ${pool} has no ready slot now; ${when}`, {
+        retryAfterSeconds: EMPTY_POOL_RETRY_AFTER_S,
+      });
+    }
+    const startedMs = Date.now();
+    const op = this.#o.operations.begin('warm_pool_handoff', slot.vm);
+    void this.#restore(slot, op).then(
+      () => this.#o.onHandoff?.(pool, 'completed', (Date.now() - startedMs) / 1000),
+      () => this.#o.onHandoff?.(pool, 'failed', (Date.now() - startedMs) / 1000),
+    );
+    this.#kickRefill(pool);
+    return op.json();
+  }
+
+  #found(id: string): CheckpointRecord {
+    const ck = id.length <= 64 ? this.#o.store.get(id) : undefined;
+    if (ck === undefined) throw new SvcError('checkpoint.not_found', `no checkpoint ${JSON.stringify(id.slice(0, 64))}`);
+    return ck;
+  }
+
+  /** The VM, if it can be checkpointed before enrollment; the reason's error otherwise. */
+  async #checkpointable(vm: string): Promise<DomainInfo> {
+    const info = await this.#o.hypervisor.get(vm);
+    if (info === null) throw new SvcError('VM_NOT_FOUND', `VM '${vm}' not found`);
+    if (!isTestDriverUri(info.host)) {
+      throw new SvcError(
+        'checkpoint.unsupported_host',
+        `VM '${vm}' is on ${info.host}: checkpoints are taken on test-driver hosts only in this version`,
+      );
+    }
+    if (info.state !== 'running') throw new SvcError('VM_NOT_RUNNING', `VM '${vm}' is ${info.state}; a checkpoint saves a running VM`);
+    if (info.metadata.instanceId === undefined || info.metadata.labels?.[ENROLLMENT_LABEL] !== 'deferred') {
+      throw new SvcError(
+        'checkpoint.vm_enrolled',
+        `VM '${vm}' was provisioned with an agent identity; create it with enrollment: deferred`,
+      );
+    }
+    const agent = this.#o.agent(vm);
+    if (agent !== undefined && agent.status !== 'Disconnected') {
+      throw new SvcError('checkpoint.vm_enrolled', `the agent of VM '${vm}' has enrolled; its state holds an identity`);
+    }
+    if (this.#busyVms.has(vm)) throw new SvcError('checkpoint.vm_busy', `a checkpoint of VM '${vm}' is being taken`);
+    return info;
+  }
+
+  /** Saves the VM into a new checkpoint (op: checkpoint_create). */
+  async #take(info: DomainInfo, id: string, op: OperationHandle, pool: string | null = null): Promise<void> {
+    const { store } = this.#o;
+    const template: VmTemplate = {
+      profile: info.metadata.profile ?? 'basic',
+      vcpus: info.vcpus,
+      memoryMiB: info.memoryMiB,
+      diskGiB: info.metadata.diskGiB ?? 1,
+    };
+    if (!store.add({ id, vm: info.name, host: info.host, template })) {
+      op.fail(new SvcError('checkpoint.exists', `checkpoint ${id} exists`));
+      return;
+    }
+    op.start();
+    const dir = store.imageDir(id);
+    try {
+      await mkdir(dir, { recursive: true, mode: 0o700 });
+      op.progress(10);
+      const { host } = await this.#o.hypervisor.saveDomain(info.name, join(dir, 'domain.save'));
+      op.progress(70);
+      const paths = this.#o.vms.paths(info.name);
+      await cp(paths.work, join(dir, 'disk'), { recursive: true }).catch((err: unknown) => {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+        return mkdir(join(dir, 'disk'), { recursive: true });
+      });
+      store.move(id, ['creating'], 'ready', 'saved', { host });
+      if (pool !== null) store.move(id, ['ready'], 'reserved', 'refilled', { pool });
+      op.complete({ checkpoint: checkpointJson(store.get(id) ?? this.#found(id)) });
+    } catch (err) {
+      store.move(id, ['creating'], 'failed', 'save_failed', { error: errorMessage(err) });
+      this.#o.logger.warn({ checkpoint: id, vm: info.name, err: errorMessage(err) }, 'checkpoint failed');
+      op.fail(err);
+      throw err;
+    }
+  }
+
+  /** Restores a claimed checkpoint (status restoring) with a fresh identity; see the file comment. */
+  async #restore(ck: CheckpointRecord, op: OperationHandle): Promise<void> {
+    const { store, hypervisor, vms, bootstrap } = this.#o;
+    const instanceId = randomUUID();
+    const paths = vms.paths(ck.vm);
+    const image = join(store.imageDir(ck.id), `restore-${instanceId}.save`);
+    let restored = false;
+    let staged = false;
+    op.start();
+    try {
+      const xml = withFreshIdentity(testSaveImageXml(await readFile(join(store.imageDir(ck.id), 'domain.save'))), instanceId, instanceId);
+      await writeFile(image, testSaveImage(xml), { mode: 0o600 });
+      await rm(paths.work, { recursive: true, force: true });
+      await rm(paths.certs, { recursive: true, force: true });
+      await mkdir(paths.dir, { recursive: true, mode: 0o700 });
+      await cp(join(store.imageDir(ck.id), 'disk'), paths.work, { recursive: true });
+      op.progress(10);
+      const token = await bootstrap.stage({ instanceId, agentId: ck.vm, file: paths.material });
+      staged = true;
+      op.progress(20);
+      await hypervisor.restoreDomain(image, ck.vm, { host: ck.host });
+      restored = true;
+      op.progress(40);
+      const deploy = await vms.deployAgent(ck.vm);
+      const deployed = await this.#o.operations.waitFor(deploy, { timeoutMs: (this.#o.readyTimeoutMs ?? 60_000) + 30_000 });
+      if (deployed.status !== 'completed')
+        throw new SvcError('PROVISIONING_ERROR', `the restored agent did not start: ${deployed.error ?? 'unknown'}`);
+      op.progress(80);
+      const agent = await this.#ready(ck.vm, instanceId);
+      store.move(ck.id, ['restoring'], 'consumed', 'enrolled', { restoredInstanceId: instanceId });
+      op.complete({
+        vm: { name: ck.vm, state: 'running' },
+        checkpoint_id: ck.id,
+        pool: ck.pool,
+        instance_id: instanceId,
+        agent: { id: ck.vm, status: agent.status, instance_id: agent.instance_id },
+        bootstrap: { token_id: token.tokenId, expires_at: token.expiresAt },
+      });
+    } catch (err) {
+      this.#o.logger.warn({ checkpoint: ck.id, vm: ck.vm, err: errorMessage(err) }, 'restore failed; removing what it made');
+      if (staged) bootstrap.revokeInstance(instanceId);
+      await vms.stopAgent(ck.vm).catch(() => undefined);
+      if (restored) await hypervisor.undefine(ck.vm, { force: true }).catch(() => undefined);
+      await rm(paths.material, { force: true }).catch(() => undefined);
+      await rm(paths.work, { recursive: true, force: true }).catch(() => undefined);
+      await rm(paths.certs, { recursive: true, force: true }).catch(() => undefined);
+      store.move(ck.id, ['restoring'], 'failed', 'restore_failed', { error: toWire(err).message });
+      op.fail(err);
+      throw err;
+    } finally {
+      await rm(image, { force: true }).catch(() => undefined);
+    }
+  }
+
+  /** Resolves once the VM's agent is Ready with `instanceId`; PROVISIONING_ERROR after the timeout. */
+  async #ready(vm: string, instanceId: string): Promise<CheckpointAgentView> {
+    const deadline = Date.now() + (this.#o.readyTimeoutMs ?? 60_000);
+    for (;;) {
+      const a = this.#o.agent(vm);
+      if (a !== undefined && a.instance_id === instanceId && a.status === 'Ready') return a;
+      if (Date.now() >= deadline) {
+        throw new SvcError(
+          'PROVISIONING_ERROR',
+          `the restored agent of VM '${vm}' was not Ready with its fresh identity in time (${a?.status ?? 'not connected'})`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  #poolJson(p: PoolRecord): WarmPool {
+    const all = this.#o.store.list().filter((c) => c.pool === p.name);
+    const r = this.#refill.get(p.name);
+    return {
+      pool: p.name,
+      target_size: p.targetSize,
+      ready_slots: all.filter((c) => c.status === 'reserved').length,
+      restoring: all.filter((c) => c.status === 'restoring').length,
+      checkpoint_ids: all.filter((c) => c.status === 'reserved').map((c) => c.id),
+      handoffs_total: p.handoffsTotal,
+      refill: { running: r?.running === true, failures_total: r?.failures ?? 0, last_error: r?.lastError ?? null },
+      created_at: new Date(p.createdAtMs).toISOString(),
+    };
+  }
+
+  #kickRefill(pool: string): void {
+    let r = this.#refill.get(pool);
+    if (r === undefined) this.#refill.set(pool, (r = { running: false, failures: 0, lastError: null, timer: null }));
+    if (r.running || r.timer !== null || this.#stopped) return;
+    const state = r;
+    state.running = true;
+    void this.#refillLoop(pool, state).finally(() => {
+      state.running = false;
+    });
+  }
+
+  async #refillLoop(pool: string, r: RefillState): Promise<void> {
+    let delayMs = 5000;
+    for (;;) {
+      const p = this.#o.store.pool(pool);
+      if (p === undefined || this.#stopped || this.#o.store.slots(pool).length >= p.targetSize) return;
+      try {
+        await this.#refillOne(p);
+        delayMs = 5000;
+      } catch (err) {
+        r.failures++;
+        r.lastError = errorMessage(err);
+        this.#o.onRefillFailure?.(pool);
+        this.#o.logger.warn({ pool, err: r.lastError }, 'warm pool refill failed; retrying');
+        r.timer = setTimeout(() => {
+          r.timer = null;
+          this.#kickRefill(pool);
+        }, delayMs);
+        r.timer.unref();
+        return;
+      }
+    }
+  }
+
+  /** One new slot: a deferred-enrollment VM from the pool's template, booted and checkpointed. */
+  async #refillOne(p: PoolRecord): Promise<void> {
+    const suffix = randomBytes(4).toString('hex');
+    const name = `agent-${p.name}-${suffix}`.slice(0, 63);
+    const createId = await this.#o.vms.create({
+      name,
+      profile: p.template.profile as Profile,
+      vcpus: p.template.vcpus,
+      memoryMiB: p.template.memoryMiB,
+      diskGiB: p.template.diskGiB,
+      agentshare: false,
+      start: true,
+      enrollment: 'deferred',
+      sshKeys: [],
+      warnings: [],
+    });
+    const created = await this.#o.operations.waitFor(createId, { timeoutMs: this.#o.createTimeoutMs ?? 120_000 });
+    if (created.status !== 'completed')
+      throw new SvcError('PROVISIONING_ERROR', `refill VM ${name} was not created: ${created.error ?? 'unknown'}`);
+    const info = await this.#checkpointable(name);
+    const op = this.#o.operations.begin('checkpoint_create', name);
+    this.#busyVms.add(name);
+    try {
+      await this.#take(info, `${p.name}-${suffix}`, op, p.name);
+    } finally {
+      this.#busyVms.delete(name);
+    }
+  }
+}
+
+function checkpointJson(c: CheckpointRecord): Checkpoint {
+  return {
+    checkpoint_id: c.id,
+    vm: c.vm,
+    host: c.host,
+    status: c.status,
+    pre_enrollment: true,
+    pool: c.pool,
+    profile: c.template.profile,
+    created_at: new Date(c.createdAtMs).toISOString(),
+    updated_at: new Date(c.updatedAtMs).toISOString(),
+    restored_instance_id: c.restoredInstanceId,
+    ...(c.error !== null && { error: c.error }),
+  };
+}
+
+function objectOf(body: unknown, allowed: readonly string[], what: string): Record<string, unknown> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw new SvcError('request.invalid', `${what} must be a JSON object`);
+  const rec = body as Record<string, unknown>;
+  const unknown = Object.keys(rec).filter((k) => !allowed.includes(k));
+  if (unknown.length > 0)
+    throw new SvcError(
+      'request.invalid',
+      `unknown field(s): ${unknown
+        .slice(0, 5)
+        .map((k) => k.slice(0, 40))
+        .join(', ')}`,
+    );
+  return rec;
+}
+
+function parseCreate(body: unknown): { vm: string; checkpointId: string } {
+  const rec = objectOf(body, ['vm', 'checkpoint_id', 'pre_enrollment'], 'the body');
+  if (rec['pre_enrollment'] !== true) {
+    throw new SvcError(
+      'checkpoint.pre_enrollment_required',
+      'pre_enrollment must be true: only checkpoints taken before the agent enrolled exist',
+    );
+  }
+  const vm = rec['vm'];
+  if (typeof vm !== 'string' || vm === '' || vm.length > 63) throw new SvcError('request.invalid', 'vm must be a VM name');
+  const id = rec['checkpoint_id'];
+  if (typeof id !== 'string' || !CHECKPOINT_ID_RE.test(id)) {
+    throw new SvcError('request.invalid', 'checkpoint_id must match ^[a-z0-9][a-z0-9-]{0,62}$');
+  }
+  return { vm, checkpointId: id };
+}
+
+function parseRestore(body: unknown): string | undefined {
+  if (body === undefined) return undefined;
+  const name = objectOf(body, ['name'], 'the body')['name'];
+  if (name === undefined) return undefined;
+  if (typeof name !== 'string') throw new SvcError('request.invalid', 'name must be a string');
+  return name;
+}
+
+function parsePool(body: unknown): { pool: string; checkpointIds: string[]; targetSize?: number } {
+  const rec = objectOf(body, ['pool', 'checkpoint_ids', 'target_size'], 'the body');
+  const pool = rec['pool'];
+  if (typeof pool !== 'string' || !POOL_NAME_RE.test(pool))
+    throw new SvcError('request.invalid', 'pool must match ^[a-z0-9][a-z0-9-]{0,39}$');
+  const ids = rec['checkpoint_ids'];
+  if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_POOL_SIZE || !ids.every((i) => typeof i === 'string')) {
+    throw new SvcError('request.invalid', `checkpoint_ids must be 1 to ${MAX_POOL_SIZE} checkpoint ids`);
+  }
+  if (new Set(ids).size !== ids.length) throw new SvcError('request.invalid', 'checkpoint_ids must be distinct');
+  const size = rec['target_size'];
+  if (size !== undefined && (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0 || size > MAX_POOL_SIZE)) {
+    throw new SvcError('request.invalid', `target_size must be an integer from 0 to ${MAX_POOL_SIZE}`);
+  }
+  return { pool, checkpointIds: ids, ...(size !== undefined && { targetSize: size }) };
+}
