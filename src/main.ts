@@ -10,6 +10,7 @@ import { activityComponent } from './activity/component.js';
 import { activitySelfCollectorComponent } from './activity/self-collector-component.js';
 import { agentListenerComponent, agentsComponent } from './agent-link/component.js';
 import { adminListenerComponent, authComponent } from './auth/component.js';
+import { bootstrapComponent } from './bootstrap/component.js';
 import { idempotencyComponent } from './idempotency/component.js';
 import type { Component, ComponentContext, FrameHandler, Services } from './component/component.js';
 import { ConfigError, loadConfig } from './config/load.js';
@@ -43,7 +44,8 @@ import { errorMessage } from './util/error-message.js';
  * it stops after everything it records and before the store closes), the operations store (VMs
  * and the v2 admin features record there; it closes after them), and the actors next (everything
  * uses them); sessions come before the HTTP listener (it takes their WebSocket
- * routes), the admin listener (mTLS) right after it, and both before the gRPC listener (no agent
+ * routes), the admin listener (mTLS) right after it, bootstrap enrollment after them (its consume
+ * URL names the HTTP port; VMs stage enrollments with it), and all before the gRPC listener (no agent
  * connects before its listeners subscribed); VMs after it (their local agents dial it), tasks
  * (they use VMs), and the SSH connector last (it finds VMs' SSH addresses; it stops first).
  * Stopping runs the list backwards.
@@ -67,6 +69,7 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   sessionsComponent(),
   httpComponent,
   adminListenerComponent,
+  bootstrapComponent(),
   agentListenerComponent,
   vmsComponent(),
   tasksComponent(),

@@ -4,18 +4,44 @@
  * it as one bundle (src/image/agent-bundle.ts) whose loader calls `main` (src/image/agent-loader.ts).
  *
  *   sandbox-agent --server HOST:PORT --certs DIR --agent-id NAME --instance-id ID [options]
+ *   sandbox-agent --server HOST:PORT --certs DIR --bootstrap-token-file FILE [options]
+ *
+ * With --bootstrap-token-file the agent first enrolls with the staged single-use token
+ * (guest-agent/enroll.ts) and writes its certificate into --certs; when FILE is gone but --certs
+ * holds a bundle (a restart after enrolling) it just uses the bundle. A refused enrollment exits 2
+ * with the taxonomy code in the log (never the token).
  *
  * Exit codes: 0 after a graceful stop (SIGTERM, SIGINT or the server's ShutdownSignal),
  * 2 for a bad or missing setting, 1 when stopped by a second signal or a crash.
  */
 import { statSync } from 'node:fs';
 import { Agent } from '../guest-agent/agent.js';
-import { AGENT_USAGE, AgentConfigError, AgentHelpRequested, parseAgentConfig, type AgentConfig } from '../guest-agent/config.js';
+import {
+  AGENT_USAGE,
+  AgentConfigError,
+  AgentHelpRequested,
+  parseAgentConfig,
+  withBootstrapIdentity,
+  type AgentConfig,
+} from '../guest-agent/config.js';
+import { enrollWithToken, EnrollmentError, hasAgentBundle, readBootstrapMaterial } from '../guest-agent/enroll.js';
 import { createAgentLogger } from '../guest-agent/log.js';
 import { AGENT_VERSION } from '../guest-agent/version.js';
 
+function exitBadConfig(message: string): never {
+  process.stderr.write(`sandbox-agent: ${message}\n`);
+  process.exit(2);
+}
+
 /** Runs the agent with process.argv and process.env; exits the process when it stops. */
 export function main(): void {
+  void mainAsync().catch((err: unknown) => {
+    process.stderr.write(`sandbox-agent: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}
+
+async function mainAsync(): Promise<void> {
   let cfg: AgentConfig;
   try {
     cfg = parseAgentConfig(process.argv.slice(2), process.env, process.cwd());
@@ -31,10 +57,33 @@ export function main(): void {
     throw err;
   }
   if (!statSync(cfg.workDir, { throwIfNoEntry: false })?.isDirectory()) {
-    process.stderr.write(`sandbox-agent: --work-dir: ${cfg.workDir} is not a directory\n`);
-    process.exit(2);
+    exitBadConfig(`--work-dir: ${cfg.workDir} is not a directory`);
+  }
+  let enroll = false;
+  if (cfg.bootstrapTokenFile !== null) {
+    const staged = statSync(cfg.bootstrapTokenFile, { throwIfNoEntry: false }) !== undefined;
+    if (staged) {
+      try {
+        cfg = withBootstrapIdentity(cfg, await readBootstrapMaterial(cfg.bootstrapTokenFile));
+      } catch (err) {
+        if (err instanceof EnrollmentError || err instanceof AgentConfigError) exitBadConfig(err.message);
+        throw err;
+      }
+      enroll = true;
+    } else if (!(await hasAgentBundle(cfg.certsDir)) || cfg.agentId === '' || cfg.instanceId === '') {
+      exitBadConfig(`--bootstrap-token-file: ${cfg.bootstrapTokenFile} does not exist and --certs holds no enrolled bundle`);
+    }
   }
   const log = createAgentLogger(cfg.logFormat, cfg.logLevel, { agentId: cfg.agentId, instanceId: cfg.instanceId });
+  if (enroll && cfg.bootstrapTokenFile !== null) {
+    try {
+      await enrollWithToken({ materialFile: cfg.bootstrapTokenFile, certsDir: cfg.certsDir, log });
+    } catch (err) {
+      if (!(err instanceof EnrollmentError)) throw err;
+      log.error({ code: err.code, status: err.httpStatus, reason: err.message }, 'bootstrap enrollment failed');
+      process.exit(2);
+    }
+  }
   log.info(
     { version: AGENT_VERSION, server: `${cfg.server.host}:${cfg.server.port}`, workDir: cfg.workDir, profile: cfg.profile },
     'sandbox-agent starting',

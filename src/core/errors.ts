@@ -269,6 +269,45 @@ export const ERROR_TABLE = {
   },
   'agent.unauthenticated': { http: 401, grpc: GrpcStatus.UNAUTHENTICATED, meaning: 'no verified transport identity' },
 
+  // secure bootstrap enrollment (spec 4.10; POST /api/v1/bootstrap-enrollment/consume, README "Secure bootstrap").
+  // The stable enrollment error taxonomy: GET /api/v2/admin/bootstrap/readiness lists these codes.
+  'bootstrap.request_invalid': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'the consume body is not a JSON object with a string token and a string csr',
+  },
+  'bootstrap.token_unknown': {
+    http: 401,
+    grpc: GrpcStatus.UNAUTHENTICATED,
+    meaning: 'no bootstrap token matches (never issued, malformed, or pruned)',
+  },
+  'bootstrap.token_expired': { http: 401, grpc: GrpcStatus.UNAUTHENTICATED, meaning: 'the bootstrap token is past its expiry' },
+  'bootstrap.token_revoked': {
+    http: 401,
+    grpc: GrpcStatus.UNAUTHENTICATED,
+    meaning: 'the bootstrap token was revoked (its VM was deleted, a restore abandoned, or a newer token staged)',
+  },
+  'bootstrap.token_consumed': {
+    http: 409,
+    grpc: GrpcStatus.FAILED_PRECONDITION,
+    meaning: 'the bootstrap token was already used: tokens are single-use',
+  },
+  'bootstrap.csr_invalid': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'the CSR is not a PEM PKCS#10 request with a valid signature over an ECDSA P-256 key (the token stays usable)',
+  },
+  'bootstrap.ca_unavailable': {
+    http: 503,
+    grpc: GrpcStatus.UNAVAILABLE,
+    meaning: 'the CA cannot sign now (not loaded or expired); the token stays usable, retry later',
+  },
+  'bootstrap.disabled': {
+    http: 503,
+    grpc: GrpcStatus.UNAVAILABLE,
+    meaning: 'bootstrap enrollment is turned off (SVC_BOOTSTRAP_ENROLLMENT=off)',
+  },
+
   // VMs and operations (spec part 7)
   VM_NOT_FOUND: { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'VM missing' },
   VM_RUNNING: { http: 409, grpc: GrpcStatus.FAILED_PRECONDITION, meaning: 'VM running when stopped is required (delete without force)' },

@@ -24,8 +24,14 @@ export type AgentLogLevel = (typeof AGENT_LOG_LEVELS)[number];
 export interface AgentConfig {
   /** sandboxd's gRPC listener. */
   readonly server: ListenAddress;
-  /** Folder holding ca.pem, agent.pem and agent-key.pem. */
+  /** Folder holding ca.pem, agent.pem and agent-key.pem (with a bootstrap token file: where enrollment writes them). */
   readonly certsDir: string;
+  /**
+   * Staged bootstrap material (README "Secure bootstrap"): when set, the agent first enrolls with
+   * its single-use token (enroll.ts), writes the certificate into certsDir and deletes the file.
+   * agentId and instanceId then default to the material's. Absolute; null without.
+   */
+  readonly bootstrapTokenFile: string | null;
   /** Human agent name (AgentRegistration.agent_id, metadata x-agent-id). */
   readonly agentId: string;
   /** Instance id; must equal the certificate's spiffe://<td>/agent/<instance_id>. */
@@ -64,7 +70,10 @@ export class AgentHelpRequested extends Error {
   override readonly name = 'AgentHelpRequested';
 }
 
-type Key = keyof Omit<AgentConfig, 'childEnv' | 'tlsServerName'> | 'tlsServerName';
+type Key = keyof Omit<AgentConfig, 'childEnv' | 'tlsServerName' | 'bootstrapTokenFile'> | 'tlsServerName' | 'bootstrapTokenFile';
+
+/** Required settings a bootstrap token file supplies when they are not given. */
+const FROM_BOOTSTRAP: readonly Key[] = ['agentId', 'instanceId'];
 
 interface Option {
   readonly key: Key;
@@ -105,6 +114,14 @@ const OPTIONS: readonly Option[] = [
     env: 'SANDBOX_AGENT_CERTS',
     arg: 'DIR',
     doc: 'folder with ca.pem, agent.pem, agent-key.pem (required)',
+    parse: parseNonEmpty,
+  },
+  {
+    key: 'bootstrapTokenFile',
+    flag: '--bootstrap-token-file',
+    env: 'SANDBOX_AGENT_BOOTSTRAP_TOKEN_FILE',
+    arg: 'FILE',
+    doc: 'staged bootstrap material: enroll once with its single-use token, write the certificate into --certs, delete FILE',
     parse: parseNonEmpty,
   },
   { key: 'agentId', flag: '--agent-id', env: 'SANDBOX_AGENT_ID', arg: 'NAME', doc: 'agent name (required)', parse: parseId },
@@ -208,6 +225,7 @@ export const AGENT_USAGE: string = (() => {
   const lines = rows.map(([a, b, c]) => `  ${a.padEnd(w0)}  ${b.padEnd(w1)}  ${c}`);
   return [
     'usage: sandbox-agent --server HOST:PORT --certs DIR --agent-id NAME --instance-id ID [options]',
+    '       sandbox-agent --server HOST:PORT --certs DIR --bootstrap-token-file FILE [options]',
     '',
     'Runs inside a sandbox VM: dials sandboxd over gRPC with mTLS, registers, sends heartbeats and',
     'metrics, runs commands and PTYs and streams their output. SIGTERM/SIGINT stop it gracefully.',
@@ -260,7 +278,14 @@ export function parseAgentConfig(argv: readonly string[], env: Readonly<Record<s
     const fromEnv = env[o.env];
     const raw = fromFlag ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : undefined) ?? o.defaultRaw?.(cwd);
     if (raw === undefined) {
-      if (o.key === 'tlsServerName') continue;
+      if (o.key === 'tlsServerName' || o.key === 'bootstrapTokenFile') continue;
+      if (
+        FROM_BOOTSTRAP.includes(o.key) &&
+        (flags.get('--bootstrap-token-file') ?? env['SANDBOX_AGENT_BOOTSTRAP_TOKEN_FILE'] ?? '') !== ''
+      ) {
+        values[o.key] = '';
+        continue;
+      }
       throw new AgentConfigError(o.flag, `${o.flag} (or ${o.env}) is required: ${o.doc}`);
     }
     try {
@@ -279,6 +304,7 @@ export function parseAgentConfig(argv: readonly string[], env: Readonly<Record<s
   const cfg: AgentConfig = {
     server,
     certsDir: resolve(cwd, values.certsDir as string),
+    bootstrapTokenFile: values.bootstrapTokenFile === undefined ? null : resolve(cwd, values.bootstrapTokenFile as string),
     agentId: values.agentId as string,
     instanceId: values.instanceId as string,
     profile: values.profile as string,
@@ -293,4 +319,22 @@ export function parseAgentConfig(argv: readonly string[], env: Readonly<Record<s
     childEnv,
   };
   return deepFreeze(cfg);
+}
+
+/**
+ * The config with the identity of bootstrap material: agentId and instanceId default to the
+ * material's; given ones must equal it (AgentConfigError otherwise: the wrong file for this agent).
+ */
+export function withBootstrapIdentity(cfg: AgentConfig, material: { agent_id: string; instance_id: string }): AgentConfig {
+  const pick = (key: 'agentId' | 'instanceId', flag: string, fromMaterial: string): string => {
+    const given = cfg[key];
+    if (given !== '' && given !== fromMaterial)
+      throw new AgentConfigError(flag, `${flag} ${given} differs from the bootstrap material's ${fromMaterial}`);
+    return parseId(fromMaterial);
+  };
+  return deepFreeze({
+    ...cfg,
+    agentId: pick('agentId', '--agent-id', material.agent_id),
+    instanceId: pick('instanceId', '--instance-id', material.instance_id),
+  });
 }

@@ -28,9 +28,9 @@ import {
   writeFileAtomic,
 } from './secure-files.js';
 import type { JobRunner } from '../util/job-runner.js';
-import { issueLeafJob } from './identity-jobs.js';
+import { issueLeafForCsrJob, issueLeafJob } from './identity-jobs.js';
 import { identityFromPeerCertificate, spiffeIdOf } from './spiffe.js';
-import { createCaCertificate, issueLeaf, loadSigner, type SanEntry, type Signer } from './x509.js';
+import { createCaCertificate, issueLeaf, issueLeafForCsr, loadSigner, type IssuedForKey, type SanEntry, type Signer } from './x509.js';
 
 const DAY_SECONDS = 86_400;
 /** Validity of a new CA, in seconds (10 years of 365 days). */
@@ -281,6 +281,41 @@ export async function issueOperatorCert(ca: CaMaterial, opts: { name: string; tt
     ttlMs(opts.ttlSeconds, OPERATOR_CERT_TTL_SECONDS),
     opts.now,
   );
+}
+
+/** An agent certificate issued for a CSR's key: no private key (it never left the agent). */
+export type IssuedForCsr = IssuedForKey & { spiffeId: string };
+
+/**
+ * Issues an agent certificate for the public key of `csrPem` (PKCS#10, ECDSA P-256, its
+ * signature checked: bootstrap.csr_invalid otherwise). The identity is `instanceId`'s
+ * (spiffe://<td>/agent/<instanceId>, clientAuth, CN agent-<instanceId>) whatever the CSR's
+ * subject asks for. Same TTL rules as issueAgentCert; on the job pool when the CA has one.
+ */
+export async function issueAgentCertForCsr(
+  ca: CaMaterial,
+  opts: { instanceId: string; csrPem: string; ttlSeconds?: number; now?: Date },
+): Promise<IssuedForCsr> {
+  let spiffeId: string;
+  try {
+    spiffeId = spiffeIdOf(ca.trustDomain, { kind: 'agent', instanceId: opts.instanceId });
+  } catch (err) {
+    throw new SvcError('request.invalid', (err as Error).message);
+  }
+  const signer = signerOf(ca);
+  const spec = {
+    commonName: `agent-${opts.instanceId}`,
+    sans: [{ type: 'url' as const, value: spiffeId }],
+    usage: 'clientAuth' as const,
+    now: opts.now ?? new Date(),
+    ttlMs: ttlMs(opts.ttlSeconds, AGENT_CERT_TTL_SECONDS),
+  };
+  const pool = offThread.get(ca);
+  const issued =
+    pool === undefined
+      ? await issueLeafForCsr(signer, opts.csrPem, spec)
+      : await issueLeafForCsrJob(pool.jobs, { certPem: signer.certPem, keyPem: pool.keyPem }, opts.csrPem, spec);
+  return { ...issued, spiffeId };
 }
 
 async function issueClient(

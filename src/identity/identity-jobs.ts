@@ -8,7 +8,7 @@
  * the last CA it loaded, so a thread parses the CA once, not per certificate.
  */
 import type { JobRunner } from '../util/job-runner.js';
-import { issueLeaf, loadSigner, type IssuedPem, type LeafSpec, type Signer } from './x509.js';
+import { issueLeaf, issueLeafForCsr, loadSigner, type IssuedForKey, type IssuedPem, type LeafSpec, type Signer } from './x509.js';
 
 /** This module, for JobPool.start({ jobModules }). */
 export const IDENTITY_JOBS_MODULE = new URL(import.meta.url);
@@ -34,9 +34,18 @@ export const jobs = {
     const { ca, spec } = args as { ca: CaPem; spec: LeafSpec };
     return issueLeaf(await signerFor(ca), spec);
   },
+  'identity.issueLeafForCsr': async (args: unknown): Promise<IssuedForKey> => {
+    const { ca, csrPem, spec } = args as { ca: CaPem; csrPem: string; spec: LeafSpec };
+    return issueLeafForCsr(await signerFor(ca), csrPem, spec);
+  },
 };
 
 /** issueLeaf on the job pool: a fresh key and a certificate signed by `ca` (see x509.ts). */
 export async function issueLeafJob(runner: JobRunner, ca: CaPem, spec: LeafSpec): Promise<IssuedPem> {
   return (await runner.run('identity.issueLeaf', { ca, spec })) as IssuedPem;
+}
+
+/** issueLeafForCsr on the job pool: checks the CSR (bootstrap.csr_invalid) and certifies its key. */
+export async function issueLeafForCsrJob(runner: JobRunner, ca: CaPem, csrPem: string, spec: LeafSpec): Promise<IssuedForKey> {
+  return (await runner.run('identity.issueLeafForCsr', { ca, csrPem, spec })) as IssuedForKey;
 }

@@ -5,7 +5,14 @@
  */
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
-import { createPrivateKey, randomBytes, webcrypto, X509Certificate as NodeX509Certificate } from 'node:crypto';
+import {
+  createPrivateKey,
+  createPublicKey,
+  randomBytes,
+  webcrypto,
+  X509Certificate as NodeX509Certificate,
+  type KeyObject,
+} from 'node:crypto';
 import { SvcError } from '../core/errors.js';
 
 // @peculiar/x509 types its provider with DOM's Crypto, absent here (lib ES2023): Node's webcrypto is it.
@@ -132,6 +139,64 @@ async function authorityKeyId(issuer: Signer): Promise<x509.AuthorityKeyIdentifi
  */
 export async function issueLeaf(issuer: Signer, spec: LeafSpec): Promise<IssuedPem> {
   const keys = await generateKeys();
+  const signed = await signLeaf(issuer, keys.publicKey, spec);
+  return { ...signed, keyPem: await privateKeyPem(keys.privateKey) };
+}
+
+/** The largest CSR PEM accepted, in characters (a P-256 CSR is about 500). */
+export const MAX_CSR_PEM_CHARS = 8192;
+
+/** A verified certificate signing request: its subject public key, ready to certify. */
+export interface VerifiedCsr {
+  readonly publicKey: webcrypto.CryptoKey;
+}
+
+function csrInvalid(message: string): SvcError {
+  return new SvcError('bootstrap.csr_invalid', message);
+}
+
+/**
+ * Parses and checks a PKCS#10 certificate signing request (PEM, "CERTIFICATE REQUEST"): exactly
+ * one PEM block, its self-signature must verify, and its key must be ECDSA P-256 (the key type of
+ * every sandboxd certificate). Only the public key is used: the subject and any requested
+ * extensions are ignored (the issuer decides the identity). Rejects with bootstrap.csr_invalid.
+ */
+export async function verifyCsr(csrPem: string): Promise<VerifiedCsr> {
+  if (csrPem.length > MAX_CSR_PEM_CHARS) throw csrInvalid(`the CSR is longer than ${MAX_CSR_PEM_CHARS} characters`);
+  const blocks = csrPem.match(/-----BEGIN ([A-Z0-9 ]+)-----/g) ?? [];
+  if (blocks.length !== 1 || !csrPem.includes('-----BEGIN CERTIFICATE REQUEST-----'))
+    throw csrInvalid('the CSR must be exactly one PEM block "CERTIFICATE REQUEST" (PKCS#10)');
+  let csr: x509.Pkcs10CertificateRequest;
+  try {
+    csr = new x509.Pkcs10CertificateRequest(csrPem);
+  } catch {
+    throw csrInvalid('the CSR is not a parseable PKCS#10 request');
+  }
+  let spki: KeyObject;
+  try {
+    spki = createPublicKey({ key: Buffer.from(csr.publicKey.rawData), format: 'der', type: 'spki' });
+  } catch {
+    throw csrInvalid('the CSR public key cannot be read');
+  }
+  if (spki.asymmetricKeyType !== 'ec' || spki.asymmetricKeyDetails?.namedCurve !== 'prime256v1')
+    throw csrInvalid(`the CSR key is ${spki.asymmetricKeyType ?? 'unknown'}; only ECDSA P-256 keys are accepted`);
+  const valid = await csr.verify().catch(() => false);
+  if (!valid) throw csrInvalid('the CSR signature does not verify with its own public key');
+  const der = spki.export({ type: 'spki', format: 'der' });
+  const publicKey = await webcrypto.subtle.importKey('spki', der, KEY_ALGORITHM, true, ['verify']);
+  return { publicKey };
+}
+
+/** A certificate signed for a key whose private half the caller never saw (a CSR's). */
+export type IssuedForKey = Omit<IssuedPem, 'keyPem'>;
+
+/** issueLeaf for the public key of a PKCS#10 CSR (checked by verifyCsr: bootstrap.csr_invalid otherwise). */
+export async function issueLeafForCsr(issuer: Signer, csrPem: string, spec: LeafSpec): Promise<IssuedForKey> {
+  const { publicKey } = await verifyCsr(csrPem);
+  return signLeaf(issuer, publicKey, spec);
+}
+
+async function signLeaf(issuer: Signer, publicKey: webcrypto.CryptoKey, spec: LeafSpec): Promise<IssuedForKey> {
   const notBefore = new Date(spec.now.getTime() - CLOCK_SKEW_MS);
   const wanted = spec.now.getTime() + spec.ttlMs;
   const notAfter = new Date(Math.min(wanted, issuer.cert.notAfter.getTime()));
@@ -143,7 +208,7 @@ export async function issueLeaf(issuer: Signer, spec: LeafSpec): Promise<IssuedP
     notBefore,
     notAfter,
     signingAlgorithm: SIGNING_ALGORITHM,
-    publicKey: keys.publicKey,
+    publicKey,
     signingKey: issuer.key,
     extensions: [
       new x509.BasicConstraintsExtension(false, undefined, true),
@@ -153,9 +218,9 @@ export async function issueLeaf(issuer: Signer, spec: LeafSpec): Promise<IssuedP
         false,
       ),
       new x509.SubjectAlternativeNameExtension(spec.sans, false),
-      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+      await x509.SubjectKeyIdentifierExtension.create(publicKey),
       await authorityKeyId(issuer),
     ],
   });
-  return { certPem: cert.toString('pem'), keyPem: await privateKeyPem(keys.privateKey), notBefore, notAfter, serialNumber: serial };
+  return { certPem: cert.toString('pem'), notBefore, notAfter, serialNumber: serial };
 }

@@ -5,6 +5,10 @@
  *
  *   node <dist>/src/bin/sandbox-agent.js --server HOST:PORT --certs <vm>/certs --agent-id <vm>
  *        --instance-id <uuid> --profile P --work-dir <vm>/work [--labels k=v,...]
+ *        [--bootstrap-token-file <vm>/bootstrap/material.json]
+ *
+ * The last only while staged bootstrap material exists: the agent enrolls with it. Only the
+ * file's path is on the command line, never the token.
  *
  * cwd <vm>/work; stdout and stderr appended to <vm>/agent.log; environment sandboxd's own plus
  * the VM's mark and private tmux directory (local-vm-processes.ts). The process is this VM's
@@ -60,6 +64,11 @@ export interface LocalAgentSpec {
   readonly profile: string;
   readonly labels?: Readonly<Record<string, string>>;
   readonly certsDir: string;
+  /**
+   * Staged bootstrap material: while this file exists at a (re)start, the agent gets
+   * --bootstrap-token-file (it enrolls and writes certsDir itself); once it is consumed, --certs alone.
+   */
+  readonly bootstrapTokenFile?: string;
   readonly workDir: string;
   readonly logPath: string;
   readonly pidPath: string;
@@ -244,6 +253,8 @@ export class LocalAgentSupervisor {
       '--work-dir',
       spec.workDir,
     ];
+    if (spec.bootstrapTokenFile !== undefined && (await stat(spec.bootstrapTokenFile).catch(() => null)) !== null)
+      args.push('--bootstrap-token-file', spec.bootstrapTokenFile);
     const labels = Object.entries(spec.labels ?? {}).filter(([k, v]) => !/[,=]/.test(k) && !/[,=]/.test(v));
     if (labels.length > 0) args.push('--labels', labels.map(([k, v]) => `${k}=${v}`).join(','));
     const nodePath = this.#opts.nodePath ?? process.execPath;

@@ -39,7 +39,7 @@ import type { LocalAgentSupervisor } from './local-agents.js';
 import type { EndedVmProcesses } from './local-vm-processes.js';
 import { createOverlay, qemuSpecFor, writeSeed, type QemuOptions } from './qemu-files.js';
 import { bootSpec, loadBootImage, pickAddress, removeFwCfg, writeFwCfg, type BootImage, type GuestSsh } from './fw-cfg.js';
-import { isInside, vmPaths, type VmPaths } from './vm-paths.js';
+import { bootstrapMaterialPath, isInside, vmPaths, type VmPaths } from './vm-paths.js';
 
 /** How often provisioning looks whether the agent has connected, ms. */
 export const AGENT_POLL_MS = 250;
@@ -175,7 +175,11 @@ export class Provisioner {
       return { agentMode: 'cloud-init', agentSinceMs: sinceMs, managed: true, state: after.state };
     }
     const paths = this.paths(vm);
-    if (restart || !(await hasBundle(paths, instanceId))) await writeAgentBundle(paths.certs, await this.#o.caProvider(), { instanceId });
+    const enrolled = await hasBundle(paths, instanceId);
+    // Staged bootstrap material and no certificate of this instance: the agent enrolls itself.
+    const material = bootstrapMaterialPath(paths.dir);
+    const enrolls = !enrolled && (await stat(material).catch(() => null)) !== null;
+    if (!enrolls && (restart || !enrolled)) await writeAgentBundle(paths.certs, await this.#o.caProvider(), { instanceId });
     const started = await this.#o.localAgents.start(
       {
         vm,
@@ -185,6 +189,7 @@ export class Provisioner {
         profile: info.metadata.profile ?? 'basic',
         labels: info.metadata.labels ?? {},
         certsDir: paths.certs,
+        ...(enrolls && { bootstrapTokenFile: material }),
         workDir: paths.work,
         logPath: paths.agentLog,
         pidPath: paths.agentPid,

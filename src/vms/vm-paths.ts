@@ -11,6 +11,8 @@
  *   cloud-init/     qemu: user-data, meta-data, network-config as written into the seed
  *   console.log     qemu: the serial console
  *   fwcfg/          qemu, built image: the agent's settings and mTLS files QEMU passes by fw_cfg; removed on delete
+ *   bootstrap/material.json  staged bootstrap material (0600, dir 0700; bootstrapMaterialPath): the
+ *                   agent enrolls with its single-use token instead of a pre-issued certificate
  *
  * delete_disk=true removes the whole directory; without it only certs/ goes.
  */
@@ -51,4 +53,13 @@ export function vmPaths(stateDir: string, vmName: string): VmPaths {
 export function isInside(dir: string, path: string): boolean {
   const d = resolve(dir) + sep;
   return resolve(path).startsWith(d);
+}
+
+/**
+ * Where bootstrap material for the VM whose directory is `vmDir` is staged (BootstrapService.stage
+ * `file`). A local agent of a VM with this file and no certificate for its instance id is started
+ * with --bootstrap-token-file instead of a pre-issued certificate (provisioner.ts agentUp).
+ */
+export function bootstrapMaterialPath(vmDir: string): string {
+  return join(vmDir, 'bootstrap', 'material.json');
 }
