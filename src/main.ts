@@ -11,6 +11,7 @@ import { activitySelfCollectorComponent } from './activity/self-collector-compon
 import { agentListenerComponent, agentsComponent } from './agent-link/component.js';
 import { adminListenerComponent, authComponent } from './auth/component.js';
 import { bootstrapComponent } from './bootstrap/component.js';
+import { checkpointsComponent } from './checkpoints/component.js';
 import { idempotencyComponent } from './idempotency/component.js';
 import type { Component, ComponentContext, FrameHandler, Services } from './component/component.js';
 import { ConfigError, loadConfig } from './config/load.js';
@@ -46,7 +47,8 @@ import { errorMessage } from './util/error-message.js';
  * uses them); sessions come before the HTTP listener (it takes their WebSocket
  * routes), the admin listener (mTLS) right after it, bootstrap enrollment after them (its consume
  * URL names the HTTP port; VMs stage enrollments with it), and all before the gRPC listener (no agent
- * connects before its listeners subscribed); VMs after it (their local agents dial it), tasks
+ * connects before its listeners subscribed); VMs after it (their local agents dial it), checkpoints and warm pools (they
+ * create, save and restore VMs), tasks
  * (they use VMs), and the SSH connector last (it finds VMs' SSH addresses; it stops first).
  * Stopping runs the list backwards.
  */
@@ -72,6 +74,7 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   bootstrapComponent(),
   agentListenerComponent,
   vmsComponent(),
+  checkpointsComponent(),
   tasksComponent(),
   sshConnectorComponent(),
 ];

@@ -179,6 +179,10 @@ export class Provisioner {
     // Staged bootstrap material and no certificate of this instance: the agent enrolls itself.
     const material = bootstrapMaterialPath(paths.dir);
     const enrolls = !enrolled && (await stat(material).catch(() => null)) !== null;
+    // A deferred-enrollment VM gets no pre-issued identity: without material its agent waits (is not started).
+    if (!enrolled && !enrolls && info.metadata.labels?.[ENROLLMENT_LABEL] === 'deferred') {
+      return { agentMode: 'deferred', managed: true, state: info.state };
+    }
     if (!enrolls && (restart || !enrolled)) await writeAgentBundle(paths.certs, await this.#o.caProvider(), { instanceId });
     const started = await this.#o.localAgents.start(
       {
