@@ -11,7 +11,8 @@
  * resolved by the one operator-identity function. The spec does not show its answer; ours is the
  * v1 answer, field for field, plus `links: {self}`, so one client parses both. An id that cannot
  * be an operation id (over 128 characters, or characters beyond letters, digits and `. _ : -`) is
- * 400 request.invalid without echoing it; an unknown one is 404 operation.not_found.
+ * 400 request.invalid without echoing it; an unknown one is 404 operation.not_found. Its 200 carries
+ * Cache-Control: no-store.
  *
  * Both answers also carry `state`, equal to `status`: the reference implementation's dashboard
  * polls that name, and with it alone it never saw a VM create finish (README "Compatibility with
@@ -98,7 +99,8 @@ export function registerAdminOperationRoutes(
       const op = deps.operations.get(id);
       if (op === null)
         throw new SvcError('operation.not_found', `operation '${id}' not found (never issued, or purged after its retention)`);
-      return { status: 200, json: adminOperationJson(op) };
+      // A poll target: a cached answer would hide the change the client polls for.
+      return { status: 200, headers: { 'cache-control': 'no-store' }, json: adminOperationJson(op) };
     },
   });
 }

@@ -255,6 +255,7 @@ describe('GET /api/v2/admin/operations/{id}', () => {
     const v1 = await inject(router, { method: 'GET', url: `/api/v1/operations/${h.id}` });
     const v2 = await inject(router, { method: 'GET', url: adminOperationLocation(h.id) });
     assert.equal(v2.status, 200);
+    assert.equal(v2.headers['cache-control'], 'no-store');
     assert.deepEqual(v2.json(), { ...(v1.json() as object), links: { self: adminOperationLocation(h.id) } });
     assert.deepEqual((v2.json() as Record<string, unknown>)['result'], { checkpoint_id: 'cp-1' });
     // A viewer operator over mTLS may read it (admin.read).
