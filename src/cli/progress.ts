@@ -60,3 +60,23 @@ export async function waitWithProgress(
   }
   return op;
 }
+
+/** After an accepted operation: wait (progress) or print it; returns the final operation or null. */
+export async function followAccepted(
+  ctx: CommandContext,
+  accepted: { readonly operation: Operation; readonly warnings?: readonly string[] },
+  noWait: boolean,
+): Promise<Operation | null> {
+  for (const w of accepted.warnings ?? []) ctx.err(`sbx: warning: ${w}`);
+  if (noWait) {
+    if (ctx.json) ctx.printJson(accepted);
+    else
+      ctx.out(
+        `${accepted.operation.type} ${accepted.operation.target}: operation ${accepted.operation.id} ${accepted.operation.status} (sbx ops wait ${accepted.operation.id})`,
+      );
+    return null;
+  }
+  const op = await waitWithProgress(ctx, accepted.operation.id);
+  if (ctx.json) ctx.printJson(op);
+  return op;
+}

@@ -12,6 +12,7 @@ import { CRED_COMMANDS } from './commands/cred.js';
 import { EVENTS_COMMANDS } from './commands/events.js';
 import { HEALTH_COMMANDS } from './commands/health.js';
 import { OPS_COMMANDS } from './commands/ops.js';
+import { CHECKPOINT_COMMANDS, POOL_COMMANDS } from './commands/pool.js';
 import { SESSION_COMMANDS } from './commands/session.js';
 import { SSH_COMMANDS } from './commands/ssh.js';
 import { TASK_COMMANDS } from './commands/task.js';
@@ -33,6 +34,8 @@ export const COMMANDS: readonly CommandDef[] = [
   ...TASK_COMMANDS,
   ...EVENTS_COMMANDS,
   ...OPS_COMMANDS,
+  ...CHECKPOINT_COMMANDS,
+  ...POOL_COMMANDS,
   ...CRED_COMMANDS,
   ...SSH_COMMANDS,
   ...HEALTH_COMMANDS,

@@ -62,8 +62,23 @@ import {
   type VmLifecycleResult,
   type VmList,
   type VmRestartRequest,
+  type AdminAccepted,
+  type AdminOperation,
+  type Checkpoint,
+  type CheckpointCreateRequest,
+  type CheckpointRestoreRequest,
+  type WarmPool,
+  type WarmPoolCreateRequest,
 } from './types.js';
 import { pollUntil, type PollOptions } from './wait.js';
+
+/** Options of a request that may carry an Idempotency-Key (spec 4.11). */
+export type IdempotentOptions = RequestOptions & { idempotencyKey?: string };
+
+function withKey(opts: IdempotentOptions): RequestOptions {
+  const { idempotencyKey, ...rest } = opts;
+  return idempotencyKey === undefined ? rest : { ...rest, headers: { ...rest.headers, 'idempotency-key': idempotencyKey } };
+}
 
 /** Options of the streaming methods. */
 export type StreamOptions = Pick<
@@ -298,17 +313,39 @@ export class ApiClient extends HttpTransport {
   // ------------------------------------------------------------ sessions (4.2)
 
   /** With an idempotencyKey a retry returns the first create's response instead of a new terminal. */
-  createSession(
-    agentId: string,
-    req: SessionCreateRequest = {},
-    opts: RequestOptions & { idempotencyKey?: string } = {},
-  ): Promise<SessionCreated> {
-    const { idempotencyKey, ...rest } = opts;
-    const headers = idempotencyKey === undefined ? rest.headers : { ...rest.headers, 'idempotency-key': idempotencyKey };
-    return this.requestJson('POST', `/api/v1/agents/${seg(agentId)}/sessions`, req, {
-      ...rest,
-      ...(headers !== undefined ? { headers } : {}),
-    });
+  createSession(agentId: string, req: SessionCreateRequest = {}, opts: IdempotentOptions = {}): Promise<SessionCreated> {
+    return this.requestJson('POST', `/api/v1/agents/${seg(agentId)}/sessions`, req, withKey(opts));
+  }
+
+  // ------------------------------------------------------------ checkpoints, warm pools (4.10)
+
+  /** Polls GET /api/v2/admin/operations/{id} (the admin operation of a 202). */
+  getAdminOperation(id: string, opts?: RequestOptions): Promise<AdminOperation> {
+    return this.requestJson('GET', `/api/v2/admin/operations/${seg(id)}`, undefined, opts);
+  }
+
+  createCheckpoint(req: CheckpointCreateRequest, opts: IdempotentOptions = {}): Promise<AdminAccepted> {
+    return this.requestJson('POST', '/api/v2/admin/hypervisor/checkpoints', req, withKey(opts));
+  }
+
+  listCheckpoints(opts?: RequestOptions): Promise<{ checkpoints: Checkpoint[] }> {
+    return this.requestJson('GET', '/api/v2/admin/hypervisor/checkpoints', undefined, opts);
+  }
+
+  restoreCheckpoint(id: string, req: CheckpointRestoreRequest = {}, opts: IdempotentOptions = {}): Promise<AdminAccepted> {
+    return this.requestJson('POST', `/api/v2/admin/hypervisor/checkpoints/${seg(id)}/restore`, req, withKey(opts));
+  }
+
+  createWarmPool(req: WarmPoolCreateRequest, opts: IdempotentOptions = {}): Promise<AdminAccepted> {
+    return this.requestJson('POST', '/api/v2/admin/hypervisor/warm-pools', req, withKey(opts));
+  }
+
+  listWarmPools(opts?: RequestOptions): Promise<{ pools: WarmPool[] }> {
+    return this.requestJson('GET', '/api/v2/admin/hypervisor/warm-pools', undefined, opts);
+  }
+
+  handoff(pool: string, opts: IdempotentOptions = {}): Promise<AdminAccepted> {
+    return this.requestJson('POST', `/api/v2/admin/hypervisor/warm-pools/${seg(pool)}/handoff`, {}, withKey(opts));
   }
 
   listSessions(agentId: string, opts?: RequestOptions): Promise<SessionList> {

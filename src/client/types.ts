@@ -20,6 +20,7 @@ export * from '../wire/tasks.js';
 export * from '../wire/credentials.js';
 export * from '../wire/sessions.js';
 export * from '../wire/activity.js';
+export * from '../wire/checkpoints.js';
 
 // ---------------------------------------------------------------- events (4.5, part 6)
 

@@ -58,6 +58,8 @@ export interface VmCreateRequest {
   /** Default true: start after provisioning. */
   start?: boolean;
   ssh_key?: string;
+  /** Ours: `mtls` (default) or `deferred`, an agent with no identity yet, to checkpoint before enrollment (spec 4.10). */
+  enrollment?: 'mtls' | 'deferred';
 }
 
 /** POST /api/v1/vms/{name}/restart body. */

@@ -15,6 +15,7 @@ import { leaseTransitionsMarkdown } from '../../src/sessions/lease.js';
 import { rolesMarkdownTable } from '../../src/auth/permissions.js';
 import { credentialLeaseTransitionsMarkdown } from '../../src/credentials/lease-types.js';
 import { sshLeaseTransitionsMarkdown } from '../../src/gateway/ssh/lease-types.js';
+import { checkpointTableMarkdown } from '../../src/checkpoints/checkpoint-state.js';
 
 export function readmeTables(): Record<string, string> {
   return {
@@ -30,6 +31,7 @@ export function readmeTables(): Record<string, string> {
     'lease-states-table': leaseTransitionsMarkdown(),
     'credential-lease-states-table': credentialLeaseTransitionsMarkdown(),
     'ssh-lease-states-table': sshLeaseTransitionsMarkdown(),
+    'checkpoint-states-table': checkpointTableMarkdown(),
     'programs-table': programsMarkdownTable(),
   };
 }

@@ -4,30 +4,14 @@
  * --no-wait; a failed operation exits 6.
  */
 import { readFile } from 'node:fs/promises';
-import type { Operation, OperationAccepted, Vm, VmCreateRequest } from '../../client/types.js';
+import type { Vm, VmCreateRequest } from '../../client/types.js';
 import { bool, int, str, UsageError } from '../args.js';
 import { bytes, duration, paint, renderFields, renderTable, stateColor } from '../format.js';
 import type { CommandContext } from '../io.js';
-import { waitWithProgress } from '../progress.js';
+import { followAccepted } from '../progress.js';
 import { NO_WAIT, type CommandDef } from './command.js';
 
 const NAME = { name: 'NAME', required: true, description: 'VM name (agent-...)' } as const;
-
-/** After an accepted operation: wait (progress) or print it; returns the final operation or null. */
-async function followAccepted(ctx: CommandContext, accepted: OperationAccepted, noWait: boolean): Promise<Operation | null> {
-  for (const w of accepted.warnings ?? []) ctx.err(`sbx: warning: ${w}`);
-  if (noWait) {
-    if (ctx.json) ctx.printJson(accepted);
-    else
-      ctx.out(
-        `${accepted.operation.type} ${accepted.operation.target}: operation ${accepted.operation.id} ${accepted.operation.status} (sbx ops wait ${accepted.operation.id})`,
-      );
-    return null;
-  }
-  const op = await waitWithProgress(ctx, accepted.operation.id);
-  if (ctx.json) ctx.printJson(op);
-  return op;
-}
 
 function vmTable(ctx: CommandContext, vms: readonly Vm[]): string {
   return renderTable(
@@ -115,6 +99,11 @@ const create: CommandDef = {
     { name: 'disk-gb', type: 'number', value: 'GB', description: 'disk in GiB (default 50)' },
     { name: 'no-agentshare', type: 'boolean', description: 'no shared storage' },
     { name: 'no-start', type: 'boolean', description: 'do not start it after provisioning' },
+    {
+      name: 'deferred-enrollment',
+      type: 'boolean',
+      description: 'give its agent no identity yet (enrollment: deferred), to checkpoint it before enrollment (sbx checkpoint create)',
+    },
     { name: 'ssh-key', type: 'string', value: 'FILE', description: 'direct runtime SSH public key file (dev/break-glass)' },
     NO_WAIT,
   ],
@@ -130,6 +119,7 @@ const create: CommandDef = {
     if (disk !== undefined) req.disk_gb = disk;
     if (bool(flags, 'no-agentshare')) req.agentshare = false;
     if (bool(flags, 'no-start')) req.start = false;
+    if (bool(flags, 'deferred-enrollment')) req.enrollment = 'deferred';
     const keyFile = str(flags, 'ssh-key');
     if (keyFile !== undefined) req.ssh_key = (await readFile(keyFile, 'utf8')).trim();
     const startedMs = ctx.now();
