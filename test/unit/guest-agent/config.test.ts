@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { AGENT_USAGE, AgentConfigError, AgentHelpRequested, parseAgentConfig } from '../../../src/guest-agent/config.js';
+import {
+  AGENT_USAGE,
+  AgentConfigError,
+  AgentHelpRequested,
+  parseAgentConfig,
+  withBootstrapIdentity,
+} from '../../../src/guest-agent/config.js';
 
 const REQUIRED = ['--server', '127.0.0.1:8120', '--certs', '/etc/agent', '--agent-id', 'agent-01', '--instance-id', 'i-0001'];
 
@@ -85,5 +91,25 @@ describe('agent config', () => {
     ]) {
       assert.ok(AGENT_USAGE.includes(flag), flag);
     }
+  });
+
+  test('--bootstrap-token-file: the agent and instance ids may come from the material, and must match it when given', () => {
+    const cfg = parseAgentConfig(['--server', '127.0.0.1:8120', '--certs', 'certs', '--bootstrap-token-file', 'boot/m.json'], {}, '/work');
+    assert.equal(cfg.bootstrapTokenFile, '/work/boot/m.json');
+    assert.equal(cfg.agentId, '');
+    const filled = withBootstrapIdentity(cfg, { agent_id: 'agent-7', instance_id: 'i-7' });
+    assert.equal(filled.agentId, 'agent-7');
+    assert.equal(filled.instanceId, 'i-7');
+    assert.ok(Object.isFrozen(filled));
+    const given = parseAgentConfig([...REQUIRED, '--bootstrap-token-file', '/m.json'], {}, '/work');
+    assert.equal(withBootstrapIdentity(given, { agent_id: 'agent-01', instance_id: 'i-0001' }).instanceId, 'i-0001');
+    assert.throws(() => withBootstrapIdentity(given, { agent_id: 'agent-01', instance_id: 'other' }), AgentConfigError);
+    assert.equal(parseAgentConfig(REQUIRED, {}, '/work').bootstrapTokenFile, null);
+    assert.equal(
+      configError(['--server', '127.0.0.1:8120', '--certs', 'c']).flag,
+      '--agent-id',
+      'without a token file the ids stay required',
+    );
+    assert.match(AGENT_USAGE, /--bootstrap-token-file FILE/);
   });
 });
