@@ -24,7 +24,7 @@ import {
   withBootstrapIdentity,
   type AgentConfig,
 } from '../guest-agent/config.js';
-import { enrollWithToken, EnrollmentError, hasAgentBundle, readBootstrapMaterial } from '../guest-agent/enroll.js';
+import { enrolledBundle, enrollWithToken, EnrollmentError, readBootstrapMaterial } from '../guest-agent/enroll.js';
 import { createAgentLogger } from '../guest-agent/log.js';
 import { AGENT_VERSION } from '../guest-agent/version.js';
 
@@ -70,8 +70,17 @@ async function mainAsync(): Promise<void> {
         throw err;
       }
       enroll = true;
-    } else if (!(await hasAgentBundle(cfg.certsDir)) || cfg.agentId === '' || cfg.instanceId === '') {
-      exitBadConfig(`--bootstrap-token-file: ${cfg.bootstrapTokenFile} does not exist and --certs holds no enrolled bundle`);
+    } else {
+      // Restarted after enrolling: the bundle and its record are in --certs.
+      const record = await enrolledBundle(cfg.certsDir);
+      if (record === null)
+        exitBadConfig(`--bootstrap-token-file: ${cfg.bootstrapTokenFile} does not exist and --certs holds no enrolled bundle`);
+      try {
+        cfg = withBootstrapIdentity(cfg, record);
+      } catch (err) {
+        if (err instanceof AgentConfigError) exitBadConfig(err.message);
+        throw err;
+      }
     }
   }
   const log = createAgentLogger(cfg.logFormat, cfg.logLevel, { agentId: cfg.agentId, instanceId: cfg.instanceId });

@@ -6,7 +6,8 @@
  *   2. makes its own ECDSA P-256 key and a CSR over it (the key never leaves the agent),
  *   3. POSTs {token, csr} to the material's consume URL (https verified with the material's CA),
  *   4. writes agent-key.pem (0600), agent.pem and ca.pem into --certs (0700), the layout
- *      `--certs` always reads, checks the certificate is for its key and instance,
+ *      `--certs` always reads, checks the certificate is for its key and instance, and
+ *      enrollment.json (agent and instance id: a restart without the material finds them there),
  *   5. deletes the material file (the token is spent),
  *
  * then connects over mTLS as usual. Network failures and 503s are retried with backoff until the
@@ -39,6 +40,18 @@ const ID_RE = /^[A-Za-z0-9._-]{1,128}$/;
 const TOKEN_RE = /^[A-Za-z0-9_-]{16,256}$/;
 /** Longest wait for one consume call, ms. */
 const REQUEST_TIMEOUT_MS = 30_000;
+/** TLS verification failures (OpenSSL / Node codes): not retried. */
+const TLS_TRUST_ERRORS = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_SIGNATURE_FAILURE',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+]);
 /** Largest consume answer read, bytes. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
 
@@ -76,13 +89,29 @@ export async function readBootstrapMaterial(file: string): Promise<BootstrapMate
   return m as BootstrapMaterial;
 }
 
-/** True when `certsDir` already holds an agent bundle (a restart after a successful enrollment). */
-export async function hasAgentBundle(certsDir: string): Promise<boolean> {
+/** What enrollment leaves beside the bundle (certsDir/enrollment.json, not secret). */
+export interface EnrollmentRecord {
+  readonly agent_id: string;
+  readonly instance_id: string;
+  readonly spiffe_id: string;
+  readonly expires_at: string;
+}
+
+export const ENROLLMENT_RECORD_FILE = 'enrollment.json';
+
+/**
+ * The enrollment record of `certsDir` when it also holds a whole agent bundle (a restart after a
+ * successful enrollment), else null.
+ */
+export async function enrolledBundle(certsDir: string): Promise<EnrollmentRecord | null> {
   try {
     await Promise.all(['ca.pem', 'agent.pem', 'agent-key.pem'].map((f) => readFile(join(certsDir, f))));
-    return true;
+    const r = JSON.parse(await readFile(join(certsDir, ENROLLMENT_RECORD_FILE), 'utf8')) as Partial<EnrollmentRecord>;
+    if (typeof r.agent_id !== 'string' || !ID_RE.test(r.agent_id) || typeof r.instance_id !== 'string' || !ID_RE.test(r.instance_id))
+      return null;
+    return r as EnrollmentRecord;
   } catch {
-    return false;
+    return null;
   }
 }
 
@@ -190,6 +219,10 @@ export async function enrollWithToken(o: EnrollOptions): Promise<{ spiffeId: str
       failure = `HTTP ${answer.status}`;
     } catch (err) {
       if (signal.aborted) throw new EnrollmentError('bootstrap.aborted', 'enrollment stopped');
+      const code = (err as NodeJS.ErrnoException).code ?? '';
+      // A server the material's CA does not vouch for stays untrusted however often we ask.
+      if (TLS_TRUST_ERRORS.has(code))
+        throw new EnrollmentError('bootstrap.server_untrusted', `the consume server is not trusted by the material's CA (${code})`);
       failure = (err as Error).message;
     }
     if (answer !== null && answer.status === 200) {
@@ -205,6 +238,13 @@ export async function enrollWithToken(o: EnrollOptions): Promise<{ spiffeId: str
       await writeAtomic(join(o.certsDir, 'agent-key.pem'), keyPem, 0o600);
       await writeAtomic(join(o.certsDir, 'agent.pem'), res.certificate_pem, 0o644);
       await writeAtomic(join(o.certsDir, 'ca.pem'), res.ca_pem, 0o644);
+      const record: EnrollmentRecord = {
+        agent_id: material.agent_id,
+        instance_id: material.instance_id,
+        spiffe_id: res.spiffe_id,
+        expires_at: res.expires_at,
+      };
+      await writeAtomic(join(o.certsDir, ENROLLMENT_RECORD_FILE), `${JSON.stringify(record)}\n`, 0o644);
       await rm(o.materialFile, { force: true });
       o.log.info({ tokenId: material.token_id, spiffeId: res.spiffe_id, expiresAt: res.expires_at }, 'enrolled: certificate written');
       return { spiffeId: res.spiffe_id, expiresAt: res.expires_at };
