@@ -67,6 +67,8 @@ describe('secure bootstrap enrollment', () => {
   let server: ServerHandle;
   let ca: CaMaterial;
   const staged: BootstrapMaterial[] = [];
+  /** Every line the server logged (level debug), to check no token reached a log. */
+  const logLines: string[] = [];
 
   const bootstrap = () => server.service('bootstrap');
   const req = (method: string, url: string, body?: unknown): Promise<InjectResponse> =>
@@ -118,7 +120,8 @@ describe('secure bootstrap enrollment', () => {
       SVC_HYPERVISOR_POLL_INTERVAL_MS: '60000',
       SVC_HYPERVISOR_READ_BUDGET_MS: '20000',
     });
-    server = await startServer(config, pino({ level: 'silent' }), {
+    const logger = pino({ level: 'debug' }, { write: (line: string) => void logLines.push(line) });
+    server = await startServer(config, logger, {
       components: [
         authComponent,
         eventsComponent(),
@@ -409,5 +412,11 @@ describe('secure bootstrap enrollment', () => {
     assert.match(metrics, /svc_bootstrap_consume_refused_total\{code="bootstrap.token_consumed"\} [1-9]/);
     assert.match(metrics, /svc_bootstrap_tokens\{state="active"\} \d+/);
     assertNoSecrets(metrics);
+
+    // The server's own log names tokens by id only.
+    const log = logLines.join('');
+    assert.match(log, /bootstrap token consumed/);
+    assert.match(log, /bootstrap consume refused: bad CSR/);
+    assertNoSecrets(log);
   });
 });
