@@ -40,12 +40,14 @@ function round(x: number, digits = 2): number {
 
 export function describeTarget(t: BenchTarget): string {
   if ('ratioAtLeast' in t) return `ratio >= ${t.ratioAtLeast}`;
+  if ('ratioAtMost' in t) return `ratio <= ${t.ratioAtMost}`;
   if ('valueAtMost' in t) return `value <= ${t.valueAtMost}`;
   return `value >= ${t.valueAtLeast}`;
 }
 
 function meetsTarget(t: BenchTarget, value: number, ratio: number | null): boolean {
   if ('ratioAtLeast' in t) return ratio !== null && ratio >= t.ratioAtLeast;
+  if ('ratioAtMost' in t) return ratio !== null && ratio <= t.ratioAtMost;
   if ('valueAtMost' in t) return value <= t.valueAtMost;
   return value >= t.valueAtLeast;
 }

@@ -8,7 +8,12 @@
 export type JsonValue = string | number | boolean | null | readonly JsonValue[] | { readonly [key: string]: JsonValue };
 
 /** What a scenario is judged against; the harness turns it into the line's `target` and `pass`. */
-export type BenchTarget = { readonly ratioAtLeast: number } | { readonly valueAtMost: number } | { readonly valueAtLeast: number };
+export type BenchTarget =
+  | { readonly ratioAtLeast: number }
+  /** For latencies against a ceiling latency: value ÷ ceiling must stay at or below it. */
+  | { readonly ratioAtMost: number }
+  | { readonly valueAtMost: number }
+  | { readonly valueAtLeast: number };
 
 /** Passed to BenchScenario.run. */
 export interface BenchRunOptions {

@@ -152,7 +152,7 @@ export function statusOf(line: ResultLine): Status {
 export const STATUS_TEXT: Record<Status, string> = { pass: 'PASS', missed: 'MISSED', failed: 'FAILED', ran: 'no target' };
 
 export interface ParsedTarget {
-  readonly kind: 'ratioAtLeast' | 'valueAtMost' | 'valueAtLeast';
+  readonly kind: 'ratioAtLeast' | 'ratioAtMost' | 'valueAtMost' | 'valueAtLeast';
   readonly bound: number;
 }
 
@@ -162,14 +162,16 @@ export function parseTarget(target: string | null): ParsedTarget | null {
   if (!m) return null;
   const bound = Number(m[3]);
   if (!Number.isFinite(bound)) return null;
-  if (m[1] === 'ratio') return m[2] === '>=' ? { kind: 'ratioAtLeast', bound } : null;
+  if (m[1] === 'ratio') return { kind: m[2] === '>=' ? 'ratioAtLeast' : 'ratioAtMost', bound };
   return { kind: m[2] === '<=' ? 'valueAtMost' : 'valueAtLeast', bound };
 }
 
 /** The figure a target judges (ratio or value) and whether higher is better; null when neither. */
 export function judgedFigure(line: ResultLine): { figure: number; higherIsBetter: boolean } | null {
   const t = parseTarget(line.target);
-  if (t?.kind === 'ratioAtLeast') return line.ratio === null ? null : { figure: line.ratio, higherIsBetter: true };
+  if (t?.kind === 'ratioAtLeast' || t?.kind === 'ratioAtMost') {
+    return line.ratio === null ? null : { figure: line.ratio, higherIsBetter: t.kind === 'ratioAtLeast' };
+  }
   if (line.value === null) return null;
   if (t) return { figure: line.value, higherIsBetter: t.kind === 'valueAtLeast' };
   if (line.ratio !== null) return { figure: line.ratio, higherIsBetter: true };

@@ -109,7 +109,8 @@ function valueBars(line: ResultLine, old: ResultLine | undefined): string {
     rows.push({ label: 'ceiling', value: line.ceiling, unit: line.unit, cls: 'ceiling' });
     if (old) rows.push({ label: 'ceiling (before)', value: old.ceiling, unit: old.unit, cls: 'before ceiling' });
   }
-  const marker = t && t.kind !== 'ratioAtLeast' ? { at: t.bound, label: `target ${line.target ?? ''} ${line.unit}` } : null;
+  const marker =
+    t && t.kind !== 'ratioAtLeast' && t.kind !== 'ratioAtMost' ? { at: t.bound, label: `target ${line.target ?? ''} ${line.unit}` } : null;
   return bars(line.ceiling !== null ? 'value against its ceiling (same run)' : 'value', rows, marker);
 }
 
@@ -118,7 +119,10 @@ function ratioBars(line: ResultLine, old: ResultLine | undefined): string {
   if (line.ratio === null && !(old && old.ratio !== null)) return '';
   const rows: Bar[] = [{ label: 'ratio', value: line.ratio, unit: '× ceiling', cls: 'now' }];
   if (old) rows.push({ label: 'ratio (before)', value: old.ratio, unit: '× ceiling', cls: 'before' });
-  const marker = t?.kind === 'ratioAtLeast' ? { at: t.bound, label: `target: ratio ≥ ${fmt(t.bound)}` } : null;
+  const marker =
+    t?.kind === 'ratioAtLeast' || t?.kind === 'ratioAtMost'
+      ? { at: t.bound, label: `target: ratio ${t.kind === 'ratioAtLeast' ? '≥' : '≤'} ${fmt(t.bound)}` }
+      : null;
   return bars('ratio = value ÷ ceiling', rows, marker);
 }
 

@@ -15,6 +15,7 @@ import { replay } from './replay.js';
 import { ring } from './ring.js';
 import { terminal } from './terminal.js';
 import { vmOps } from './vm-ops.js';
+import { poolHandoff } from './pool-handoff.js';
 import { vmReal } from './vm-real.js';
 
 export const scenarios: readonly BenchScenario[] = [
@@ -25,6 +26,7 @@ export const scenarios: readonly BenchScenario[] = [
   replay,
   fleet,
   vmOps,
+  poolHandoff,
   activityIngest,
   jobs,
   terminal,

@@ -81,6 +81,8 @@ export interface CheckpointServiceOptions {
   readonly vms: CheckpointVms;
   readonly bootstrap: CheckpointBootstrap;
   readonly agent: (vm: string) => CheckpointAgentView | undefined;
+  /** Calls `listener` on every change of the agents registry; returns the unsubscribe function. */
+  readonly onAgentChange: (listener: () => void) => () => void;
   readonly logger: Logger;
   /** How long a restore waits for the agent to be Ready after its deploy, ms. Default 60 000. */
   readonly readyTimeoutMs?: number;
@@ -307,12 +309,7 @@ export class CheckpointService {
       await hypervisor.restoreDomain(image, ck.vm, { host: ck.host });
       restored = true;
       op.progress(40);
-      const deploy = await vms.deployAgent(ck.vm);
-      const deployed = await this.#o.operations.waitFor(deploy, { timeoutMs: (this.#o.readyTimeoutMs ?? 60_000) + 30_000 });
-      if (deployed.status !== 'completed')
-        throw new SvcError('PROVISIONING_ERROR', `the restored agent did not start: ${deployed.error ?? 'unknown'}`);
-      op.progress(80);
-      const agent = await this.#ready(ck.vm, instanceId);
+      const agent = await this.#ready(ck.vm, instanceId, await vms.deployAgent(ck.vm));
       store.move(ck.id, ['restoring'], 'consumed', 'enrolled', { restoredInstanceId: instanceId });
       op.complete({
         vm: { name: ck.vm, state: 'running' },
@@ -338,20 +335,47 @@ export class CheckpointService {
     }
   }
 
-  /** Resolves once the VM's agent is Ready with `instanceId`; PROVISIONING_ERROR after the timeout. */
-  async #ready(vm: string, instanceId: string): Promise<CheckpointAgentView> {
-    const deadline = Date.now() + (this.#o.readyTimeoutMs ?? 60_000);
-    for (;;) {
-      const a = this.#o.agent(vm);
-      if (a !== undefined && a.instance_id === instanceId && a.status === 'Ready') return a;
-      if (Date.now() >= deadline) {
-        throw new SvcError(
-          'PROVISIONING_ERROR',
-          `the restored agent of VM '${vm}' was not Ready with its fresh identity in time (${a?.status ?? 'not connected'})`,
+  /**
+   * Resolves once the VM's agent is Ready with `instanceId` (woken by the registry's changes, not
+   * polled); rejects when the deploy operation `deployId` fails first, or PROVISIONING_ERROR after
+   * the timeout.
+   */
+  #ready(vm: string, instanceId: string, deployId: string): Promise<CheckpointAgentView> {
+    const timeoutMs = this.#o.readyTimeoutMs ?? 60_000;
+    return new Promise<CheckpointAgentView>((resolve, reject) => {
+      let settled = false;
+      const finish = (err: unknown, agent?: CheckpointAgentView): void => {
+        if (settled) return;
+        settled = true;
+        unsubscribe();
+        clearTimeout(timer);
+        if (agent !== undefined) resolve(agent);
+        else reject(err instanceof Error ? err : new Error(String(err)));
+      };
+      const check = (): void => {
+        const a = this.#o.agent(vm);
+        if (a !== undefined && a.instance_id === instanceId && a.status === 'Ready') finish(null, a);
+      };
+      const unsubscribe = this.#o.onAgentChange(check);
+      const timer = setTimeout(() => {
+        const a = this.#o.agent(vm);
+        finish(
+          new SvcError(
+            'PROVISIONING_ERROR',
+            `the restored agent of VM '${vm}' was not Ready with its fresh identity within ${Math.round(timeoutMs / 1000)} s (${a?.status ?? 'not connected'})`,
+          ),
         );
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
+      }, timeoutMs);
+      timer.unref();
+      this.#o.operations.waitFor(deployId, { timeoutMs: timeoutMs + 30_000 }).then(
+        (op) => {
+          if (op.status === 'failed')
+            finish(new SvcError('PROVISIONING_ERROR', `the restored agent did not start: ${op.error ?? 'unknown'}`));
+        },
+        (err: unknown) => finish(err),
+      );
+      check();
+    });
   }
 
   #poolJson(p: PoolRecord): WarmPool {

@@ -69,6 +69,7 @@ export function checkpointsComponent(opts: { readyTimeoutMs?: number } = {}): Co
           },
         },
         agent: (vm) => agents.registry.get(vm),
+        onAgentChange: (listener) => agents.registry.subscribe(() => listener()),
         logger,
         ...(opts.readyTimeoutMs !== undefined && { readyTimeoutMs: opts.readyTimeoutMs }),
         onHandoff: (pool, outcome, seconds) => {

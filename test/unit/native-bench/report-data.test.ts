@@ -65,6 +65,8 @@ describe('bench report data', () => {
   test('targets, judged figures and status', () => {
     assert.deepEqual(parseTarget('ratio >= 0.8'), { kind: 'ratioAtLeast', bound: 0.8 });
     assert.deepEqual(parseTarget('value <= 5'), { kind: 'valueAtMost', bound: 5 });
+    assert.deepEqual(parseTarget('ratio <= 0.2'), { kind: 'ratioAtMost', bound: 0.2 });
+    assert.deepEqual(judgedFigure({ ...base, ratio: 0.1, ceiling: 20, target: 'ratio <= 0.2' }), { figure: 0.1, higherIsBetter: false });
     assert.equal(parseTarget('something else'), null);
     assert.deepEqual(judgedFigure(base), { figure: 2, higherIsBetter: false });
     assert.deepEqual(judgedFigure({ ...base, ratio: 0.5, ceiling: 4, target: 'ratio >= 0.8' }), { figure: 0.5, higherIsBetter: true });
