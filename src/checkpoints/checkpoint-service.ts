@@ -211,9 +211,8 @@ export class CheckpointService {
     }
     const startedMs = Date.now();
     const op = this.#o.operations.begin('warm_pool_handoff', slot.vm);
-    void this.#restore(slot, op).then(
-      () => this.#o.onHandoff?.(pool, 'completed', (Date.now() - startedMs) / 1000),
-      () => this.#o.onHandoff?.(pool, 'failed', (Date.now() - startedMs) / 1000),
+    void this.#restore(slot, op, (ok) => this.#o.onHandoff?.(pool, ok ? 'completed' : 'failed', (Date.now() - startedMs) / 1000)).catch(
+      () => undefined,
     );
     this.#kickRefill(pool);
     return op.json();
@@ -287,7 +286,11 @@ export class CheckpointService {
   }
 
   /** Restores a claimed checkpoint (status restoring) with a fresh identity; see the file comment. */
-  async #restore(ck: CheckpointRecord, op: OperationHandle): Promise<void> {
+  /**
+   * `onEnd` is told the outcome before the operation shows it, and the rewritten image is gone by
+   * then too: a client that saw the operation finish sees everything it did.
+   */
+  async #restore(ck: CheckpointRecord, op: OperationHandle, onEnd?: (ok: boolean) => void): Promise<void> {
     const { store, hypervisor, vms, bootstrap } = this.#o;
     const instanceId = randomUUID();
     const paths = vms.paths(ck.vm);
@@ -308,9 +311,11 @@ export class CheckpointService {
       op.progress(20);
       await hypervisor.restoreDomain(image, ck.vm, { host: ck.host });
       restored = true;
+      await rm(image, { force: true });
       op.progress(40);
       const agent = await this.#ready(ck.vm, instanceId, await vms.deployAgent(ck.vm));
       store.move(ck.id, ['restoring'], 'consumed', 'enrolled', { restoredInstanceId: instanceId });
+      onEnd?.(true);
       op.complete({
         vm: { name: ck.vm, state: 'running' },
         checkpoint_id: ck.id,
@@ -327,11 +332,11 @@ export class CheckpointService {
       await rm(paths.material, { force: true }).catch(() => undefined);
       await rm(paths.work, { recursive: true, force: true }).catch(() => undefined);
       await rm(paths.certs, { recursive: true, force: true }).catch(() => undefined);
+      await rm(image, { force: true }).catch(() => undefined);
       store.move(ck.id, ['restoring'], 'failed', 'restore_failed', { error: toWire(err).message });
+      onEnd?.(false);
       op.fail(err);
       throw err;
-    } finally {
-      await rm(image, { force: true }).catch(() => undefined);
     }
   }
 
