@@ -144,9 +144,16 @@ export class CheckpointService {
     if (this.#o.store.get(req.checkpointId) !== undefined) {
       throw new SvcError('checkpoint.exists', `checkpoint ${req.checkpointId} exists`);
     }
-    const info = await this.#checkpointable(req.vm);
-    const op = this.#o.operations.begin('checkpoint_create', req.vm);
+    if (this.#busyVms.has(req.vm)) throw new SvcError('checkpoint.vm_busy', `a checkpoint of VM '${req.vm}' is being taken`);
     this.#busyVms.add(req.vm);
+    let info: DomainInfo;
+    try {
+      info = await this.#checkpointable(req.vm);
+    } catch (err) {
+      this.#busyVms.delete(req.vm);
+      throw err;
+    }
+    const op = this.#o.operations.begin('checkpoint_create', req.vm);
     void this.#take(info, req.checkpointId, op)
       .catch(() => undefined)
       .finally(() => this.#busyVms.delete(req.vm));
@@ -245,7 +252,6 @@ export class CheckpointService {
     if (agent !== undefined && agent.status !== 'Disconnected') {
       throw new SvcError('checkpoint.vm_enrolled', `the agent of VM '${vm}' has enrolled; its state holds an identity`);
     }
-    if (this.#busyVms.has(vm)) throw new SvcError('checkpoint.vm_busy', `a checkpoint of VM '${vm}' is being taken`);
     return info;
   }
 
@@ -295,10 +301,17 @@ export class CheckpointService {
     const instanceId = randomUUID();
     const paths = vms.paths(ck.vm);
     const image = join(store.imageDir(ck.id), `restore-${instanceId}.save`);
+    let touched = false;
     let restored = false;
     let staged = false;
     op.start();
     try {
+      // The name must be free before anything of the VM's directory is touched: a VM created
+      // under it since the checkpoint keeps its files and its agent.
+      if ((await hypervisor.get(ck.vm)) !== null) {
+        throw new SvcError('VM_ALREADY_EXISTS', `VM '${ck.vm}' exists again; the checkpoint restores under that name`);
+      }
+      touched = true;
       const xml = withFreshIdentity(testSaveImageXml(await readFile(join(store.imageDir(ck.id), 'domain.save'))), instanceId, instanceId);
       await writeFile(image, testSaveImage(xml), { mode: 0o600 });
       await rm(paths.work, { recursive: true, force: true });
@@ -327,11 +340,13 @@ export class CheckpointService {
     } catch (err) {
       this.#o.logger.warn({ checkpoint: ck.id, vm: ck.vm, err: errorMessage(err) }, 'restore failed; removing what it made');
       if (staged) bootstrap.revokeInstance(instanceId);
-      await vms.stopAgent(ck.vm).catch(() => undefined);
-      if (restored) await hypervisor.undefine(ck.vm, { force: true }).catch(() => undefined);
-      await rm(paths.material, { force: true }).catch(() => undefined);
-      await rm(paths.work, { recursive: true, force: true }).catch(() => undefined);
-      await rm(paths.certs, { recursive: true, force: true }).catch(() => undefined);
+      if (touched) {
+        await vms.stopAgent(ck.vm).catch(() => undefined);
+        if (restored) await hypervisor.undefine(ck.vm, { force: true }).catch(() => undefined);
+        await rm(paths.material, { force: true }).catch(() => undefined);
+        await rm(paths.work, { recursive: true, force: true }).catch(() => undefined);
+        await rm(paths.certs, { recursive: true, force: true }).catch(() => undefined);
+      }
       await rm(image, { force: true }).catch(() => undefined);
       store.move(ck.id, ['restoring'], 'failed', 'restore_failed', { error: toWire(err).message });
       onEnd?.(false);
@@ -451,10 +466,10 @@ export class CheckpointService {
     const created = await this.#o.operations.waitFor(createId, { timeoutMs: this.#o.createTimeoutMs ?? 120_000 });
     if (created.status !== 'completed')
       throw new SvcError('PROVISIONING_ERROR', `refill VM ${name} was not created: ${created.error ?? 'unknown'}`);
-    const info = await this.#checkpointable(name);
-    const op = this.#o.operations.begin('checkpoint_create', name);
     this.#busyVms.add(name);
     try {
+      const info = await this.#checkpointable(name);
+      const op = this.#o.operations.begin('checkpoint_create', name);
       await this.#take(info, `${p.name}-${suffix}`, op, p.name);
     } finally {
       this.#busyVms.delete(name);

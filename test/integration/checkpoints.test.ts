@@ -165,6 +165,28 @@ describe('checkpoints and warm pools', () => {
     assert.equal(codeOf(enrolled), 'checkpoint.vm_enrolled');
   });
 
+  test('a restore whose VM name was taken again fails cleanly and leaves that VM and its agent alone', async () => {
+    const vm = await deferredVm('taken');
+    await checkpoint(vm, 'taken-one');
+    const again = await req('POST', '/api/v1/vms', { name: vm, profile: 'basic', vcpus: 1, memory_mb: 256, disk_gb: 1 });
+    assert.equal(again.status, 202, again.text);
+    await waitFor('the new VM of that name has its agent', () => server.agents.registry.get(vm)?.status === 'Ready', {
+      deadlineMs: DEADLINE_MS.agent,
+    });
+    const before = server.agents.registry.get(vm)?.instance_id;
+    const restore = await req('POST', '/api/v2/admin/hypervisor/checkpoints/taken-one/restore', {});
+    assert.equal(restore.status, 202);
+    const op = await operation((restore.json() as AdminAccepted).operation.id);
+    assert.equal(op.status, 'failed');
+    assert.equal(op.error_code, 'VM_ALREADY_EXISTS');
+    const ck = (await req('GET', '/api/v2/admin/hypervisor/checkpoints/taken-one')).json() as Checkpoint;
+    assert.equal(ck.status, 'failed');
+    const agent = server.agents.registry.get(vm);
+    assert.equal(agent?.status, 'Ready', 'the other VM keeps its agent');
+    assert.equal(agent.instance_id, before);
+    assert.equal(((await req('GET', `/api/v1/vms/${vm}`)).json() as { state: string }).state, 'running');
+  });
+
   test('50 concurrent handoffs against a pool of 10: exactly 10 distinct Ready VMs, 40 clean refusals, nothing left over', async () => {
     const vms = await Promise.all(Array.from({ length: 10 }, (_, i) => deferredVm(`pool${i}`)));
     const ids = vms.map((_, i) => `slot-${i}`);
