@@ -39,9 +39,21 @@ describe('POST /api/v1/vms body', () => {
       diskGiB: 50,
       agentshare: true,
       start: true,
+      enrollment: 'mtls',
       sshKeys: [],
       warnings: [],
     });
+  });
+
+  test('enrollment: mtls (default) or deferred; anything else is refused naming the field', () => {
+    assert.equal(parseCreateVm({ name: 'agent-a1', enrollment: 'deferred' }, { directRuntimeSsh: false }).enrollment, 'deferred');
+    assert.equal(parseCreateVm({ name: 'agent-a1', enrollment: 'mtls' }, { directRuntimeSsh: false }).enrollment, 'mtls');
+    for (const bad of ['later', true, null, 1]) {
+      assert.throws(
+        () => parseCreateVm({ name: 'agent-a1', enrollment: bad }, { directRuntimeSsh: false }),
+        (e: unknown) => e instanceof SvcError && e.code === 'request.invalid' && /enrollment/.test(e.message),
+      );
+    }
   });
 
   test('the reference dashboard\'s body: empty loadout/composition and profile "" are nothing asked for; a real loadout is refused by name', () => {
