@@ -17,7 +17,8 @@
  * logged, listed or put in an error; logs name tokens by token_id.
  */
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import { mkdir, rm } from 'node:fs/promises';
+import { rmSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import { dirname, isAbsolute } from 'node:path';
 import type { Logger } from 'pino';
 import type { Counter } from 'prom-client';
@@ -36,7 +37,7 @@ import {
 } from '../wire/bootstrap.js';
 import { tokenState, type BootstrapTokenStore, type TokenRow, type TokenState } from './token-store.js';
 
-/** What the lead's checkpoint/restore code calls (the `bootstrap` service). */
+/** The `bootstrap` service, as checkpoint restores and warm-pool handoffs call it. */
 export interface BootstrapService {
   /** Issues a single-use token for the instance and stages the agent's bootstrap material file with mode 0600 (dir 0700) at `file`; returns only non-secret facts. */
   stage(opts: { instanceId: string; agentId: string; file: string; ttlSeconds?: number }): Promise<{ tokenId: string; expiresAt: string }>;
@@ -127,8 +128,8 @@ export class BootstrapEnrollment implements BootstrapService {
     if (ca === null) throw new SvcError('bootstrap.ca_unavailable', 'the CA is not loaded: no enrollment can be staged');
     const nowMs = this.#now();
     store.prune(nowMs);
-    // One live enrollment per instance: a newer token replaces any earlier one.
-    this.#revoke(opts.instanceId, nowMs, 'superseded');
+    // One live enrollment per instance: a newer token replaces any earlier one (its file too, unless this one overwrites it).
+    this.#revoke(opts.instanceId, nowMs, opts.file);
     const token = randomBytes(TOKEN_BYTES).toString('base64url');
     const row = {
       tokenId: randomUUID(),
@@ -169,16 +170,27 @@ export class BootstrapEnrollment implements BootstrapService {
   }
 
   revokeInstance(instanceId: string): number {
-    return this.#revoke(instanceId, this.#now(), 'revoked');
+    return this.#revoke(instanceId, this.#now(), null);
   }
 
-  #revoke(instanceId: string, nowMs: number, why: 'revoked' | 'superseded'): number {
+  /** Revokes the instance's active tokens and removes their material files, except `keepFile` (a stage about to overwrite it). */
+  #revoke(instanceId: string, nowMs: number, keepFile: string | null): number {
     const rows = this.#o.store.revokeInstance(instanceId, nowMs);
     for (const r of rows) {
       this.#o.metrics.revoked.inc();
-      this.#o.logger.info({ tokenId: r.tokenId, instanceId, reason: why }, 'bootstrap token revoked');
-      // The file holds a token that no longer works: remove it (best effort; a newer stage may overwrite it anyway).
-      if (why === 'revoked' && r.materialPath !== null) void rm(r.materialPath, { force: true }).catch(() => undefined);
+      this.#o.logger.info(
+        { tokenId: r.tokenId, instanceId, reason: keepFile === null ? 'revoked' : 'superseded' },
+        'bootstrap token revoked',
+      );
+      // The file holds a token that no longer works: remove it now (best effort). Synchronously, so
+      // a removal can never land after a later stage wrote new material to the same path.
+      if (r.materialPath !== null && r.materialPath !== keepFile) {
+        try {
+          rmSync(r.materialPath, { force: true });
+        } catch {
+          // unreadable directory: the token is revoked whatever the file says
+        }
+      }
     }
     return rows.length;
   }
