@@ -22,19 +22,17 @@ import { mkdir } from 'node:fs/promises';
 import { dirname, isAbsolute } from 'node:path';
 import type { Logger } from 'pino';
 import type { Counter } from 'prom-client';
-import { ERROR_TABLE, SvcError, type ErrorCode } from '../core/errors.js';
-import { AGENT_CERT_TTL_SECONDS, issueAgentCertForCsr, type CaMaterial } from '../identity/ca.js';
+import { SvcError } from '../core/errors.js';
+import { issueAgentCertForCsr, type CaMaterial } from '../identity/ca.js';
 import { ensurePrivateDir, PRIVATE_FILE_MODE, writeFileAtomic } from '../identity/secure-files.js';
 import { isValidName } from '../identity/spiffe.js';
 import {
-  BOOTSTRAP_CONSUME_PATH,
   BOOTSTRAP_MATERIAL_SCHEMA,
-  BOOTSTRAP_READINESS_SCHEMA,
   type BootstrapConsumeResponse,
   type BootstrapMaterial,
   type BootstrapReadiness,
-  type BootstrapStatus,
 } from '../wire/bootstrap.js';
+import { bootstrapReadiness } from './readiness.js';
 import { tokenState, type BootstrapTokenStore, type TokenRow, type TokenState } from './token-store.js';
 
 /** The `bootstrap` service, as checkpoint restores and warm-pool handoffs call it. */
@@ -47,30 +45,13 @@ export interface BootstrapService {
   counts(): Record<'active' | 'consumed' | 'expired' | 'revoked', number>;
 }
 
-/** The stable enrollment error taxonomy: every code consume answers with (README table, readiness). */
-export const ENROLLMENT_ERROR_CODES = [
-  'bootstrap.request_invalid',
-  'bootstrap.token_unknown',
-  'bootstrap.token_expired',
-  'bootstrap.token_revoked',
-  'bootstrap.token_consumed',
-  'bootstrap.csr_invalid',
-  'bootstrap.ca_unavailable',
-  'bootstrap.disabled',
-  'request.body_too_large',
-] as const satisfies readonly ErrorCode[];
-
 /** Bytes of a raw token (base64url: 43 characters). */
 export const TOKEN_BYTES = 32;
 /** Largest consume body, bytes (a P-256 CSR is ~0.5 KiB). */
 export const CONSUME_MAX_BODY_BYTES = 16 * 1024;
-/** The trust bundle is fresh while the CA has more than this left, seconds (30 days). */
-export const TRUST_BUNDLE_FRESH_MIN_SECONDS = 30 * 86_400;
 /** Token TTLs stage accepts, seconds. */
 export const MIN_TOKEN_TTL_SECONDS = 30;
 export const MAX_TOKEN_TTL_SECONDS = 86_400;
-/** Key types accepted in CSRs (x509.ts verifyCsr). */
-export const ACCEPTED_KEY_TYPES: readonly string[] = ['ecdsa-p256'];
 
 export interface BootstrapMetrics {
   /** svc_bootstrap_tokens_issued_total */
@@ -266,66 +247,22 @@ export class BootstrapEnrollment implements BootstrapService {
   /** GET /api/v2/admin/bootstrap/readiness (see the file comment). */
   readiness(): BootstrapReadiness {
     const nowMs = this.#now();
-    const { ca } = this.#o;
-    const reasons: string[] = [];
-    let status: BootstrapStatus = 'secure';
-    const secondsToExpiry = ca === null ? null : Math.floor((ca.caNotAfter.getTime() - nowMs) / 1000);
-    const fresh = secondsToExpiry !== null && secondsToExpiry > TRUST_BUNDLE_FRESH_MIN_SECONDS;
-    let counts: Record<TokenState, number> = { active: 0, consumed: 0, expired: 0, revoked: 0 };
-    let storeOk = this.#o.store.open;
-    if (storeOk) {
+    let counts: Record<TokenState, number> | null = null;
+    if (this.#o.store.open) {
       try {
         counts = this.#o.store.counts(nowMs);
       } catch {
-        storeOk = false;
+        counts = null; // the store cannot be read: readiness says failed
       }
     }
-    if (!this.#o.enabled) {
-      status = 'disabled';
-      reasons.push('bootstrap enrollment is turned off by configuration');
-    } else if (ca === null) {
-      status = 'failed';
-      reasons.push('the CA could not be loaded');
-    } else if (secondsToExpiry !== null && secondsToExpiry <= 0) {
-      status = 'failed';
-      reasons.push('the CA certificate has expired');
-    } else if (!storeOk) {
-      status = 'failed';
-      reasons.push('the token store is not available');
-    } else if (!fresh) {
-      status = 'degraded';
-      reasons.push(`the CA certificate expires within ${TRUST_BUNDLE_FRESH_MIN_SECONDS / 86_400} days`);
-    }
-    return {
-      schema_version: BOOTSTRAP_READINESS_SCHEMA,
-      status,
-      reasons,
-      grpc_ca_backend_configured: ca !== null,
-      ca_backend_class: ca === null ? 'none' : 'local-file-ca',
-      trust_domain: this.#o.trustDomain,
-      trust_bundle: {
-        ca_not_after: ca === null ? null : ca.caNotAfter.toISOString(),
-        seconds_to_expiry: secondsToExpiry,
-        fresh,
-        fresh_min_seconds: TRUST_BUNDLE_FRESH_MIN_SECONDS,
-      },
-      token_store: {
-        available: storeOk,
-        issued: counts.active + counts.consumed + counts.expired + counts.revoked,
-        ...counts,
-        token_ttl_seconds: this.#o.tokenTtlSeconds,
-      },
-      enrollment: {
-        consume_path: BOOTSTRAP_CONSUME_PATH,
-        accepted_key_types: ACCEPTED_KEY_TYPES,
-        certificate_ttl_seconds: AGENT_CERT_TTL_SECONDS,
-      },
-      error_taxonomy: ENROLLMENT_ERROR_CODES.map((code) => ({
-        code,
-        http_status: ERROR_TABLE[code].http,
-        meaning: ERROR_TABLE[code].meaning,
-      })),
-    };
+    return bootstrapReadiness({
+      nowMs,
+      ca: this.#o.ca,
+      enabled: this.#o.enabled,
+      trustDomain: this.#o.trustDomain,
+      tokenTtlSeconds: this.#o.tokenTtlSeconds,
+      counts,
+    });
   }
 }
 
