@@ -17,26 +17,25 @@
  * logged, listed or put in an error; logs name tokens by token_id.
  */
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import { mkdir, rm } from 'node:fs/promises';
+import { rmSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import { dirname, isAbsolute } from 'node:path';
 import type { Logger } from 'pino';
 import type { Counter } from 'prom-client';
-import { ERROR_TABLE, SvcError, type ErrorCode } from '../core/errors.js';
-import { AGENT_CERT_TTL_SECONDS, issueAgentCertForCsr, type CaMaterial } from '../identity/ca.js';
+import { SvcError } from '../core/errors.js';
+import { issueAgentCertForCsr, type CaMaterial } from '../identity/ca.js';
 import { ensurePrivateDir, PRIVATE_FILE_MODE, writeFileAtomic } from '../identity/secure-files.js';
 import { isValidName } from '../identity/spiffe.js';
 import {
-  BOOTSTRAP_CONSUME_PATH,
   BOOTSTRAP_MATERIAL_SCHEMA,
-  BOOTSTRAP_READINESS_SCHEMA,
   type BootstrapConsumeResponse,
   type BootstrapMaterial,
   type BootstrapReadiness,
-  type BootstrapStatus,
 } from '../wire/bootstrap.js';
+import { bootstrapReadiness } from './readiness.js';
 import { tokenState, type BootstrapTokenStore, type TokenRow, type TokenState } from './token-store.js';
 
-/** What the lead's checkpoint/restore code calls (the `bootstrap` service). */
+/** The `bootstrap` service, as checkpoint restores and warm-pool handoffs call it. */
 export interface BootstrapService {
   /** Issues a single-use token for the instance and stages the agent's bootstrap material file with mode 0600 (dir 0700) at `file`; returns only non-secret facts. */
   stage(opts: { instanceId: string; agentId: string; file: string; ttlSeconds?: number }): Promise<{ tokenId: string; expiresAt: string }>;
@@ -46,30 +45,13 @@ export interface BootstrapService {
   counts(): Record<'active' | 'consumed' | 'expired' | 'revoked', number>;
 }
 
-/** The stable enrollment error taxonomy: every code consume answers with (README table, readiness). */
-export const ENROLLMENT_ERROR_CODES = [
-  'bootstrap.request_invalid',
-  'bootstrap.token_unknown',
-  'bootstrap.token_expired',
-  'bootstrap.token_revoked',
-  'bootstrap.token_consumed',
-  'bootstrap.csr_invalid',
-  'bootstrap.ca_unavailable',
-  'bootstrap.disabled',
-  'request.body_too_large',
-] as const satisfies readonly ErrorCode[];
-
 /** Bytes of a raw token (base64url: 43 characters). */
 export const TOKEN_BYTES = 32;
 /** Largest consume body, bytes (a P-256 CSR is ~0.5 KiB). */
 export const CONSUME_MAX_BODY_BYTES = 16 * 1024;
-/** The trust bundle is fresh while the CA has more than this left, seconds (30 days). */
-export const TRUST_BUNDLE_FRESH_MIN_SECONDS = 30 * 86_400;
 /** Token TTLs stage accepts, seconds. */
 export const MIN_TOKEN_TTL_SECONDS = 30;
 export const MAX_TOKEN_TTL_SECONDS = 86_400;
-/** Key types accepted in CSRs (x509.ts verifyCsr). */
-export const ACCEPTED_KEY_TYPES: readonly string[] = ['ecdsa-p256'];
 
 export interface BootstrapMetrics {
   /** svc_bootstrap_tokens_issued_total */
@@ -127,8 +109,8 @@ export class BootstrapEnrollment implements BootstrapService {
     if (ca === null) throw new SvcError('bootstrap.ca_unavailable', 'the CA is not loaded: no enrollment can be staged');
     const nowMs = this.#now();
     store.prune(nowMs);
-    // One live enrollment per instance: a newer token replaces any earlier one.
-    this.#revoke(opts.instanceId, nowMs, 'superseded');
+    // One live enrollment per instance: a newer token replaces any earlier one (its file too, unless this one overwrites it).
+    this.#revoke(opts.instanceId, nowMs, opts.file);
     const token = randomBytes(TOKEN_BYTES).toString('base64url');
     const row = {
       tokenId: randomUUID(),
@@ -169,16 +151,27 @@ export class BootstrapEnrollment implements BootstrapService {
   }
 
   revokeInstance(instanceId: string): number {
-    return this.#revoke(instanceId, this.#now(), 'revoked');
+    return this.#revoke(instanceId, this.#now(), null);
   }
 
-  #revoke(instanceId: string, nowMs: number, why: 'revoked' | 'superseded'): number {
+  /** Revokes the instance's active tokens and removes their material files, except `keepFile` (a stage about to overwrite it). */
+  #revoke(instanceId: string, nowMs: number, keepFile: string | null): number {
     const rows = this.#o.store.revokeInstance(instanceId, nowMs);
     for (const r of rows) {
       this.#o.metrics.revoked.inc();
-      this.#o.logger.info({ tokenId: r.tokenId, instanceId, reason: why }, 'bootstrap token revoked');
-      // The file holds a token that no longer works: remove it (best effort; a newer stage may overwrite it anyway).
-      if (why === 'revoked' && r.materialPath !== null) void rm(r.materialPath, { force: true }).catch(() => undefined);
+      this.#o.logger.info(
+        { tokenId: r.tokenId, instanceId, reason: keepFile === null ? 'revoked' : 'superseded' },
+        'bootstrap token revoked',
+      );
+      // The file holds a token that no longer works: remove it now (best effort). Synchronously, so
+      // a removal can never land after a later stage wrote new material to the same path.
+      if (r.materialPath !== null && r.materialPath !== keepFile) {
+        try {
+          rmSync(r.materialPath, { force: true });
+        } catch {
+          // unreadable directory: the token is revoked whatever the file says
+        }
+      }
     }
     return rows.length;
   }
@@ -254,66 +247,22 @@ export class BootstrapEnrollment implements BootstrapService {
   /** GET /api/v2/admin/bootstrap/readiness (see the file comment). */
   readiness(): BootstrapReadiness {
     const nowMs = this.#now();
-    const { ca } = this.#o;
-    const reasons: string[] = [];
-    let status: BootstrapStatus = 'secure';
-    const secondsToExpiry = ca === null ? null : Math.floor((ca.caNotAfter.getTime() - nowMs) / 1000);
-    const fresh = secondsToExpiry !== null && secondsToExpiry > TRUST_BUNDLE_FRESH_MIN_SECONDS;
-    let counts: Record<TokenState, number> = { active: 0, consumed: 0, expired: 0, revoked: 0 };
-    let storeOk = this.#o.store.open;
-    if (storeOk) {
+    let counts: Record<TokenState, number> | null = null;
+    if (this.#o.store.open) {
       try {
         counts = this.#o.store.counts(nowMs);
       } catch {
-        storeOk = false;
+        counts = null; // the store cannot be read: readiness says failed
       }
     }
-    if (!this.#o.enabled) {
-      status = 'disabled';
-      reasons.push('bootstrap enrollment is turned off by configuration');
-    } else if (ca === null) {
-      status = 'failed';
-      reasons.push('the CA could not be loaded');
-    } else if (secondsToExpiry !== null && secondsToExpiry <= 0) {
-      status = 'failed';
-      reasons.push('the CA certificate has expired');
-    } else if (!storeOk) {
-      status = 'failed';
-      reasons.push('the token store is not available');
-    } else if (!fresh) {
-      status = 'degraded';
-      reasons.push(`the CA certificate expires within ${TRUST_BUNDLE_FRESH_MIN_SECONDS / 86_400} days`);
-    }
-    return {
-      schema_version: BOOTSTRAP_READINESS_SCHEMA,
-      status,
-      reasons,
-      grpc_ca_backend_configured: ca !== null,
-      ca_backend_class: ca === null ? 'none' : 'local-file-ca',
-      trust_domain: this.#o.trustDomain,
-      trust_bundle: {
-        ca_not_after: ca === null ? null : ca.caNotAfter.toISOString(),
-        seconds_to_expiry: secondsToExpiry,
-        fresh,
-        fresh_min_seconds: TRUST_BUNDLE_FRESH_MIN_SECONDS,
-      },
-      token_store: {
-        available: storeOk,
-        issued: counts.active + counts.consumed + counts.expired + counts.revoked,
-        ...counts,
-        token_ttl_seconds: this.#o.tokenTtlSeconds,
-      },
-      enrollment: {
-        consume_path: BOOTSTRAP_CONSUME_PATH,
-        accepted_key_types: ACCEPTED_KEY_TYPES,
-        certificate_ttl_seconds: AGENT_CERT_TTL_SECONDS,
-      },
-      error_taxonomy: ENROLLMENT_ERROR_CODES.map((code) => ({
-        code,
-        http_status: ERROR_TABLE[code].http,
-        meaning: ERROR_TABLE[code].meaning,
-      })),
-    };
+    return bootstrapReadiness({
+      nowMs,
+      ca: this.#o.ca,
+      enabled: this.#o.enabled,
+      trustDomain: this.#o.trustDomain,
+      tokenTtlSeconds: this.#o.tokenTtlSeconds,
+      counts,
+    });
   }
 }
 

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
@@ -107,6 +108,14 @@ test('stage supersedes the earlier token of an instance; revokeInstance revokes 
   assert.equal(b.svc.revokeInstance('i1'), 1);
   assert.equal(await codeOf(b.svc.consume(body(second.token))), 'bootstrap.token_revoked');
   assert.equal(b.svc.revokeInstance('nobody'), 0);
+  assert.ok(!existsSync(join(b.dir, 'm', 'i1', 'material.json')), 'revoking removed the material');
+
+  // Staged elsewhere, a newer token removes the superseded one's file and keeps its own.
+  await b.stage('i3');
+  const other = join(b.dir, 'elsewhere', 'material.json');
+  await b.svc.stage({ instanceId: 'i3', agentId: 'agent-i3', file: other });
+  assert.ok(!existsSync(join(b.dir, 'm', 'i3', 'material.json')));
+  assert.ok(existsSync(other));
 });
 
 test('rows are pruned a week after their expiry', async (t) => {
