@@ -22,6 +22,11 @@ export interface AgentLookup {
    * Called on every VM detail request and every 250 ms while provisioning waits: keep it cheap.
    */
   byVm(vmName: string, instanceId: string | null): AgentPresence | null;
+  /**
+   * Calls `listener` after any agent's registration or status changed; returns the unsubscribe
+   * function. Lets provisioning wake when an agent connects instead of at its next poll.
+   */
+  onChange?(listener: () => void): () => void;
 }
 
 /** A lookup that knows no agent (VM detail then shows agent.connected false). */
@@ -42,8 +47,14 @@ export interface RegistryAgentView {
  * id (a former VM of the same name, still retained) does not count. Connected = any status but
  * Disconnected.
  */
-export function registryAgentLookup(registry: { get(agentId: string): RegistryAgentView | undefined }): AgentLookup {
+export function registryAgentLookup(registry: {
+  get(agentId: string): RegistryAgentView | undefined;
+  subscribe?(listener: () => void): () => void;
+}): AgentLookup {
   return {
+    ...(registry.subscribe !== undefined && {
+      onChange: (listener: () => void) => registry.subscribe?.(() => listener()) ?? (() => undefined),
+    }),
     byVm(vmName, instanceId) {
       const a = registry.get(vmName);
       if (a === undefined || (instanceId !== null && a.instance_id !== instanceId)) return null;

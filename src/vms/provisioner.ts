@@ -238,7 +238,7 @@ export class Provisioner {
           { vm, timeout_ms: timeoutMs },
         );
       }
-      await sleep(AGENT_POLL_MS, signal);
+      await sleep(AGENT_POLL_MS, signal, this.#o.agents.onChange?.bind(this.#o.agents));
     }
   }
 
@@ -454,19 +454,30 @@ async function dirExists(path: string): Promise<boolean> {
   );
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
+/** Waits `ms`, or less when `wake` reports a change first (an agent registered). */
+function sleep(ms: number, signal: AbortSignal, wake?: (listener: () => void) => () => void): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     if (signal.aborted) {
       reject(signal.reason instanceof Error ? signal.reason : new SvcError('server.timeout', 'aborted'));
       return;
     }
-    const t = setTimeout(() => {
+    const done = (): void => {
+      clearTimeout(t);
+      unwake();
       signal.removeEventListener('abort', onAbort);
+    };
+    const t = setTimeout(() => {
+      done();
       resolve();
     }, ms);
     t.unref();
+    const unwake =
+      wake?.(() => {
+        done();
+        resolve();
+      }) ?? (() => undefined);
     const onAbort = (): void => {
-      clearTimeout(t);
+      done();
       reject(signal.reason instanceof Error ? signal.reason : new SvcError('server.timeout', 'aborted'));
     };
     signal.addEventListener('abort', onAbort, { once: true });
