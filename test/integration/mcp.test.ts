@@ -9,11 +9,13 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import pino from 'pino';
@@ -28,6 +30,7 @@ import { DEADLINE_MS, waitFor } from '../support/wait.js';
 
 type Json = Record<string, unknown>;
 
+const SBX_BIN = fileURLToPath(new URL('../../src/bin/sbx.js', import.meta.url));
 const TOOL_NAMES = ['list_agents', 'list_vms', 'create_vm', 'run_command', 'read_task_log'];
 
 describe('MCP server (admin listener, operator mTLS)', () => {
@@ -178,6 +181,62 @@ describe('MCP server (admin listener, operator mTLS)', () => {
     abort.abort();
     await assert.rejects(calling, /abort/i);
     await waitFor(`sleep ${marker} killed`, () => !running(), { deadlineMs: DEADLINE_MS.process, intervalMs: 100 });
+  });
+
+  test('a client that goes away mid-call has its command killed', async () => {
+    const alice = await connect('alice');
+    const marker = `4${Math.floor(Math.random() * 1e6)}.5`;
+    const running = (): boolean =>
+      execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })
+        .split('\n')
+        .some((l) => l.trim() === `sleep ${marker}`);
+    const calling = call(alice, 'run_command', { agent_id: vm, command: 'sh', args: ['-c', `sleep ${marker}`] });
+    calling.catch(() => undefined);
+    await waitFor(`sleep ${marker} running`, () => running(), { deadlineMs: DEADLINE_MS.process, intervalMs: 50 });
+    await alice.close();
+    await waitFor(`sleep ${marker} killed`, () => !running(), { deadlineMs: DEADLINE_MS.process, intervalMs: 100 });
+  });
+
+  test('a coding assistant runs sbx mcp over stdio: it relays to the admin listener with the operator certificate', async () => {
+    const cert = certs['alice'] as IssuedCert;
+    const certDir = join(dir, 'alice-certs');
+    await mkdir(certDir, { recursive: true });
+    await writeFile(join(certDir, 'ca.pem'), ca.caCertPem);
+    await writeFile(join(certDir, 'operator.pem'), cert.certPem);
+    await writeFile(join(certDir, 'operator-key.pem'), cert.keyPem, { mode: 0o600 });
+    const stdio = new StdioClientTransport({
+      command: process.execPath,
+      args: [SBX_BIN, 'mcp'],
+      env: {
+        PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+        HOME: dir,
+        XDG_CONFIG_HOME: dir,
+        SBX_SERVER: `https://127.0.0.1:${server.ports.admin}`,
+        SBX_OPERATOR_CERTS: certDir,
+      },
+      stderr: 'pipe',
+    });
+    const client = new Client({ name: 'assistant', version: '1.0.0' });
+    await client.connect(stdio);
+    try {
+      assert.deepEqual(
+        (await client.listTools()).tools.map((t) => t.name),
+        TOOL_NAMES,
+      );
+      const progress: string[] = [];
+      const r = await call(
+        client,
+        'run_command',
+        { agent_id: vm, command: 'sh', args: ['-c', 'echo via-stdio'] },
+        { onprogress: (p) => progress.push(p.message ?? '') },
+      );
+      const res = ok(r);
+      assert.equal(res['exit_code'], 0);
+      assert.equal((res['stdout'] as { text: string }).text, 'via-stdio\n');
+      assert.ok(progress.join('').includes('via-stdio'), JSON.stringify(progress));
+    } finally {
+      await client.close();
+    }
   });
 
   test('bad input is a tool error, never a crash: schema failures, unknown fields, unknown agents and tasks', async () => {
