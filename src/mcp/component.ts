@@ -6,6 +6,7 @@
  * (it uses every service above); stopped before it, closing the servers of requests still being
  * answered first, which kills the commands they still run.
  */
+import { Counter } from 'prom-client';
 import { AgentCommandClient } from '../agent-link/command-client.js';
 import type { Component } from '../component/component.js';
 import { buildDiscovery, type McpDiscovery } from './discovery.js';
@@ -53,7 +54,14 @@ export function mcpComponent(): Component {
           read: () => vms.api.list({ state: 'all', prefix: '' }),
         },
       ];
-      const server: McpServerDeps = { tools, resources, logger };
+      const calls = new Counter({
+        name: 'svc_mcp_tool_calls_total',
+        help: 'MCP tool calls by tool and outcome: ok, or the error code of a tool error (input that fails the schema is not counted)',
+        labelNames: ['tool', 'outcome'] as const,
+        registers: [ctx.metrics.registry],
+      });
+      for (const t of tools) calls.inc({ tool: t.name, outcome: 'ok' }, 0);
+      const server: McpServerDeps = { tools, resources, logger, countCall: (tool, outcome) => calls.inc({ tool, outcome }) };
       const admin = ctx.find('adminListener');
       let discovery: Promise<McpDiscovery> | undefined;
       const inFlight = new InFlight();

@@ -20,6 +20,9 @@ const HOP_HEADERS = new Set(['host', 'connection', 'content-length', 'transfer-e
 /** Response headers the listener sets itself. */
 const OWN_RESPONSE_HEADERS = new Set(['content-type', 'content-length', 'connection', 'transfer-encoding', 'cache-control']);
 
+/** Longest a listener may take to start an SSE answer before its server is closed (ms). */
+export const kSseStartWatchdogMs = 30_000;
+
 /** The request as the SDK's transport takes it. */
 export function toWebRequest(req: RequestView): Request {
   const headers = new Headers();
@@ -51,7 +54,16 @@ export async function serveMcpRequest(req: RequestView, server: McpServer, onClo
   const contentType = response.headers.get('content-type') ?? '';
   const body = response.body;
   if (body !== null && contentType.startsWith('text/event-stream')) {
-    return { sse: (sink) => pump(body, sink, close) };
+    // A client gone before the listener started the stream never calls `sse`: the watchdog closes
+    // the server then, so a tool it runs is aborted rather than left to its own timeout.
+    const watchdog = setTimeout(() => void close(), kSseStartWatchdogMs);
+    watchdog.unref();
+    return {
+      sse: (sink) => {
+        clearTimeout(watchdog);
+        return pump(body, sink, close);
+      },
+    };
   }
   const bytes = new Uint8Array(await response.arrayBuffer());
   await close();

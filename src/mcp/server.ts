@@ -42,6 +42,8 @@ export interface McpServerDeps {
   readonly tools: readonly FleetTool[];
   readonly resources: readonly FleetResource[];
   readonly logger: Logger;
+  /** Counts each tool call by outcome (`ok` or the error code): svc_mcp_tool_calls_total{tool,outcome}. */
+  readonly countCall?: (tool: string, outcome: string) => void;
 }
 
 /** A new server for one caller (stateless transport: one per HTTP request). */
@@ -65,6 +67,7 @@ export function buildMcpServer(d: McpServerDeps, caller: Authority): McpServer {
           const as = caller.fail_closed
             ? `an unresolved identity (${caller.reason ?? 'unknown'})`
             : `${caller.actor ?? '?'} (role ${caller.role ?? 'none'})`;
+          d.countCall?.(tool.name, 'auth.permission_denied');
           return toolError('auth.permission_denied', `${tool.name} needs permission ${tool.permission}, which ${as} does not have`);
         }
         const token = extra._meta?.progressToken;
@@ -89,9 +92,14 @@ export function buildMcpServer(d: McpServerDeps, caller: Authority): McpServer {
         try {
           const result = await tool.run(args, call);
           d.logger.info({ tool: tool.name, actor: caller.actor }, 'mcp tool call');
+          d.countCall?.(tool.name, 'ok');
           return { content: [{ type: 'text', text: tool.text?.(result) ?? JSON.stringify(result) }], structuredContent: result };
         } catch (err) {
-          if (err instanceof SvcError) return toolError(err.code, err.message);
+          if (err instanceof SvcError) {
+            d.countCall?.(tool.name, err.code);
+            return toolError(err.code, err.message);
+          }
+          d.countCall?.(tool.name, 'server.internal');
           d.logger.error({ err, tool: tool.name }, 'mcp tool failed');
           return toolError('server.internal', 'an unexpected failure; the log has the details');
         }

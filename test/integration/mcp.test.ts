@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,6 +32,9 @@ import { DEADLINE_MS, waitFor } from '../support/wait.js';
 type Json = Record<string, unknown>;
 
 const SBX_BIN = fileURLToPath(new URL('../../src/bin/sbx.js', import.meta.url));
+/** Shell that waits (bounded) for a file the test writes once it saw the command's output as progress. */
+const untilExists = (file: string): string => `i=0; while [ ! -e '${file}' ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done`;
+
 const TOOL_NAMES = ['list_agents', 'list_vms', 'create_vm', 'run_command', 'read_task_log'];
 
 describe('MCP server (admin listener, operator mTLS)', () => {
@@ -133,11 +137,18 @@ describe('MCP server (admin listener, operator mTLS)', () => {
   test('run_command streams the output as progress and returns stdout, stderr and the exit code', async () => {
     const alice = await connect('alice');
     const progress: string[] = [];
+    const flag = join(dir, 'progress-seen');
     const r = await call(
       alice,
       'run_command',
-      { agent_id: vm, command: 'sh', args: ['-c', 'echo hello-from-mcp; echo oops >&2; exit 3'] },
-      { onprogress: (p) => progress.push(p.message ?? '') },
+      // The command waits until the test saw its output as progress: streamed while it runs.
+      { agent_id: vm, command: 'sh', args: ['-c', `echo hello-from-mcp; echo oops >&2; ${untilExists(flag)}; exit 3`] },
+      {
+        onprogress: (p) => {
+          progress.push(p.message ?? '');
+          if (progress.join('').includes('hello-from-mcp\n') && progress.join('').includes('[stderr] oops\n')) writeFileSync(flag, '');
+        },
+      },
     );
     const res = ok(r);
     assert.equal(res['exit_code'], 3);
@@ -224,11 +235,17 @@ describe('MCP server (admin listener, operator mTLS)', () => {
         TOOL_NAMES,
       );
       const progress: string[] = [];
+      const flag = join(dir, 'stdio-progress-seen');
       const r = await call(
         client,
         'run_command',
-        { agent_id: vm, command: 'sh', args: ['-c', 'echo via-stdio'] },
-        { onprogress: (p) => progress.push(p.message ?? '') },
+        { agent_id: vm, command: 'sh', args: ['-c', `echo via-stdio; ${untilExists(flag)}`] },
+        {
+          onprogress: (p) => {
+            progress.push(p.message ?? '');
+            if (progress.join('').includes('via-stdio')) writeFileSync(flag, '');
+          },
+        },
       );
       const res = ok(r);
       assert.equal(res['exit_code'], 0);
@@ -331,6 +348,8 @@ describe('MCP server (admin listener, operator mTLS)', () => {
     assert.match(textOf(run), /^auth\.permission_denied: run_command needs permission admin\.hypervisor/);
     const vms = ok(await call(vera, 'list_vms', { prefix: 'agent-mcp-vera' }));
     assert.equal(vms['total'], 0, 'the refused create_vm created nothing');
+    const metrics = await (await fetch(`http://127.0.0.1:${server.ports.http}/metrics`)).text();
+    assert.match(metrics, /^svc_mcp_tool_calls_total\{tool="create_vm",outcome="auth\.permission_denied"\} 1$/m);
   });
 
   test('the plaintext loopback listener refuses the endpoint; GET on it is 405', async () => {
