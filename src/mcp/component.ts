@@ -32,6 +32,7 @@ export function mcpComponent(): Component {
           list: (q) => vms.api.list(q),
           create: (req) => vms.api.create(req),
           waitForOperation: (id, opts) => vms.operations.waitFor(id, opts),
+          getOperation: (id) => vms.operations.get(id),
         },
         commands,
         tasks: tasks.orchestrator,

@@ -40,6 +40,8 @@ export interface FleetToolDeps {
     list(q: { state: 'running' | 'stopped' | 'all'; prefix: string }): Promise<{ vms: readonly unknown[]; total: number }>;
     create(req: CreateVmRequest): Promise<{ operation: Operation; warnings?: string[] }>;
     waitForOperation(id: string, opts: { timeoutMs: number; signal: AbortSignal }): Promise<Operation>;
+    /** The operation as it is now, null when unknown. */
+    getOperation(id: string): Operation | null;
   };
   readonly commands: CommandStarter;
   readonly tasks: TaskLogSource;
@@ -187,6 +189,7 @@ export function fleetTools(d: FleetToolDeps): readonly FleetTool[] {
           } catch (err) {
             // The wait ran out (server.timeout) or the caller went away: the operation goes on.
             if (call.signal.aborted) throw err;
+            operation = d.vms.getOperation(operation.id) ?? operation;
           }
         }
         return {

@@ -31,7 +31,7 @@ const unused = (): never => {
 function deps(): McpServerDeps {
   const tools = fleetTools({
     agents: { list: () => AGENTS, get: (id) => AGENTS.find((a) => a.id === id) },
-    vms: { list: () => Promise.resolve({ vms: [], total: 0 }), create: unused, waitForOperation: unused },
+    vms: { list: () => Promise.resolve({ vms: [], total: 0 }), create: unused, waitForOperation: unused, getOperation: () => null },
     commands: { start: unused },
     tasks: { get: unused, taskLog: unused },
     execDefaultTimeoutSeconds: 60,
