@@ -22,6 +22,7 @@ import { operationsComponent } from './operations/component.js';
 import { Readiness } from './core/readiness.js';
 import { eventsComponent } from './events/component.js';
 import { gatewaySshComponent } from './gateway/ssh/component.js';
+import { mcpComponent } from './mcp/component.js';
 import { sshConnectorComponent } from './gateway/ssh/connector-component.js';
 import type { WsRouteOptions } from './http/ws-route.js';
 import { Router } from './http/router.js';
@@ -49,7 +50,7 @@ import { errorMessage } from './util/error-message.js';
  * URL names the HTTP port; VMs stage enrollments with it), and all before the gRPC listener (no agent
  * connects before its listeners subscribed); VMs after it (their local agents dial it), checkpoints and warm pools (they
  * create, save and restore VMs), tasks
- * (they use VMs), and the SSH connector last (it finds VMs' SSH addresses; it stops first).
+ * (they use VMs), the MCP server (its tools use all of these), and the SSH connector last (it finds VMs' SSH addresses; it stops first).
  * Stopping runs the list backwards.
  */
 export const DEFAULT_COMPONENTS: readonly Component[] = [
@@ -76,6 +77,7 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   vmsComponent(),
   checkpointsComponent(),
   tasksComponent(),
+  mcpComponent(),
   sshConnectorComponent(),
 ];
 

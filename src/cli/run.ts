@@ -11,6 +11,7 @@ import { CONTEXT_COMMANDS } from './commands/context.js';
 import { CRED_COMMANDS } from './commands/cred.js';
 import { EVENTS_COMMANDS } from './commands/events.js';
 import { HEALTH_COMMANDS } from './commands/health.js';
+import { MCP_COMMANDS } from './commands/mcp.js';
 import { OPS_COMMANDS } from './commands/ops.js';
 import { CHECKPOINT_COMMANDS, POOL_COMMANDS } from './commands/pool.js';
 import { SESSION_COMMANDS } from './commands/session.js';
@@ -38,6 +39,7 @@ export const COMMANDS: readonly CommandDef[] = [
   ...POOL_COMMANDS,
   ...CRED_COMMANDS,
   ...SSH_COMMANDS,
+  ...MCP_COMMANDS,
   ...HEALTH_COMMANDS,
   ...CONTEXT_COMMANDS,
 ];

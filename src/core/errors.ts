@@ -265,7 +265,7 @@ export const ERROR_TABLE = {
     http: 403,
     grpc: GrpcStatus.PERMISSION_DENIED,
     meaning:
-      'the call needs an operator certificate (spiffe://<domain>/operator/<name>): gRPC Exec, and every request on the admin listener',
+      'the call needs an operator certificate (spiffe://<domain>/operator/<name>): gRPC Exec, the MCP endpoint (admin listener only), and every request on the admin listener',
   },
   'agent.unauthenticated': { http: 401, grpc: GrpcStatus.UNAUTHENTICATED, meaning: 'no verified transport identity' },
 
