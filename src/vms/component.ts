@@ -69,6 +69,7 @@ export function vmsComponent(o: VmsComponentOptions = {}): Component {
           ...(config.vmAgentServerAddr !== null ? { agentServer: config.vmAgentServerAddr } : {}),
         },
         metricsRegistry: ctx.metrics.registry,
+        revokeBootstrap: (instanceId) => void ctx.find('bootstrap')?.revokeInstance(instanceId),
         ...(sshd !== null && { localSshd: sshd }),
         ...(jobs !== undefined && { jobs }),
         ...o,

@@ -26,7 +26,7 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { SvcError } from '../core/errors.js';
 import type { DomainInfo, HypervisorPort } from '../hypervisor/port.js';
@@ -77,6 +77,8 @@ export interface ProvisionerOptions {
   writeBudgetMs: number;
   /** Set: `debian` image guests get an sshd trusting this CA. */
   gatewaySsh?: GatewaySshOptions | null;
+  /** Revokes the unconsumed bootstrap tokens of an instance (src/bootstrap), when a VM's staged material is purged. */
+  revokeBootstrap?: (instanceId: string) => void;
   logger: Pick<Logger, 'info' | 'warn' | 'error'>;
 }
 
@@ -248,6 +250,7 @@ export class Provisioner {
     this.#addresses.delete(vm); // the domain is undefined by now: list() no longer names its address
     await rm(paths.certs, { recursive: true, force: true });
     await removeFwCfg(paths.fwCfg);
+    await this.#purgeBootstrap(paths);
     if (!deleteDisk) return { diskDeleted: false };
     let removed = false;
     for (const d of disks) {
@@ -258,6 +261,20 @@ export class Provisioner {
     const hadDir = await dirExists(paths.dir);
     await rm(paths.dir, { recursive: true, force: true });
     return { diskDeleted: removed || hadDir };
+  }
+
+  /** A deleted VM's staged bootstrap material goes, and its token is revoked (it would stay live until it expired). */
+  async #purgeBootstrap(paths: VmPaths): Promise<void> {
+    const material = bootstrapMaterialPath(paths.dir);
+    const text = await readFile(material, 'utf8').catch(() => null);
+    await rm(dirname(material), { recursive: true, force: true });
+    if (text === null) return;
+    try {
+      const instanceId = (JSON.parse(text) as { instance_id?: unknown }).instance_id;
+      if (typeof instanceId === 'string') this.#o.revokeBootstrap?.(instanceId);
+    } catch {
+      // Not JSON: nothing to revoke by; the file is gone, and the token expires.
+    }
   }
 
   /**

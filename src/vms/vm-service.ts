@@ -84,6 +84,8 @@ export interface VmServiceOptions {
    * `debian` image qemu guests created from now on get one (fw_cfg); none when absent.
    */
   localSshd?: Omit<LocalSshdOptions, 'logger'>;
+  /** Revokes an instance's unconsumed bootstrap tokens (the `bootstrap` service) when its VM is deleted. */
+  revokeBootstrap?: (instanceId: string) => void;
   /** Idle queue actors stop after this long, ms (default 10 minutes). */
   actorIdleStopMs?: number;
   /** The job pool: a stopping local VM's processes are looked for there (vm-jobs.ts). Default: on the main thread. */
@@ -155,6 +157,7 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
     writeBudgetMs,
     logger,
     gatewaySsh: o.localSshd ?? null,
+    ...(o.revokeBootstrap !== undefined && { revokeBootstrap: o.revokeBootstrap }),
   });
   const eventBridge = new VmEventBridge({ hypervisor: o.hypervisor, events: o.events, localAgents, provisioner, logger });
   const opsTotal =

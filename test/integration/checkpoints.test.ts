@@ -8,6 +8,7 @@
  * pool back to its size; an Idempotency-Key replay survives a restart byte for byte.
  */
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,6 +26,7 @@ import { startServer, type ServerHandle } from '../../src/main.js';
 import { operationsComponent } from '../../src/operations/component.js';
 import { actorsComponent, hypervisorComponent, httpComponent, jobsComponent } from '../../src/server/runtime-components.js';
 import { vmsComponent } from '../../src/vms/component.js';
+import { bootstrapMaterialPath, vmPaths } from '../../src/vms/vm-paths.js';
 import type { AdminAccepted, Checkpoint, WarmPool } from '../../src/wire/checkpoints.js';
 import type { AdminOperation } from '../../src/wire/vms.js';
 import { loopbackConfig } from '../support/test-config.js';
@@ -185,6 +187,20 @@ describe('checkpoints and warm pools', () => {
     assert.equal(agent?.status, 'Ready', 'the other VM keeps its agent');
     assert.equal(agent.instance_id, before);
     assert.equal(((await req('GET', `/api/v1/vms/${vm}`)).json() as { state: string }).state, 'running');
+  });
+
+  test('deleting a VM removes the bootstrap material staged for it and revokes its token', async () => {
+    const vm = await deferredVm('revoke');
+    const material = bootstrapMaterialPath(vmPaths(dir, vm).dir);
+    const bootstrap = server.service('bootstrap');
+    const before = bootstrap.counts();
+    await bootstrap.stage({ instanceId: `inst-${vm}`, agentId: vm, file: material });
+    assert.equal(bootstrap.counts().active, before.active + 1);
+    const del = await req('DELETE', `/api/v1/vms/${vm}?force=true`);
+    assert.equal(del.status, 200, del.text);
+    assert.equal(existsSync(material), false, 'the material is gone with the VM');
+    assert.equal(bootstrap.counts().active, before.active);
+    assert.equal(bootstrap.counts().revoked, before.revoked + 1);
   });
 
   test('50 concurrent handoffs against a pool of 10: exactly 10 distinct Ready VMs, 40 clean refusals, nothing left over', async () => {
