@@ -19,8 +19,8 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import hdr from 'hdr-histogram-js';
 import { pino } from 'pino';
-import { loadConfig } from '../../src/config/load.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
+import { loopbackConfig } from '../../test/support/test-config.js';
 import type { BenchScenario } from '../types.js';
 
 const HANDOFFS = 6;
@@ -67,15 +67,7 @@ export const poolHandoff: BenchScenario = {
     const hostFile = join(stateDir, 'host.xml');
     await writeFile(hostFile, '<node>\n</node>\n');
     const server = await startServer(
-      loadConfig({
-        SVC_HYPERVISOR_URI: `test://${hostFile}`,
-        SVC_STATE_DIR: stateDir,
-        SVC_HTTP_ADDR: '127.0.0.1:0',
-        SVC_WS_ADDR: '127.0.0.1:0',
-        SVC_GRPC_ADDR: '127.0.0.1:0',
-        SVC_ADMIN_ADDR: '127.0.0.1:0',
-        SVC_ACTOR_SHARDS: '1',
-      }),
+      loopbackConfig(stateDir, { SVC_HYPERVISOR_URI: `test://${hostFile}`, SVC_ACTOR_SHARDS: '1' }),
       pino({ level: 'silent' }),
     );
     const base = `http://127.0.0.1:${server.ports.http}`;

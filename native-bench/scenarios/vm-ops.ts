@@ -17,8 +17,8 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import hdr from 'hdr-histogram-js';
 import { pino } from 'pino';
-import { loadConfig } from '../../src/config/load.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
+import { loopbackConfig } from '../../test/support/test-config.js';
 import type { BenchScenario } from '../types.js';
 
 const VMS_PER_MODE = 6;
@@ -61,13 +61,8 @@ async function startBed(mode: Mode, signal: AbortSignal): Promise<Bed> {
   // connection in this process shares): neither server sees, lists or gets events of the other's VMs.
   const hostFile = join(stateDir, 'host.xml');
   await writeFile(hostFile, '<node>\n</node>\n');
-  const config = loadConfig({
+  const config = loopbackConfig(stateDir, {
     SVC_HYPERVISOR_URI: `test://${hostFile}`,
-    SVC_STATE_DIR: stateDir,
-    SVC_HTTP_ADDR: '127.0.0.1:0',
-    SVC_WS_ADDR: '127.0.0.1:0',
-    SVC_GRPC_ADDR: '127.0.0.1:0',
-    SVC_ADMIN_ADDR: '127.0.0.1:0',
     SVC_ACTORS: mode,
     SVC_ACTOR_SHARDS: '1',
     SVC_AGENT_HEARTBEAT_SECONDS: '5',

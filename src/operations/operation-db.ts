@@ -24,6 +24,7 @@ import { OPERATION_STATUSES, OPERATION_TYPES, type OperationSnapshot } from '../
 import { isErrorCode, type WireError } from '../core/errors.js';
 import { openDurableDb } from '../util/durable-db.js';
 import { errorMessage } from '../util/error-message.js';
+import { versionedRecord } from '../util/versioned-record.js';
 
 export const OPERATIONS_DB_FILE = 'operations.db';
 /** PRAGMA user_version this code writes (see the file comment). */
@@ -156,15 +157,8 @@ const NON_NEGATIVE = ['createdAtMs', 'progressPercent', 'seq'] as const;
 
 /** A stored row → snapshot, or the reason it is rejected. */
 function parseRecord(text: string, id: string): OperationSnapshot | string {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch {
-    return 'not JSON';
-  }
-  if (typeof raw !== 'object' || raw === null) return 'not an object';
-  const o = raw as Record<string, unknown>;
-  if (o['v'] !== kRecordVersion) return `unknown record version ${String(o['v'])}`;
+  const o = versionedRecord(text, kRecordVersion);
+  if (typeof o === 'string') return o;
   if (o['id'] !== id) return 'bad id';
   if (!(OPERATION_TYPES as readonly unknown[]).includes(o['type'])) return 'bad type';
   if (!(OPERATION_STATUSES as readonly unknown[]).includes(o['status'])) return 'bad status';

@@ -24,6 +24,7 @@ import type Database from 'better-sqlite3';
 import { openDurableDb } from '../util/durable-db.js';
 import { sessionBackendPlan } from './session-backends.js';
 import { SESSION_STATES, type SessionBackendName, type SessionClassName, type SessionRecord } from './session-types.js';
+import { versionedRecord } from '../util/versioned-record.js';
 
 export const SESSIONS_DB_FILE = 'sessions.db';
 const kRecordVersion = 1;
@@ -118,15 +119,8 @@ const COUNT_FIELDS = ['generation', 'createdAtMs', 'cols', 'rows'] as const;
 
 /** A stored row → record, or the reason it is rejected. */
 function parseRecord(text: string, backend: string, sessionClass: string): SessionRecord | string {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch {
-    return 'not JSON';
-  }
-  if (typeof raw !== 'object' || raw === null) return 'not an object';
-  const o = raw as Record<string, unknown>;
-  if (o['v'] !== kRecordVersion) return `unknown record version ${String(o['v'])}`;
+  const o = versionedRecord(text, kRecordVersion);
+  if (typeof o === 'string') return o;
   for (const f of STRING_FIELDS) if (typeof o[f] !== 'string' || (f !== 'command' && o[f] === '')) return `bad ${f}`;
   for (const f of COUNT_FIELDS) if (!Number.isSafeInteger(o[f]) || (o[f] as number) < 0) return `bad ${f}`;
   if (o['sessionType'] !== 'interactive' || sessionBackendPlan(backend, sessionClass) === undefined) return 'bad kind';
