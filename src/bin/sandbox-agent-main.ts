@@ -4,12 +4,13 @@
  * it as one bundle (src/image/agent-bundle.ts) whose loader calls `main` (src/image/agent-loader.ts).
  *
  *   sandbox-agent --server HOST:PORT --certs DIR --agent-id NAME --instance-id ID [options]
- *   sandbox-agent --server HOST:PORT --certs DIR --bootstrap-token-file FILE [options]
+ *   sandbox-agent --server HOST:PORT --certs DIR --bootstrap-token-file FILE [--bootstrap-wait FILE] [options]
  *
  * With --bootstrap-token-file the agent first enrolls with the staged single-use token
  * (guest-agent/enroll.ts) and writes its certificate into --certs; when FILE is gone but --certs
  * holds a bundle (a restart after enrolling) it just uses the bundle. A refused enrollment exits 2
- * with the taxonomy code in the log (never the token).
+ * with the taxonomy code in the log (never the token). With --bootstrap-wait it first waits for
+ * the material to appear in that file (a restored checkpoint's fw_cfg file, bootstrap-wait.ts).
  *
  * Exit codes: 0 after a graceful stop (SIGTERM, SIGINT or the server's ShutdownSignal),
  * 2 for a bad or missing setting, 1 when stopped by a second signal or a crash.
@@ -24,6 +25,7 @@ import {
   withBootstrapIdentity,
   type AgentConfig,
 } from '../guest-agent/config.js';
+import { waitForBootstrapMaterial } from '../guest-agent/bootstrap-wait.js';
 import { enrolledBundle, enrollWithToken, EnrollmentError, readBootstrapMaterial } from '../guest-agent/enroll.js';
 import { createAgentLogger } from '../guest-agent/log.js';
 import { AGENT_VERSION } from '../guest-agent/version.js';
@@ -60,6 +62,26 @@ async function mainAsync(): Promise<void> {
     exitBadConfig(`--work-dir: ${cfg.workDir} is not a directory`);
   }
   let enroll = false;
+  if (cfg.bootstrapWait !== null && cfg.bootstrapTokenFile !== null) {
+    // A restored pre-enrollment checkpoint: the material comes by the wait file (bootstrap-wait.ts).
+    const enrolled = await enrolledBundle(cfg.certsDir);
+    if (enrolled === null && statSync(cfg.bootstrapTokenFile, { throwIfNoEntry: false }) === undefined) {
+      const log = createAgentLogger(cfg.logFormat, cfg.logLevel, { agentId: cfg.agentId || '-', instanceId: '-' });
+      const stop = new AbortController();
+      const onSignal = (): void => stop.abort();
+      process.once('SIGTERM', onSignal);
+      process.once('SIGINT', onSignal);
+      const arrived = await waitForBootstrapMaterial({
+        waitFile: cfg.bootstrapWait,
+        tokenFile: cfg.bootstrapTokenFile,
+        log,
+        signal: stop.signal,
+      });
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      if (!arrived) process.exit(0);
+    }
+  }
   if (cfg.bootstrapTokenFile !== null) {
     const staged = statSync(cfg.bootstrapTokenFile, { throwIfNoEntry: false }) !== undefined;
     if (staged) {

@@ -32,6 +32,12 @@ export interface AgentConfig {
    * agentId and instanceId then default to the material's. Absolute; null without.
    */
   readonly bootstrapTokenFile: string | null;
+  /**
+   * A file that will hold bootstrap material later (a qemu guest's fw_cfg file, replaced when a
+   * pre-enrollment checkpoint is restored): the agent polls it until it parses as material, copies
+   * it to bootstrapTokenFile (required with it) and enrolls (bootstrap-wait.ts). Absolute; null without.
+   */
+  readonly bootstrapWait: string | null;
   /** Human agent name (AgentRegistration.agent_id, metadata x-agent-id). */
   readonly agentId: string;
   /** Instance id; must equal the certificate's spiffe://<td>/agent/<instance_id>. */
@@ -70,7 +76,14 @@ export class AgentHelpRequested extends Error {
   override readonly name = 'AgentHelpRequested';
 }
 
-type Key = keyof Omit<AgentConfig, 'childEnv' | 'tlsServerName' | 'bootstrapTokenFile'> | 'tlsServerName' | 'bootstrapTokenFile';
+type Key =
+  | keyof Omit<AgentConfig, 'childEnv' | 'tlsServerName' | 'bootstrapTokenFile' | 'bootstrapWait'>
+  | 'tlsServerName'
+  | 'bootstrapTokenFile'
+  | 'bootstrapWait';
+
+/** Settings that may be absent (no default). */
+const OPTIONAL: readonly Key[] = ['tlsServerName', 'bootstrapTokenFile', 'bootstrapWait'];
 
 /** Required settings a bootstrap token file supplies when they are not given. */
 const FROM_BOOTSTRAP: readonly Key[] = ['agentId', 'instanceId'];
@@ -122,6 +135,14 @@ const OPTIONS: readonly Option[] = [
     env: 'SANDBOX_AGENT_BOOTSTRAP_TOKEN_FILE',
     arg: 'FILE',
     doc: 'staged bootstrap material: enroll once with its single-use token, write the certificate into --certs, delete FILE',
+    parse: parseNonEmpty,
+  },
+  {
+    key: 'bootstrapWait',
+    flag: '--bootstrap-wait',
+    env: 'SANDBOX_AGENT_BOOTSTRAP_WAIT',
+    arg: 'FILE',
+    doc: 'wait until FILE (a fw_cfg file) holds bootstrap material, copy it to --bootstrap-token-file, then enroll',
     parse: parseNonEmpty,
   },
   { key: 'agentId', flag: '--agent-id', env: 'SANDBOX_AGENT_ID', arg: 'NAME', doc: 'agent name (required)', parse: parseId },
@@ -225,7 +246,7 @@ export const AGENT_USAGE: string = (() => {
   const lines = rows.map(([a, b, c]) => `  ${a.padEnd(w0)}  ${b.padEnd(w1)}  ${c}`);
   return [
     'usage: sandbox-agent --server HOST:PORT --certs DIR --agent-id NAME --instance-id ID [options]',
-    '       sandbox-agent --server HOST:PORT --certs DIR --bootstrap-token-file FILE [options]',
+    '       sandbox-agent --server HOST:PORT --certs DIR --bootstrap-token-file FILE [--bootstrap-wait FILE] [options]',
     '',
     'Runs inside a sandbox VM: dials sandboxd over gRPC with mTLS, registers, sends heartbeats and',
     'metrics, runs commands and PTYs and streams their output. SIGTERM/SIGINT stop it gracefully.',
@@ -278,7 +299,7 @@ export function parseAgentConfig(argv: readonly string[], env: Readonly<Record<s
     const fromEnv = env[o.env];
     const raw = fromFlag ?? (fromEnv !== undefined && fromEnv !== '' ? fromEnv : undefined) ?? o.defaultRaw?.(cwd);
     if (raw === undefined) {
-      if (o.key === 'tlsServerName' || o.key === 'bootstrapTokenFile') continue;
+      if (OPTIONAL.includes(o.key)) continue;
       if (
         FROM_BOOTSTRAP.includes(o.key) &&
         (flags.get('--bootstrap-token-file') ?? env['SANDBOX_AGENT_BOOTSTRAP_TOKEN_FILE'] ?? '') !== ''
@@ -296,6 +317,9 @@ export function parseAgentConfig(argv: readonly string[], env: Readonly<Record<s
       throw new AgentConfigError(o.flag, `${source}: ${err.message}`);
     }
   }
+  if (values.bootstrapWait !== undefined && values.bootstrapTokenFile === undefined) {
+    throw new AgentConfigError('--bootstrap-wait', '--bootstrap-wait needs --bootstrap-token-file (where the material is copied to)');
+  }
   const server = values.server as ListenAddress;
   const workDirRaw = values.workDir as string;
   const childEnv: Record<string, string> = {};
@@ -305,6 +329,7 @@ export function parseAgentConfig(argv: readonly string[], env: Readonly<Record<s
     server,
     certsDir: resolve(cwd, values.certsDir as string),
     bootstrapTokenFile: values.bootstrapTokenFile === undefined ? null : resolve(cwd, values.bootstrapTokenFile as string),
+    bootstrapWait: values.bootstrapWait === undefined ? null : resolve(cwd, values.bootstrapWait as string),
     agentId: values.agentId as string,
     instanceId: values.instanceId as string,
     profile: values.profile as string,

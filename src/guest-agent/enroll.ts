@@ -173,7 +173,7 @@ function checkAnswer(json: unknown, material: BootstrapMaterial, keyPem: string)
   return r as BootstrapConsumeResponse;
 }
 
-async function writeAtomic(path: string, data: string, mode: number): Promise<void> {
+export async function writeAtomic(path: string, data: string, mode: number): Promise<void> {
   const tmp = `${path}.${process.pid}.tmp`;
   const fh = await open(tmp, 'w', mode);
   try {

@@ -4,7 +4,8 @@
  * Boot: mount proc/sys/devtmpfs, load the virtio, ext4 and fw_cfg modules in dependency order
  * (busybox insmod resolves nothing), read the VM's settings and mTLS files from fw_cfg
  * (/sys/firmware/qemu_fw_cfg/by_name/opt/sandboxd/...; sandboxd writes them per VM, never on a
- * command line), configure eth0 statically, mount the image disk (/dev/vda: node, the agent,
+ * command line; a VM created with `enrollment: deferred` has SBX_ENROLLMENT=deferred and no
+ * certificate: its agent waits for bootstrap material in fw_cfg bootstrap.json instead), configure eth0 statically, mount the image disk (/dev/vda: node, the agent,
  * tmux, git) at /opt/sbx and run sandbox-agent, restarting it unless it exits 0 or 2 (a bad
  * setting would only fail again). Then the guest powers off. Everything goes to the serial console.
  */
@@ -58,7 +59,13 @@ cat $FW/agent.env/raw > /run/agent.env
 . /run/agent.env
 umask 077
 mkdir -p /run/sbx/certs
-for f in ca.pem agent.pem agent-key.pem; do cat $FW/$f/raw > /run/sbx/certs/$f; done
+if [ "$SBX_ENROLLMENT" = deferred ]; then
+  # No identity yet: the agent waits for bootstrap material in fw_cfg (a restored checkpoint's).
+  set -- --bootstrap-token-file /run/sbx/bootstrap.json --bootstrap-wait $FW/bootstrap.json/raw
+else
+  for f in ca.pem agent.pem agent-key.pem; do cat $FW/$f/raw > /run/sbx/certs/$f; done
+  set -- --agent-id "$SBX_AGENT_ID" --instance-id "$SBX_INSTANCE_ID"
+fi
 umask 022
 hostname "$SBX_HOSTNAME"
 ip link set lo up
@@ -71,8 +78,8 @@ export LD_LIBRARY_PATH=/opt/sbx/lib HOME=/root TERMINFO_DIRS=/opt/sbx/terminfo G
 mkdir -p /opt/sbx/work /root
 echo "sbx-init: starting sandbox-agent for $SBX_INSTANCE_ID $(up)"
 while :; do
-  node /opt/sbx/agent/src/bin/sandbox-agent.js --server "$SBX_SERVER" --certs /run/sbx/certs \\
-    --agent-id "$SBX_AGENT_ID" --instance-id "$SBX_INSTANCE_ID" --profile "$SBX_PROFILE" --work-dir /opt/sbx/work
+  node /opt/sbx/agent/src/bin/sandbox-agent.js --server "$SBX_SERVER" --certs /run/sbx/certs "$@" \\
+    --profile "$SBX_PROFILE" --work-dir /opt/sbx/work
   rc=$?
   echo "sbx-init: sandbox-agent exited $rc"
   if [ $rc -eq 0 ] || [ $rc -eq 2 ]; then break; fi
