@@ -27,8 +27,11 @@
  * to boot, checkpoints it and adds the slot; failures back off (5 s doubling to 60 s) and count.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { chmod, cp, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import { SvcError, toWire } from '../core/errors.js';
 import type { DomainInfo, HypervisorPort } from '../hypervisor/port.js';
@@ -37,10 +40,18 @@ import { testSaveImage, testSaveImageXml, withFreshIdentity } from '../hyperviso
 import type { OperationHandle, Operations } from '../operations/operation-tracker.js';
 import { errorMessage } from '../util/error-message.js';
 import type { CreateVmRequest, Profile } from '../vms/create-request.js';
+import { BOOTSTRAP_FW_CFG, writeBootstrapFwCfg } from '../vms/fw-cfg.js';
 import { ENROLLMENT_LABEL } from '../vms/provisioner.js';
 import type { Checkpoint, WarmPool } from '../wire/checkpoints.js';
 import type { Operation } from '../wire/vms.js';
 import type { CheckpointRecord, CheckpointStore, PoolRecord, VmTemplate } from './checkpoint-store.js';
+
+const execFileAsync = promisify(execFile);
+
+/** What a deferred guest's agent logs (on the serial console) once it waits for material (src/guest-agent/bootstrap-wait.ts). */
+export const GUEST_WAITING_MARKER = 'waiting for bootstrap material';
+/** A qemu checkpoint's saved disk (the VM's overlay as it was saved), in its image folder. */
+const QEMU_DISK = 'disk.qcow2';
 
 /** Checkpoint ids and pool names: lower-case letters, digits and `-`, starting with a letter or digit. */
 export const CHECKPOINT_ID_RE = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -58,8 +69,16 @@ export interface CheckpointVms {
   deployAgent(name: string): Promise<string>;
   /** Stops the VM's local agent (test driver), if any. */
   stopAgent(name: string): Promise<void>;
-  /** The VM's directory, its work disk, its certificates and its bootstrap material path. */
-  paths(name: string): { readonly dir: string; readonly work: string; readonly certs: string; readonly material: string };
+  /** The VM's directory, its work disk, its certificates and its bootstrap material path; on qemu its disk, console log and fw_cfg folder. */
+  paths(name: string): {
+    readonly dir: string;
+    readonly work: string;
+    readonly certs: string;
+    readonly material: string;
+    readonly disk: string;
+    readonly console: string;
+    readonly fwCfg: string;
+  };
 }
 
 /** What the service needs of the bootstrap feature (src/bootstrap). */
@@ -88,6 +107,13 @@ export interface CheckpointServiceOptions {
   readonly readyTimeoutMs?: number;
   /** How long refill waits for a VM create, ms. Default 120 000. */
   readonly createTimeoutMs?: number;
+  /**
+   * The consume URL bootstrap material names as qemu guests reach it (SVC_BOOTSTRAP_CONSUME_URL);
+   * null: qemu VMs cannot be checkpointed (their guest could not enroll after a restore).
+   */
+  readonly guestConsumeUrl?: string | null;
+  /** qemu-img (fresh overlays of restored qemu VMs). Default `qemu-img` on PATH. */
+  readonly qemuImgPath?: string;
   /** Called when a handoff ends (metrics). */
   readonly onHandoff?: (pool: string, outcome: 'completed' | 'failed' | 'empty', seconds: number) => void;
   readonly onRefillFailure?: (pool: string) => void;
@@ -236,10 +262,19 @@ export class CheckpointService {
     const info = await this.#o.hypervisor.get(vm);
     if (info === null) throw new SvcError('VM_NOT_FOUND', `VM '${vm}' not found`);
     if (!isTestDriverUri(info.host)) {
-      throw new SvcError(
-        'checkpoint.unsupported_host',
-        `VM '${vm}' is on ${info.host}: checkpoints are taken on test-driver hosts only in this version`,
-      );
+      // qemu: only a guest whose agent waits for material in fw_cfg (the minimal image, deferred).
+      if (!existsSync(join(this.#o.vms.paths(vm).fwCfg, BOOTSTRAP_FW_CFG))) {
+        throw new SvcError(
+          'checkpoint.unsupported_host',
+          `VM '${vm}' on ${info.host} has no bootstrap fw_cfg file: only deferred-enrollment VMs of the minimal image are checkpointed on qemu hosts`,
+        );
+      }
+      if ((this.#o.guestConsumeUrl ?? null) === null) {
+        throw new SvcError(
+          'checkpoint.unsupported_host',
+          `a restored guest on ${info.host} could not reach the bootstrap consume URL: set SVC_BOOTSTRAP_CONSUME_URL to an address guests reach`,
+        );
+      }
     }
     if (info.state !== 'running') throw new SvcError('VM_NOT_RUNNING', `VM '${vm}' is ${info.state}; a checkpoint saves a running VM`);
     if (info.metadata.instanceId === undefined || info.metadata.labels?.[ENROLLMENT_LABEL] !== 'deferred') {
@@ -270,16 +305,28 @@ export class CheckpointService {
     }
     op.start();
     const dir = store.imageDir(id);
+    const qemu = !isTestDriverUri(info.host);
     try {
-      await mkdir(dir, { recursive: true, mode: 0o700 });
+      await mkdir(dir, { recursive: true, mode: qemu ? 0o711 : 0o700 });
+      const paths = this.#o.vms.paths(info.name);
+      if (qemu) {
+        // QEMU opens the saved disk as the backing file of restored overlays (user libvirt-qemu).
+        await chmod(dirname(dir), 0o711);
+        await chmod(dir, 0o711);
+        await this.#guestWaiting(info.name, paths.console);
+      }
       op.progress(10);
       const { host } = await this.#o.hypervisor.saveDomain(info.name, join(dir, 'domain.save'));
       op.progress(70);
-      const paths = this.#o.vms.paths(info.name);
-      await cp(paths.work, join(dir, 'disk'), { recursive: true }).catch((err: unknown) => {
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-        return mkdir(join(dir, 'disk'), { recursive: true });
-      });
+      if (qemu) {
+        // The overlay as saved (the guest's page cache matches it): the restore's new overlay sits on it.
+        await rename(paths.disk, join(dir, QEMU_DISK));
+      } else {
+        await cp(paths.work, join(dir, 'disk'), { recursive: true }).catch((err: unknown) => {
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+          return mkdir(join(dir, 'disk'), { recursive: true });
+        });
+      }
       store.move(id, ['creating'], 'ready', 'saved', { host });
       if (pool !== null) store.move(id, ['ready'], 'reserved', 'refilled', { pool });
       op.complete({ checkpoint: checkpointJson(store.get(id) ?? this.#found(id)) });
@@ -291,12 +338,29 @@ export class CheckpointService {
     }
   }
 
+  /**
+   * Resolves once a deferred qemu guest's agent says on the serial console that it waits for
+   * bootstrap material (booted, node and the agent loaded: what a restore should resume from).
+   */
+  async #guestWaiting(vm: string, consoleLog: string): Promise<void> {
+    const deadline = Date.now() + (this.#o.createTimeoutMs ?? 120_000);
+    for (;;) {
+      const text = await readFile(consoleLog, 'utf8').catch(() => '');
+      if (text.includes(GUEST_WAITING_MARKER)) return;
+      if (Date.now() >= deadline) {
+        throw new SvcError('PROVISIONING_ERROR', `the agent of VM '${vm}' did not start waiting for bootstrap material in time`);
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+
   /** Restores a claimed checkpoint (status restoring) with a fresh identity; see the file comment. */
   /**
    * `onEnd` is told the outcome before the operation shows it, and the rewritten image is gone by
    * then too: a client that saw the operation finish sees everything it did.
    */
   async #restore(ck: CheckpointRecord, op: OperationHandle, onEnd?: (ok: boolean) => void): Promise<void> {
+    if (!isTestDriverUri(ck.host)) return this.#restoreQemu(ck, op, onEnd);
     const { store, hypervisor, vms, bootstrap } = this.#o;
     const instanceId = randomUUID();
     const paths = vms.paths(ck.vm);
@@ -356,11 +420,78 @@ export class CheckpointService {
   }
 
   /**
-   * Resolves once the VM's agent is Ready with `instanceId` (woken by the registry's changes, not
-   * polled); rejects when the deploy operation `deployId` fails first, or PROVISIONING_ERROR after
-   * the timeout.
+   * The qemu restore: a fresh overlay over the saved disk, the material in the VM's bootstrap
+   * fw_cfg file, `virsh restore` with the fresh instance id in the XML. The guest's agent is
+   * already running (it waited for the material when it was saved): no deploy, just wait for Ready.
    */
-  #ready(vm: string, instanceId: string, deployId: string): Promise<CheckpointAgentView> {
+  async #restoreQemu(ck: CheckpointRecord, op: OperationHandle, onEnd?: (ok: boolean) => void): Promise<void> {
+    const { store, hypervisor, vms, bootstrap } = this.#o;
+    const instanceId = randomUUID();
+    const paths = vms.paths(ck.vm);
+    const dir = store.imageDir(ck.id);
+    const base = join(paths.dir, `checkpoint-${ck.id}.qcow2`);
+    let touched = false;
+    let restored = false;
+    let staged = false;
+    op.start();
+    try {
+      if ((await hypervisor.get(ck.vm)) !== null) {
+        throw new SvcError('VM_ALREADY_EXISTS', `VM '${ck.vm}' exists again; the checkpoint restores under that name`);
+      }
+      touched = true;
+      await mkdir(paths.dir, { recursive: true, mode: 0o711 });
+      await rm(paths.disk, { force: true });
+      // The checkpoint is restored at most once: its saved disk moves to the VM, under a new overlay.
+      await rename(join(dir, QEMU_DISK), base);
+      await execFileAsync(this.#o.qemuImgPath ?? 'qemu-img', ['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-b', base, paths.disk], {
+        timeout: 60_000,
+      });
+      op.progress(10);
+      const token = await bootstrap.stage({ instanceId, agentId: ck.vm, file: paths.material });
+      staged = true;
+      try {
+        await writeBootstrapFwCfg(paths.fwCfg, await readFile(paths.material, 'utf8'));
+      } finally {
+        await rm(dirname(paths.material), { recursive: true, force: true });
+      }
+      op.progress(20);
+      await hypervisor.restoreDomain(join(dir, 'domain.save'), ck.vm, { host: ck.host, instanceId });
+      restored = true;
+      op.progress(40);
+      const agent = await this.#ready(ck.vm, instanceId, null);
+      store.move(ck.id, ['restoring'], 'consumed', 'enrolled', { restoredInstanceId: instanceId });
+      // Consumed: the memory image is never started again.
+      await rm(join(dir, 'domain.save'), { force: true }).catch(() => undefined);
+      onEnd?.(true);
+      op.complete({
+        vm: { name: ck.vm, state: 'running' },
+        checkpoint_id: ck.id,
+        pool: ck.pool,
+        instance_id: instanceId,
+        agent: { id: ck.vm, status: agent.status, instance_id: agent.instance_id },
+        bootstrap: { token_id: token.tokenId, expires_at: token.expiresAt },
+      });
+    } catch (err) {
+      this.#o.logger.warn({ checkpoint: ck.id, vm: ck.vm, err: errorMessage(err) }, 'restore failed; removing what it made');
+      if (staged) bootstrap.revokeInstance(instanceId);
+      if (touched) {
+        if (restored) await hypervisor.undefine(ck.vm, { force: true }).catch(() => undefined);
+        await rm(paths.dir, { recursive: true, force: true }).catch(() => undefined);
+        await rm(join(dir, 'domain.save'), { force: true }).catch(() => undefined);
+      }
+      store.move(ck.id, ['restoring'], 'failed', 'restore_failed', { error: toWire(err).message });
+      onEnd?.(false);
+      op.fail(err);
+      throw err;
+    }
+  }
+
+  /**
+   * Resolves once the VM's agent is Ready with `instanceId` (woken by the registry's changes, not
+   * polled); rejects when the deploy operation `deployId` (none on qemu: the guest's agent is
+   * already running) fails first, or PROVISIONING_ERROR after the timeout.
+   */
+  #ready(vm: string, instanceId: string, deployId: string | null): Promise<CheckpointAgentView> {
     const timeoutMs = this.#o.readyTimeoutMs ?? 60_000;
     return new Promise<CheckpointAgentView>((resolve, reject) => {
       let settled = false;
@@ -387,13 +518,14 @@ export class CheckpointService {
         );
       }, timeoutMs);
       timer.unref();
-      this.#o.operations.waitFor(deployId, { timeoutMs: timeoutMs + 30_000 }).then(
-        (op) => {
-          if (op.status === 'failed')
-            finish(new SvcError('PROVISIONING_ERROR', `the restored agent did not start: ${op.error ?? 'unknown'}`));
-        },
-        (err: unknown) => finish(err),
-      );
+      if (deployId !== null)
+        this.#o.operations.waitFor(deployId, { timeoutMs: timeoutMs + 30_000 }).then(
+          (op) => {
+            if (op.status === 'failed')
+              finish(new SvcError('PROVISIONING_ERROR', `the restored agent did not start: ${op.error ?? 'unknown'}`));
+          },
+          (err: unknown) => finish(err),
+        );
       check();
     });
   }

@@ -65,9 +65,18 @@ export function checkpointsComponent(opts: { readyTimeoutMs?: number } = {}): Co
           stopAgent: (name) => vms.localAgents.stop(name).then(() => undefined),
           paths: (name) => {
             const p = vmPaths(config.stateDir, name);
-            return { dir: p.dir, work: p.work, certs: p.certs, material: bootstrapMaterialPath(p.dir) };
+            return {
+              dir: p.dir,
+              work: p.work,
+              certs: p.certs,
+              material: bootstrapMaterialPath(p.dir),
+              disk: p.disk,
+              console: p.console,
+              fwCfg: p.fwCfg,
+            };
           },
         },
+        guestConsumeUrl: config.bootstrapConsumeUrl,
         agent: (vm) => agents.registry.get(vm),
         onAgentChange: (listener) => agents.registry.subscribe(() => listener()),
         logger,

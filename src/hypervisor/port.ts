@@ -223,9 +223,10 @@ export interface HypervisorPort {
   /**
    * Restores a save image on `host` (virDomainRestore: the VM runs again from the saved state) and
    * defines it persistently, so it outlives a power-off like any VM. VM_ALREADY_EXISTS when a VM
-   * of its name is defined.
+   * of its name is defined. `instanceId`: on qemu hosts the image's XML gets this instance id in
+   * sandboxd's metadata at the restore (test-driver images are rewritten by the caller).
    */
-  restoreDomain(file: string, name: string, opts?: CallOptions & { host?: string }): Promise<DomainInfo>;
+  restoreDomain(file: string, name: string, opts?: CallOptions & { host?: string; instanceId?: string }): Promise<DomainInfo>;
 
   health(): Promise<HypervisorHealth>;
   /** Subscribes to lifecycle events; returns the unsubscribe function. */

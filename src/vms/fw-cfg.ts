@@ -8,7 +8,9 @@
  * exists, because QEMU opens them itself): agent.env, ca.pem, agent.pem, agent-key.pem; and for a
  * `debian` image VM created with SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH set, ssh-ca.pub (the CA
  * public key line without its comment), ssh-user and ssh-principals (src/image/guest-ssh.ts reads
- * them in the guest). Nothing of SSH otherwise.
+ * them in the guest). Nothing of SSH otherwise. A VM created with `enrollment: deferred` gets
+ * empty certificate files, SBX_ENROLLMENT=deferred and bootstrap.json, a fixed-size placeholder
+ * its agent polls until a checkpoint restore puts bootstrap material there (writeBootstrapFwCfg).
  */
 import { chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { execFile } from 'node:child_process';
@@ -64,6 +66,8 @@ export interface GuestSettings {
   /** a.b.c.d/24 */
   ipCidr: string;
   gateway: string;
+  /** `deferred`: no certificate; the guest's agent waits for bootstrap material in fw_cfg bootstrap.json. */
+  enrollment?: 'deferred';
 }
 
 const SAFE = /^[A-Za-z0-9_.:/@+-]{1,253}$/;
@@ -78,6 +82,7 @@ export function agentEnv(s: GuestSettings): string {
     SBX_HOSTNAME: s.hostname,
     SBX_IP: s.ipCidr,
     SBX_GW: s.gateway,
+    ...(s.enrollment === 'deferred' ? { SBX_ENROLLMENT: 'deferred' } : {}),
   };
   return Object.entries(lines)
     .map(([k, v]) => {
@@ -128,10 +133,25 @@ export function guestSshFiles(s: GuestSsh): [string, string][] {
   ];
 }
 
-/** fw_cfg name → host file for a VM's folder (with `ssh`, the SSH settings too). */
-export function fwCfgFiles(fwDir: string, ssh = false): Record<string, string> {
+/**
+ * The fw_cfg file of a deferred-enrollment VM's bootstrap material: always BOOTSTRAP_FW_CFG_BYTES
+ * long (a placeholder at boot, the material padded with spaces at restore), since the guest
+ * kernel sizes each fw_cfg entry once at boot while QEMU reads the file anew at each start.
+ */
+export const BOOTSTRAP_FW_CFG = 'bootstrap.json';
+export const BOOTSTRAP_FW_CFG_BYTES = 8192;
+
+/** fw_cfg name → host file for a VM's folder (with `ssh`, the SSH settings too; `deferred`: the bootstrap file too). */
+export function fwCfgFiles(fwDir: string, ssh = false, deferred = false): Record<string, string> {
   const out: Record<string, string> = {};
-  const names = ['agent.env', 'ca.pem', 'agent.pem', 'agent-key.pem', ...(ssh ? SSH_FW_CFG_NAMES : [])];
+  const names = [
+    'agent.env',
+    'ca.pem',
+    'agent.pem',
+    'agent-key.pem',
+    ...(ssh ? SSH_FW_CFG_NAMES : []),
+    ...(deferred ? [BOOTSTRAP_FW_CFG] : []),
+  ];
   for (const f of names) out[`${FW_CFG_PREFIX}/${f}`] = join(fwDir, f);
   return out;
 }
@@ -145,15 +165,17 @@ export function fwCfgFiles(fwDir: string, ssh = false): Record<string, string> {
 export async function writeFwCfg(
   fwDir: string,
   settings: GuestSettings,
-  certs: { caPem: string; certPem: string; keyPem: string },
+  certs: { caPem: string; certPem: string; keyPem: string } | null,
   ssh: GuestSsh | 'empty' | null = null,
 ): Promise<void> {
   await mkdir(fwDir, { recursive: true, mode: 0o700 });
+  // certs null (deferred enrollment): empty certificate files and the bootstrap placeholder.
   const files: [string, string][] = [
     ['agent.env', agentEnv(settings)],
-    ['ca.pem', certs.caPem],
-    ['agent.pem', certs.certPem],
-    ['agent-key.pem', certs.keyPem],
+    ['ca.pem', certs?.caPem ?? ''],
+    ['agent.pem', certs?.certPem ?? ''],
+    ['agent-key.pem', certs?.keyPem ?? ''],
+    ...(certs === null ? [[BOOTSTRAP_FW_CFG, bootstrapFwCfgText(null)] as [string, string]] : []),
     ...(ssh === null ? [] : ssh === 'empty' ? SSH_FW_CFG_NAMES.map((n): [string, string] => [n, '']) : guestSshFiles(ssh)),
   ];
   if (ssh === null) for (const n of SSH_FW_CFG_NAMES) await rm(join(fwDir, n), { force: true });
@@ -163,6 +185,27 @@ export async function writeFwCfg(
     await chown(fwDir, owner.uid, owner.gid);
     for (const [name] of files) await chown(join(fwDir, name), owner.uid, owner.gid);
   }
+}
+
+/** The bootstrap fw_cfg file's text: `material` (JSON) or a `{}` placeholder, padded with spaces to BOOTSTRAP_FW_CFG_BYTES. */
+export function bootstrapFwCfgText(material: string | null): string {
+  const body = material ?? '{}';
+  const bytes = Buffer.byteLength(body);
+  if (bytes > BOOTSTRAP_FW_CFG_BYTES - 1) throw new Error(`bootstrap material of ${bytes} bytes does not fit the fw_cfg file`);
+  return body + ' '.repeat(BOOTSTRAP_FW_CFG_BYTES - 1 - bytes) + '\n';
+}
+
+/**
+ * Puts bootstrap material (the JSON text BootstrapService.stage wrote) into the VM's bootstrap
+ * fw_cfg file, 0600 and owned by libvirt-qemu (QEMU opens it at the restore), same size as the
+ * placeholder the guest booted with.
+ */
+export async function writeBootstrapFwCfg(fwDir: string, material: string): Promise<string> {
+  const file = join(fwDir, BOOTSTRAP_FW_CFG);
+  await writeFile(file, bootstrapFwCfgText(material.trim()), { mode: 0o600 });
+  const owner = await qemuUser();
+  if (owner !== null) await chown(file, owner.uid, owner.gid);
+  return file;
 }
 
 export async function removeFwCfg(fwDir: string): Promise<void> {
@@ -197,13 +240,14 @@ export function bootSpec(
   network: string,
   serialLogPath: string,
   ssh = false,
+  deferred = false,
 ): QemuDomainSpec {
   return {
     disks: [{ path: disk, format: 'qcow2' }],
     network,
     serialLogPath,
     kernel: { path: image.kernel, initrdPath: image.initrd, cmdline: image.cmdline },
-    fwCfgFiles: fwCfgFiles(fwDir, ssh),
+    fwCfgFiles: fwCfgFiles(fwDir, ssh, deferred),
     tcgCacheMiB: TCG_CACHE_MIB,
     machine: 'pc',
   };

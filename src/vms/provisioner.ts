@@ -38,7 +38,16 @@ import type { AgentLookup } from './agent-lookup.js';
 import type { LocalAgentSupervisor } from './local-agents.js';
 import type { EndedVmProcesses } from './local-vm-processes.js';
 import { createOverlay, qemuSpecFor, writeSeed, type QemuOptions } from './qemu-files.js';
-import { bootSpec, loadBootImage, pickAddress, removeFwCfg, writeFwCfg, type BootImage, type GuestSsh } from './fw-cfg.js';
+import {
+  bootSpec,
+  loadBootImage,
+  pickAddress,
+  removeFwCfg,
+  writeFwCfg,
+  type BootImage,
+  type GuestSettings,
+  type GuestSsh,
+} from './fw-cfg.js';
 import { bootstrapMaterialPath, isInside, vmPaths, type VmPaths } from './vm-paths.js';
 
 /** How often provisioning looks whether the agent has connected, ms. */
@@ -140,14 +149,14 @@ export class Provisioner {
         },
         qemu:
           image !== null
-            ? bootSpec(image, paths.disk, paths.fwCfg, this.#o.qemu.network, paths.console, ssh)
+            ? bootSpec(image, paths.disk, paths.fwCfg, this.#o.qemu.network, paths.console, ssh, c.enrollment === 'deferred')
             : qemuSpecFor(paths, c.uuid, this.#o.qemu),
       },
       { signal },
     );
     if (!isTestDriverUri(info.host)) {
       try {
-        await this.#qemuFiles(vm, info, c.diskGiB, c.sshKeys, c.uuid);
+        await this.#qemuFiles(vm, info, c.diskGiB, c.sshKeys, c.uuid, c.enrollment === 'deferred' && image !== null);
       } catch (err) {
         await this.#o.hypervisor.undefine(vm, { force: true }).catch(() => undefined);
         throw err instanceof SvcError
@@ -169,6 +178,10 @@ export class Provisioner {
     if (instanceId === undefined) return { agentMode: 'none', managed: false, state: info.state };
     if (info.state !== 'running') throw new SvcError('VM_NOT_RUNNING', `VM '${vm}' is ${info.state}; its agent runs only while it runs`);
     if (!isTestDriverUri(info.host)) {
+      // A deferred-enrollment guest's agent waits for bootstrap material (a checkpoint restore brings it).
+      if (!restart && info.metadata.labels?.[ENROLLMENT_LABEL] === 'deferred' && (await this.#bootImage()) !== null) {
+        return { agentMode: 'deferred', managed: true, state: info.state };
+      }
       if (!restart) return { agentMode: 'cloud-init', agentSinceMs: 0, managed: true, state: info.state };
       const sinceMs = Date.now();
       await this.#qemuSeed(vm, info, instanceId, `${instanceId}-${sinceMs}`);
@@ -389,14 +402,42 @@ export class Provisioner {
     return ip;
   }
 
-  async #qemuFiles(vm: string, info: DomainInfo, diskGiB: number, sshKeys: readonly string[], instanceId: string): Promise<void> {
+  async #qemuFiles(
+    vm: string,
+    info: DomainInfo,
+    diskGiB: number,
+    sshKeys: readonly string[],
+    instanceId: string,
+    deferred: boolean,
+  ): Promise<void> {
     const paths = this.paths(vm);
     await mkdir(paths.dir, { recursive: true, mode: 0o711 });
     await mkdir(paths.cloudInit, { recursive: true, mode: 0o700 });
     // Kept so deploy-agent can write the same keys into a new seed.
     await writeFile(join(paths.cloudInit, 'ssh-keys'), sshKeys.join('\n'), { mode: 0o600 });
     await createOverlay(paths, diskGiB, this.#o.qemu, this.#o.writeBudgetMs);
-    await this.#qemuSeed(vm, info, instanceId, instanceId);
+    if (deferred) await this.#deferredFwCfg(vm, info, instanceId);
+    else await this.#qemuSeed(vm, info, instanceId, instanceId);
+  }
+
+  /** A deferred-enrollment VM's fw_cfg files: its settings, no certificate, the bootstrap placeholder. */
+  async #deferredFwCfg(vm: string, info: DomainInfo, instanceId: string): Promise<void> {
+    await writeFwCfg(this.paths(vm).fwCfg, this.#guestSettings(vm, info, instanceId, 'deferred'), null, await this.#guestSsh(info));
+  }
+
+  #guestSettings(vm: string, info: DomainInfo, instanceId: string, enrollment?: 'deferred'): GuestSettings {
+    const ip = info.metadata.ipAddress ?? info.ipAddress;
+    if (ip === null || ip === undefined) throw new SvcError('PROVISIONING_ERROR', `VM '${vm}' has no assigned address`);
+    return {
+      server: this.#o.qemu.agentServer,
+      agentId: vm,
+      instanceId,
+      profile: info.metadata.profile ?? 'basic',
+      hostname: vm,
+      ipCidr: `${ip}/24`,
+      gateway: hostOf(this.#o.qemu.agentServer),
+      ...(enrollment !== undefined && { enrollment }),
+    };
   }
 
   /** Issues a new certificate and writes the seed with it (fw_cfg files for a built image). */
@@ -409,23 +450,7 @@ export class Provisioner {
       readFile(files.key, 'utf8'),
     ]);
     if ((await this.#bootImage()) !== null) {
-      const ip = info.metadata.ipAddress ?? info.ipAddress;
-      const gateway = hostOf(this.#o.qemu.agentServer);
-      if (ip === null || ip === undefined) throw new SvcError('PROVISIONING_ERROR', `VM '${vm}' has no assigned address`);
-      await writeFwCfg(
-        paths.fwCfg,
-        {
-          server: this.#o.qemu.agentServer,
-          agentId: vm,
-          instanceId,
-          profile: info.metadata.profile ?? 'basic',
-          hostname: vm,
-          ipCidr: `${ip}/24`,
-          gateway,
-        },
-        { caPem, certPem, keyPem },
-        await this.#guestSsh(info),
-      );
+      await writeFwCfg(paths.fwCfg, this.#guestSettings(vm, info, instanceId), { caPem, certPem, keyPem }, await this.#guestSsh(info));
       return;
     }
     const sshKeys = await readFile(join(paths.cloudInit, 'ssh-keys'), 'utf8').then(

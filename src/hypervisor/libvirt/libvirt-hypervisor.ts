@@ -10,6 +10,9 @@
  *
  * Events: see events.ts (own calls + poller + optional virsh event source).
  */
+import { execFile } from 'node:child_process';
+import { rm, writeFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import type { Domain } from '@unraid/libvirt';
 import type { Logger } from 'pino';
 import { SvcError } from '../../core/errors.js';
@@ -35,6 +38,9 @@ import { probeHealth } from './health.js';
 import { HostLink, type ConnectionFactory } from './host-link.js';
 import { Inventory } from './inventory.js';
 import { vmStateOf } from './state-map.js';
+import { withFreshInstanceId } from './test-save-image.js';
+
+const execFileAsync = promisify(execFile);
 
 export interface LibvirtHypervisorOptions {
   /** Host URIs (SVC_HYPERVISOR_URI). At least one; duplicates are refused. */
@@ -273,17 +279,19 @@ export class LibvirtHypervisor implements HypervisorPort {
     });
   }
 
-  restoreDomain(file: string, name: string, opts: CallOptions & { host?: string } = {}): Promise<DomainInfo> {
+  restoreDomain(file: string, name: string, opts: CallOptions & { host?: string; instanceId?: string } = {}): Promise<DomainInfo> {
     return this.#withNameLock(name, async () => {
       if ((await this.#inv.locate(name, opts)) !== null) throw new SvcError('VM_ALREADY_EXISTS', `VM '${name}' already exists`);
       const link = opts.host !== undefined ? this.#inv.link(opts.host) : await this.#inv.placement();
+      // qemu hosts: the binding lacks virDomainRestoreFlags, so virsh restores with the edited XML.
+      const qemuXml = isTestDriverUri(link.uri) ? null : await this.#virshRestore(link.uri, file, opts.instanceId);
       this.#tracker.pin(link.label, name);
       try {
         const { raw, seq, xml } = await this.#inv.call(link, 'write', 'restore', name, opts, async (conn) => {
-          await conn.domainRestore(file);
+          if (qemuXml === null) await conn.domainRestore(file);
           const d = await lookupDomain(conn, name);
           if (d === null) throw new SvcError('LIBVIRT_ERROR', `restore of '${name}': no domain of that name came back from the image`);
-          const xml = await d.getXMLDesc();
+          const xml = qemuXml ?? (await d.getXMLDesc());
           await conn.domainDefineXML(xml);
           const seq = this.#tracker.beginLook();
           return { raw: await readDomainOrNull(d), seq, xml };
@@ -297,6 +305,33 @@ export class LibvirtHypervisor implements HypervisorPort {
         this.#tracker.unpin(link.label, name);
       }
     });
+  }
+
+  /**
+   * `virsh restore FILE --xml NEW` on a qemu host, NEW being the image's XML with `instanceId` in
+   * sandboxd's metadata (the uuid stays: withFreshInstanceId says why). Returns NEW.
+   */
+  async #virshRestore(uri: string, file: string, instanceId: string | undefined): Promise<string> {
+    const virsh = this.#opts.virshPath ?? 'virsh';
+    const timeout = this.#opts.writeBudgetMs ?? 30_000;
+    const run = async (args: string[]): Promise<string> => {
+      try {
+        return (await execFileAsync(virsh, ['-q', '-c', uri, ...args], { timeout, maxBuffer: 4 * 1024 * 1024 })).stdout;
+      } catch (err) {
+        const e = err as { stderr?: string; message?: string };
+        throw new SvcError('LIBVIRT_ERROR', `virsh ${args[0] ?? ''}: ${(e.stderr ?? e.message ?? String(err)).trim().slice(0, 500)}`);
+      }
+    };
+    const saved = await run(['save-image-dumpxml', file]);
+    const xml = instanceId === undefined ? saved : withFreshInstanceId(saved, instanceId);
+    const xmlFile = `${file}.xml`;
+    await writeFile(xmlFile, xml, { mode: 0o600 });
+    try {
+      await run(['restore', file, '--xml', xmlFile]);
+    } finally {
+      await rm(xmlFile, { force: true });
+    }
+    return xml;
   }
 
   health(): Promise<HypervisorHealth> {

@@ -46,3 +46,14 @@ export function withFreshIdentity(xml: string, uuid: string, instanceId: string)
   if (!uuidRe.test(xml) || !instRe.test(xml)) throw new Error('the saved domain has no uuid or no sandboxd instance id');
   return xml.replace(uuidRe, `<uuid>${uuid}</uuid>`).replace(instRe, `$1${instanceId}$3`);
 }
+
+/**
+ * The XML with a new instance id in sandboxd's metadata, the uuid kept: a qemu save image is
+ * restored with an edited XML that libvirt checks for ABI stability, and the uuid is part of the
+ * guest's ABI (its SMBIOS system uuid), so libvirt refuses another one.
+ */
+export function withFreshInstanceId(xml: string, instanceId: string): string {
+  const instRe = /(<([A-Za-z0-9_-]+):instance-id>)[^<]*(<\/\2:instance-id>)/;
+  if (!instRe.test(xml)) throw new Error('the saved domain has no sandboxd instance id');
+  return xml.replace(instRe, `$1${instanceId}$3`);
+}
