@@ -51,11 +51,15 @@ export function skipReason(): string | null {
 
 /**
  * @param opts.imageDir a built image folder to boot instead of building the minimal image (the bench's before/after).
- * @param opts.env more server settings (SSH leases, ...), over the harness's own.
+ * @param opts.env more server settings (SSH leases, ...), over the harness's own; a function gets
+ *   the test's network and a free port for the HTTP listener (a guest-reachable consume URL).
  */
 export async function startRealVmEnv(
   tag: string,
-  opts: { imageDir?: string; env?: Readonly<Record<string, string>> } = {},
+  opts: {
+    imageDir?: string;
+    env?: Readonly<Record<string, string>> | ((net: NetworkSpec, ports: { http: number }) => Readonly<Record<string, string>>);
+  } = {},
 ): Promise<RealVmEnv> {
   const tree = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
   const image =
@@ -99,7 +103,7 @@ export async function startRealVmEnv(
       SVC_HYPERVISOR_WRITE_BUDGET_MS: '120000',
       SVC_SHUTDOWN_DEADLINE_MS: '60000',
       SVC_HYPERVISOR_READ_BUDGET_MS: '20000',
-      ...opts.env,
+      ...(typeof opts.env === 'function' ? opts.env(net, { http: await closedPort() }) : opts.env),
     });
     server = await startServer(config, pino({ level: 'info' }, { write: (line: string) => void logLines.push(line) }));
   } catch (err) {
