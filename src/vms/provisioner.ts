@@ -5,7 +5,9 @@
  * Test-driver hosts (test:///…, test+unix:///…): the domain has no guest, so the agent runs as a
  * local child process (local-agents.ts) with the VM's certificate in <vm>/certs, agent id = the
  * VM name, instance id = the VM uuid.
- * qemu/kvm hosts: a qcow2 overlay and a cloud-init seed that installs the certificate and starts
+ * qemu/kvm hosts (a deferred-enrollment VM of the minimal image gets no certificate: its fw_cfg
+ * files say so and hold a bootstrap placeholder its agent polls, fw-cfg.ts, for a checkpoint
+ * restore to fill): a qcow2 overlay and a cloud-init seed that installs the certificate and starts
  * the agent inside the guest (qemu-files.ts); deploy-agent rewrites the seed with a fresh
  * cloud-init instance id and power-cycles the VM so cloud-init runs again. When SVC_VM_BASE_IMAGE
  * is the disk of a built image (manifest.json next to it, src/image/), the VM boots its kernel
@@ -129,6 +131,9 @@ export class Provisioner {
     signal: AbortSignal,
   ): Promise<StepResult> {
     const ssh = image?.kind === 'debian' && this.#ssh !== null;
+    // Only the minimal image's guest waits for bootstrap material in fw_cfg (guest-init.ts); a
+    // deferred VM of another image is provisioned with an identity (it cannot be checkpointed then).
+    const waits = c.enrollment === 'deferred' && image?.kind === 'minimal';
     const info = await this.#o.hypervisor.define(
       {
         name: vm,
@@ -149,14 +154,14 @@ export class Provisioner {
         },
         qemu:
           image !== null
-            ? bootSpec(image, paths.disk, paths.fwCfg, this.#o.qemu.network, paths.console, ssh, c.enrollment === 'deferred')
+            ? bootSpec(image, paths.disk, paths.fwCfg, this.#o.qemu.network, paths.console, ssh, waits)
             : qemuSpecFor(paths, c.uuid, this.#o.qemu),
       },
       { signal },
     );
     if (!isTestDriverUri(info.host)) {
       try {
-        await this.#qemuFiles(vm, info, c.diskGiB, c.sshKeys, c.uuid, c.enrollment === 'deferred' && image !== null);
+        await this.#qemuFiles(vm, info, c.diskGiB, c.sshKeys, c.uuid, waits);
       } catch (err) {
         await this.#o.hypervisor.undefine(vm, { force: true }).catch(() => undefined);
         throw err instanceof SvcError
@@ -179,7 +184,7 @@ export class Provisioner {
     if (info.state !== 'running') throw new SvcError('VM_NOT_RUNNING', `VM '${vm}' is ${info.state}; its agent runs only while it runs`);
     if (!isTestDriverUri(info.host)) {
       // A deferred-enrollment guest's agent waits for bootstrap material (a checkpoint restore brings it).
-      if (!restart && info.metadata.labels?.[ENROLLMENT_LABEL] === 'deferred' && (await this.#bootImage()) !== null) {
+      if (!restart && info.metadata.labels?.[ENROLLMENT_LABEL] === 'deferred' && (await this.#bootImage())?.kind === 'minimal') {
         return { agentMode: 'deferred', managed: true, state: info.state };
       }
       if (!restart) return { agentMode: 'cloud-init', agentSinceMs: 0, managed: true, state: info.state };
