@@ -13,6 +13,11 @@
  * On the test driver there is no guest boot to hide: the "guest" is the local agent process, which
  * a checkpoint cannot hold, so both paths start a process and the ratio is about 1. The figure the
  * target is about is the qemu one (native-bench/README.md "pool-handoff").
+ *
+ * SANDBOXD_BENCH_POOL_QEMU=1 runs it on real VMs instead (root; the real-VM tests' environment,
+ * test/support/realvm.ts: the minimal image on qemu:///system, TCG here, the consume URL on the
+ * bridge): three slots, turns C H H C C H, set-up one VM at a time, and every VM deleted after its
+ * turn (not timed), so at most two guests run at once.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
@@ -21,11 +26,13 @@ import hdr from 'hdr-histogram-js';
 import { pino } from 'pino';
 import { startServer, type ServerHandle } from '../../src/main.js';
 import { loopbackConfig } from '../../test/support/test-config.js';
+import { startRealVmEnv, type RealVmEnv } from '../../test/support/realvm.js';
 import type { BenchScenario } from '../types.js';
 
-const HANDOFFS = 6;
+const QEMU = process.env['SANDBOXD_BENCH_POOL_QEMU'] === '1';
+const HANDOFFS = QEMU ? 3 : 6;
 /** Turns: C = cold create, H = handoff. */
-const ORDER = 'CHHCHCCHHCCH';
+const ORDER = QEMU ? 'CHHCCH' : 'CHHCHCCHHCCH';
 
 type Json = Record<string, unknown>;
 
@@ -59,37 +66,59 @@ const round1 = (x: number): number => Math.round(x * 10) / 10;
 
 export const poolHandoff: BenchScenario = {
   name: 'pool-handoff',
-  description: 'warm-pool handoff until the agent is Ready (p50) against a cold VM create until Ready (ceiling), test driver',
+  description: `warm-pool handoff until the agent is Ready (p50) against a cold VM create until Ready (ceiling), ${QEMU ? 'real VMs (qemu)' : 'test driver'}`,
   unit: 'ms',
   target: { ratioAtMost: 0.2 },
   async run({ signal }) {
     const stateDir = await mkdtemp(join(tmpdir(), 'sandboxd-bench-pool-'));
-    const hostFile = join(stateDir, 'host.xml');
-    await writeFile(hostFile, '<node>\n</node>\n');
-    const server = await startServer(
-      loopbackConfig(stateDir, { SVC_HYPERVISOR_URI: `test://${hostFile}`, SVC_ACTOR_SHARDS: '1' }),
-      pino({ level: 'silent' }),
-    );
+    let realVm: RealVmEnv | null = null;
+    let server: ServerHandle;
+    if (QEMU) {
+      realVm = await startRealVmEnv('ph', {
+        env: (net, ports) => ({
+          SVC_HTTP_ADDR: `0.0.0.0:${ports.http}`,
+          SVC_ALLOW_INSECURE_REMOTE: '1',
+          SVC_BOOTSTRAP_CONSUME_URL: `http://${net.hostAddress}:${ports.http}/api/v1/bootstrap-enrollment/consume`,
+        }),
+      });
+      server = realVm.server;
+    } else {
+      const hostFile = join(stateDir, 'host.xml');
+      await writeFile(hostFile, '<node>\n</node>\n');
+      server = await startServer(
+        loopbackConfig(stateDir, { SVC_HYPERVISOR_URI: `test://${hostFile}`, SVC_ACTOR_SHARDS: '1' }),
+        pino({ level: 'silent' }),
+      );
+    }
     const base = `http://127.0.0.1:${server.ports.http}`;
     const problems: string[] = [];
     const tag = `${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}`;
-    const spec = { profile: 'basic', vcpus: 1, memory_mb: 256, disk_gb: 1 };
+    const spec = { profile: 'basic', vcpus: 1, memory_mb: 256, disk_gb: QEMU ? 2 : 1 };
+    // Real VMs: names the harness's clean-up knows (agent-rv…), each deleted after its turn.
+    const prefix = QEMU ? 'agent-rvph' : 'agent';
+    const remove = async (name: string): Promise<void> => {
+      if (!QEMU) return;
+      const res = await fetch(`${base}/api/v1/vms/${name}?force=true&delete_disk=true`, { method: 'DELETE' });
+      const body = (await res.json()) as Json;
+      if (res.status === 202) await finished(base, opId({ json: body }), signal);
+    };
     try {
       const t0 = performance.now();
-      const ids = await Promise.all(
-        Array.from({ length: HANDOFFS }, async (_, i) => {
-          const name = `agent-pool-${tag}-${i}`;
-          const created = await post(base, '/api/v1/vms', { name, ...spec, enrollment: 'deferred' });
-          if (created.status !== 202 || (await finished(base, opId(created), signal))['status'] !== 'completed') {
-            throw new Error(`deferred create of ${name} failed: ${JSON.stringify(created.json)}`);
-          }
-          const id = `bench-${tag}-${i}`;
-          const ck = await post(base, '/api/v2/admin/hypervisor/checkpoints', { vm: name, checkpoint_id: id, pre_enrollment: true });
-          const op = ck.status === 202 ? await finished(base, opId(ck), signal) : ck.json;
-          if (op['status'] !== 'completed') throw new Error(`checkpoint of ${name} failed: ${JSON.stringify(op)}`);
-          return id;
-        }),
-      );
+      const setUp = async (i: number): Promise<string> => {
+        const name = `${prefix}-pool-${tag}-${i}`;
+        const created = await post(base, '/api/v1/vms', { name, ...spec, enrollment: 'deferred' });
+        if (created.status !== 202 || (await finished(base, opId(created), signal))['status'] !== 'completed') {
+          throw new Error(`deferred create of ${name} failed: ${JSON.stringify(created.json)}`);
+        }
+        const id = `bench-${tag}-${i}`;
+        const ck = await post(base, '/api/v2/admin/hypervisor/checkpoints', { vm: name, checkpoint_id: id, pre_enrollment: true });
+        const op = ck.status === 202 ? await finished(base, opId(ck), signal) : ck.json;
+        if (op['status'] !== 'completed') throw new Error(`checkpoint of ${name} failed: ${JSON.stringify(op)}`);
+        return id;
+      };
+      const ids: string[] = [];
+      if (QEMU) for (let i = 0; i < HANDOFFS; i++) ids.push(await setUp(i));
+      else ids.push(...(await Promise.all(Array.from({ length: HANDOFFS }, (_, i) => setUp(i)))));
       const pool = await post(base, '/api/v2/admin/hypervisor/warm-pools', { pool: `bench-${tag}`, checkpoint_ids: ids, target_size: 0 });
       if (pool.status !== 202) throw new Error(`pool: ${JSON.stringify(pool.json)}`);
       const setupMs = performance.now() - t0;
@@ -102,7 +131,7 @@ export const poolHandoff: BenchScenario = {
         signal.throwIfAborted();
         const started = performance.now();
         if (turn === 'C') {
-          const name = `agent-cold-${tag}-${c++}`;
+          const name = `${prefix}-cold-${tag}-${c++}`;
           const r = await post(base, '/api/v1/vms', { name, ...spec });
           const op = r.status === 202 ? await finished(base, opId(r), signal) : r.json;
           if (op['status'] !== 'completed') {
@@ -111,6 +140,7 @@ export const poolHandoff: BenchScenario = {
           }
           await agentReady(server, name, signal);
           cold.recordValue(Math.max(1, Math.round(performance.now() - started)));
+          await remove(name);
         } else {
           const r = await post(base, `/api/v2/admin/hypervisor/warm-pools/bench-${tag}/handoff`, {});
           const op = r.status === 202 ? await finished(base, opId(r), signal) : r.json;
@@ -119,6 +149,7 @@ export const poolHandoff: BenchScenario = {
             continue;
           }
           handoff.recordValue(Math.max(1, Math.round(performance.now() - started)));
+          await remove((((op['result'] as Json | undefined)?.['vm'] as Json | undefined)?.['name'] as string | undefined) ?? '');
         }
       }
       if (handoff.totalCount === 0 || cold.totalCount === 0) throw new Error(`nothing measured: ${problems[0] ?? ''}`);
@@ -132,13 +163,15 @@ export const poolHandoff: BenchScenario = {
           coldCreateP99Ms: cold.getValueAtPercentile(99),
           setupMs: Math.round(setupMs),
           loadAvg1m: [round1(load0), round1(loadavg()[0] ?? 0)],
-          notes:
-            'test driver: both paths start the agent process (a checkpoint cannot hold it), so about 1 is expected here; the target is about real guests (README)',
+          notes: QEMU
+            ? `qemu (${realVm?.prep.accelerator ?? '?'}), minimal image: a handoff resumes a guest whose agent waits for its material; a cold create boots one`
+            : 'test driver: both paths start the agent process (a checkpoint cannot hold it), so about 1 is expected here; the target is about real guests (README)',
         },
         problems,
       };
     } finally {
-      await server.stop().catch(() => undefined);
+      if (realVm !== null) await realVm.stop().catch(() => undefined);
+      else await server.stop().catch(() => undefined);
       await rm(stateDir, { recursive: true, force: true });
     }
   },

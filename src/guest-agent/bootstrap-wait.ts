@@ -10,7 +10,7 @@
  * (0600), where enrollment reads (and afterwards deletes) it.
  *
  * The guest's clock resumes at the time of the save; its RTC follows the host. As root the agent
- * then sets the system clock from the RTC (`hwclock -s -u`), so TLS (the server certificate's
+ * then sets the system clock from the RTC (`busybox hwclock -s -u`), so TLS (the server certificate's
  * validity, the token's expiry) and everything after see the present time.
  */
 import { execFile } from 'node:child_process';
@@ -78,11 +78,12 @@ export async function waitForBootstrapMaterial(o: BootstrapWaitOptions): Promise
   }
 }
 
-/** `hwclock -s -u` (best effort: logged, never fatal). */
+/** `busybox hwclock -s -u` (best effort: logged, never fatal). */
 function syncClockFromRtc(log: Pick<Logger, 'info' | 'warn'>): Promise<void> {
   const before = Date.now();
   return new Promise((resolve) => {
-    execFile('hwclock', ['-s', '-u'], { timeout: 5000 }, (err) => {
+    // The minimal image's busybox (its /bin holds the applets; the agent's wait mode runs only there).
+    execFile('busybox', ['hwclock', '-s', '-u'], { timeout: 5000 }, (err) => {
       if (err !== null) log.warn({ err: err.message }, 'could not set the clock from the RTC');
       else log.info({ stepMs: Date.now() - before }, 'clock set from the RTC');
       resolve();

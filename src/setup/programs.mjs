@@ -139,7 +139,7 @@ export const PROGRAMS = Object.freeze({
     debianPackage: 'libvirt-clients',
     step: 'start',
     alsoIn: ['host'],
-    why: '`virsh event` on daemon URIs; host prepare defines the network',
+    why: '`virsh event` on daemon URIs; host prepare defines the network; checkpoint restores on qemu hosts (save-image-dumpxml, restore --xml)',
   },
 
   chromium: { debianPackage: 'chromium', step: 'test', why: 'headless dashboard tests and the dashboard benchmark' },
@@ -185,7 +185,7 @@ export const PROGRAMS = Object.freeze({
     debianPackage: 'qemu-utils',
     step: 'test',
     alsoIn: ['host'],
-    why: "the server makes each VM's qcow2 overlay; the qemu provisioning unit tests (SSH fw_cfg files); the debian-image test",
+    why: "the server makes each VM's qcow2 overlay (and a restored checkpoint's fresh one); the qemu provisioning unit tests (SSH fw_cfg files); the debian-image test",
   },
   'qemu-system-x86_64': {
     debianPackage: 'qemu-system-x86',
@@ -197,7 +197,7 @@ export const PROGRAMS = Object.freeze({
   busybox: {
     debianPackage: 'busybox-static',
     step: 'guest',
-    why: "minimal image: downloaded (apt-get download), its applet list read from the unpacked package, the guest's userland",
+    why: "minimal image: downloaded (apt-get download), its applet list read from the unpacked package, the guest's userland; a restored checkpoint's agent runs its hwclock",
   },
   systemctl: {
     debianPackage: 'systemd',
