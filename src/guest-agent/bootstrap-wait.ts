@@ -81,11 +81,13 @@ export async function waitForBootstrapMaterial(o: BootstrapWaitOptions): Promise
 /** `busybox hwclock -s -u` (best effort: logged, never fatal). */
 function syncClockFromRtc(log: Pick<Logger, 'info' | 'warn'>): Promise<void> {
   const before = Date.now();
+  const mono = performance.now();
   return new Promise((resolve) => {
     // The minimal image's busybox (its /bin holds the applets; the agent's wait mode runs only there).
     execFile('busybox', ['hwclock', '-s', '-u'], { timeout: 5000 }, (err) => {
       if (err !== null) log.warn({ err: err.message }, 'could not set the clock from the RTC');
-      else log.info({ stepMs: Date.now() - before }, 'clock set from the RTC');
+      // How far the clock moved (the time the guest spent saved, to the RTC's whole second).
+      else log.info({ movedMs: Math.round(Date.now() - before - (performance.now() - mono)) }, 'clock set from the RTC');
       resolve();
     });
   });

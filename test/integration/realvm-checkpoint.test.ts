@@ -17,10 +17,11 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { copyFile, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { execCollect, operatorClient } from './agents-harness.js';
+import { findPackageRoot } from '../../src/image/command.js';
 import { skipReason, startRealVmEnv, type RealVmEnv } from '../support/realvm.js';
 
 const skip = skipReason();
@@ -221,6 +222,9 @@ void describe('real VMs: pre-enrollment checkpoints (qemu:///system)', { skip: s
       } finally {
         client.close();
       }
+
+      // The guest's console (boot, the wait, the restore's enrollment) is kept for whoever debugs this on CI.
+      await copyFile(join(env.dir, 'vms', vm, 'console.log'), join(findPackageRoot(process.cwd()), 'test-output', 'realvm-ck-console.log'));
 
       // A second restore of a consumed checkpoint is refused; a delete leaves no domain, overlay, image or QEMU.
       const again = await api(env, 'POST', '/api/v2/admin/hypervisor/checkpoints/rvck-1/restore', {});

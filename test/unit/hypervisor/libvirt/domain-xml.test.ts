@@ -20,6 +20,7 @@ import {
   unescapeXml,
 } from '../../../../src/hypervisor/libvirt/domain-xml.js';
 import type { DomainSpec } from '../../../../src/hypervisor/port.js';
+import { withFreshInstanceId } from '../../../../src/hypervisor/libvirt/test-save-image.js';
 
 const conn = new Hypervisor({ uri: 'test:///default' });
 before(() => conn.connectOpen());
@@ -160,5 +161,18 @@ describe('domain XML', () => {
 
   test('foreign domains have no metadata', () => {
     assert.deepEqual(parseMetadata("<domain type='test'><name>x</name></domain>"), {});
+  });
+
+  test('a qemu restore XML gets a fresh instance id and keeps the uuid (libvirt refuses another on restore)', () => {
+    const uuid = '6f1c0d3e-0b3a-4c55-9d1e-1a2b3c4d5e6f';
+    const xml = qemuDomainXml(
+      { name: 'agent-ck', uuid, vcpus: 1, memoryMiB: 256, metadata: { instanceId: uuid, profile: 'basic' } },
+      'qemu',
+    );
+    const fresh = withFreshInstanceId(xml, 'i-fresh');
+    assert.equal(parseMetadata(fresh).instanceId, 'i-fresh');
+    assert.equal(parseMetadata(fresh).profile, 'basic');
+    assert.match(fresh, new RegExp(`<uuid>${uuid}</uuid>`));
+    assert.throws(() => withFreshInstanceId("<domain type='qemu'><name>x</name></domain>", 'i'), /no sandboxd instance id/);
   });
 });
