@@ -462,6 +462,7 @@ export class CheckpointService {
       store.move(ck.id, ['restoring'], 'consumed', 'enrolled', { restoredInstanceId: instanceId });
       // Consumed: the memory image is never started again.
       await rm(join(dir, 'domain.save'), { force: true }).catch(() => undefined);
+      await rm(join(dir, 'domain.save.xml'), { force: true }).catch(() => undefined);
       onEnd?.(true);
       op.complete({
         vm: { name: ck.vm, state: 'running' },
@@ -478,6 +479,7 @@ export class CheckpointService {
         if (restored) await hypervisor.undefine(ck.vm, { force: true }).catch(() => undefined);
         await rm(paths.dir, { recursive: true, force: true }).catch(() => undefined);
         await rm(join(dir, 'domain.save'), { force: true }).catch(() => undefined);
+        await rm(join(dir, 'domain.save.xml'), { force: true }).catch(() => undefined);
       }
       store.move(ck.id, ['restoring'], 'failed', 'restore_failed', { error: toWire(err).message });
       onEnd?.(false);

@@ -235,6 +235,7 @@ void describe('real VMs: pre-enrollment checkpoints (qemu:///system)', { skip: s
       assert.deepEqual(qemuPids(vm), []);
       const imageDir = join(env.dir, 'checkpoints', 'rvck-1');
       assert.ok(!existsSync(join(imageDir, 'domain.save')), 'the consumed memory image left behind');
+      assert.ok(!existsSync(join(imageDir, 'domain.save.xml')), "the consumed image's XML left behind");
       assert.ok(!existsSync(join(imageDir, 'disk.qcow2')), 'the checkpoint disk left behind');
     },
   );

@@ -11,7 +11,7 @@
  * Events: see events.ts (own calls + poller + optional virsh event source).
  */
 import { execFile } from 'node:child_process';
-import { rm, writeFile } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import type { Domain } from '@unraid/libvirt';
 import type { Logger } from 'pino';
@@ -41,6 +41,11 @@ import { vmStateOf } from './state-map.js';
 import { withFreshInstanceId } from './test-save-image.js';
 
 const execFileAsync = promisify(execFile);
+
+/** Where saveDomain keeps a qemu save image's domain XML: beside the image (a restore reads it). */
+export function savedXmlPath(image: string): string {
+  return `${image}.xml`;
+}
 
 export interface LibvirtHypervisorOptions {
   /** Host URIs (SVC_HYPERVISOR_URI). At least one; duplicates are refused. */
@@ -275,6 +280,13 @@ export class LibvirtHypervisor implements HypervisorPort {
         await d.save(file);
         await d.undefine();
       });
+      // qemu: the image's XML now, so a restore (the time users wait) spawns one virsh less
+      // (best effort: without the file the restore dumps it itself).
+      if (!isTestDriverUri(link.uri)) {
+        await this.#runVirsh(link.uri, ['save-image-dumpxml', file])
+          .then((xml) => writeFile(savedXmlPath(file), xml, { mode: 0o600 }))
+          .catch(() => undefined);
+      }
       return { host: link.label };
     });
   }
@@ -312,26 +324,30 @@ export class LibvirtHypervisor implements HypervisorPort {
    * sandboxd's metadata (the uuid stays: withFreshInstanceId says why). Returns NEW.
    */
   async #virshRestore(uri: string, file: string, instanceId: string | undefined): Promise<string> {
-    const virsh = this.#opts.virshPath ?? 'virsh';
-    const timeout = this.#opts.writeBudgetMs ?? 30_000;
-    const run = async (args: string[]): Promise<string> => {
-      try {
-        return (await execFileAsync(virsh, ['-q', '-c', uri, ...args], { timeout, maxBuffer: 4 * 1024 * 1024 })).stdout;
-      } catch (err) {
-        const e = err as { stderr?: string; message?: string };
-        throw new SvcError('LIBVIRT_ERROR', `virsh ${args[0] ?? ''}: ${(e.stderr ?? e.message ?? String(err)).trim().slice(0, 500)}`);
-      }
-    };
-    const saved = await run(['save-image-dumpxml', file]);
+    const saved = await readFile(savedXmlPath(file), 'utf8').catch(() => this.#runVirsh(uri, ['save-image-dumpxml', file]));
     const xml = instanceId === undefined ? saved : withFreshInstanceId(saved, instanceId);
-    const xmlFile = `${file}.xml`;
+    const xmlFile = `${file}.restore.xml`;
     await writeFile(xmlFile, xml, { mode: 0o600 });
     try {
-      await run(['restore', file, '--xml', xmlFile]);
+      await this.#runVirsh(uri, ['restore', file, '--xml', xmlFile]);
     } finally {
       await rm(xmlFile, { force: true });
     }
     return xml;
+  }
+
+  /** virsh's stdout; LIBVIRT_ERROR with its stderr. Spawned with paths only, never secrets. */
+  async #runVirsh(uri: string, args: string[]): Promise<string> {
+    try {
+      const out = await execFileAsync(this.#opts.virshPath ?? 'virsh', ['-q', '-c', uri, ...args], {
+        timeout: this.#opts.writeBudgetMs ?? 30_000,
+        maxBuffer: 4 * 1024 * 1024,
+      });
+      return out.stdout;
+    } catch (err) {
+      const e = err as { stderr?: string; message?: string };
+      throw new SvcError('LIBVIRT_ERROR', `virsh ${args[0] ?? ''}: ${(e.stderr ?? e.message ?? String(err)).trim().slice(0, 500)}`);
+    }
   }
 
   health(): Promise<HypervisorHealth> {
