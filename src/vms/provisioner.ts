@@ -399,12 +399,31 @@ export class Provisioner {
    */
   async #reserveAddress(vm: string): Promise<string> {
     const listed = await this.#o.hypervisor.list();
+    const saved = await this.#savedGuestAddresses(new Set(listed.map((d) => d.name)));
     const used = new Set(this.#addresses.values());
     for (const d of listed) if (d.metadata.ipAddress !== undefined) used.add(d.metadata.ipAddress);
+    for (const ip of saved) used.add(ip);
     const ip = pickAddress(hostOf(this.#o.qemu.agentServer), used);
     if (ip === null) throw new SvcError('PROVISIONING_ERROR', `no free address left on network ${this.#o.qemu.network} for VM '${vm}'`);
     this.#addresses.set(vm, ip);
     return ip;
+  }
+
+  /**
+   * Addresses of guests that exist without a domain: a checkpointed VM (its memory image holds
+   * the address, and its restore brings it back), found by the fw_cfg settings its folder keeps.
+   * The in-process reservation covers them too, but not across a restart of sandboxd.
+   */
+  async #savedGuestAddresses(defined: ReadonlySet<string>): Promise<string[]> {
+    const names = await readdir(join(this.#o.stateDir, 'vms')).catch(() => [] as string[]);
+    const out: string[] = [];
+    for (const name of names) {
+      if (defined.has(name) || !/^[A-Za-z0-9_.+-]{1,64}$/.test(name)) continue;
+      const env = await readFile(join(this.paths(name).fwCfg, 'agent.env'), 'utf8').catch(() => '');
+      const ip = /^SBX_IP=(\d+\.\d+\.\d+\.\d+)\//m.exec(env)?.[1];
+      if (ip !== undefined) out.push(ip);
+    }
+    return out;
   }
 
   async #qemuFiles(
