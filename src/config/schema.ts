@@ -646,7 +646,7 @@ export const SCHEMA = {
     defaultText: 'the HTTP listener (http://<SVC_HTTP_ADDR>/api/v1/bootstrap-enrollment/consume)',
     defaultRaw: null,
     parse: parseUrl(['http:', 'https:']),
-    doc: 'The consume URL written into bootstrap material, as the agent reaches it (e.g. through a tunnel); https is verified with the material CA.',
+    doc: 'The consume URL written into bootstrap material, as the agent reaches it (e.g. through a tunnel); https is verified with the material CA. qemu VMs are checkpointed only with it set (their restored guests enroll through it).',
   }),
   SVC_EXEC_DEFAULT_TIMEOUT_SECONDS: entry({
     field: 'execDefaultTimeoutSeconds',
