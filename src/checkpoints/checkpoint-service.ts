@@ -20,6 +20,13 @@
  * A failed restore removes what it made (domain, overlay, material, token) and fails the
  * checkpoint. A checkpoint is restored at most once (checkpoint-state.ts says why).
  *
+ * qemu hosts (#restoreQemu; README "Checkpoints and warm pools", On qemu hosts): only a deferred
+ * VM of the minimal image, whose agent waits for material in a fixed-size fw_cfg file; the take
+ * waits for the agent's `waiting for bootstrap material` on the serial console and keeps the
+ * saved overlay; the restore makes a fresh overlay over it, writes the material into the fw_cfg
+ * file (QEMU reads it anew at the restore), restores with `virsh restore --xml` (fresh instance
+ * id; the uuid stays) and waits for Ready: the guest's agent is already running, no deploy.
+ *
  * Warm pools: a pool holds ready checkpoints as slots. A handoff claims the oldest slot
  * synchronously (two handoffs never get one slot), restores it as above and answers with the VM
  * named by the slot. An empty pool answers 409 warm_pool.empty with Retry-After. Refill keeps
