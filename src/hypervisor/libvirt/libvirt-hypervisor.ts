@@ -295,10 +295,10 @@ export class LibvirtHypervisor implements HypervisorPort {
     return this.#withNameLock(name, async () => {
       if ((await this.#inv.locate(name, opts)) !== null) throw new SvcError('VM_ALREADY_EXISTS', `VM '${name}' already exists`);
       const link = opts.host !== undefined ? this.#inv.link(opts.host) : await this.#inv.placement();
-      // qemu hosts: the binding lacks virDomainRestoreFlags, so virsh restores with the edited XML.
-      const qemuXml = isTestDriverUri(link.uri) ? null : await this.#virshRestore(link.uri, file, opts.instanceId);
       this.#tracker.pin(link.label, name);
       try {
+        // qemu hosts: the binding lacks virDomainRestoreFlags, so virsh restores with the edited XML.
+        const qemuXml = isTestDriverUri(link.uri) ? null : await this.#virshRestore(link.uri, file, opts.instanceId);
         const { raw, seq, xml } = await this.#inv.call(link, 'write', 'restore', name, opts, async (conn) => {
           if (qemuXml === null) await conn.domainRestore(file);
           const d = await lookupDomain(conn, name);
