@@ -138,6 +138,9 @@ describe('dashboard: fleet', { skip: skip ?? false, timeout: 240_000 }, () => {
     await page.getByLabel('Type or prefix').fill('vm.');
     await page.getByRole('button', { name: 'Apply' }).click();
     await page.waitForURL(/type=vm/);
+    // The filtered view replaces the unfiltered one (which may linger a moment on a loaded
+    // machine, with its rows and its own "Live"): wait for the new one before reading rows.
+    await page.getByText('Filtered by type vm.').waitFor();
     await page.locator('.stream-status', { hasText: 'Live' }).waitFor();
     await page.locator('tr[data-type^="vm."]').first().waitFor();
     const types = await Promise.all(
