@@ -133,6 +133,20 @@ interface RefillState {
   timer: NodeJS.Timeout | null;
 }
 
+/** What a restore does that differs by host (CheckpointService #restore runs them in order). */
+interface RestoreSteps {
+  /** The VM's fresh disk overlay (its old certificates gone). */
+  freshDisk(): Promise<void>;
+  /** Stages the single-use token where the VM's agent reads it; only its id and expiry come back. */
+  stage(): Promise<{ tokenId: string; expiresAt: string }>;
+  /** Brings the domain back (calls `restored` once it exists); the deploy that starts its agent, or null. */
+  start(restored: () => void): Promise<string | null>;
+  /** After the agent is Ready: what the consumed checkpoint no longer needs. */
+  consumed(): Promise<void>;
+  /** After a failure (the domain is already gone): removes what the steps made. */
+  undo(): Promise<void>;
+}
+
 export class CheckpointService {
   readonly #o: CheckpointServiceOptions;
   readonly #busyVms = new Set<string>();
@@ -361,44 +375,35 @@ export class CheckpointService {
     }
   }
 
-  /** Restores a claimed checkpoint (status restoring) with a fresh identity; see the file comment. */
   /**
-   * `onEnd` is told the outcome before the operation shows it, and the rewritten image is gone by
-   * then too: a client that saw the operation finish sees everything it did.
+   * Restores a claimed checkpoint (status restoring) with a fresh identity; see the file comment.
+   * The host's steps (restoreSteps) make the fresh disk, stage the token and bring the domain back;
+   * around them, the same order on every host: the name must be free before anything of it is
+   * touched, the outcome reaches `onEnd` and the checkpoint before the operation shows it (a
+   * client that saw it finish sees everything it did), and a failure removes what was made.
    */
   async #restore(ck: CheckpointRecord, op: OperationHandle, onEnd?: (ok: boolean) => void): Promise<void> {
-    if (!isTestDriverUri(ck.host)) return this.#restoreQemu(ck, op, onEnd);
-    const { store, hypervisor, vms, bootstrap } = this.#o;
+    const { store, hypervisor, bootstrap } = this.#o;
     const instanceId = randomUUID();
-    const paths = vms.paths(ck.vm);
-    const image = join(store.imageDir(ck.id), `restore-${instanceId}.save`);
+    const steps = isTestDriverUri(ck.host) ? this.#testDriverRestore(ck, instanceId) : this.#qemuRestore(ck, instanceId);
     let touched = false;
     let restored = false;
-    let staged = false;
     op.start();
     try {
-      // The name must be free before anything of the VM's directory is touched: a VM created
-      // under it since the checkpoint keeps its files and its agent.
+      // A VM created under the name since the checkpoint keeps its files and its agent.
       if ((await hypervisor.get(ck.vm)) !== null) {
         throw new SvcError('VM_ALREADY_EXISTS', `VM '${ck.vm}' exists again; the checkpoint restores under that name`);
       }
       touched = true;
-      const xml = withFreshIdentity(testSaveImageXml(await readFile(join(store.imageDir(ck.id), 'domain.save'))), instanceId, instanceId);
-      await writeFile(image, testSaveImage(xml), { mode: 0o600 });
-      await rm(paths.work, { recursive: true, force: true });
-      await rm(paths.certs, { recursive: true, force: true });
-      await mkdir(paths.dir, { recursive: true, mode: 0o700 });
-      await cp(join(store.imageDir(ck.id), 'disk'), paths.work, { recursive: true });
+      await steps.freshDisk();
       op.progress(10);
-      const token = await bootstrap.stage({ instanceId, agentId: ck.vm, file: paths.material });
-      staged = true;
+      const token = await steps.stage();
       op.progress(20);
-      await hypervisor.restoreDomain(image, ck.vm, { host: ck.host });
-      restored = true;
-      await rm(image, { force: true });
+      const deployId = await steps.start(() => (restored = true));
       op.progress(40);
-      const agent = await this.#ready(ck.vm, instanceId, await vms.deployAgent(ck.vm));
+      const agent = await this.#ready(ck.vm, instanceId, deployId);
       store.move(ck.id, ['restoring'], 'consumed', 'enrolled', { restoredInstanceId: instanceId });
+      await steps.consumed();
       onEnd?.(true);
       op.complete({
         vm: { name: ck.vm, state: 'running' },
@@ -410,15 +415,11 @@ export class CheckpointService {
       });
     } catch (err) {
       this.#o.logger.warn({ checkpoint: ck.id, vm: ck.vm, err: errorMessage(err) }, 'restore failed; removing what it made');
-      if (staged) bootstrap.revokeInstance(instanceId);
+      bootstrap.revokeInstance(instanceId);
       if (touched) {
-        await vms.stopAgent(ck.vm).catch(() => undefined);
         if (restored) await hypervisor.undefine(ck.vm, { force: true }).catch(() => undefined);
-        await rm(paths.material, { force: true }).catch(() => undefined);
-        await rm(paths.work, { recursive: true, force: true }).catch(() => undefined);
-        await rm(paths.certs, { recursive: true, force: true }).catch(() => undefined);
+        await steps.undo().catch(() => undefined);
       }
-      await rm(image, { force: true }).catch(() => undefined);
       store.move(ck.id, ['restoring'], 'failed', 'restore_failed', { error: toWire(err).message });
       onEnd?.(false);
       op.fail(err);
@@ -427,72 +428,86 @@ export class CheckpointService {
   }
 
   /**
-   * The qemu restore: a fresh overlay over the saved disk, the material in the VM's bootstrap
-   * fw_cfg file, `virsh restore` with the fresh instance id in the XML. The guest's agent is
-   * already running (it waited for the material when it was saved): no deploy, just wait for Ready.
+   * Test driver: the image's XML rewritten with the fresh uuid and instance id, the work disk a new
+   * copy of the saved one, the material staged for the local agent, which a deploy starts.
    */
-  async #restoreQemu(ck: CheckpointRecord, op: OperationHandle, onEnd?: (ok: boolean) => void): Promise<void> {
+  #testDriverRestore(ck: CheckpointRecord, instanceId: string): RestoreSteps {
     const { store, hypervisor, vms, bootstrap } = this.#o;
-    const instanceId = randomUUID();
+    const paths = vms.paths(ck.vm);
+    const saved = store.imageDir(ck.id);
+    const image = join(saved, `restore-${instanceId}.save`);
+    return {
+      freshDisk: async () => {
+        const xml = withFreshIdentity(testSaveImageXml(await readFile(join(saved, 'domain.save'))), instanceId, instanceId);
+        await writeFile(image, testSaveImage(xml), { mode: 0o600 });
+        await rm(paths.work, { recursive: true, force: true });
+        await rm(paths.certs, { recursive: true, force: true });
+        await mkdir(paths.dir, { recursive: true, mode: 0o700 });
+        await cp(join(saved, 'disk'), paths.work, { recursive: true });
+      },
+      stage: () => bootstrap.stage({ instanceId, agentId: ck.vm, file: paths.material }),
+      start: async (restored) => {
+        await hypervisor.restoreDomain(image, ck.vm, { host: ck.host });
+        restored();
+        await rm(image, { force: true });
+        return vms.deployAgent(ck.vm);
+      },
+      consumed: () => Promise.resolve(),
+      undo: async () => {
+        await vms.stopAgent(ck.vm).catch(() => undefined);
+        await rm(paths.material, { force: true });
+        await rm(paths.work, { recursive: true, force: true });
+        await rm(paths.certs, { recursive: true, force: true });
+        await rm(image, { force: true });
+      },
+    };
+  }
+
+  /**
+   * qemu: a fresh overlay over the saved disk, the material in the VM's bootstrap fw_cfg file,
+   * `virsh restore` with the fresh instance id in the XML. The guest's agent is already running
+   * (it waited for the material when it was saved): no deploy, just wait for Ready.
+   */
+  #qemuRestore(ck: CheckpointRecord, instanceId: string): RestoreSteps {
+    const { store, hypervisor, vms, bootstrap } = this.#o;
     const paths = vms.paths(ck.vm);
     const dir = store.imageDir(ck.id);
     const base = join(paths.dir, `checkpoint-${ck.id}.qcow2`);
-    let touched = false;
-    let restored = false;
-    let staged = false;
-    op.start();
-    try {
-      if ((await hypervisor.get(ck.vm)) !== null) {
-        throw new SvcError('VM_ALREADY_EXISTS', `VM '${ck.vm}' exists again; the checkpoint restores under that name`);
-      }
-      touched = true;
-      await mkdir(paths.dir, { recursive: true, mode: 0o711 });
-      await rm(paths.disk, { force: true });
-      // The checkpoint is restored at most once: its saved disk moves to the VM, under a new overlay.
-      await rename(join(dir, QEMU_DISK), base);
-      await execFileAsync(this.#o.qemuImgPath ?? 'qemu-img', ['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-b', base, paths.disk], {
-        timeout: 60_000,
-      });
-      op.progress(10);
-      const token = await bootstrap.stage({ instanceId, agentId: ck.vm, file: paths.material });
-      staged = true;
-      try {
-        await writeBootstrapFwCfg(paths.fwCfg, await readFile(paths.material, 'utf8'));
-      } finally {
-        await rm(dirname(paths.material), { recursive: true, force: true });
-      }
-      op.progress(20);
-      await hypervisor.restoreDomain(join(dir, 'domain.save'), ck.vm, { host: ck.host, instanceId });
-      restored = true;
-      op.progress(40);
-      const agent = await this.#ready(ck.vm, instanceId, null);
-      store.move(ck.id, ['restoring'], 'consumed', 'enrolled', { restoredInstanceId: instanceId });
+    const removeImage = async (): Promise<void> => {
+      await rm(join(dir, 'domain.save'), { force: true });
+      await rm(join(dir, 'domain.save.xml'), { force: true });
+    };
+    return {
+      freshDisk: async () => {
+        await mkdir(paths.dir, { recursive: true, mode: 0o711 });
+        await rm(paths.disk, { force: true });
+        // The checkpoint is restored at most once: its saved disk moves to the VM, under a new overlay.
+        await rename(join(dir, QEMU_DISK), base);
+        await execFileAsync(this.#o.qemuImgPath ?? 'qemu-img', ['create', '-q', '-f', 'qcow2', '-F', 'qcow2', '-b', base, paths.disk], {
+          timeout: 60_000,
+        });
+      },
+      stage: async () => {
+        const token = await bootstrap.stage({ instanceId, agentId: ck.vm, file: paths.material });
+        try {
+          await writeBootstrapFwCfg(paths.fwCfg, await readFile(paths.material, 'utf8'));
+        } finally {
+          await rm(dirname(paths.material), { recursive: true, force: true });
+        }
+        return token;
+      },
+      start: async (restored) => {
+        await hypervisor.restoreDomain(join(dir, 'domain.save'), ck.vm, { host: ck.host, instanceId });
+        restored();
+        return null;
+      },
       // Consumed: the memory image is never started again.
-      await rm(join(dir, 'domain.save'), { force: true }).catch(() => undefined);
-      await rm(join(dir, 'domain.save.xml'), { force: true }).catch(() => undefined);
-      onEnd?.(true);
-      op.complete({
-        vm: { name: ck.vm, state: 'running' },
-        checkpoint_id: ck.id,
-        pool: ck.pool,
-        instance_id: instanceId,
-        agent: { id: ck.vm, status: agent.status, instance_id: agent.instance_id },
-        bootstrap: { token_id: token.tokenId, expires_at: token.expiresAt },
-      });
-    } catch (err) {
-      this.#o.logger.warn({ checkpoint: ck.id, vm: ck.vm, err: errorMessage(err) }, 'restore failed; removing what it made');
-      if (staged) bootstrap.revokeInstance(instanceId);
-      if (touched) {
-        if (restored) await hypervisor.undefine(ck.vm, { force: true }).catch(() => undefined);
-        await rm(paths.dir, { recursive: true, force: true }).catch(() => undefined);
-        await rm(join(dir, 'domain.save'), { force: true }).catch(() => undefined);
-        await rm(join(dir, 'domain.save.xml'), { force: true }).catch(() => undefined);
-      }
-      store.move(ck.id, ['restoring'], 'failed', 'restore_failed', { error: toWire(err).message });
-      onEnd?.(false);
-      op.fail(err);
-      throw err;
-    }
+      consumed: () => removeImage().catch(() => undefined),
+      undo: async () => {
+        await rm(paths.dir, { recursive: true, force: true });
+        await removeImage();
+      },
+    };
   }
 
   /**
