@@ -14,55 +14,14 @@ import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import pino from 'pino';
 import type { CreateParams } from '../../../actors/protocol/vm-frames.js';
-import type { DomainInfo, DomainSpec, HypervisorPort, VmState } from '../../../src/hypervisor/port.js';
+import type { DomainSpec, HypervisorPort } from '../../../src/hypervisor/port.js';
 import { qemuDomainXml } from '../../../src/hypervisor/libvirt/domain-xml.js';
+import { QemuStandIn } from '../../support/qemu-stand-in.js';
 import { ensureCa, type CaMaterial } from '../../../src/identity/ca.js';
 import type { LocalAgentSupervisor } from '../../../src/vms/local-agents.js';
 import { GATEWAY_SSH_LABEL, Provisioner, type GatewaySshOptions } from '../../../src/vms/provisioner.js';
 
 const execFileAsync = promisify(execFile);
-
-/** libvirt's qemu driver as the port shows it: domains defined here, on qemu:///system. */
-class QemuStandIn {
-  readonly specs = new Map<string, DomainSpec>();
-  readonly states = new Map<string, VmState>();
-  #info(spec: DomainSpec): DomainInfo {
-    return {
-      name: spec.name,
-      uuid: spec.uuid ?? '',
-      state: this.states.get(spec.name) ?? 'stopped',
-      vcpus: spec.vcpus,
-      memoryMiB: spec.memoryMiB,
-      host: 'qemu:///system',
-      uptimeSeconds: null,
-      ipAddress: spec.metadata?.ipAddress ?? null,
-      metadata: spec.metadata ?? {},
-    };
-  }
-  define(spec: DomainSpec): Promise<DomainInfo> {
-    this.specs.set(spec.name, spec);
-    return Promise.resolve(this.#info(spec));
-  }
-  get(name: string): Promise<DomainInfo | null> {
-    const s = this.specs.get(name);
-    return Promise.resolve(s === undefined ? null : this.#info(s));
-  }
-  list(): Promise<DomainInfo[]> {
-    return Promise.resolve([...this.specs.values()].map((s) => this.#info(s)));
-  }
-  destroyDomain(name: string): Promise<DomainInfo> {
-    this.states.set(name, 'stopped');
-    return this.get(name) as Promise<DomainInfo>;
-  }
-  startDomain(name: string): Promise<DomainInfo> {
-    this.states.set(name, 'running');
-    return this.get(name) as Promise<DomainInfo>;
-  }
-  undefine(name: string): Promise<void> {
-    this.specs.delete(name);
-    return Promise.resolve();
-  }
-}
 
 const params = (uuid: string): CreateParams => ({
   uuid,
