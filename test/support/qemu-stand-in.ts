@@ -3,6 +3,8 @@
  * hosts (the SSH and deferred-enrollment fw_cfg files): domains are defined, listed, started and
  * undefined here, on `qemu:///system`; the real driver's end-to-end tests are realvm*.test.ts.
  */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { DomainInfo, DomainSpec, VmState } from '../../src/hypervisor/port.js';
 
 /** libvirt's qemu driver as the port shows it: domains defined here, on qemu:///system. */
@@ -45,4 +47,16 @@ export class QemuStandIn {
     this.specs.delete(name);
     return Promise.resolve();
   }
+}
+
+/** A built image folder of `kind` under `dir` (manifest.json beside a small raw disk); returns the disk's path. */
+export async function fakeBuiltImage(dir: string, kind: 'debian' | 'minimal'): Promise<string> {
+  const d = join(dir, `image-${kind}`);
+  await mkdir(d, { recursive: true });
+  await writeFile(
+    join(d, 'manifest.json'),
+    JSON.stringify({ kind, cmdline: 'console=ttyS0', files: { kernel: 'vmlinux', initrd: 'initrd.img', disk: 'disk.ext4' } }),
+  );
+  await writeFile(join(d, 'disk.ext4'), Buffer.alloc(1024 * 1024));
+  return join(d, 'disk.ext4');
 }

@@ -8,7 +8,7 @@
  * files are real. The guest's side, end to end: realvm-checkpoint.test.ts.
  */
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -16,7 +16,7 @@ import pino from 'pino';
 import type { CreateParams } from '../../../actors/protocol/vm-frames.js';
 import type { DomainSpec, HypervisorPort } from '../../../src/hypervisor/port.js';
 import { qemuDomainXml } from '../../../src/hypervisor/libvirt/domain-xml.js';
-import { QemuStandIn } from '../../support/qemu-stand-in.js';
+import { fakeBuiltImage, QemuStandIn } from '../../support/qemu-stand-in.js';
 import { ensureCa, type CaMaterial } from '../../../src/identity/ca.js';
 import type { LocalAgentSupervisor } from '../../../src/vms/local-agents.js';
 import { BOOTSTRAP_FW_CFG_BYTES } from '../../../src/vms/fw-cfg.js';
@@ -47,16 +47,7 @@ void describe('qemu guests with deferred enrollment: fw_cfg files, agent, addres
     await rm(dir, { recursive: true, force: true });
   });
 
-  async function image(kind: 'debian' | 'minimal'): Promise<string> {
-    const d = join(dir, `image-${kind}`);
-    await mkdir(d, { recursive: true });
-    await writeFile(
-      join(d, 'manifest.json'),
-      JSON.stringify({ kind, cmdline: 'console=ttyS0', files: { kernel: 'vmlinux', initrd: 'initrd.img', disk: 'disk.ext4' } }),
-    );
-    await writeFile(join(d, 'disk.ext4'), Buffer.alloc(1024 * 1024));
-    return join(d, 'disk.ext4');
-  }
+  const image = (kind: 'debian' | 'minimal'): Promise<string> => fakeBuiltImage(dir, kind);
 
   function provisioner(hv: QemuStandIn, state: string, baseImage: string): Provisioner {
     return new Provisioner({
