@@ -152,111 +152,120 @@ void describe('backpressure: 8 Exec cats of 64 MiB and a PTY flood on one agent,
     await ts.stop();
   });
 
-  void test('every stream arrives byte-identical; the slow reader holds back only its own command; memory stays bounded', async () => {
-    const agentPid = agent.child.pid!;
-    const rss0 = { server: process.memoryUsage.rss(), agent: rssOf(agentPid) };
-    const peak = { server: rss0.server, agent: rss0.agent, backlog: 0 };
-    const sample = (): void => {
-      peak.server = Math.max(peak.server, process.memoryUsage.rss());
-      try {
-        peak.agent = Math.max(peak.agent, rssOf(agentPid));
-      } catch {
-        // the agent exited: the test fails elsewhere
-      }
-      peak.backlog = Math.max(peak.backlog, ts.server.agents.stats().execBacklogMaxBytes);
-    };
-    let outboxPeak = 0;
-    const sampler = setInterval(sample, 20);
-    // For the report: what the agent's actor queued for the main thread (bounded by the worker's pump).
-    const outboxSampler = setInterval(() => {
-      void ts.server
-        .service('actors')
-        .call<{ outboxQueuedBytes: number }>('agent:agent-bp', 'stats')
-        .then((st) => (outboxPeak = Math.max(outboxPeak, st.outboxQueuedBytes ?? 0)))
-        .catch(() => undefined);
-    }, 100);
+  // Bounded: a stall (every command paused, nothing in flight: seen once, issue 16) must fail in
+  // minutes, not wait out the calls' 30-minute deadline. It takes about 8 s, 10 s under stress.
+  void test(
+    'every stream arrives byte-identical; the slow reader holds back only its own command; memory stays bounded',
+    { timeout: 180_000 },
+    async () => {
+      const agentPid = agent.child.pid!;
+      const rss0 = { server: process.memoryUsage.rss(), agent: rssOf(agentPid) };
+      const peak = { server: rss0.server, agent: rss0.agent, backlog: 0 };
+      const sample = (): void => {
+        peak.server = Math.max(peak.server, process.memoryUsage.rss());
+        try {
+          peak.agent = Math.max(peak.agent, rssOf(agentPid));
+        } catch {
+          // the agent exited: the test fails elsewhere
+        }
+        peak.backlog = Math.max(peak.backlog, ts.server.agents.stats().execBacklogMaxBytes);
+      };
+      let outboxPeak = 0;
+      const sampler = setInterval(sample, 20);
+      // For the report: what the agent's actor queued for the main thread (bounded by the worker's pump).
+      const outboxSampler = setInterval(() => {
+        void ts.server
+          .service('actors')
+          .call<{ outboxQueuedBytes: number }>('agent:agent-bp', 'stats')
+          .then((st) => (outboxPeak = Math.max(outboxPeak, st.outboxQueuedBytes ?? 0)))
+          .catch(() => undefined);
+      }, 100);
 
-    // The PTY flood, through the server's command client (sessions and tasks use the same path).
-    const commands = new AgentCommandClient(ts.server.service('actors'), ts.server.agents);
-    const pty = { bytes: 0, hash: createHash('sha256'), gaps: 0 };
-    const ptyCmd = await commands.start(
-      'agent-bp',
-      { command: 'sh', args: ['-c', `stty raw -echo && cat ${file}`], allocatePty: true, timeoutSeconds: 1800 },
-      {
-        output: (stream, data) => {
-          if (stream !== 'stdout') return;
-          pty.hash.update(data);
-          pty.bytes += data.length;
+      // The PTY flood, through the server's command client (sessions and tasks use the same path).
+      const commands = new AgentCommandClient(ts.server.service('actors'), ts.server.agents);
+      const pty = { bytes: 0, hash: createHash('sha256'), gaps: 0 };
+      const ptyCmd = await commands.start(
+        'agent-bp',
+        { command: 'sh', args: ['-c', `stty raw -echo && cat ${file}`], allocatePty: true, timeoutSeconds: 1800 },
+        {
+          output: (stream, data) => {
+            if (stream !== 'stdout') return;
+            pty.hash.update(data);
+            pty.bytes += data.length;
+          },
+          gap: () => void (pty.gaps += 1),
         },
-        gap: () => void (pty.gaps += 1),
-      },
-    );
-    let ptyDone = false;
-    const ptyResult = ptyCmd.result.then((r) => {
-      ptyDone = true;
-      return r;
-    });
-
-    const slow = startExec(slowClient, 'slow', slowPath, SLOW_READS_FIRST);
-    const fast = Array.from({ length: FAST_READERS }, (_, i) => startExec(client, `fast-${i}`, file));
-
-    try {
-      // Phase 1: the slow reader reads nothing more; everything else must finish regardless.
-      const fastStatuses = await Promise.all(fast.map((r) => r.finished));
-      const ptyR = await ptyResult;
-      sample();
-      const slowBytesThen = slow.bytes;
-      const slowCatAlive = agentCommands(agent).some((c) => c.cmdline.includes('slow-reader.bin'));
-      for (const [i, s] of fastStatuses.entries()) assert.equal(s.code, grpcJs.status.OK, `${fast[i]!.name}: ${s.details}`);
-      assert.equal(slow.done, false, 'the slow reader is not done while it reads nothing');
-      assert.ok(
-        slowBytesThen < FILE_BYTES / 4,
-        `the slow reader is far behind when the others have finished (${slowBytesThen} of ${FILE_BYTES} bytes)`,
       );
-      assert.ok(slowCatAlive, "the slow reader's cat is still running: the agent stopped reading its pipe");
-      assert.ok(ts.server.agents.stats().execPauses > 0, 'the server paused the slow command at the agent');
-      assert.equal(ptyR.exit_code, 0, 'the PTY command succeeded');
-      assert.equal(ptyDone, true);
+      let ptyDone = false;
+      const ptyResult = ptyCmd.result.then((r) => {
+        ptyDone = true;
+        return r;
+      });
 
-      // Phase 2: the slow reader reads on and gets everything.
-      slow.call.resume();
-      const slowStatus = await waitFor(
-        'the slow reader to finish',
-        () => (slow.done ? slow.finished : undefined),
-        DEADLINE_MS.endToEnd,
-        100,
-        () => `slow reader at ${slow.bytes} bytes; server ${JSON.stringify(ts.server.agents.stats())}`,
-      );
-      sample();
-      assert.equal(slowStatus.code, grpcJs.status.OK, slowStatus.details);
+      const slow = startExec(slowClient, 'slow', slowPath, SLOW_READS_FIRST);
+      const fast = Array.from({ length: FAST_READERS }, (_, i) => startExec(client, `fast-${i}`, file));
 
-      for (const r of [...fast, slow]) {
-        assert.deepEqual(r.errors, [], `${r.name}: no output lost`);
-        assert.equal(r.exitCode, 0, `${r.name}: cat exited 0`);
-        assert.equal(r.bytes, FILE_BYTES, `${r.name}: every byte`);
-        assert.equal(r.hash.digest('hex'), want, `${r.name}: sha256 of what it received equals the file's`);
+      try {
+        // Phase 1: the slow reader reads nothing more; everything else must finish regardless.
+        const fastStatuses = await Promise.all(fast.map((r) => r.finished));
+        const ptyR = await ptyResult;
+        sample();
+        const slowBytesThen = slow.bytes;
+        const slowCatAlive = agentCommands(agent).some((c) => c.cmdline.includes('slow-reader.bin'));
+        for (const [i, s] of fastStatuses.entries()) assert.equal(s.code, grpcJs.status.OK, `${fast[i]!.name}: ${s.details}`);
+        assert.equal(slow.done, false, 'the slow reader is not done while it reads nothing');
+        assert.ok(
+          slowBytesThen < FILE_BYTES / 4,
+          `the slow reader is far behind when the others have finished (${slowBytesThen} of ${FILE_BYTES} bytes)`,
+        );
+        assert.ok(slowCatAlive, "the slow reader's cat is still running: the agent stopped reading its pipe");
+        assert.ok(ts.server.agents.stats().execPauses > 0, 'the server paused the slow command at the agent');
+        assert.equal(ptyR.exit_code, 0, 'the PTY command succeeded');
+        assert.equal(ptyDone, true);
+
+        // Phase 2: the slow reader reads on and gets everything.
+        slow.call.resume();
+        const slowStatus = await waitFor(
+          'the slow reader to finish',
+          () => (slow.done ? slow.finished : undefined),
+          DEADLINE_MS.endToEnd,
+          100,
+          () => `slow reader at ${slow.bytes} bytes; server ${JSON.stringify(ts.server.agents.stats())}`,
+        );
+        sample();
+        assert.equal(slowStatus.code, grpcJs.status.OK, slowStatus.details);
+
+        for (const r of [...fast, slow]) {
+          assert.deepEqual(r.errors, [], `${r.name}: no output lost`);
+          assert.equal(r.exitCode, 0, `${r.name}: cat exited 0`);
+          assert.equal(r.bytes, FILE_BYTES, `${r.name}: every byte`);
+          assert.equal(r.hash.digest('hex'), want, `${r.name}: sha256 of what it received equals the file's`);
+        }
+        assert.equal(pty.gaps, 0, 'PTY: no output lost');
+        assert.equal(pty.bytes, FILE_BYTES, 'PTY: every byte');
+        assert.equal(pty.hash.digest('hex'), want, "PTY: sha256 equals the file's");
+
+        const grown = { server: peak.server - rss0.server, agent: peak.agent - rss0.agent };
+        const mib = (n: number): string => `${(n / MiB).toFixed(1)} MiB`;
+        assert.ok(
+          peak.backlog <= EXEC_BACKLOG_BOUND,
+          `the largest Exec write backlog peaked at ${mib(peak.backlog)} (bound ${mib(EXEC_BACKLOG_BOUND)})`,
+        );
+        assert.ok(
+          grown.server <= SERVER_RSS_GROWTH_BOUND,
+          `server RSS grew by ${mib(grown.server)} (bound ${mib(SERVER_RSS_GROWTH_BOUND)})`,
+        );
+        assert.ok(grown.agent <= AGENT_RSS_GROWTH_BOUND, `agent RSS grew by ${mib(grown.agent)} (bound ${mib(AGENT_RSS_GROWTH_BOUND)})`);
+        process.stdout.write(
+          `# backpressure: slow reader at ${mib(slowBytesThen)} when the others finished; exec backlog peak ${mib(peak.backlog)}; ` +
+            `actor outbox peak ${mib(outboxPeak)}; RSS growth server ${mib(grown.server)}, agent ${mib(grown.agent)}; pauses sent ${ts.server.agents.stats().execPauses}\n`,
+        );
+      } finally {
+        clearInterval(sampler);
+        clearInterval(outboxSampler);
+        for (const r of [...fast, slow]) if (!r.done) r.call.cancel();
+        commands.stop();
       }
-      assert.equal(pty.gaps, 0, 'PTY: no output lost');
-      assert.equal(pty.bytes, FILE_BYTES, 'PTY: every byte');
-      assert.equal(pty.hash.digest('hex'), want, "PTY: sha256 equals the file's");
-
-      const grown = { server: peak.server - rss0.server, agent: peak.agent - rss0.agent };
-      const mib = (n: number): string => `${(n / MiB).toFixed(1)} MiB`;
-      assert.ok(
-        peak.backlog <= EXEC_BACKLOG_BOUND,
-        `the largest Exec write backlog peaked at ${mib(peak.backlog)} (bound ${mib(EXEC_BACKLOG_BOUND)})`,
-      );
-      assert.ok(grown.server <= SERVER_RSS_GROWTH_BOUND, `server RSS grew by ${mib(grown.server)} (bound ${mib(SERVER_RSS_GROWTH_BOUND)})`);
-      assert.ok(grown.agent <= AGENT_RSS_GROWTH_BOUND, `agent RSS grew by ${mib(grown.agent)} (bound ${mib(AGENT_RSS_GROWTH_BOUND)})`);
-      process.stdout.write(
-        `# backpressure: slow reader at ${mib(slowBytesThen)} when the others finished; exec backlog peak ${mib(peak.backlog)}; ` +
-          `actor outbox peak ${mib(outboxPeak)}; RSS growth server ${mib(grown.server)}, agent ${mib(grown.agent)}; pauses sent ${ts.server.agents.stats().execPauses}\n`,
-      );
-    } finally {
-      clearInterval(sampler);
-      clearInterval(outboxSampler);
-      for (const r of [...fast, slow]) if (!r.done) r.call.cancel();
-      commands.stop();
-    }
-  });
+    },
+  );
 });
