@@ -21,7 +21,7 @@ import { ensureCa, writeAgentBundle } from '../../src/identity/ca.js';
 import { initGitRepo } from '../support/git-repo.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
 import type { ActivityCollectorCoverage, ActivityEvent, ActivityEventPage } from '../../src/wire/activity.js';
-import { closedPort } from '../support/ports.js';
+import { serverPort } from '../support/ports.js';
 import { loopbackConfig } from '../support/test-config.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
 import { killAll, spawnAgent, type AgentProcess } from './agents-harness.js';
@@ -105,7 +105,7 @@ describe('activity sandboxd records about itself', { timeout: 600_000 }, () => {
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'sandboxd-activity-self-'));
-    grpcPort = await closedPort();
+    grpcPort = await serverPort();
     server = await start();
     const ca = await ensureCa({ secretsDir: server.config.secretsDir, trustDomain: server.config.trustDomain });
     const certs = join(dir, 'agent-certs');

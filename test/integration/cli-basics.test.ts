@@ -4,9 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { DEADLINE_MS, settled } from '../support/wait.js';
+import { closedPort, serverPort } from '../support/ports.js';
 import { runSbx, SBX_BIN, sbxEnv, sbxJson, startCliServer, waitFor, type CliServer } from './cli-harness.js';
 
 let srv: CliServer;
@@ -16,14 +16,6 @@ before(async () => {
 after(async () => {
   await srv?.stop();
 });
-
-async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}
 
 describe('sbx health and errors', () => {
   test('health --json is the deep health document; the human form names the server', async () => {
@@ -154,7 +146,7 @@ describe('sbx events', () => {
 
 describe('sbx events tail across a server restart', () => {
   test('reconnects to the restarted server on the same address and prints its events', async () => {
-    const port = await closedPort();
+    const port = await serverPort();
     const addr = `127.0.0.1:${port}`;
     let first: CliServer | undefined = await startCliServer({ SVC_HTTP_ADDR: addr });
     let second: CliServer | undefined;

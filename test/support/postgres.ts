@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { findProgram } from '../../src/setup/programs.mjs';
-import { closedPort } from './ports.js';
+import { serverPort } from './ports.js';
 import { DEADLINE_MS, tail, waitFor } from './wait.js';
 
 const kDirPrefix = 'sbx-pg-';
@@ -130,7 +130,7 @@ export async function startPostgres(): Promise<TestPostgres> {
     ]);
     if (init.code !== 0) throw new Error(`initdb exited with ${init.code}: ${tail(init.output)}`);
 
-    const port = await closedPort();
+    const port = await serverPort();
     server = spawn(
       'setpriv',
       [...asServerUser(user), postgres, '-D', data, '-k', dir, '-h', '127.0.0.1', '-p', String(port), '-c', 'shared_buffers=16MB'],

@@ -18,7 +18,7 @@ import pino from 'pino';
 import { loadConfig } from '../../src/config/load.js';
 import { ensureCa, type CaMaterial } from '../../src/identity/ca.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
-import { closedPort } from './ports.js';
+import { serverPort } from './ports.js';
 
 export interface RealVmEnv {
   /** The whole server (its state dir is `dir`). */
@@ -79,7 +79,7 @@ export async function startRealVmEnv(
   const prep = await prepareHost({ network: net });
   const dir = await mkdtemp(join(tmpdir(), 'sandboxd-realvm-'));
   await chmod(dir, 0o711); // QEMU (libvirt-qemu) traverses to the VMs' overlays and fw_cfg files
-  const port = await closedPort();
+  const port = await serverPort();
   let server: ServerHandle;
   // The server's log (info and up) is kept in test-output/realvm-<tag>.log: the place to look
   // when a guest misbehaves on CI (secrets are redacted by the logger).
@@ -103,7 +103,7 @@ export async function startRealVmEnv(
       SVC_HYPERVISOR_WRITE_BUDGET_MS: '120000',
       SVC_SHUTDOWN_DEADLINE_MS: '60000',
       SVC_HYPERVISOR_READ_BUDGET_MS: '20000',
-      ...(typeof opts.env === 'function' ? opts.env(net, { http: await closedPort() }) : opts.env),
+      ...(typeof opts.env === 'function' ? opts.env(net, { http: await serverPort() }) : opts.env),
     });
     server = await startServer(config, pino({ level: 'info' }, { write: (line: string) => void logLines.push(line) }));
   } catch (err) {
