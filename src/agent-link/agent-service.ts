@@ -301,6 +301,8 @@ export class AgentService {
     execBacklogBytes: number;
     execBacklogMaxBytes: number;
     staleWrites: number;
+    /** Agent streams paused for ring space, and the frames their lanes hold (agent-streams.ts). */
+    ringWaits: { pausedStreams: number; queuedFrames: number };
     latency: ReturnType<AgentMetrics['latency']>;
   } {
     return {
@@ -310,6 +312,7 @@ export class AgentService {
       execBacklogBytes: this.#execs.backlog().bytes,
       execBacklogMaxBytes: this.#execs.backlog().maxBytes,
       staleWrites: this.#streams.staleWrites,
+      ringWaits: this.#streams.ringWaits(),
       latency: this.agentMetrics.latency(),
     };
   }

@@ -91,6 +91,20 @@ export class AgentStreams {
   }
 
   /** Frames the actors emitted for a stream that had already been replaced or closed. */
+  /**
+   * Live streams not being read because their actor's ring is full, and the frames their lanes
+   * hold: a stream that stays paused while its ring drains is a stall (stats, diagnosis).
+   */
+  ringWaits(): { pausedStreams: number; queuedFrames: number } {
+    let pausedStreams = 0;
+    let queuedFrames = 0;
+    for (const s of this.#slots.values()) {
+      if (s.live !== undefined && s.live.call.isPaused()) pausedStreams++;
+      queuedFrames += s.lane?.queued ?? 0;
+    }
+    return { pausedStreams, queuedFrames };
+  }
+
   get staleWrites(): number {
     return this.#staleWrites;
   }

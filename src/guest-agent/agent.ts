@@ -100,7 +100,14 @@ export class Agent {
       capacityBytes: this.#cfg.outputBufferBytes,
       unsentOf: (id) => this.#buffer.unsentBytesOf(id),
       unsentTotal: () => this.#buffer.unsentBytes,
-      setReading: (id, reading) => this.#commands.setReading(id, reading),
+      setReading: (id, reading) => {
+        // One line per pause and resume: what a stalled command's log must show (issue 16).
+        this.#log.debug(
+          { commandId: id, unsent: this.#buffer.unsentBytesOf(id), unsentTotal: this.#buffer.unsentBytes, writable: this.#writable },
+          reading ? 'output read again' : 'output paused',
+        );
+        this.#commands.setReading(id, reading);
+      },
     });
     // The managed tmux server (tmux -L sandboxd) is a session source too: sessions outlive the agent.
     const tmux = new TmuxSessionBackend({ env: this.#cfg.childEnv });
@@ -254,6 +261,7 @@ export class Agent {
         this.#commands.control(m.ptyControl as v1.IPtyControl);
         return;
       case 'outputFlow':
+        this.#log.debug({ commandId: m.outputFlow?.commandId, paused: m.outputFlow?.paused === true }, 'output flow from the server');
         this.#flow.serverFlow(m.outputFlow?.commandId ?? '', m.outputFlow?.paused === true);
         return;
       case 'ping':

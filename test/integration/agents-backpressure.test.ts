@@ -116,6 +116,11 @@ function startExec(client: grpc.Client, name: string, path: string, stopAt = Inf
   return r;
 }
 
+/** The agent's pause/resume and server-flow debug lines, and its warnings. */
+function flowLines(log: string): string[] {
+  return log.split('\n').filter((l) => /output (paused|read again|flow from the server)|"level":(40|50)/.test(l));
+}
+
 function rssOf(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
   return m ? Number(m[1]) * 1024 : 0;
@@ -171,13 +176,17 @@ void describe('backpressure: 8 Exec cats of 64 MiB and a PTY flood on one agent,
         peak.backlog = Math.max(peak.backlog, ts.server.agents.stats().execBacklogMaxBytes);
       };
       let outboxPeak = 0;
+      let outboxNow = 0;
       const sampler = setInterval(sample, 20);
       // For the report: what the agent's actor queued for the main thread (bounded by the worker's pump).
       const outboxSampler = setInterval(() => {
         void ts.server
           .service('actors')
           .call<{ outboxQueuedBytes: number }>('agent:agent-bp', 'stats')
-          .then((st) => (outboxPeak = Math.max(outboxPeak, st.outboxQueuedBytes ?? 0)))
+          .then((st) => {
+            outboxNow = st.outboxQueuedBytes ?? 0;
+            outboxPeak = Math.max(outboxPeak, outboxNow);
+          })
           .catch(() => undefined);
       }, 100);
 
@@ -207,6 +216,22 @@ void describe('backpressure: 8 Exec cats of 64 MiB and a PTY flood on one agent,
 
       try {
         // Phase 1: the slow reader reads nothing more; everything else must finish regardless.
+        // A stall fails with what each side was doing: the readers, the server's pauses and ring
+        // waits, the agent's last pause/resume lines and which cats are alive.
+        const allDone = Promise.all([...fast.map((r) => r.finished), ptyResult]);
+        await waitFor(
+          'the fast readers and the PTY command to finish',
+          () => (fast.every((r) => r.done) && ptyDone ? allDone : undefined),
+          150_000,
+          100,
+          () =>
+            [
+              `readers ${JSON.stringify([...fast, slow].map((r) => [r.name, r.bytes, r.done]))}, pty ${pty.bytes} bytes, done ${ptyDone}`,
+              `server ${JSON.stringify({ ...ts.server.agents.stats(), latency: undefined })}, actor outbox ${outboxNow} bytes`,
+              `cats alive ${agentCommands(agent).filter((c) => c.cmdline.startsWith('cat ')).length}`,
+              `agent flow log:\n${flowLines(agent.log()).slice(-40).join('\n')}`,
+            ].join('\n'),
+        );
         const fastStatuses = await Promise.all(fast.map((r) => r.finished));
         const ptyR = await ptyResult;
         sample();
