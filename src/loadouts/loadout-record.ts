@@ -208,6 +208,7 @@ function checkLabels(v: unknown): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, val] of entries) {
     if (!LABEL_RE.test(k)) throw invalid(`metadata.labels.${k.slice(0, 40)}: keys are 1-63 characters of A-Z a-z 0-9 _ . / -`);
+    // eslint-disable-next-line no-control-regex -- control characters are what is refused
     if (typeof val !== 'string' || val.length > 128 || /[\0-\x1f]/.test(val))
       throw invalid(`metadata.labels.${k}: a one-line string of at most 128 characters`);
     out[k] = val;

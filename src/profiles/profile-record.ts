@@ -153,10 +153,10 @@ export function parseProfileBody(
       vcpus: intField(body, 'vcpus'),
       memoryMiB: intField(body, 'memory_mb'),
       diskGiB: intField(body, 'disk_gb'),
-      image: image as string | null,
-      network: network as string | null,
+      image: image,
+      network: network,
       agent: agentField(body['agent']),
-      loadout: loadout as string | null,
+      loadout: loadout,
     },
   };
 }
