@@ -6,7 +6,7 @@
  *
  * | method | path | answer |
  * |---|---|---|
- * | POST | /api/v2/loadouts/{name} | body: the YAML document (any content type, ≤ 64 KiB); 201 loadout (with Location); 400 loadout.invalid / loadout.name_mismatch / loadout.secret_field; 409 loadout.exists |
+ * | POST | /api/v2/loadouts/{name} | body: the YAML document (≤ 64 KiB; with Content-Type application/json: {"document": "<yaml>"}); 201 loadout (with Location); 400 loadout.invalid / loadout.name_mismatch / loadout.secret_field; 409 loadout.exists |
  * | GET | /api/v2/loadouts | 200 {loadouts: [loadout without content and document], total} |
  * | GET | /api/v2/loadouts/{name} | 200 loadout with file contents and the document; 404 loadout.not_found |
  * | GET | /api/v1/loadouts | 200 {loadouts: [{name, path, description, category?, complexity?}]} (reference shape) |
@@ -27,6 +27,18 @@ function found(store: LoadoutStore, raw: string): Loadout {
 }
 const LOADOUT_NAME_OK = /^[a-z0-9][a-z0-9._-]{0,62}$/;
 
+function documentOf(json: string): string {
+  let v: unknown;
+  try {
+    v = JSON.parse(json);
+  } catch {
+    throw new SvcError('request.malformed_json', 'the body is not valid JSON');
+  }
+  const doc = (v as { document?: unknown } | null)?.document;
+  if (typeof doc !== 'string') throw new SvcError('loadout.invalid', 'a JSON body must be {"document": "<the loadout YAML>"}');
+  return doc;
+}
+
 export function registerLoadoutRoutes(router: Router, deps: { store: LoadoutStore; identity: Pick<OperatorIdentity, 'require'> }): void {
   const { store, identity } = deps;
   router.add({
@@ -45,6 +57,8 @@ export function registerLoadoutRoutes(router: Router, deps: { store: LoadoutStor
       } catch {
         throw new SvcError('loadout.invalid', 'the document is not UTF-8');
       }
+      // A JSON client (sbx, api-client) sends {"document": "<yaml>"}.
+      if (/^application\/json\b/i.test(req.headers['content-type'] ?? '')) text = documentOf(text);
       const created = store.create(name, text);
       return { status: 201, headers: { location: `${LOADOUTS_PATH}/${name}` }, json: loadoutJson(created, true) };
     },
