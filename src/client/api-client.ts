@@ -372,15 +372,15 @@ export class ApiClient extends HttpTransport {
   }
 
   /** Creates loadout `name` from its YAML document (create-only). */
-  createLoadout(name: string, document: string, opts?: RequestOptions): Promise<Record<string, unknown>> {
+  createLoadout(name: string, document: string, opts?: RequestOptions): Promise<LoadoutJson> {
     return this.requestJson('POST', `/api/v2/loadouts/${seg(name)}`, { document }, opts);
   }
 
-  listLoadouts(opts?: RequestOptions): Promise<{ loadouts: Record<string, unknown>[]; total: number }> {
+  listLoadouts(opts?: RequestOptions): Promise<{ loadouts: LoadoutJson[]; total: number }> {
     return this.requestJson('GET', '/api/v2/loadouts', undefined, opts);
   }
 
-  getLoadout(name: string, opts?: RequestOptions): Promise<Record<string, unknown>> {
+  getLoadout(name: string, opts?: RequestOptions): Promise<LoadoutJson> {
     return this.requestJson('GET', `/api/v2/loadouts/${seg(name)}`, undefined, opts);
   }
 
@@ -486,6 +486,20 @@ export class ApiClient extends HttpTransport {
       }
     }
   }
+}
+
+/** A loadout (src/loadouts/loadout-v1.schema.json); `content` and `document` in the detail only. */
+export interface LoadoutJson {
+  name: string;
+  description: string;
+  labels: Record<string, string>;
+  packages: string[];
+  tools: string[];
+  environment: Record<string, string>;
+  files: { path: string; mode: string; size_bytes: number; content?: string }[];
+  document_sha256: string;
+  created_at: string;
+  document?: string;
 }
 
 /** A startup profile (src/profiles/startup-profile-v1.schema.json). */

@@ -280,15 +280,37 @@ export function loadoutJson(l: Loadout, detail: boolean): Record<string, unknown
 }
 
 /**
+ * The categories the reference dashboard groups its loadout picker by; it shows no other (a
+ * loadout of another category would be missing from its picker), so others are left out and it
+ * files the loadout under "Other".
+ */
+const REFERENCE_CATEGORIES = new Set(['per-provider', 'collaboration', 'task-focused', 'backward-compat', 'other']);
+
+/** The reference's `path` of a loadout: what its dashboard sends back as the VM create `loadout`. */
+export function referenceLoadoutPath(name: string): string {
+  return `profiles/${name}.yaml`;
+}
+
+/**
+ * The loadout name a VM create's `loadout` value means: the name itself, or the reference's
+ * `path` (`profiles/<name>.yaml`, what its dashboard sends) or file name (`<name>.yaml`).
+ */
+export function loadoutNameOf(value: string): string {
+  const m = /^(?:profiles\/)?([a-z0-9][a-z0-9._-]{0,62})\.yaml$/.exec(value);
+  return m?.[1] ?? value;
+}
+
+/**
  * GET /api/v1/loadouts entry in the reference dashboard's shape ({name, path, description,
  * category?, complexity?}; its other optional fields have nothing behind them here).
  */
 export function referenceLoadoutJson(l: Loadout): Record<string, unknown> {
+  const category = l.labels['category'];
   return {
     name: l.name,
-    path: `/api/v2/loadouts/${l.name}`,
+    path: referenceLoadoutPath(l.name),
     description: l.description,
-    ...(l.labels['category'] !== undefined ? { category: l.labels['category'] } : {}),
+    ...(category !== undefined && REFERENCE_CATEGORIES.has(category) ? { category } : {}),
     ...(l.labels['complexity'] !== undefined ? { complexity: l.labels['complexity'] } : {}),
   };
 }

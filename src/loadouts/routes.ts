@@ -9,13 +9,20 @@
  * | POST | /api/v2/loadouts/{name} | body: the YAML document (≤ 64 KiB; with Content-Type application/json: {"document": "<yaml>"}); 201 loadout (with Location); 400 loadout.invalid / loadout.name_mismatch / loadout.secret_field; 409 loadout.exists |
  * | GET | /api/v2/loadouts | 200 {loadouts: [loadout without content and document], total} |
  * | GET | /api/v2/loadouts/{name} | 200 loadout with file contents and the document; 404 loadout.not_found |
- * | GET | /api/v1/loadouts | 200 {loadouts: [{name, path, description, category?, complexity?}]} (reference shape) |
- * | GET | /api/v1/loadouts/{name} | 200 {name, path, description, …}; 404 loadout.not_found |
+ * | GET | /api/v1/loadouts | 200 {loadouts: [{name, path, description, category?, complexity?}]} (reference shape; path `profiles/<name>.yaml`, which its dashboard sends back as the VM create `loadout`) |
+ * | GET | /api/v1/loadouts/{name} | 200 {name, path, description, …} ({name} may be `<name>.yaml`); 404 loadout.not_found |
  */
 import type { OperatorIdentity } from '../auth/operator-identity.js';
 import { SvcError } from '../core/errors.js';
 import type { Router } from '../http/router.js';
-import { checkLoadoutName, loadoutJson, MAX_LOADOUT_YAML_BYTES, referenceLoadoutJson, type Loadout } from './loadout-record.js';
+import {
+  checkLoadoutName,
+  loadoutJson,
+  loadoutNameOf,
+  MAX_LOADOUT_YAML_BYTES,
+  referenceLoadoutJson,
+  type Loadout,
+} from './loadout-record.js';
 import type { LoadoutStore } from './loadout-store.js';
 
 export const LOADOUTS_PATH = '/api/v2/loadouts';
@@ -88,6 +95,6 @@ export function registerLoadoutRoutes(router: Router, deps: { store: LoadoutStor
   router.add({
     method: 'GET',
     path: '/api/v1/loadouts/:name',
-    handler: (req) => ({ status: 200, json: referenceLoadoutJson(found(store, req.params['name'] ?? '')) }),
+    handler: (req) => ({ status: 200, json: referenceLoadoutJson(found(store, loadoutNameOf(req.params['name'] ?? ''))) }),
   });
 }

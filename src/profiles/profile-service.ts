@@ -18,6 +18,7 @@
 import { SvcError } from '../core/errors.js';
 import type { HypervisorPort } from '../hypervisor/port.js';
 import { provisioningMaterial, type ProvisioningMaterial } from '../loadouts/apply.js';
+import { loadoutNameOf } from '../loadouts/loadout-record.js';
 import type { LoadoutStore } from '../loadouts/loadout-store.js';
 import type { StartupCatalog } from '../vms/create-request.js';
 import {
@@ -145,7 +146,10 @@ export class ProfileService {
             loadout: p.loadout,
           };
     },
-    hasLoadout: (name) => this.#o.loadouts.has(name),
+    loadout: (value) => {
+      const name = loadoutNameOf(value);
+      return this.#o.loadouts.has(name) ? name : undefined;
+    },
     hold: (profile, vm) => {
       const h: Hold = { profile, vm, operationId: null };
       this.#holds.add(h);

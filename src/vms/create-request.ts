@@ -59,7 +59,8 @@ export interface ResolvedProfile {
 export interface StartupCatalog {
   /** The profile of this name (built-ins included), undefined when there is none. */
   profile(name: string): ResolvedProfile | undefined;
-  hasLoadout(name: string): boolean;
+  /** The name of the loadout `value` names (a name, or the reference dashboard's path of one); undefined when none. */
+  loadout(value: string): string | undefined;
   /**
    * Marks profile `profile` as launching VM `vm` (deleting it is refused meanwhile): `bind` names
    * the create's operation once accepted (the mark ends with it), `release` ends the mark when the
@@ -213,9 +214,10 @@ export function parseCreateVm(body: unknown, opts: { directRuntimeSsh: boolean; 
   const askedLoadout = rec['loadout'];
   if (catalog !== undefined && askedLoadout !== undefined && askedLoadout !== null && askedLoadout !== '') {
     if (typeof askedLoadout !== 'string') throw invalid('loadout must be a loadout name');
-    if (!catalog.hasLoadout(askedLoadout))
+    const known = catalog.loadout(askedLoadout);
+    if (known === undefined)
       throw new SvcError('loadout.unknown', `loadout: no loadout named ${JSON.stringify(askedLoadout.slice(0, 64))}`);
-    loadout = askedLoadout;
+    loadout = known;
   }
   const out: CreateVmRequest = {
     name,

@@ -128,9 +128,8 @@ describe('startup profiles and loadouts', () => {
     assert.equal((await req('GET', '/api/v2/loadouts/leaky')).status, 404, 'a refused loadout is not stored');
 
     const v1 = (await req('GET', '/api/v1/loadouts')).json() as { loadouts: Json[] };
-    assert.deepEqual(v1.loadouts, [
-      { name: 'dev-tools', path: '/api/v2/loadouts/dev-tools', description: 'shell tooling', category: 'development' },
-    ]);
+    // `development` is not one of the reference picker's categories: left out, it files the loadout under Other.
+    assert.deepEqual(v1.loadouts, [{ name: 'dev-tools', path: 'profiles/dev-tools.yaml', description: 'shell tooling' }]);
     const v2 = (await req('GET', '/api/v2/loadouts')).json() as { loadouts: Json[]; total: number };
     assert.equal(v2.total, 1);
     assert.equal(v2.loadouts[0]?.['document'], undefined, 'the list leaves the documents out');
@@ -165,6 +164,21 @@ describe('startup profiles and loadouts', () => {
     assert.deepEqual([unknown.status, codeOf(unknown)], [400, 'profile.unknown']);
     const unknownLoadout = await req('POST', '/api/v1/vms', { name: uniqueName('pl'), loadout: 'nope' });
     assert.deepEqual([unknownLoadout.status, codeOf(unknownLoadout)], [400, 'loadout.unknown']);
+    // The reference dashboard's create body: its picker's value is the listed path.
+    const refVm = uniqueName('ref');
+    const refOp = await createVm({
+      name: refVm,
+      profile: '',
+      loadout: 'profiles/dev-tools.yaml',
+      vcpus: 1,
+      memory_mb: 512,
+      disk_gb: 2,
+      agentshare: false,
+      start: false,
+    });
+    assert.equal(refOp['status'], 'completed', JSON.stringify(refOp));
+    assert.equal((await server.hypervisor.get(refVm))?.metadata.labels?.['sandboxd/loadout'], 'dev-tools');
+    assert.equal((await req('DELETE', `/api/v1/vms/${refVm}?delete_disk=true`)).status, 200);
 
     const vm = uniqueName('prof');
     const op = await createVm({ name: vm, profile: 'small-dev' });

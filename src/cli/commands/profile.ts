@@ -5,7 +5,7 @@
  * refused (profile.revision_mismatch) instead of overwritten. Mutations take --idempotency-key.
  */
 import { readFile } from 'node:fs/promises';
-import type { StartupProfileJson } from '../../client/api-client.js';
+import type { LoadoutJson, StartupProfileJson } from '../../client/api-client.js';
 import { int, str, UsageError, type FlagSpec, type FlagValues } from '../args.js';
 import { renderFields, renderTable } from '../format.js';
 import type { CommandContext } from '../io.js';
@@ -192,21 +192,19 @@ const profileDelete: CommandDef = {
 
 const LOADOUT_NAME = { name: 'NAME', required: true, description: 'loadout name (its metadata.name)' } as const;
 
-function loadoutFields(l: Record<string, unknown>): string {
-  const list = (v: unknown): string => (Array.isArray(v) && v.length > 0 ? v.join(' ') : '-');
-  const env = Object.entries((l['environment'] ?? {}) as Record<string, string>).map(([k, v]) => `${k}=${v}`);
-  const files = ((l['files'] ?? []) as { path: string; mode: string; size_bytes: number }[]).map(
-    (f) => `${f.path} (${f.mode}, ${f.size_bytes} B)`,
-  );
+function loadoutFields(l: LoadoutJson): string {
+  const list = (v: readonly string[]): string => (v.length > 0 ? v.join(' ') : '-');
+  const env = Object.entries(l.environment).map(([k, v]) => `${k}=${v}`);
+  const files = l.files.map((f) => `${f.path} (${f.mode}, ${f.size_bytes} B)`);
   return renderFields([
-    ['name', String(l['name'])],
-    ['description', String(l['description'] ?? '')],
-    ['packages', list(l['packages'])],
-    ['tools', list(l['tools'])],
+    ['name', l.name],
+    ['description', l.description],
+    ['packages', list(l.packages)],
+    ['tools', list(l.tools)],
     ['environment', env.length === 0 ? '-' : env.join(' ')],
     ['files', files.length === 0 ? '-' : files.join(', ')],
-    ['sha256', String(l['document_sha256'])],
-    ['created', String(l['created_at'])],
+    ['sha256', l.document_sha256],
+    ['created', l.created_at],
   ]);
 }
 
@@ -242,11 +240,11 @@ const loadoutList: CommandDef = {
         renderTable(
           loadouts,
           [
-            { header: 'LOADOUT', value: (l) => String(l['name']) },
-            { header: 'PACKAGES', value: (l) => String((l['packages'] as unknown[]).length), right: true },
-            { header: 'FILES', value: (l) => String((l['files'] as unknown[]).length), right: true },
-            { header: 'ENV', value: (l) => String(Object.keys(l['environment'] as object).length), right: true },
-            { header: 'DESCRIPTION', value: (l) => String(l['description']) },
+            { header: 'LOADOUT', value: (l) => l.name },
+            { header: 'PACKAGES', value: (l) => String(l.packages.length), right: true },
+            { header: 'FILES', value: (l) => String(l.files.length), right: true },
+            { header: 'ENV', value: (l) => String(Object.keys(l.environment).length), right: true },
+            { header: 'DESCRIPTION', value: (l) => l.description },
           ],
           { color: ctx.color, empty: 'no loadouts' },
         ),

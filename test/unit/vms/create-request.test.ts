@@ -223,7 +223,7 @@ describe('POST create body with startup profiles and loadouts (a catalog)', () =
         : name === 'svc-dev' || name === 'basic'
           ? { vcpus: 4, memoryMiB: 8192, diskGiB: 50, agentshare: true, enrollment: 'mtls', loadout: null }
           : undefined,
-    hasLoadout: (name) => name === 'tools' || name === 'other',
+    loadout: (value) => (value === 'tools' || value === 'other' ? value : value === 'profiles/other.yaml' ? 'other' : undefined),
     hold: () => ({ bind: () => undefined, release: () => undefined }),
   };
   const parse = (body: Record<string, unknown>): ReturnType<typeof parseCreateVm> =>
@@ -239,6 +239,7 @@ describe('POST create body with startup profiles and loadouts (a catalog)', () =
     assert.deepEqual([o.vcpus, o.memoryMiB, o.agentshare, o.enrollment, o.loadout], [3, 1024, true, 'mtls', 'other']);
     assert.equal(parse({ name: 'agent-p1', profile: 'small', loadout: '' }).loadout, 'tools', "an empty loadout asks for the profile's");
     assert.equal(parse({ name: 'agent-p1', profile: '' }).loadout, undefined);
+    assert.equal(parse({ name: 'agent-p1', loadout: 'profiles/other.yaml' }).loadout, 'other', "the reference dashboard's path");
   });
 
   test('unknown profiles and loadouts are 400 with their own codes; compositions are still refused', () => {
