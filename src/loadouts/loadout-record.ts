@@ -60,7 +60,10 @@ const RESERVED_ENV = new Set([
   'LD_PRELOAD',
   'LD_LIBRARY_PATH',
   'NODE_OPTIONS',
+  'SANDBOXD_LOCAL_VM',
 ]);
+/** Prefixes of the agent's configuration (SANDBOX_AGENT_*), a guest's settings (SBX_*) and sandboxd's own (SVC_*). */
+const RESERVED_ENV_PREFIXES = ['SANDBOX_AGENT_', 'SBX_', 'SVC_'];
 
 export interface LoadoutFile {
   /** Relative to the agent's work directory. */
@@ -141,7 +144,8 @@ export function checkEnvironment(v: unknown, field: string): Record<string, stri
   for (const [k, raw] of entries) {
     const at = `${field}.${k.slice(0, 64)}`;
     if (!ENV_KEY_RE.test(k)) throw invalid(`${at}: a variable name is A-Z a-z 0-9 _, not starting with a digit, at most 128 characters`);
-    if (RESERVED_ENV.has(k)) throw invalid(`${at}: ${k} is the agent's own; a loadout cannot set it`);
+    if (RESERVED_ENV.has(k) || RESERVED_ENV_PREFIXES.some((p) => k.startsWith(p)))
+      throw invalid(`${at}: ${k} is the agent's own; a loadout cannot set it`);
     if (classifyKey(k) === 'secret')
       throw new SvcError('loadout.secret_field', `${at}: the name looks secret-bearing; secrets go through credential leases, never here`);
     const value = typeof raw === 'number' || typeof raw === 'boolean' ? String(raw) : raw;

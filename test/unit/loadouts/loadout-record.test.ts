@@ -139,10 +139,12 @@ describe('loadout documents', () => {
       codeOf(() => parseLoadout('metadata: {name: k}\nenvironment: {input_tokens: "3"}', 'k', 0)),
       'ok',
     );
-    assert.equal(
-      codeOf(() => parseLoadout('metadata: {name: k}\nenvironment: {PATH: /x}', 'k', 0)),
-      'loadout.invalid',
-    );
+    for (const key of ['PATH', 'SANDBOX_AGENT_SERVER', 'SBX_SERVER', 'SVC_STATE_DIR', 'SANDBOXD_LOCAL_VM'])
+      assert.equal(
+        codeOf(() => parseLoadout(`metadata: {name: k}\nenvironment: {${key}: /x}`, 'k', 0)),
+        'loadout.invalid',
+        key,
+      );
   });
 
   test("a qemu guest's seed carries the files, the packages and the environment", () => {
