@@ -104,6 +104,10 @@ function agentField(v: unknown): ProfileAgent {
   if (typeof agentshare !== 'boolean') throw invalid('agent.agentshare must be true or false');
   const enrollment = v['enrollment'] ?? 'mtls';
   if (enrollment !== 'mtls' && enrollment !== 'deferred') throw invalid('agent.enrollment must be mtls or deferred');
+  const rawEnv = v['env'];
+  if (isRecord(rawEnv))
+    for (const [k, val] of Object.entries(rawEnv))
+      if (typeof val !== 'string') throw invalid(`agent.env.${k.slice(0, 64)} must be a string`);
   let env: Record<string, string>;
   try {
     env = checkEnvironment(v['env'], 'agent.env');

@@ -62,6 +62,7 @@ const SHAPES: [string, Record<string, unknown>, boolean, string][] = [
   ['a bad enrollment', { name: 'p1', agent: { enrollment: 'later' } }, false, 'agent.enrollment'],
   ['agentshare not boolean', { name: 'p1', agent: { agentshare: 'yes' } }, false, 'agent.agentshare'],
   ['a bad env name', { name: 'p1', agent: { env: { '1A': 'x' } } }, false, 'agent.env'],
+  ['a number in env', { name: 'p1', agent: { env: { A: 1 } } }, false, 'agent.env.A'],
 ];
 
 describe('startup profile bodies', () => {
