@@ -245,12 +245,12 @@ describe('startup profiles and loadouts', () => {
     assert.equal((await req('GET', '/api/v2/startup-profiles/small-dev')).status, 404);
   });
 
-  test('explicit request fields override the profile; a launching profile cannot be deleted', async () => {
+  test('explicit request fields override the profile; the profile cannot be deleted once a create naming it is accepted', async () => {
     assert.equal((await req('POST', '/api/v2/startup-profiles', { name: 'tiny', vcpus: 1, memory_mb: 512, disk_gb: 1 })).status, 201);
     const vm = uniqueName('over');
     const r = await req('POST', '/api/v1/vms', { name: vm, profile: 'tiny', memory_mb: 768 });
     assert.equal(r.status, 202, r.text);
-    // The create was accepted in this turn; its operation has not finished yet.
+    // From the moment the create is accepted: launching, then bound (profile-routes.test.ts tells the two apart).
     const launching = await req('DELETE', '/api/v2/startup-profiles/tiny');
     assert.deepEqual([launching.status, codeOf(launching)], [409, 'profile.in_use']);
     await server.vms.operations.waitFor((r.json() as { operation: { id: string } }).operation.id, { timeoutMs: DEADLINE_MS.endToEnd });

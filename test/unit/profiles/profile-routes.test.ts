@@ -98,3 +98,48 @@ void describe('profile and loadout routes: permissions', () => {
     assert.equal((await inject(viewer, { method: 'DELETE', url: '/api/v2/startup-profiles/p1', peer: bob })).status, 200);
   });
 });
+
+void describe('profile delete: launching and bound', () => {
+  test('a create holding the profile blocks its delete until its operation ends; a VM created with it blocks it while it exists', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sbx-profile-holds-'));
+    const profiles = new ProfileStore(join(dir, 'profiles'));
+    const loadouts = new LoadoutStore(join(dir, 'loadouts'));
+    const status = new Map<string, string>();
+    let domains: { name: string; metadata: { profile?: string } }[] = [];
+    const service = new ProfileService({
+      store: profiles,
+      loadouts,
+      hypervisor: { list: () => Promise.resolve(domains as never) },
+      operationStatus: (id) => status.get(id) ?? null,
+      imageRefs: () => [],
+      network: 'default',
+    });
+    try {
+      service.create({ name: 'p' });
+      const refusal = async (): Promise<string> =>
+        service.delete('p').then(
+          () => 'deleted',
+          (e: unknown) => `${(e as { code: string }).code}: ${(e as Error).message}`,
+        );
+      // Refused create: the mark goes.
+      service.catalog.hold('p', 'agent-x').release();
+      // Accepted create: held while its operation runs (and before it is even bound to one).
+      const hold = service.catalog.hold('p', 'agent-a');
+      assert.match(await refusal(), /^profile\.in_use: p is launching VM\(s\) agent-a/);
+      hold.bind('op-1');
+      status.set('op-1', 'running');
+      assert.match(await refusal(), /^profile\.in_use: p is launching/);
+      // Done: the VM exists now, so the profile is bound to it.
+      status.set('op-1', 'completed');
+      domains = [{ name: 'agent-a', metadata: { profile: 'p' } }];
+      assert.match(await refusal(), /^profile\.in_use: p is bound to VM\(s\) agent-a/);
+      domains = [{ name: 'agent-b', metadata: { profile: 'other' } }];
+      assert.equal(await refusal(), 'deleted');
+      assert.equal(service.find('p'), undefined);
+    } finally {
+      profiles.close();
+      loadouts.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
