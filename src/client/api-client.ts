@@ -69,6 +69,8 @@ import {
   type CheckpointRestoreRequest,
   type WarmPool,
   type WarmPoolCreateRequest,
+  type LoadoutJson,
+  type StartupProfileJson,
 } from './types.js';
 import { pollUntil, type PollOptions } from './wait.js';
 
@@ -486,37 +488,6 @@ export class ApiClient extends HttpTransport {
       }
     }
   }
-}
-
-/** A loadout (src/loadouts/loadout-v1.schema.json); `content` and `document` in the detail only. */
-export interface LoadoutJson {
-  name: string;
-  description: string;
-  labels: Record<string, string>;
-  packages: string[];
-  tools: string[];
-  environment: Record<string, string>;
-  files: { path: string; mode: string; size_bytes: number; content?: string }[];
-  document_sha256: string;
-  created_at: string;
-  document?: string;
-}
-
-/** A startup profile (src/profiles/startup-profile-v1.schema.json). */
-export interface StartupProfileJson {
-  name: string;
-  description: string;
-  builtin: boolean;
-  vcpus: number;
-  memory_mb: number;
-  disk_gb: number;
-  image: string | null;
-  network: string | null;
-  agent: { agentshare: boolean; enrollment: 'mtls' | 'deferred'; env: Record<string, string> };
-  loadout: string | null;
-  revision: number;
-  created_at: string;
-  updated_at: string;
 }
 
 /** The X-Svc-* headers of an activity read. */

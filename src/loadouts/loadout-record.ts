@@ -25,6 +25,7 @@
 import { createHash } from 'node:crypto';
 import { classifyKey, SECRET_VALUE_PATTERNS } from '../activity/record.js';
 import { SvcError } from '../core/errors.js';
+import type { LoadoutJson, ReferenceLoadoutJson } from '../wire/profiles.js';
 import { loadManifestYaml, MAX_MANIFEST_YAML_BYTES } from '../tasks/manifest-yaml.js';
 
 export const LOADOUT_SCHEMA_VERSION = 'sandboxd.loadout/v1';
@@ -262,9 +263,9 @@ export function parseLoadout(text: string, key: string, nowMs: number): Loadout 
 }
 
 /** The JSON of GET /api/v2/loadouts/{name} (loadout-v1.schema.json); `document` only in the detail. */
-export function loadoutJson(l: Loadout, detail: boolean): Record<string, unknown> {
+export function loadoutJson(l: Loadout, detail: boolean): LoadoutJson {
   return {
-    schema_version: LOADOUT_SCHEMA_VERSION,
+    schema_version: 'sandboxd.loadout/v1',
     name: l.name,
     description: l.description,
     labels: { ...l.labels },
@@ -308,7 +309,7 @@ export function loadoutNameOf(value: string): string {
  * GET /api/v1/loadouts entry in the reference dashboard's shape ({name, path, description,
  * category?, complexity?}; its other optional fields have nothing behind them here).
  */
-export function referenceLoadoutJson(l: Loadout): Record<string, unknown> {
+export function referenceLoadoutJson(l: Loadout): ReferenceLoadoutJson {
   const category = l.labels['category'];
   return {
     name: l.name,

@@ -19,6 +19,7 @@
  * secret: loadout.secret_field; a loadout that does not exist: loadout.unknown).
  */
 import { SvcError } from '../core/errors.js';
+import type { StartupProfileJson } from '../wire/profiles.js';
 import { checkEnvironment } from '../loadouts/loadout-record.js';
 import { LIMITS } from '../vms/create-request.js';
 
@@ -188,9 +189,9 @@ export function builtinProfile(name: (typeof BUILTIN_PROFILES)[number]): Startup
 }
 
 /** The JSON of a profile (startup-profile-v1.schema.json). */
-export function profileJson(p: StartupProfile): Record<string, unknown> {
+export function profileJson(p: StartupProfile): StartupProfileJson {
   return {
-    schema_version: PROFILE_SCHEMA_VERSION,
+    schema_version: 'sandboxd.startup-profile/v1',
     name: p.name,
     description: p.description,
     builtin: p.builtin,

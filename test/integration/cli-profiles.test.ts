@@ -9,7 +9,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import type { StartupProfileJson } from '../../src/client/api-client.js';
+import type { StartupProfileJson } from '../../src/wire/profiles.js';
 import { runSbx, sbxJson, startCliServer, vmName, type CliServer } from './cli-harness.js';
 
 let srv: CliServer;

@@ -5,7 +5,7 @@
  * refused (profile.revision_mismatch) instead of overwritten. Mutations take --idempotency-key.
  */
 import { readFile } from 'node:fs/promises';
-import type { LoadoutJson, StartupProfileJson } from '../../client/api-client.js';
+import type { LoadoutJson, StartupProfileJson } from '../../client/types.js';
 import { int, str, UsageError, type FlagSpec, type FlagValues } from '../args.js';
 import { renderFields, renderTable } from '../format.js';
 import type { CommandContext } from '../io.js';
