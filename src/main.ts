@@ -38,6 +38,8 @@ import { tasksComponent } from './tasks/component.js';
 import { vmsComponent } from './vms/component.js';
 import { withDeadline } from './util/deadline.js';
 import { errorMessage } from './util/error-message.js';
+import { loadoutsComponent } from './loadouts/component.js';
+import { profilesComponent } from './profiles/component.js';
 
 /**
  * The whole server, in start order. Operator identity comes first (every v2 route resolves its
@@ -79,6 +81,9 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   tasksComponent(),
   mcpComponent(),
   sshConnectorComponent(),
+  // startup profiles and loadouts (issue 21): vms looks them up per request
+  loadoutsComponent,
+  profilesComponent,
 ];
 
 export interface StartOptions {

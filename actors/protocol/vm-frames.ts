@@ -92,7 +92,8 @@ export interface CreateParams {
   /** `deferred`: defined with label sandboxd/enrollment=deferred; its agent waits for bootstrap material. */
   enrollment?: 'mtls' | 'deferred';
   /** OpenSSH public keys to install (already filtered by the direct-runtime-SSH policy). */
-  sshKeys: string[];
+  sshKeys: string[]; /** The loadout applied at provisioning (src/loadouts; label sandboxd/loadout). */
+  loadout?: string;
 }
 
 export type JobParams =

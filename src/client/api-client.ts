@@ -69,6 +69,8 @@ import {
   type CheckpointRestoreRequest,
   type WarmPool,
   type WarmPoolCreateRequest,
+  type LoadoutJson,
+  type StartupProfileJson,
 } from './types.js';
 import { pollUntil, type PollOptions } from './wait.js';
 
@@ -346,6 +348,42 @@ export class ApiClient extends HttpTransport {
 
   handoff(pool: string, opts: IdempotentOptions = {}): Promise<AdminAccepted> {
     return this.requestJson('POST', `/api/v2/admin/hypervisor/warm-pools/${seg(pool)}/handoff`, {}, withKey(opts));
+  }
+
+  // ------------------------------------------------------------ startup profiles and loadouts (4.13)
+
+  listStartupProfiles(opts?: RequestOptions): Promise<{ startup_profiles: StartupProfileJson[]; total: number }> {
+    return this.requestJson('GET', '/api/v2/startup-profiles', undefined, opts);
+  }
+
+  getStartupProfile(name: string, opts?: RequestOptions): Promise<StartupProfileJson> {
+    return this.requestJson('GET', `/api/v2/startup-profiles/${seg(name)}`, undefined, opts);
+  }
+
+  createStartupProfile(body: Record<string, unknown>, opts: IdempotentOptions = {}): Promise<StartupProfileJson> {
+    return this.requestJson('POST', '/api/v2/startup-profiles', body, withKey(opts));
+  }
+
+  /** A full replacement; `body.expected_revision` is the revision read. */
+  updateStartupProfile(name: string, body: Record<string, unknown>, opts: IdempotentOptions = {}): Promise<StartupProfileJson> {
+    return this.requestJson('PUT', `/api/v2/startup-profiles/${seg(name)}`, body, withKey(opts));
+  }
+
+  deleteStartupProfile(name: string, opts: IdempotentOptions = {}): Promise<{ deleted: boolean; name: string }> {
+    return this.requestJson('DELETE', `/api/v2/startup-profiles/${seg(name)}`, undefined, withKey(opts));
+  }
+
+  /** Creates loadout `name` from its YAML document (create-only). */
+  createLoadout(name: string, document: string, opts?: RequestOptions): Promise<LoadoutJson> {
+    return this.requestJson('POST', `/api/v2/loadouts/${seg(name)}`, { document }, opts);
+  }
+
+  listLoadouts(opts?: RequestOptions): Promise<{ loadouts: LoadoutJson[]; total: number }> {
+    return this.requestJson('GET', '/api/v2/loadouts', undefined, opts);
+  }
+
+  getLoadout(name: string, opts?: RequestOptions): Promise<LoadoutJson> {
+    return this.requestJson('GET', `/api/v2/loadouts/${seg(name)}`, undefined, opts);
   }
 
   listSessions(agentId: string, opts?: RequestOptions): Promise<SessionList> {

@@ -415,6 +415,57 @@ export const ERROR_TABLE = {
   },
   'storage.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no such file' },
   'storage.quota_exceeded': { http: 507, grpc: GrpcStatus.RESOURCE_EXHAUSTED, meaning: 'the agent inbox quota is used up' },
+
+  // startup profiles and loadouts (README "Startup profiles and loadouts")
+  'profile.invalid': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'a startup profile field is missing or invalid (the message names it)',
+  },
+  'profile.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no startup profile with this name' },
+  'profile.exists': { http: 409, grpc: GrpcStatus.ALREADY_EXISTS, meaning: 'a startup profile with this name exists' },
+  'profile.builtin': {
+    http: 409,
+    grpc: GrpcStatus.FAILED_PRECONDITION,
+    meaning: 'the built-in profiles svc-dev and basic cannot be changed or deleted',
+  },
+  'profile.revision_mismatch': {
+    http: 409,
+    grpc: GrpcStatus.ABORTED,
+    meaning: "expected_revision (or If-Match) is not the profile's current revision: someone changed it since you read it",
+  },
+  'profile.in_use': {
+    http: 409,
+    grpc: GrpcStatus.FAILED_PRECONDITION,
+    meaning: 'the profile is launching a VM or bound to one (a VM created with it exists)',
+  },
+  'profile.unknown': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'POST /api/v1/vms names a startup profile that does not exist',
+  },
+  'loadout.invalid': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'the loadout document fails its limits or schema (the message names the field)',
+  },
+  'loadout.secret_field': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'an environment key or value looks secret-bearing (secrets go through credential leases, never loadouts or profiles)',
+  },
+  'loadout.name_mismatch': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: "metadata.name is not the loadout's catalog key (the path)",
+  },
+  'loadout.exists': { http: 409, grpc: GrpcStatus.ALREADY_EXISTS, meaning: 'a loadout with this name exists (loadouts are create-only)' },
+  'loadout.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no loadout with this name' },
+  'loadout.unknown': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'a VM create or a startup profile names a loadout that does not exist',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;

@@ -9,15 +9,21 @@
  *   --agent-id <vm> --instance-id <uuid> --profile <p> --work-dir /home/agent/workspace`
  *   (Restart=on-failure; the binary comes with the base image, `sandboxd image build`);
  * - runcmd: enable and start the unit.
+ * - with a loadout (src/loadouts/apply.ts): its files under /home/agent/workspace (write_files, then
+ *   chowned to the agent user in runcmd), its packages (cloud-init's `packages:`, installed by apt
+ *   in the guest) and its environment in /etc/sandbox-agent/loadout.env, the unit's EnvironmentFile.
  * meta-data: instance-id (the VM uuid, plus a suffix per deploy-agent so cloud-init runs again)
  * and local-hostname. network-config (v2): DHCP on the NIC matched by the VM's MAC.
  */
 import { stringify } from 'yaml';
+import { environmentFileLine, type ProvisioningMaterial } from '../loadouts/apply.js';
 
 /** Where the guest keeps the agent's identity. */
 export const GUEST_CERTS_DIR = '/etc/sandbox-agent/certs';
 export const GUEST_AGENT_BIN = '/usr/local/bin/sandbox-agent';
 export const GUEST_USER = 'agent';
+/** The loadout environment's file in the guest (the agent unit's EnvironmentFile). */
+export const GUEST_LOADOUT_ENV = '/etc/sandbox-agent/loadout.env';
 
 export interface CloudInitInput {
   vm: string;
@@ -34,6 +40,8 @@ export interface CloudInitInput {
   /** OpenSSH public keys for the agent user (already filtered by policy). */
   sshKeys: readonly string[];
   macAddress: string;
+  /** What the VM's loadout (and profile env) gives it. */
+  loadout?: ProvisioningMaterial | null;
 }
 
 export interface CloudInitSeed {
@@ -67,6 +75,7 @@ function unit(input: CloudInitInput): string {
     '',
     '[Service]',
     `User=${GUEST_USER}`,
+    ...((input.loadout ?? null) !== null ? [`EnvironmentFile=-${GUEST_LOADOUT_ENV}`] : []),
     `ExecStart=${args.join(' ')}`,
     'Restart=on-failure',
     'RestartSec=2',
@@ -113,10 +122,24 @@ export function buildCloudInit(input: CloudInitInput): CloudInitSeed {
     runcmd: [
       ['chown', `${GUEST_USER}:${GUEST_USER}`, `${GUEST_CERTS_DIR}/agent-key.pem`],
       ['install', '-d', '-o', GUEST_USER, '-g', GUEST_USER, `/home/${GUEST_USER}/workspace`],
+      ...((input.loadout?.files.length ?? 0) > 0 ? [['chown', '-R', `${GUEST_USER}:${GUEST_USER}`, `/home/${GUEST_USER}/workspace`]] : []),
       ['systemctl', 'daemon-reload'],
       ['systemctl', 'enable', '--now', 'sandbox-agent.service'],
     ],
   };
+  const l = input.loadout ?? null;
+  if (l !== null) {
+    for (const f of l.files)
+      config.write_files.push({
+        path: `/home/${GUEST_USER}/workspace/${f.path}`,
+        permissions: `0${f.mode.toString(8).padStart(3, '0')}`,
+        owner: 'root:root',
+        content: f.content,
+      });
+    const env = Object.entries(l.environment).map(([k, v]) => environmentFileLine(k, v));
+    config.write_files.push({ path: GUEST_LOADOUT_ENV, permissions: '0644', owner: 'root:root', content: `${env.join('\n')}\n` });
+    if (l.packages.length > 0) Object.assign(config, { package_update: true, packages: [...l.packages] });
+  }
   const meta = { 'instance-id': input.cloudInitInstanceId ?? input.instanceId, 'local-hostname': input.vm };
   const network = {
     version: 2,

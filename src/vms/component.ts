@@ -72,6 +72,9 @@ export function vmsComponent(o: VmsComponentOptions = {}): Component {
         revokeBootstrap: (instanceId) => void ctx.find('bootstrap')?.revokeInstance(instanceId),
         ...(sshd !== null && { localSshd: sshd }),
         ...(jobs !== undefined && { jobs }),
+        // Looked up per use: the profiles and loadouts components start after this one.
+        catalog: () => ctx.find('profiles')?.catalog,
+        loadoutMaterial: (loadout, profile) => ctx.find('profiles')?.material(loadout, profile) ?? null,
         ...o,
       }).catch((err: unknown) => {
         ownOperations?.stop();

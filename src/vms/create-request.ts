@@ -16,10 +16,17 @@
  * Unknown fields are refused (request.invalid), so a typo never silently becomes a default.
  *
  * The reference implementation's dashboard also sends `loadout` and `composition` (AI tooling it
- * provisions) and `profile: ""`. sandboxd has neither: an empty or null value (nothing asked for,
- * what that dashboard sends when the server lists no loadouts) is accepted and means nothing; any
- * other value is refused with a 400 that says so, never silently dropped. `profile: ""` is the
- * default profile.
+ * provisions) and `profile: ""`. `profile: ""` is the default profile; an empty or null value of
+ * the others is nothing asked for. A non-empty `composition` is refused with a 400 that says so,
+ * never silently dropped.
+ *
+ * Startup profiles and loadouts (README "Startup profiles and loadouts"), when the server runs the
+ * profiles component (a `catalog` is given): `profile` names a startup profile (the built-ins or
+ * one of /api/v2/startup-profiles; 400 profile.unknown otherwise) whose vcpus, memory_mb, disk_gb,
+ * agentshare, enrollment and loadout are the defaults of this request; fields the request sets
+ * override them. `loadout` names a loadout (400 loadout.unknown otherwise) and overrides the
+ * profile's. Without a catalog (a server started without that component) only the built-ins
+ * exist and a non-empty loadout is refused.
  *
  * ssh_key policy (spec: "managed svc-dev provisioning omits such keys unless
  * SVC_ENABLE_DIRECT_RUNTIME_SSH=1"): the key is always validated; for profile basic, or svc-dev
@@ -35,7 +42,32 @@ import { SvcError } from '../core/errors.js';
 export const VM_NAME_RE = /^agent-[a-z0-9-]+$/;
 export const VM_NAME_MAX = 63;
 export const PROFILES = ['svc-dev', 'basic'] as const;
-export type Profile = (typeof PROFILES)[number];
+/** A profile name: a built-in or a startup profile's. */
+export type Profile = string;
+
+/** What a startup profile sets for a create (src/profiles). */
+export interface ResolvedProfile {
+  readonly vcpus: number;
+  readonly memoryMiB: number;
+  readonly diskGiB: number;
+  readonly agentshare: boolean;
+  readonly enrollment: 'mtls' | 'deferred';
+  readonly loadout: string | null;
+}
+
+/** The startup profiles and loadouts a create may name (the profiles component). */
+export interface StartupCatalog {
+  /** The profile of this name (built-ins included), undefined when there is none. */
+  profile(name: string): ResolvedProfile | undefined;
+  /** The name of the loadout `value` names (a name, or the reference dashboard's path of one); undefined when none. */
+  loadout(value: string): string | undefined;
+  /**
+   * Marks profile `profile` as launching VM `vm` (deleting it is refused meanwhile): `bind` names
+   * the create's operation once accepted (the mark ends with it), `release` ends the mark when the
+   * create was refused.
+   */
+  hold(profile: string, vm: string): { bind(operationId: string): void; release(): void };
+}
 export const LIMITS = {
   vcpus: { min: 1, max: 64, default: 4 },
   memory_mb: { min: 256, max: 262_144, default: 8192 },
@@ -58,6 +90,8 @@ export interface CreateVmRequest {
   sshKeys: string[];
   /** Things the caller should know (an omitted ssh_key). */
   warnings: string[];
+  /** The loadout to apply at provisioning (the request's, else the profile's). */
+  loadout?: string;
 }
 
 const CREATE_FIELDS = new Set([
@@ -73,7 +107,7 @@ const CREATE_FIELDS = new Set([
   'loadout',
   'composition',
 ]);
-/** Fields of the reference's create body that sandboxd accepts only empty (see the file comment). */
+/** Fields of the reference's create body that sandboxd accepts only empty (see the file comment); `loadout` too without a catalog. */
 const EMPTY_ONLY_FIELDS = ['loadout', 'composition'] as const;
 const RESTART_FIELDS = new Set(['mode', 'timeout_seconds']);
 
@@ -96,10 +130,10 @@ function objectBody(body: unknown, allowed: Set<string>, what: string): Record<s
   return rec;
 }
 
-function intField(rec: Record<string, unknown>, field: keyof typeof LIMITS): number {
+function intField(rec: Record<string, unknown>, field: keyof typeof LIMITS, dflt: number = LIMITS[field].default): number {
   const v = rec[field];
   const lim = LIMITS[field];
-  if (v === undefined) return lim.default;
+  if (v === undefined) return dflt;
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < lim.min || v > lim.max)
     throw invalid(`${field} must be an integer from ${lim.min} to ${lim.max}`);
   return v;
@@ -112,8 +146,9 @@ function boolField(rec: Record<string, unknown>, field: string, dflt: boolean): 
   return v;
 }
 
-function enrollmentField(v: unknown): 'mtls' | 'deferred' {
-  if (v === undefined || v === 'mtls') return 'mtls';
+function enrollmentField(v: unknown, dflt: 'mtls' | 'deferred' = 'mtls'): 'mtls' | 'deferred' {
+  if (v === undefined) return dflt;
+  if (v === 'mtls') return 'mtls';
   if (v === 'deferred') return 'deferred';
   throw invalid('enrollment must be mtls or deferred');
 }
@@ -149,36 +184,60 @@ export function parseSshPublicKey(raw: unknown): string {
   return comment === '' ? `${m[1]} ${m[2]}` : `${m[1]} ${m[2]} ${comment}`;
 }
 
-/** Parses a create body; `directRuntimeSsh` is SVC_ENABLE_DIRECT_RUNTIME_SSH. */
-export function parseCreateVm(body: unknown, opts: { directRuntimeSsh: boolean }): CreateVmRequest {
+/**
+ * Parses a create body; `directRuntimeSsh` is SVC_ENABLE_DIRECT_RUNTIME_SSH, `catalog` the
+ * startup profiles and loadouts (see the file comment).
+ */
+export function parseCreateVm(body: unknown, opts: { directRuntimeSsh: boolean; catalog?: StartupCatalog }): CreateVmRequest {
   if (body === undefined) throw invalid('a JSON body with at least a name is required');
   const rec = objectBody(body, CREATE_FIELDS, 'the body');
   const name = checkVmName(rec['name']);
+  const catalog = opts.catalog;
   for (const f of EMPTY_ONLY_FIELDS) {
     const v = rec[f];
+    if (f === 'loadout' && catalog !== undefined) continue;
     if (v !== undefined && v !== null && v !== '')
-      throw invalid(`${f}: sandboxd provisions no loadouts or compositions; leave ${f} out (or empty)`);
+      throw invalid(`${f}: sandboxd provisions no ${f === 'loadout' ? 'loadouts' : 'compositions'} here; leave ${f} out (or empty)`);
   }
   const profile = rec['profile'] === undefined || rec['profile'] === '' ? 'svc-dev' : rec['profile'];
-  if (typeof profile !== 'string' || !(PROFILES as readonly string[]).includes(profile))
-    throw invalid(`profile must be one of ${PROFILES.join(', ')}`);
+  let resolved: ResolvedProfile | undefined;
+  if (catalog === undefined) {
+    if (typeof profile !== 'string' || !(PROFILES as readonly string[]).includes(profile))
+      throw invalid(`profile must be one of ${PROFILES.join(', ')}`);
+  } else {
+    if (typeof profile !== 'string') throw invalid('profile must be a string (a startup profile name)');
+    resolved = catalog.profile(profile);
+    if (resolved === undefined)
+      throw new SvcError('profile.unknown', `profile: no startup profile named ${JSON.stringify(profile.slice(0, 64))}`);
+  }
+  let loadout = resolved?.loadout ?? null;
+  const askedLoadout = rec['loadout'];
+  if (catalog !== undefined && askedLoadout !== undefined && askedLoadout !== null && askedLoadout !== '') {
+    if (typeof askedLoadout !== 'string') throw invalid('loadout must be a loadout name');
+    const known = catalog.loadout(askedLoadout);
+    if (known === undefined)
+      throw new SvcError('loadout.unknown', `loadout: no loadout named ${JSON.stringify(askedLoadout.slice(0, 64))}`);
+    loadout = known;
+  }
   const out: CreateVmRequest = {
     name,
-    profile: profile as Profile,
-    vcpus: intField(rec, 'vcpus'),
-    memoryMiB: intField(rec, 'memory_mb'),
-    diskGiB: intField(rec, 'disk_gb'),
-    agentshare: boolField(rec, 'agentshare', true),
+    profile,
+    vcpus: intField(rec, 'vcpus', resolved?.vcpus),
+    memoryMiB: intField(rec, 'memory_mb', resolved?.memoryMiB),
+    diskGiB: intField(rec, 'disk_gb', resolved?.diskGiB),
+    agentshare: boolField(rec, 'agentshare', resolved?.agentshare ?? true),
     start: boolField(rec, 'start', true),
-    enrollment: enrollmentField(rec['enrollment']),
+    enrollment: enrollmentField(rec['enrollment'], resolved?.enrollment),
     sshKeys: [],
     warnings: [],
+    ...(loadout !== null && { loadout }),
   };
   if (rec['ssh_key'] !== undefined && rec['ssh_key'] !== null) {
     const key = parseSshPublicKey(rec['ssh_key']);
-    if (out.profile === 'svc-dev' && !opts.directRuntimeSsh) {
+    // Startup profiles are managed like svc-dev: only `basic` installs a key without the flag.
+    if (out.profile !== 'basic' && !opts.directRuntimeSsh) {
       out.warnings.push(
-        'ssh_key omitted: managed svc-dev VMs get no direct runtime SSH keys unless SVC_ENABLE_DIRECT_RUNTIME_SSH=1 (use gateway SSH leases)',
+        `ssh_key omitted: managed ${out.profile} VMs get no direct runtime SSH keys unless SVC_ENABLE_DIRECT_RUNTIME_SSH=1 (use gateway SSH leases)`,
       );
     } else {
       out.sshKeys.push(key);

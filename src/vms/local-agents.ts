@@ -63,6 +63,8 @@ export interface LocalAgentSpec {
   readonly instanceId: string;
   readonly profile: string;
   readonly labels?: Readonly<Record<string, string>>;
+  /** Added to the agent's environment (its commands inherit it): the VM's loadout environment. */
+  readonly env?: Readonly<Record<string, string>>;
   readonly certsDir: string;
   /**
    * Staged bootstrap material: while this file exists at a (re)start, the agent gets
@@ -445,5 +447,5 @@ async function localAgentEnv(spec: LocalAgentSpec): Promise<NodeJS.ProcessEnv> {
   await mkdir(localTmuxDir(spec.vmDir), { recursive: true, mode: 0o700 });
   // eslint-disable-next-line no-restricted-properties -- a child process inherits the server's environment
   const { TMUX: _tmux, TMUX_TMPDIR: _dir, ...rest } = process.env;
-  return { ...rest, ...localVmEnv(spec.vmDir) };
+  return { ...rest, ...spec.env, ...localVmEnv(spec.vmDir) };
 }

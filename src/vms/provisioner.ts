@@ -21,6 +21,12 @@
  * endpoint (sshEndpoint) is its static address, port 22, while it runs. The minimal image has no
  * sshd: its VMs have no SSH endpoint.
  *
+ * Loadouts (src/loadouts/apply.ts): a VM created with a loadout gets label `sandboxd/loadout`; at
+ * define, what its loadout and profile give it is kept in <vm>/loadout.json and applied — files
+ * and a report in the local agent's work directory, the environment on every start of its agent;
+ * in a qemu guest's cloud-init seed. A built image (fw_cfg) has no way to apply one yet: such a
+ * create fails with PROVISIONING_ERROR rather than start a VM without what it asked for.
+ *
  * Metadata written at define: profile, disk size, instance id (= uuid) and labels
  * `sandboxd/agentshare` (true|false) and `sandboxd/ssh-keys` (count installed). A VM with an
  * instance id is "managed": its agent is started, stopped and awaited. Others (the test driver's
@@ -36,6 +42,7 @@ import { macFromName } from '../hypervisor/libvirt/domain-xml.js';
 import { isInProcessTestUri, isTestDriverUri } from '../hypervisor/uri.js';
 import { writeAgentBundle, type CaMaterial } from '../identity/ca.js';
 import type { CreateParams, StepResult } from '../../actors/protocol/vm-frames.js';
+import { applyLocally, type ProvisioningMaterial } from '../loadouts/apply.js';
 import type { AgentLookup } from './agent-lookup.js';
 import type { LocalAgentSupervisor } from './local-agents.js';
 import type { EndedVmProcesses } from './local-vm-processes.js';
@@ -91,7 +98,17 @@ export interface ProvisionerOptions {
   /** Revokes the unconsumed bootstrap tokens of an instance (src/bootstrap), when a VM's staged material is purged. */
   revokeBootstrap?: (instanceId: string) => void;
   logger: Pick<Logger, 'info' | 'warn' | 'error'>;
+  /**
+   * What a VM created with `loadout` (or none) and `profile` gets at provisioning (src/loadouts);
+   * null: nothing. Undefined (no loadouts component): a create naming a loadout fails.
+   */
+  loadoutMaterial?: (loadout: string | null, profile: string) => ProvisioningMaterial | null;
 }
+
+/** The label naming a VM's loadout. */
+export const LOADOUT_LABEL = 'sandboxd/loadout';
+/** The copy of what a VM's loadout gave it, in its directory. */
+const LOADOUT_FILE = 'loadout.json';
 
 export class Provisioner {
   readonly #o: ProvisionerOptions;
@@ -149,6 +166,7 @@ export class Provisioner {
             'sandboxd/ssh-keys': String(c.sshKeys.length),
             ...(c.enrollment === 'deferred' ? { [ENROLLMENT_LABEL]: 'deferred' } : {}),
             ...(ssh ? { [GATEWAY_SSH_LABEL]: 'ca' } : {}),
+            ...(c.loadout !== undefined ? { [LOADOUT_LABEL]: c.loadout } : {}),
           },
           ...(ipAddress !== null ? { ipAddress } : {}),
         },
@@ -159,6 +177,14 @@ export class Provisioner {
       },
       { signal },
     );
+    try {
+      await this.#keepLoadout(vm, c, paths, image, isTestDriverUri(info.host));
+    } catch (err) {
+      await this.#o.hypervisor.undefine(vm, { force: true }).catch(() => undefined);
+      throw err instanceof SvcError
+        ? err
+        : new SvcError('PROVISIONING_ERROR', `applying the loadout of VM '${vm}' failed: ${(err as Error).message}`);
+    }
     if (!isTestDriverUri(info.host)) {
       try {
         await this.#qemuFiles(vm, info, c.diskGiB, c.sshKeys, c.uuid, waits);
@@ -170,6 +196,46 @@ export class Provisioner {
       }
     }
     return { state: info.state, managed: true };
+  }
+
+  /**
+   * Keeps what the VM's loadout and profile give it in <vm>/loadout.json (removed when there is
+   * nothing); on a test-driver host applies the files now (the agent gets the environment at each
+   * start). See the file comment for built images.
+   */
+  async #keepLoadout(vm: string, c: CreateParams, paths: VmPaths, image: BootImage | null, local: boolean): Promise<void> {
+    const lookup = this.#o.loadoutMaterial;
+    if (lookup === undefined && c.loadout !== undefined)
+      throw new SvcError('PROVISIONING_ERROR', `VM '${vm}' names loadout ${c.loadout}, but this server has no loadouts component`);
+    const material = lookup?.(c.loadout ?? null, c.profile) ?? null;
+    if (material === null && c.loadout !== undefined)
+      throw new SvcError('PROVISIONING_ERROR', `loadout ${c.loadout} of VM '${vm}' does not exist`);
+    const file = join(paths.dir, LOADOUT_FILE);
+    if (material === null) {
+      await rm(file, { force: true });
+      return;
+    }
+    if (!local && image !== null)
+      throw new SvcError(
+        'PROVISIONING_ERROR',
+        `VM '${vm}': built images (fw_cfg) cannot apply a loadout or profile environment yet; use a cloud-init base image`,
+      );
+    await mkdir(paths.dir, { recursive: true, mode: 0o711 });
+    await writeFile(file, JSON.stringify(material), { mode: 0o600 });
+    if (!local) return;
+    // eslint-disable-next-line no-restricted-properties -- the host plays the guest: its PATH is the one the local agent gets
+    const report = await applyLocally(material, paths.work, { pathEnv: process.env['PATH'] ?? '' });
+    if (report.packages.missing.length > 0 || report.tools.missing.length > 0)
+      this.#o.logger.warn(
+        { vm, loadout: material.loadout, missing_packages: report.packages.missing, missing_tools: report.tools.missing },
+        'loadout: packages are never installed on the host for a local VM; these are not present',
+      );
+  }
+
+  /** The kept loadout of a VM, null when it has none. */
+  async #keptLoadout(vm: string): Promise<ProvisioningMaterial | null> {
+    const text = await readFile(join(this.paths(vm).dir, LOADOUT_FILE), 'utf8').catch(() => null);
+    return text === null ? null : (JSON.parse(text) as ProvisioningMaterial);
   }
 
   /**
@@ -212,6 +278,7 @@ export class Provisioner {
         instanceId,
         profile: info.metadata.profile ?? 'basic',
         labels: info.metadata.labels ?? {},
+        env: (await this.#keptLoadout(vm))?.environment ?? {},
         certsDir: paths.certs,
         ...(enrolls && { bootstrapTokenFile: material }),
         workDir: paths.work,
@@ -490,6 +557,7 @@ export class Provisioner {
       certs: { caPem, certPem, keyPem },
       sshKeys,
       macAddress: macFromName(vm),
+      loadout: await this.#keptLoadout(vm),
     });
   }
 }

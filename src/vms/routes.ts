@@ -20,7 +20,7 @@ import { SvcError } from '../core/errors.js';
 import { parseBoolParam, parseEnumParam, parseStringParam } from '../http/body.js';
 import type { Router } from '../http/router.js';
 import type { RequestView } from '../http/types.js';
-import { parseCreateVm, parseRestart } from './create-request.js';
+import { parseCreateVm, parseRestart, type StartupCatalog } from './create-request.js';
 import type { LifecycleAction, VmApi } from './vm-controller.js';
 import { VM_DETAIL_SCHEMA, VM_LIST_SCHEMA } from './vm-view.js';
 import { operationSchema } from '../operations/routes.js';
@@ -49,7 +49,10 @@ function vmName(req: RequestView): string {
   return name;
 }
 
-export function registerVmRoutes(router: Router, deps: { vms: VmApi; directRuntimeSsh: boolean }): void {
+export function registerVmRoutes(
+  router: Router,
+  deps: { vms: VmApi; directRuntimeSsh: boolean; catalog?: () => StartupCatalog | undefined },
+): void {
   const { vms } = deps;
   router.add({
     method: 'GET',
@@ -72,7 +75,20 @@ export function registerVmRoutes(router: Router, deps: { vms: VmApi; directRunti
     path: '/api/v1/vms',
     maxBodyBytes: 64 * 1024,
     responseSchema: ACCEPTED_SCHEMA,
-    handler: async (req) => ({ status: 202, json: await vms.create(parseCreateVm(req.body, { directRuntimeSsh: deps.directRuntimeSsh })) }),
+    handler: async (req) => {
+      const catalog = deps.catalog?.();
+      const parsed = parseCreateVm(req.body, { directRuntimeSsh: deps.directRuntimeSsh, ...(catalog !== undefined && { catalog }) });
+      // Taken in the same turn as the profile was looked up: a delete of the profile sees this create.
+      const hold = catalog?.hold(parsed.profile, parsed.name);
+      try {
+        const accepted = await vms.create(parsed);
+        hold?.bind(accepted.operation.id);
+        return { status: 202, json: accepted };
+      } catch (err) {
+        hold?.release();
+        throw err;
+      }
+    },
   });
   for (const action of ['start', 'stop', 'destroy'] as const satisfies readonly LifecycleAction[]) {
     router.add({

@@ -83,6 +83,7 @@ export class VmController implements VmApi {
         start: req.start,
         enrollment: req.enrollment,
         sshKeys: req.sshKeys,
+        ...(req.loadout !== undefined && { loadout: req.loadout }),
       },
     };
     const env = await this.#accept(req.name, params);

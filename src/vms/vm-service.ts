@@ -33,7 +33,8 @@ import type { AgentLookup } from './agent-lookup.js';
 import { loadContainerImages, type ContainerImage } from './container-images.js';
 import { LocalAgentSupervisor } from './local-agents.js';
 import { LocalSshdSupervisor, type LocalSshdOptions } from './local-sshd.js';
-import { Provisioner, type SshEndpoint } from './provisioner.js';
+import { Provisioner, type ProvisionerOptions, type SshEndpoint } from './provisioner.js';
+import type { StartupCatalog } from './create-request.js';
 import type { QemuOptions } from './qemu-files.js';
 import { StepExecutor } from './step-executor.js';
 import { VmController, type VmApi } from './vm-controller.js';
@@ -90,6 +91,10 @@ export interface VmServiceOptions {
   actorIdleStopMs?: number;
   /** The job pool: a stopping local VM's processes are looked for there (vm-jobs.ts). Default: on the main thread. */
   jobs?: JobRunner;
+  /** Startup profiles and loadouts a create may name (looked up per request; src/profiles). */
+  catalog?: () => StartupCatalog | undefined;
+  /** What a VM's loadout and profile give it at provisioning (src/loadouts). */
+  loadoutMaterial?: ProvisionerOptions['loadoutMaterial'];
 }
 
 export interface VmService {
@@ -158,6 +163,7 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
     logger,
     gatewaySsh: o.localSshd ?? null,
     ...(o.revokeBootstrap !== undefined && { revokeBootstrap: o.revokeBootstrap }),
+    ...(o.loadoutMaterial !== undefined && { loadoutMaterial: o.loadoutMaterial }),
   });
   const eventBridge = new VmEventBridge({ hypervisor: o.hypervisor, events: o.events, localAgents, provisioner, logger });
   const opsTotal =
@@ -218,7 +224,11 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
     localAgents,
     containerImages,
     registerRoutes(router) {
-      registerVmRoutes(router, { vms: controller, directRuntimeSsh: o.enableDirectRuntimeSsh });
+      registerVmRoutes(router, {
+        vms: controller,
+        directRuntimeSsh: o.enableDirectRuntimeSsh,
+        ...(o.catalog !== undefined && { catalog: o.catalog }),
+      });
       registerContainerImageRoutes(router, { images: () => containerImages });
     },
     sshAddress: async (instance) => localSshd?.address(instance) ?? (await provisioner.sshEndpoint(instance)),

@@ -45,8 +45,10 @@ export interface VmList {
 export interface VmCreateRequest {
   /** ^agent-[a-z0-9-]+$ */
   name: string;
-  /** svc-dev (default) or basic. */
+  /** svc-dev (default), basic, or a startup profile's name (/api/v2/startup-profiles). */
   profile?: string;
+  /** A loadout's name (/api/v2/loadouts): applied at provisioning; overrides the profile's. */
+  loadout?: string;
   /** Default 4. */
   vcpus?: number;
   /** Default 8192. */

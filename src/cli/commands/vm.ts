@@ -93,7 +93,8 @@ const create: CommandDef = {
   summary: 'create a VM (waits for the vm_create operation)',
   args: [NAME],
   flags: [
-    { name: 'profile', type: 'string', value: 'NAME', description: 'svc-dev (default) or basic' },
+    { name: 'profile', type: 'string', value: 'NAME', description: 'svc-dev (default), basic, or a startup profile (sbx profile list)' },
+    { name: 'loadout', type: 'string', value: 'NAME', description: 'a loadout to apply at provisioning (sbx loadout list)' },
     { name: 'vcpus', type: 'number', value: 'N', description: 'virtual CPUs (default 4)' },
     { name: 'memory-mb', type: 'number', value: 'MB', description: 'memory in MiB (default 8192)' },
     { name: 'disk-gb', type: 'number', value: 'GB', description: 'disk in GiB (default 50)' },
@@ -111,6 +112,8 @@ const create: CommandDef = {
     const req: VmCreateRequest = { name: args[0] as string };
     const profile = str(flags, 'profile');
     if (profile !== undefined) req.profile = profile;
+    const loadout = str(flags, 'loadout');
+    if (loadout !== undefined) req.loadout = loadout;
     const vcpus = int(flags, 'vcpus', 1, 4096);
     if (vcpus !== undefined) req.vcpus = vcpus;
     const mem = int(flags, 'memory-mb', 1);

@@ -4,7 +4,7 @@ import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import sshpk from 'sshpk';
 import { SvcError } from '../../../src/core/errors.js';
-import { LIMITS, parseCreateVm, parseRestart, parseSshPublicKey } from '../../../src/vms/create-request.js';
+import { LIMITS, parseCreateVm, parseRestart, parseSshPublicKey, type StartupCatalog } from '../../../src/vms/create-request.js';
 
 function sshLine(type: 'ed25519' | 'rsa' | 'ec', bits = 2048): string {
   const pair =
@@ -212,5 +212,60 @@ describe('POST restart body', () => {
         JSON.stringify(bad),
       );
     }
+  });
+});
+
+describe('POST create body with startup profiles and loadouts (a catalog)', () => {
+  const catalog: StartupCatalog = {
+    profile: (name) =>
+      name === 'small'
+        ? { vcpus: 2, memoryMiB: 1024, diskGiB: 5, agentshare: false, enrollment: 'deferred', loadout: 'tools' }
+        : name === 'svc-dev' || name === 'basic'
+          ? { vcpus: 4, memoryMiB: 8192, diskGiB: 50, agentshare: true, enrollment: 'mtls', loadout: null }
+          : undefined,
+    loadout: (value) => (value === 'tools' || value === 'other' ? value : value === 'profiles/other.yaml' ? 'other' : undefined),
+    hold: () => ({ bind: () => undefined, release: () => undefined }),
+  };
+  const parse = (body: Record<string, unknown>): ReturnType<typeof parseCreateVm> =>
+    parseCreateVm(body, { directRuntimeSsh: false, catalog });
+
+  test("the profile's fields are the defaults; fields the request sets override them", () => {
+    const r = parse({ name: 'agent-p1', profile: 'small' });
+    assert.deepEqual(
+      [r.profile, r.vcpus, r.memoryMiB, r.diskGiB, r.agentshare, r.enrollment, r.loadout],
+      ['small', 2, 1024, 5, false, 'deferred', 'tools'],
+    );
+    const o = parse({ name: 'agent-p1', profile: 'small', vcpus: 3, agentshare: true, enrollment: 'mtls', loadout: 'other' });
+    assert.deepEqual([o.vcpus, o.memoryMiB, o.agentshare, o.enrollment, o.loadout], [3, 1024, true, 'mtls', 'other']);
+    assert.equal(parse({ name: 'agent-p1', profile: 'small', loadout: '' }).loadout, 'tools', "an empty loadout asks for the profile's");
+    assert.equal(parse({ name: 'agent-p1', profile: '' }).loadout, undefined);
+    assert.equal(parse({ name: 'agent-p1', loadout: 'profiles/other.yaml' }).loadout, 'other', "the reference dashboard's path");
+  });
+
+  test('unknown profiles and loadouts are 400 with their own codes; compositions are still refused', () => {
+    assert.equal(
+      codeOf(() => parse({ name: 'agent-p1', profile: 'nope' })),
+      'profile.unknown',
+    );
+    assert.equal(
+      codeOf(() => parse({ name: 'agent-p1', loadout: 'nope' })),
+      'loadout.unknown',
+    );
+    assert.equal(
+      codeOf(() => parse({ name: 'agent-p1', loadout: 3 })),
+      'request.invalid',
+    );
+    assert.equal(
+      codeOf(() => parse({ name: 'agent-p1', composition: { layers: ['x'] } })),
+      'request.invalid',
+    );
+  });
+
+  test('a startup profile is managed: an ssh_key is omitted without SVC_ENABLE_DIRECT_RUNTIME_SSH', () => {
+    const key = sshLine('ed25519');
+    const r = parse({ name: 'agent-p1', profile: 'small', ssh_key: key });
+    assert.deepEqual(r.sshKeys, []);
+    assert.match(r.warnings[0] ?? '', /managed small VMs/);
+    assert.equal(parse({ name: 'agent-p1', profile: 'basic', ssh_key: key }).sshKeys.length, 1);
   });
 });
