@@ -16,6 +16,7 @@ import pino from 'pino';
 import { agentListenerComponent, agentsComponent } from '../../src/agent-link/component.js';
 import { adminListenerComponent, authComponent } from '../../src/auth/component.js';
 import { bootstrapComponent } from '../../src/bootstrap/component.js';
+import { checkpointsComponent } from '../../src/checkpoints/component.js';
 import { requestHash } from '../../src/celld/document.js';
 import { celldComponent } from '../../src/celld/component.js';
 import type { CelldFleetLink } from '../../src/celld/fleet-link.js';
@@ -31,6 +32,7 @@ import type {
   CellCommandAccepted,
   CellCommandRecord,
   CelldStatus,
+  CapabilitiesResponse,
   DiagnoseReport,
   PreflightReport,
   UpgradePlan,
@@ -86,6 +88,7 @@ function components(fleet?: CelldFleetLink): Component[] {
     bootstrapComponent(),
     agentListenerComponent,
     vmsComponent({ agentConnectTimeoutMs: 90_000 }),
+    checkpointsComponent(),
     celldComponent(fleet === undefined ? {} : { fleet: () => fleet }),
   ];
 }
@@ -382,6 +385,39 @@ describe('celld', () => {
       assert.equal(stale.error?.code, 'fleet.stale_inventory_revision');
       const extra = await call(s, 'POST', `/api/v2/celld/cells/${CELL}/reconcile`, { ...gen, operation_id: 'op-rec-x', dry_run: true });
       assert.equal(codeOf(extra), 'celld.document_invalid');
+    });
+
+    test('provider capabilities: the test driver advertises checkpoint and warm_pool; withheld ones are refused by their routes', async () => {
+      const r = await call(s, 'GET', '/api/v2/admin/hypervisor/capabilities');
+      assert.equal(r.status, 200, r.text);
+      const caps = r.json() as CapabilitiesResponse;
+      assert.deepEqual(caps.providers[0]?.capabilities, { snapshot: false, checkpoint: true, fork: false, warm_pool: true });
+      assert.deepEqual(caps.vms[stray], ['checkpoint', 'warm_pool']);
+      assert.ok(!r.text.includes('test:///'));
+      // Here the provider advertises checkpoints: the request reaches the checkpoint service (which
+      // has its own reason to refuse a VM not created for it).
+      const here = await call(s, 'POST', '/api/v2/admin/hypervisor/checkpoints', {
+        vm: stray,
+        checkpoint_id: 'ck-celld-1',
+        pre_enrollment: true,
+      });
+      assert.notEqual(codeOf(here), 'provider.capability_unavailable', here.text);
+
+      const narrow = await serve({ SVC_HYPERVISOR_WITHHELD_CAPABILITIES: 'checkpoint' });
+      const withheld = (await call(narrow, 'GET', '/api/v2/admin/hypervisor/capabilities')).json() as CapabilitiesResponse;
+      assert.deepEqual(withheld.providers[0]?.capabilities, { snapshot: false, checkpoint: false, fork: false, warm_pool: false });
+      assert.match(withheld.providers[0]?.reasons.checkpoint ?? '', /withheld/);
+      assert.deepEqual(withheld.vms[stray], []);
+      const refused = await call(narrow, 'POST', '/api/v2/admin/hypervisor/checkpoints', {
+        vm: stray,
+        checkpoint_id: 'ck-celld-2',
+        pre_enrollment: true,
+      });
+      assert.equal(refused.status, 409, refused.text);
+      assert.equal(codeOf(refused), 'provider.capability_unavailable');
+      assert.equal(await state(stray), 'running', 'the refused checkpoint touched the VM');
+      const st = (await call(narrow, 'GET', '/api/v2/celld/status')).json() as CelldStatus;
+      assert.equal(st.hypervisor.providers[0]?.capabilities.checkpoint, false);
     });
   });
 });
