@@ -219,6 +219,23 @@ describe('celld', () => {
       assert.ok(!r.text.includes(s.config.stateDir));
     });
 
+    test('a viewer (an mTLS operator with no role) reads status and runs checks, but its commands are 403 and change nothing', async () => {
+      const viewer = { transport: 'mtls' as const, spiffeId: `spiffe://${s.config.trustDomain}/operator/vera`, fingerprint256: 'AA' };
+      const as = (method: string, url: string, body?: unknown): Promise<InjectResponse> =>
+        inject(s.router, { method, url, headers: {}, peer: viewer, ...(body !== undefined ? { body } : {}) });
+      assert.equal((await as('GET', '/api/v2/celld/status')).status, 200);
+      assert.equal((await as('POST', '/api/v2/celld/diagnose', {})).status, 200);
+      const denied = await as('POST', `/api/v2/celld/cells/${CELL}/commands`, doc('op-viewer', 'start', { targets: [vmA] }));
+      assert.equal(denied.status, 403, denied.text);
+      assert.equal(codeOf(denied), 'auth.permission_denied');
+      assert.equal(
+        codeOf(await as('POST', `/api/v2/celld/cells/${CELL}/reconcile`, { operation_id: 'op-viewer', generation: 1 })),
+        'auth.permission_denied',
+      );
+      assert.equal(codeOf(await call(s, 'GET', `/api/v2/celld/cells/${CELL}/commands/op-viewer`)), 'celld.command_not_found');
+      assert.equal(await state(vmA), 'stopped');
+    });
+
     test('validate, preflight, diagnose and plan-upgrade change nothing, and report the cell as it is', async () => {
       const before = await world();
 
