@@ -50,6 +50,8 @@ export interface CelldServiceOptions {
   /** The fleet inventory, looked up at each call (absent: reconcile through Celld is unavailable). */
   readonly fleet: () => CelldFleetLink | undefined;
   readonly logger?: Pick<Logger, 'info' | 'warn' | 'error'>;
+  /** Counts each mutating request: accepted (an effect started), replayed, or refused by the ledger. */
+  readonly onCommand?: (action: string, outcome: 'accepted' | 'replayed' | 'refused') => void;
 }
 
 /** A command's answer: 202 while it runs, 200 for a replay of a finished one. */
@@ -319,7 +321,17 @@ export class CelldService {
       request,
       actor,
     });
-    if (!claim.claimed) return this.#replay(claim.record, c.hash);
+    if (!claim.claimed) {
+      try {
+        const replay = this.#replay(claim.record, c.hash);
+        this.#o.onCommand?.(doc.action, 'replayed');
+        return replay;
+      } catch (err) {
+        this.#o.onCommand?.(doc.action, 'refused');
+        throw err;
+      }
+    }
+    this.#o.onCommand?.(doc.action, 'accepted');
     return this.#launch(doc.operation_id, cellId, (op) =>
       doc.action === 'reconcile'
         ? this.#reconcile(doc.generation ?? 0, doc.dry_run ?? false, actor, op)
@@ -335,7 +347,10 @@ export class CelldService {
     if (!c.ok) throw invalid(c);
     const { operation_id: operationId, generation } = c.value;
     const earlier = this.#ledger().get(operationId);
-    if (earlier !== undefined) throw refusal(earlier);
+    if (earlier !== undefined) {
+      this.#o.onCommand?.('reconcile', 'refused');
+      throw refusal(earlier);
+    }
     this.#needFleet();
     const claim = this.#ledger().claim({
       operationId,
@@ -347,6 +362,7 @@ export class CelldService {
       actor,
     });
     if (!claim.claimed) throw refusal(claim.record);
+    this.#o.onCommand?.('reconcile', 'accepted');
     return this.#launch(operationId, cellId, (op) => this.#reconcile(generation, false, actor, op));
   }
 

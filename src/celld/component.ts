@@ -7,10 +7,15 @@
  * diagnosis. Listed after `vms` and after the fleet component; the fleet is looked up at each call,
  * so its absence only disables reconcile (503 celld.fleet_unavailable).
  *
+ * Metric: `svc_celld_commands_total{action, outcome}`: mutating requests by action (start, stop,
+ * destroy, reconcile) and outcome (accepted: an effect started; replayed: the stored answer;
+ * refused: the ledger refused it, a conflict or a generation-only replay).
+ *
  * Stopping does not wait for running effects: the operations store marks their operations failed
  * (server.restarted) and the ledger marks their entries unknown at the next start.
  */
 import { join } from 'node:path';
+import { Counter } from 'prom-client';
 import type { Component } from '../component/component.js';
 import { AGENT_VERSION } from '../guest-agent/version.js';
 import { ProviderCapabilities } from '../hypervisor/provider-capabilities.js';
@@ -58,6 +63,12 @@ export function celldComponent(opts: CelldComponentOptions = {}): Component {
       // The fleet component provides `fleet` (src/fleet/port.ts FleetPort, which satisfies
       // CelldFleetLink); looked up by name at each call so either may be listed first.
       const fleet = opts.fleet ?? ((): CelldFleetLink | undefined => (ctx.find as (name: string) => CelldFleetLink | undefined)('fleet'));
+      const commands = new Counter({
+        name: 'svc_celld_commands_total',
+        help: 'Celld mutating requests, by action (start, stop, destroy, reconcile) and outcome (accepted, replayed, refused)',
+        labelNames: ['action', 'outcome'],
+        registers: [ctx.metrics.registry],
+      });
       const service = new CelldService({
         settings: { enabled: config.celldEnabled, cellId: config.celldCellId, secureTransport: config.adminAddr !== null },
         backend,
@@ -65,6 +76,7 @@ export function celldComponent(opts: CelldComponentOptions = {}): Component {
         operations: ctx.need('operations'),
         fleet,
         logger,
+        onCommand: (action, outcome) => commands.inc({ action, outcome }),
       });
       ctx.provide('celld', service);
       const identity = ctx.need('operatorIdentity');

@@ -347,6 +347,10 @@ describe('celld', () => {
         assert.equal(codeOf(await call(s, 'GET', `/api/v2/celld/cells/${CELL}/commands/${id}`)), 'celld.command_not_found');
       }
       assert.equal(await state(vmA), 'stopped');
+      const metrics = await s.metrics.registry.metrics();
+      assert.match(metrics, /svc_celld_commands_total\{action="start",outcome="accepted"\} 1\b/);
+      assert.match(metrics, /svc_celld_commands_total\{action="start",outcome="replayed"\} 1\b/);
+      assert.match(metrics, /svc_celld_commands_total\{action="start",outcome="refused"\} 1\b/);
     });
 
     test('a lost answer is an unknown outcome, resolved by the scoped ledger read', async () => {
