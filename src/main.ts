@@ -12,6 +12,7 @@ import { agentListenerComponent, agentsComponent } from './agent-link/component.
 import { adminListenerComponent, authComponent } from './auth/component.js';
 import { bootstrapComponent } from './bootstrap/component.js';
 import { checkpointsComponent } from './checkpoints/component.js';
+import { celldComponent } from './celld/component.js';
 import { idempotencyComponent } from './idempotency/component.js';
 import type { Component, ComponentContext, FrameHandler, Services } from './component/component.js';
 import { ConfigError, loadConfig } from './config/load.js';
@@ -84,6 +85,8 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   // startup profiles and loadouts (issue 21): vms looks them up per request
   loadoutsComponent,
   profilesComponent,
+  // Celld (README "Celld"): after vms and the fleet; it looks both up at each call
+  celldComponent(),
 ];
 
 export interface StartOptions {

@@ -12,6 +12,7 @@
 import { join } from 'node:path';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import type { Component } from '../component/component.js';
+import { ProviderCapabilities } from '../hypervisor/provider-capabilities.js';
 import { bootstrapMaterialPath, vmPaths } from '../vms/vm-paths.js';
 import { CheckpointService } from './checkpoint-service.js';
 import { CheckpointStore } from './checkpoint-store.js';
@@ -108,7 +109,15 @@ export function checkpointsComponent(opts: { readyTimeoutMs?: number } = {}): Co
       ctx.provide('checkpoints', service);
       service.start();
       return Promise.resolve({
-        routes: (router) => registerCheckpointRoutes(router, { service, identity: ctx.need('operatorIdentity') }),
+        routes: (router) =>
+          registerCheckpointRoutes(router, {
+            service,
+            identity: ctx.need('operatorIdentity'),
+            capabilities: new ProviderCapabilities(ctx.need('hypervisor'), {
+              guestConsumeUrl: config.bootstrapConsumeUrl,
+              withheld: config.withheldCapabilities,
+            }),
+          }),
         stop: () => {
           service.stop();
           store.close();

@@ -17,6 +17,7 @@
  * | POST | /api/v2/admin/hypervisor/warm-pools/{pool}/handoff | 202 (op warm_pool_handoff), 409 warm_pool.empty + Retry-After |
  */
 import type { OperatorIdentity } from '../auth/operator-identity.js';
+import type { ProviderCapabilities } from '../hypervisor/provider-capabilities.js';
 import type { Router } from '../http/router.js';
 import type { JsonResult } from '../http/types.js';
 import { adminOperationJson, adminOperationLocation, adminOperationSchema } from '../operations/routes.js';
@@ -34,15 +35,17 @@ function accepted(op: Operation): JsonResult {
 
 export function registerCheckpointRoutes(
   router: Router,
-  deps: { service: CheckpointService; identity: Pick<OperatorIdentity, 'require'> },
+  deps: { service: CheckpointService; identity: Pick<OperatorIdentity, 'require'>; capabilities?: ProviderCapabilities },
 ): void {
   const { service, identity } = deps;
+  const gate = capabilityGate(service, deps.capabilities);
   router.add({
     method: 'POST',
     path: `${BASE}/checkpoints`,
     responseSchema: ACCEPTED_SCHEMA,
     handler: async (req) => {
       identity.require(req, 'admin.hypervisor');
+      await gate.vm(req.body);
       return accepted(await service.create(req.body));
     },
   });
@@ -68,6 +71,7 @@ export function registerCheckpointRoutes(
     responseSchema: ACCEPTED_SCHEMA,
     handler: (req) => {
       identity.require(req, 'admin.hypervisor');
+      gate.checkpoints([req.params['id']], 'checkpoint');
       return accepted(service.restore(req.params['id'] ?? '', req.body));
     },
   });
@@ -77,6 +81,8 @@ export function registerCheckpointRoutes(
     responseSchema: ACCEPTED_SCHEMA,
     handler: (req) => {
       identity.require(req, 'admin.hypervisor');
+      const ids = (req.body as { checkpoint_ids?: unknown } | null)?.checkpoint_ids;
+      gate.checkpoints(Array.isArray(ids) ? ids : [], 'warm_pool');
       return accepted(service.createPool(req.body));
     },
   });
@@ -102,7 +108,58 @@ export function registerCheckpointRoutes(
     responseSchema: ACCEPTED_SCHEMA,
     handler: (req) => {
       identity.require(req, 'admin.hypervisor');
+      gate.pool(req.params['pool'] ?? '');
       return accepted(service.handoff(req.params['pool'] ?? '', req.body));
     },
   });
+}
+
+/**
+ * Provider capabilities (spec 4.13, README "Provider capabilities"): an action on a VM or a
+ * checkpoint whose host's provider does not advertise it is refused with 409
+ * provider.capability_unavailable before the service sees it. What the gate cannot resolve (an
+ * unknown VM, checkpoint or pool) is left to the service's own answer.
+ */
+function capabilityGate(
+  service: CheckpointService,
+  capabilities: ProviderCapabilities | undefined,
+): {
+  vm(body: unknown): Promise<void>;
+  checkpoints(ids: readonly unknown[], c: 'checkpoint' | 'warm_pool'): void;
+  pool(name: string): void;
+} {
+  const hostOf = (id: unknown): string | null => {
+    if (typeof id !== 'string') return null;
+    try {
+      return service.checkpoint(id).host;
+    } catch {
+      return null;
+    }
+  };
+  return {
+    vm: async (body) => {
+      const vm = (body as { vm?: unknown } | null)?.vm;
+      if (capabilities === undefined || typeof vm !== 'string') return;
+      await capabilities.requireForVm(vm, 'checkpoint').catch((err: unknown) => {
+        if ((err as { code?: unknown }).code !== 'VM_NOT_FOUND') throw err;
+      });
+    },
+    checkpoints: (ids, c) => {
+      for (const id of ids) {
+        const host = hostOf(id);
+        if (capabilities !== undefined && host !== null) capabilities.require(host, c);
+      }
+    },
+    pool: (name) => {
+      if (capabilities === undefined) return;
+      let first: string | undefined;
+      try {
+        first = service.pool(name).checkpoint_ids[0];
+      } catch {
+        return;
+      }
+      const host = hostOf(first);
+      if (host !== null) capabilities.require(host, 'warm_pool');
+    },
+  };
 }

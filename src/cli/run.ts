@@ -19,6 +19,7 @@ import { SSH_COMMANDS } from './commands/ssh.js';
 import { TASK_COMMANDS } from './commands/task.js';
 import { VM_COMMANDS } from './commands/vm.js';
 import { LOADOUT_COMMANDS, PROFILE_COMMANDS } from './commands/profile.js';
+import { CELLD_COMMANDS } from './commands/celld.js';
 import { configPath, loadConfigFile, resolveSettings, type ResolvedSettings } from './config.js';
 import { errorLine, ExitCode, exitCodeFor, OutcomeFailedError } from './exit-codes.js';
 import { commandHelp, mainHelp, nounHelp } from './help.js';
@@ -46,6 +47,8 @@ export const COMMANDS: readonly CommandDef[] = [
   // startup profiles and loadouts (issue 21)
   ...PROFILE_COMMANDS,
   ...LOADOUT_COMMANDS,
+  // Celld (README "Celld")
+  ...CELLD_COMMANDS,
 ];
 
 const NOUNS = [...new Set(COMMANDS.map((c) => c.noun))];

@@ -20,6 +20,18 @@ import { HttpTransport, queryString as qs, seg, type ApiClientOptions, type Requ
 import { PtyConnection, type PtyConnectOptions } from './pty-ws.js';
 import type { SseStreamOptions } from './sse-stream.js';
 import { parseJsonData, taskLogEvent } from './stream-events.js';
+import type {
+  CapabilitiesResponse,
+  CellCommandAccepted,
+  CellCommandDocument,
+  CellCommandRecord,
+  CellState,
+  CelldStatus,
+  DiagnoseReport,
+  PreflightReport,
+  UpgradePlan,
+  ValidateReport,
+} from '../wire/celld.js';
 import {
   TERMINAL_TASK_STATES,
   type ActivityCoverageResponse,
@@ -487,6 +499,52 @@ export class ApiClient extends HttpTransport {
         yield { type: 'agent_output.error', error: parseJsonData(ev) as AgentOutputError, id: ev.id };
       }
     }
+  }
+
+  // ------------------------------------------------------------ Celld and provider capabilities (4.13)
+
+  /** GET /api/v2/admin/hypervisor/capabilities: what each host's provider advertises, and each VM's. */
+  hypervisorCapabilities(opts?: RequestOptions): Promise<CapabilitiesResponse> {
+    return this.requestJson('GET', '/api/v2/admin/hypervisor/capabilities', undefined, opts);
+  }
+
+  celldStatus(opts?: RequestOptions): Promise<CelldStatus> {
+    return this.requestJson('GET', '/api/v2/celld/status', undefined, opts);
+  }
+
+  celldValidate(doc: unknown, opts?: RequestOptions): Promise<ValidateReport> {
+    return this.requestJson('POST', '/api/v2/celld/validate', doc, opts);
+  }
+
+  celldPreflight(doc?: CellCommandDocument, opts?: RequestOptions): Promise<PreflightReport> {
+    return this.requestJson('POST', '/api/v2/celld/preflight', doc === undefined ? {} : { document: doc }, opts);
+  }
+
+  celldDiagnose(opts?: RequestOptions): Promise<DiagnoseReport> {
+    return this.requestJson('POST', '/api/v2/celld/diagnose', {}, opts);
+  }
+
+  celldPlanUpgrade(to: string, opts?: RequestOptions): Promise<UpgradePlan> {
+    return this.requestJson('POST', '/api/v2/celld/plan-upgrade', { to }, opts);
+  }
+
+  celldCell(cell: string, opts?: RequestOptions): Promise<CellState> {
+    return this.requestJson('GET', `/api/v2/celld/cells/${seg(cell)}`, undefined, opts);
+  }
+
+  /** A cell command: 202 accepted, or the stored answer of a replay (`replayed: true`). */
+  celldCommand(cell: string, doc: CellCommandDocument, opts?: RequestOptions): Promise<CellCommandAccepted> {
+    return this.requestJson('POST', `/api/v2/celld/cells/${seg(cell)}/commands`, doc, opts);
+  }
+
+  /** The effect-ledger entry of a command: how a client whose answer was lost learns the outcome. */
+  celldCommandRecord(cell: string, operationId: string, opts?: RequestOptions): Promise<CellCommandRecord> {
+    return this.requestJson('GET', `/api/v2/celld/cells/${seg(cell)}/commands/${seg(operationId)}`, undefined, opts);
+  }
+
+  /** A generation-only reconcile: runs once, never replayed. */
+  celldReconcile(cell: string, operationId: string, generation: number, opts?: RequestOptions): Promise<CellCommandAccepted> {
+    return this.requestJson('POST', `/api/v2/celld/cells/${seg(cell)}/reconcile`, { operation_id: operationId, generation }, opts);
   }
 }
 

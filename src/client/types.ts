@@ -22,6 +22,7 @@ export * from '../wire/sessions.js';
 export * from '../wire/activity.js';
 export * from '../wire/checkpoints.js';
 export * from '../wire/profiles.js';
+export * from '../wire/celld.js';
 
 // ---------------------------------------------------------------- events (4.5, part 6)
 

@@ -19,7 +19,9 @@ import {
   parseNonEmpty,
   parsePairs,
   parseUrl,
+  ConfigValueError,
 } from './parsers.js';
+import { PROVIDER_CAPABILITIES, type ProviderCapability } from '../wire/celld.js';
 
 /** What a default may depend on; the loader fills it from the process. */
 export interface DefaultsContext {
@@ -656,7 +658,56 @@ export const SCHEMA = {
     parse: parseIntInRange(1, 86_400),
     doc: 'Timeout of an Exec call that asks for none (timeout_seconds 0).',
   }),
+  // ---- Celld and provider capabilities (README "Celld")
+  SVC_CELLD_ENABLED: entry({
+    field: 'celldEnabled',
+    group: 'runtime',
+    defaultText: '0',
+    defaultRaw: '0',
+    parse: parseFlag,
+    doc: 'Celld: 1 turns on cell commands and reconcile through /api/v2/celld (they also need SVC_CELLD_CELL_ID); off, they answer 503 celld.disabled and only status and validate run.',
+  }),
+  SVC_CELLD_CELL_ID: entry({
+    field: 'celldCellId',
+    group: 'runtime',
+    defaultText: 'unset (Celld not configured)',
+    defaultRaw: null,
+    parse: parseCellId,
+    doc: "This server's cell id ([a-z][a-z0-9-]{0,62}): its hypervisor hosts form that one cell; commands name it.",
+  }),
+  SVC_CELLD_BACKEND: entry({
+    field: 'celldBackend',
+    group: 'runtime',
+    defaultText: 'libvirt',
+    defaultRaw: 'libvirt',
+    parse: parseEnum(['libvirt'] as const),
+    doc: "Celld's cell backend: libvirt (this server's SVC_HYPERVISOR_URI hosts as one cell; the only backend in this version).",
+  }),
+  SVC_HYPERVISOR_WITHHELD_CAPABILITIES: entry({
+    field: 'withheldCapabilities',
+    group: 'runtime',
+    defaultText: 'none',
+    defaultRaw: '',
+    parse: parseCapabilities,
+    doc: 'Provider capabilities to withhold on every host (comma list of snapshot, checkpoint, fork, warm_pool): their routes refuse with provider.capability_unavailable and the dashboard hides them. Nothing a provider lacks can be added.',
+  }),
 } as const;
+
+function parseCellId(raw: string): string {
+  const v = raw.trim();
+  if (!/^[a-z][a-z0-9-]{0,62}$/.test(v)) throw new ConfigValueError(`"${raw}" is not a cell id ([a-z][a-z0-9-]{0,62})`);
+  return v;
+}
+
+function parseCapabilities(raw: string): readonly ProviderCapability[] {
+  const out: ProviderCapability[] = [];
+  for (const item of parseList(raw)) {
+    const hit = PROVIDER_CAPABILITIES.find((c) => c === item.toLowerCase());
+    if (hit === undefined) throw new ConfigValueError(`"${item}" is not one of ${PROVIDER_CAPABILITIES.join(', ')}`);
+    if (!out.includes(hit)) out.push(hit);
+  }
+  return Object.freeze(out);
+}
 
 export type SchemaKey = keyof typeof SCHEMA;
 type FieldOf<K extends SchemaKey> = (typeof SCHEMA)[K]['field'];

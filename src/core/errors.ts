@@ -466,6 +466,53 @@ export const ERROR_TABLE = {
     grpc: GrpcStatus.INVALID_ARGUMENT,
     meaning: 'a VM create or a startup profile names a loadout that does not exist',
   },
+  // Celld (spec 4.13; README "Celld") and provider capabilities
+  'provider.capability_unavailable': {
+    http: 409,
+    grpc: GrpcStatus.FAILED_PRECONDITION,
+    meaning: "the VM's or checkpoint's provider does not advertise this action (snapshot, checkpoint, fork, warm_pool)",
+  },
+  'celld.disabled': {
+    http: 503,
+    grpc: GrpcStatus.UNAVAILABLE,
+    meaning: 'Celld is off (SVC_CELLD_ENABLED): cell commands and reconcile are refused',
+  },
+  'celld.not_configured': {
+    http: 503,
+    grpc: GrpcStatus.UNAVAILABLE,
+    meaning: 'Celld is enabled but has no cell id (SVC_CELLD_CELL_ID): cell commands and reconcile are refused',
+  },
+  'celld.cell_not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: "the path names a cell other than this server's" },
+  'celld.document_invalid': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'the cell command document fails its schema (details.problems)',
+  },
+  'celld.request_hash_mismatch': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: "the document's request_hash is not the sha256 of its canonical JSON",
+  },
+  'celld.operation_conflict': {
+    http: 409,
+    grpc: GrpcStatus.ALREADY_EXISTS,
+    meaning: 'this operation_id is bound to a different document in the effect ledger',
+  },
+  'celld.replay_refused': {
+    http: 409,
+    grpc: GrpcStatus.FAILED_PRECONDITION,
+    meaning: 'a generation-only reconcile is never replayed: read its ledger entry for the outcome',
+  },
+  'celld.command_not_found': {
+    http: 404,
+    grpc: GrpcStatus.NOT_FOUND,
+    meaning: 'no command with this operation_id was accepted in this cell (it had no effect; sending it is safe)',
+  },
+  'celld.fleet_unavailable': {
+    http: 503,
+    grpc: GrpcStatus.UNAVAILABLE,
+    meaning: 'reconcile through Celld needs the fleet inventory, which is not running',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;

@@ -85,6 +85,8 @@ export const OPERATION_TYPES = [
   'checkpoint_restore',
   'warm_pool_create',
   'warm_pool_handoff',
+  // Celld (README "Celld"): a mutating cell command; target is the cell id
+  'celld_command',
 ] as const;
 export type OperationType = (typeof OPERATION_TYPES)[number];
 

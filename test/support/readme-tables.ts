@@ -16,6 +16,7 @@ import { rolesMarkdownTable } from '../../src/auth/permissions.js';
 import { credentialLeaseTransitionsMarkdown } from '../../src/credentials/lease-types.js';
 import { sshLeaseTransitionsMarkdown } from '../../src/gateway/ssh/lease-types.js';
 import { checkpointTableMarkdown } from '../../src/checkpoints/checkpoint-state.js';
+import { commandStatusTableMarkdown } from '../../src/celld/effect-ledger.js';
 
 export function readmeTables(): Record<string, string> {
   return {
@@ -33,5 +34,6 @@ export function readmeTables(): Record<string, string> {
     'ssh-lease-states-table': sshLeaseTransitionsMarkdown(),
     'checkpoint-states-table': checkpointTableMarkdown(),
     'programs-table': programsMarkdownTable(),
+    'celld-command-states-table': commandStatusTableMarkdown(),
   };
 }

@@ -41,6 +41,11 @@ export class FleetService {
   readonly stats = { agentRowPatches: 0, liveFlushes: 0 };
   vms: readonly Vm[] = [];
   vmsLoaded = false;
+  /**
+   * What each VM's provider advertises (snapshot, checkpoint, fork, warm_pool), refreshed with the
+   * VM list; empty when it cannot be read, so no such action is offered (spec 4.13).
+   */
+  capabilities: Readonly<Record<string, readonly string[]>> = {};
   /** The last VM list failure (hypervisor down); null while the list loads fine. */
   vmsError: unknown = null;
   readonly #api: ApiClient;
@@ -65,6 +70,10 @@ export class FleetService {
           const list = await api.listVms({}, { signal, timeoutMs: 10_000 });
           this.vms = list.vms;
           this.vmsError = null;
+          this.capabilities = await api.hypervisorCapabilities({ signal, timeoutMs: 10_000 }).then(
+            (c) => c.vms,
+            () => ({}),
+          );
         } catch (err) {
           // A VM list failure with a response (hypervisor down: 503) is shown in the VM table;
           // only "no response" counts as losing the server.

@@ -27,6 +27,8 @@ interface VmRow extends KeyedRow {
   readonly uptime: HTMLElement;
   /** One button per action, always present so the columns line up; unavailable ones are hidden in place. */
   readonly buttons: ReadonlyMap<VmAction, HTMLButtonElement>;
+  /** Shown only on a running VM whose provider advertises checkpoints (spec 4.13). */
+  readonly checkpoint: HTMLButtonElement;
 }
 
 const ACTIONS: readonly VmAction[] = ['start', 'stop', 'restart', 'delete'];
@@ -100,6 +102,16 @@ export function vmTable(app: AppContext): { el: HTMLElement; render(): void } {
         );
         buttons.set(a, b);
       }
+      const checkpoint = button(
+        'Checkpoint',
+        () => {
+          const cur = byName.get(name);
+          if (cur !== undefined) void takeCheckpoint(app, cur, checkpoint);
+        },
+        'default',
+        { 'aria-label': `Checkpoint ${name}`, class: 'btn btn-small' },
+      );
+      checkpoint.hidden = true;
       const r: VmRow = {
         tr: h('tr', { 'data-vm': name }),
         name: h('td', { class: 'cell-strong' }, name),
@@ -112,8 +124,18 @@ export function vmTable(app: AppContext): { el: HTMLElement; render(): void } {
         ip: h('td', { class: 'mono' }),
         uptime: h('td', { class: 'num' }),
         buttons,
+        checkpoint,
       };
-      r.tr.append(r.name, r.state, r.agent, r.vcpus, r.memory, r.ip, r.uptime, h('td', { class: 'row-actions' }, ...buttons.values()));
+      r.tr.append(
+        r.name,
+        r.state,
+        r.agent,
+        r.vcpus,
+        r.memory,
+        r.ip,
+        r.uptime,
+        h('td', { class: 'row-actions' }, ...buttons.values(), checkpoint),
+      );
       return r;
     },
     (r, name) => {
@@ -140,6 +162,7 @@ export function vmTable(app: AppContext): { el: HTMLElement; render(): void } {
         if (b.getAttribute('aria-busy') !== 'true') b.disabled = off;
         b.classList.toggle('slot-hidden', off);
       }
+      r.checkpoint.hidden = !(vm?.state === 'running' && op === null && (app.fleet.capabilities[name] ?? []).includes('checkpoint'));
     },
   );
 
@@ -171,6 +194,22 @@ export function vmTable(app: AppContext): { el: HTMLElement; render(): void } {
     wrap.hidden = keys.length === 0;
   };
   return { el, render };
+}
+
+/** POST a pre-enrollment checkpoint of the VM and follow its operation (the server says why when it cannot). */
+async function takeCheckpoint(app: AppContext, vm: Vm, btn: HTMLButtonElement): Promise<void> {
+  await withBusy(btn, async () => {
+    try {
+      const r = await app.api.createCheckpoint({
+        vm: vm.name,
+        checkpoint_id: `${vm.name}-${Date.now().toString(36)}`,
+        pre_enrollment: true,
+      });
+      app.fleet.track({ operation: r.operation, vm: null }, `Checkpoint ${vm.name}`);
+    } catch (err) {
+      app.toasts.error(`Could not checkpoint ${vm.name}`, err);
+    }
+  });
 }
 
 function renderAgentCell(app: AppContext, cell: HTMLElement, vmName: string): void {
