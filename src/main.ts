@@ -38,6 +38,7 @@ import { tasksComponent } from './tasks/component.js';
 import { vmsComponent } from './vms/component.js';
 import { withDeadline } from './util/deadline.js';
 import { errorMessage } from './util/error-message.js';
+import { fleetComponent, fleetInventoryComponent } from './fleet/component.js';
 
 /**
  * The whole server, in start order. Operator identity comes first (every v2 route resolves its
@@ -74,8 +75,11 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   adminListenerComponent,
   bootstrapComponent(),
   agentListenerComponent,
+  // fleet: the request hooks must be installed before the VM and checkpoint routes are registered
+  fleetInventoryComponent(),
   vmsComponent(),
   checkpointsComponent(),
+  fleetComponent(),
   tasksComponent(),
   mcpComponent(),
   sshConnectorComponent(),

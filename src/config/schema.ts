@@ -656,6 +656,14 @@ export const SCHEMA = {
     parse: parseIntInRange(1, 86_400),
     doc: 'Timeout of an Exec call that asks for none (timeout_seconds 0).',
   }),
+  SVC_FLEET_SWEEP_INTERVAL_SECONDS: entry({
+    field: 'fleetSweepIntervalSeconds',
+    group: 'runtime',
+    defaultText: '30',
+    defaultRaw: '30',
+    parse: parseIntInRange(0, 86_400),
+    doc: 'Interval of the fleet inventory sweep that lists every domain on every host, catching changes no event reported (a VM removed or defined behind sandboxd\'s back); 0 turns it off (events, reads and reconciles still observe).',
+  }),
 } as const;
 
 export type SchemaKey = keyof typeof SCHEMA;

@@ -68,6 +68,8 @@ export interface ObservedDomain {
   instance_id: string | null;
   /** Carries sandboxd's management metadata (an instance id). */
   managed: boolean;
+  /** sandboxd's labels in the domain metadata (`sandboxd/agentshare`, `sandboxd/enrollment`, ...). */
+  labels: Record<string, string>;
 }
 
 /** The VM's agent in the agents registry, as last seen. */

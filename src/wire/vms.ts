@@ -83,6 +83,7 @@ export const OPERATION_TYPES = [
   'checkpoint_restore',
   'warm_pool_create',
   'warm_pool_handoff',
+  'fleet_reconcile',
 ] as const;
 export type OperationType = (typeof OPERATION_TYPES)[number];
 
