@@ -6,11 +6,14 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Hypervisor } from '@unraid/libvirt';
+import Ajv2020Module from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
 import pino from 'pino';
 import { agentListenerComponent, agentsComponent } from '../../src/agent-link/component.js';
 import { adminListenerComponent, authComponent } from '../../src/auth/component.js';
@@ -27,11 +30,24 @@ import { actorsComponent, hypervisorComponent, httpComponent, jobsComponent } fr
 import { vmsComponent } from '../../src/vms/component.js';
 import type { FleetReconcileDryRun, FleetWorkloadsResponse, ReconcileResultJson, WorkloadJson } from '../../src/wire/fleet.js';
 import type { AdminOperation } from '../../src/wire/vms.js';
+import { repoRoot } from '../support/paths.js';
 import { loopbackConfig } from '../support/test-config.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
 import { uniqueName } from './vms-harness.js';
 
 type Json = Record<string, unknown>;
+
+const Ajv2020 = Ajv2020Module.default;
+const addFormats = addFormatsModule.default;
+const schema = JSON.parse(readFileSync(join(repoRoot, 'src', 'fleet', 'fleet-workload-v1.schema.json'), 'utf8')) as { $id: string };
+const ajv = new Ajv2020({ strict: true, allErrors: true });
+addFormats(ajv, ['date-time']);
+ajv.addSchema(schema);
+/** Asserts `value` is a `def` of the published schema (the answers and the schema agree). */
+function assertSchema(def: string, value: unknown): void {
+  const check = ajv.getSchema(`${schema.$id}#/$defs/${def}`)!;
+  assert.ok(check(value), `${def}: ${JSON.stringify(check.errors)}`);
+}
 
 const components = () => [
   authComponent,
@@ -61,6 +77,7 @@ describe('fleet inventory and reconcile', () => {
   const inventory = async (): Promise<FleetWorkloadsResponse> => {
     const r = await req('GET', '/api/v2/fleet/workloads');
     assert.equal(r.status, 200, r.text);
+    assertSchema('WorkloadsResponse', r.json());
     return r.json() as FleetWorkloadsResponse;
   };
   const workload = (inv: FleetWorkloadsResponse, name: string): WorkloadJson | undefined => inv.workloads.find((w) => w.name === name);
@@ -230,6 +247,7 @@ describe('fleet inventory and reconcile', () => {
     // Dry run: the plan, and nothing done.
     const dry = await req('POST', '/api/v2/fleet/reconcile', { before_revision: drifted.inventory_revision, dry_run: true });
     assert.equal(dry.status, 200, dry.text);
+    assertSchema('DryRun', dry.json());
     const plan = (dry.json() as FleetReconcileDryRun).plan;
     const planned = new Map(plan.steps.map((s) => [s.workload, s.action]));
     assert.deepEqual(
@@ -260,6 +278,7 @@ describe('fleet inventory and reconcile', () => {
 
     const done = await operation(accepted.id);
     assert.equal(done.status, 'completed', done.error);
+    assertSchema('ReconcileResult', done.result);
     const result = done.result as unknown as ReconcileResultJson;
     assert.equal(result.before_revision, still.inventory_revision);
     assert.ok(result.after_revision > result.before_revision);
