@@ -69,6 +69,9 @@ import {
   type CheckpointRestoreRequest,
   type WarmPool,
   type WarmPoolCreateRequest,
+  type FleetReconcileDryRun,
+  type FleetReconcileRequest,
+  type FleetWorkloadsResponse,
 } from './types.js';
 import { pollUntil, type PollOptions } from './wait.js';
 
@@ -346,6 +349,17 @@ export class ApiClient extends HttpTransport {
 
   handoff(pool: string, opts: IdempotentOptions = {}): Promise<AdminAccepted> {
     return this.requestJson('POST', `/api/v2/admin/hypervisor/warm-pools/${seg(pool)}/handoff`, {}, withKey(opts));
+  }
+
+  // ------------------------------------------------------------ fleet inventory and reconcile (4.13)
+
+  fleetWorkloads(opts?: RequestOptions): Promise<FleetWorkloadsResponse> {
+    return this.requestJson('GET', '/api/v2/fleet/workloads', undefined, opts);
+  }
+
+  /** 202 {operation} (a fleet_reconcile operation), or with dry_run 200 {dry_run, before_revision, plan}. */
+  fleetReconcile(req: FleetReconcileRequest, opts: IdempotentOptions = {}): Promise<AdminAccepted | FleetReconcileDryRun> {
+    return this.requestJson('POST', '/api/v2/fleet/reconcile', req, withKey(opts));
   }
 
   listSessions(agentId: string, opts?: RequestOptions): Promise<SessionList> {

@@ -21,6 +21,7 @@ export * from '../wire/credentials.js';
 export * from '../wire/sessions.js';
 export * from '../wire/activity.js';
 export * from '../wire/checkpoints.js';
+export * from '../wire/fleet.js';
 
 // ---------------------------------------------------------------- events (4.5, part 6)
 
