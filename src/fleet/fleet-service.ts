@@ -149,7 +149,8 @@ export class FleetService implements FleetPort {
 
   workloads(): readonly WorkloadJson[] {
     const unfinished = (id: string): boolean => this.#unfinished(id);
-    return this.#store.list().map((r) => workloadJson(r, unfinished));
+    const busy = this.#busy();
+    return this.#store.list().map((r) => workloadJson(r, unfinished, busy));
   }
 
   /** GET /api/v2/fleet/workloads: sweeps first (a failed sweep is reported, the held state shown). */
@@ -170,7 +171,8 @@ export class FleetService implements FleetPort {
 
   plan(): ReconcilePlanJson {
     const unfinished = (id: string): boolean => this.#unfinished(id);
-    return { inventory_revision: this.#store.revision(), steps: this.#store.list().map((r) => classify(r, unfinished)) };
+    const busy = this.#busy();
+    return { inventory_revision: this.#store.revision(), steps: this.#store.list().map((r) => classify(r, unfinished, busy)) };
   }
 
   async startReconcile(req: {
@@ -281,6 +283,13 @@ export class FleetService implements FleetPort {
     this.#store.update(name, (held) =>
       held === undefined ? null : content(held.desired, held.observed, { operationId, outcome, atMs: this.#now() }),
     );
+  }
+
+  /** The unfinished operations by VM (their target), as of now; a reconcile's own target is no VM. */
+  #busy(): (vm: string) => string | null {
+    const byVm = new Map<string, string>();
+    for (const s of this.#o.operations.store.unfinished()) if (s.type !== 'fleet_reconcile') byVm.set(s.target, s.id);
+    return (vm) => byVm.get(vm) ?? null;
   }
 
   #unfinished(id: string): boolean {

@@ -72,12 +72,17 @@ export function content(desired: DesiredRecord | null, observed: ObservedRecord,
 /** Whether an operation id is still unfinished (pending or running). */
 export type IsUnfinished = (operationId: string) => boolean;
 
+/** The unfinished operation running on a VM (a create, delete, restart, checkpoint, restore ...), or null. */
+export type BusyWith = (vmName: string) => string | null;
+
+const NOT_BUSY: BusyWith = () => null;
+
 const RUNNING_STATES = new Set(['running']);
 const STARTABLE_STATES = new Set(['stopped', 'shutdown', 'crashed']);
 const STOPPABLE_STATES = new Set(['running', 'paused', 'suspended']);
 
 /** The drift of a workload and the step a reconcile takes for it. */
-export function classify(r: WorkloadRecord, unfinished: IsUnfinished): ReconcilePlanStep {
+export function classify(r: WorkloadRecord, unfinished: IsUnfinished, busy: BusyWith = NOT_BUSY): ReconcilePlanStep {
   const step = (drift: WorkloadDrift, action: ReconcileAction, reason: string): ReconcilePlanStep => ({
     workload: r.name,
     drift,
@@ -89,6 +94,8 @@ export function classify(r: WorkloadRecord, unfinished: IsUnfinished): Reconcile
   if (d === null) {
     if (dom === null) return step('none', 'none', 'neither desired nor present');
     if (!dom.managed) return step('foreign', 'none', 'a domain sandboxd did not make (no sandboxd metadata): never touched');
+    const op = busy(r.name);
+    if (op !== null) return step('unmanaged', 'none', `operation ${op} is running on it: looked at again once it ended`);
     if (dom.labels[DEFERRED_ENROLLMENT_LABEL] === 'deferred') {
       return step('unmanaged', 'none', 'a pre-enrollment VM (checkpoint or warm-pool candidate): left to the checkpoint feature');
     }
@@ -97,6 +104,8 @@ export function classify(r: WorkloadRecord, unfinished: IsUnfinished): Reconcile
   if (d.pendingOperationId !== null && unfinished(d.pendingOperationId)) {
     return step('pending', 'none', `operation ${d.pendingOperationId} is still making it`);
   }
+  const op = busy(r.name);
+  if (op !== null) return step('pending', 'none', `operation ${op} is running on it: looked at again once it ended`);
   if (dom === null) return step('missing', 'create', 'desired but no domain of this name on any host: created from its recorded spec');
   if (d.state === 'running' && !RUNNING_STATES.has(dom.state)) {
     return STARTABLE_STATES.has(dom.state)
@@ -110,9 +119,9 @@ export function classify(r: WorkloadRecord, unfinished: IsUnfinished): Reconcile
 }
 
 /** The workload's JSON (fleet.workload/v1). */
-export function workloadJson(r: WorkloadRecord, unfinished: IsUnfinished): WorkloadJson {
+export function workloadJson(r: WorkloadRecord, unfinished: IsUnfinished, busy: BusyWith = NOT_BUSY): WorkloadJson {
   const d = r.desired;
-  const { drift, reason } = ((s) => ({ drift: s.drift, reason: s.reason }))(classify(r, unfinished));
+  const { drift, reason } = classify(r, unfinished, busy);
   const iso = (ms: number): string => new Date(ms).toISOString();
   return {
     schema: 'fleet.workload/v1',

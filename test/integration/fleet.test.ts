@@ -306,4 +306,32 @@ describe('fleet inventory and reconcile', () => {
     assert.equal(workload(converged, gone)?.last_reconcile?.operation_id, accepted.id);
     await server.hypervisor.undefine(foreign).catch(() => undefined);
   });
+
+  test('the inventory and its revision survive a restart; a VM removed while sandboxd was down is missing after it; a viewer reads but cannot reconcile', async () => {
+    const kept = await createVm('kept');
+    const lost = await createVm('lost');
+    const before = await settled('the new VMs with their agents', (inv) =>
+      [kept, lost].every((n) => workload(inv, n)?.observed.agent?.connected === true),
+    );
+    await server.stop();
+    const raw = new Hypervisor({ uri: 'test:///default' });
+    await raw.connectOpen();
+    try {
+      // test:///default lives in this process: the domains outlive the stopped server.
+      const l = await raw.domainLookupByName(lost);
+      await l.destroy().catch(() => undefined);
+      await l.undefine();
+    } finally {
+      await raw.connectClose();
+    }
+    server = await startServer({ ...config, localRole: 'viewer' }, pino({ level: 'silent' }), { components: components() });
+    const inv = await settled('the inventory after the restart', (i) => workload(i, lost)?.drift === 'missing');
+    assert.ok(inv.inventory_revision > before.inventory_revision, 'the revision went on from where it was');
+    assert.equal(workload(inv, kept)?.desired?.state, 'running');
+    assert.equal(workload(inv, kept)?.lineage?.origin, 'vm_create', 'not re-adopted: its lineage is kept');
+    assert.equal(workload(inv, lost)?.desired?.owner.actor, 'local');
+    const refused = await req('POST', '/api/v2/fleet/reconcile', { before_revision: inv.inventory_revision, dry_run: true });
+    assert.equal(refused.status, 403, refused.text);
+    assert.equal((refused.json() as { error: { code: string } }).error.code, 'auth.permission_denied');
+  });
 });

@@ -127,6 +127,11 @@ describe('fleet inventory store', () => {
     }
     const pending = classify(rec(desired({ pendingOperationId: 'op-2' }), null), (id) => id === 'op-2');
     assert.deepEqual([pending.drift, pending.action], ['pending', 'none']);
+    const busy = (vm: string): string | null => (vm === 'agent-x' ? 'op-9' : null);
+    const restarting = classify(rec(desired(), domain({ state: 'stopped' })), none, busy);
+    assert.deepEqual([restarting.drift, restarting.action], ['pending', 'none'], 'an operation running on the VM holds it back');
+    const refilling = classify(rec(null, domain()), none, busy);
+    assert.deepEqual([refilling.drift, refilling.action], ['unmanaged', 'none'], 'a VM an operation is making is not deleted');
     const ended = classify(rec(desired({ pendingOperationId: 'op-2' }), null), none);
     assert.deepEqual([ended.drift, ended.action], ['missing', 'create'], 'a pending operation that ended holds nothing back');
   });
