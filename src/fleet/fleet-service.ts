@@ -399,7 +399,16 @@ export class FleetService implements FleetPort {
     const byName = new Map(domains.map((d) => [d.name, d]));
     if (!this.#store.adopted()) this.#adopt(domains);
     for (const d of domains) this.#observe(d.name, d);
-    for (const r of this.#store.list()) if (!byName.has(r.name)) this.#observe(r.name, null);
+    // list() leaves out hosts that did not answer: a domain is absent only when get() says so
+    // (it rejects while a host that might have it is down), never because its host was silent —
+    // else a reconcile would remake on another host a VM that still runs.
+    const absent = this.#store.list().filter((r) => !byName.has(r.name) && r.observed.domain !== null);
+    await Promise.all(
+      absent.map(async (r) => {
+        const dom = await this.#o.hypervisor.get(r.name).catch(() => undefined);
+        if (dom !== undefined) this.#observe(r.name, dom);
+      }),
+    );
   }
 
   #adopt(domains: readonly DomainInfo[]): void {
