@@ -12,6 +12,7 @@ import { content, NOT_OBSERVED, type DesiredRecord } from './records.js';
 export interface Intent {
   readonly state: 'running' | 'stopped';
   readonly profile: string;
+  readonly loadout: string | null;
   readonly vcpus: number;
   readonly memoryMiB: number;
   readonly diskGiB: number;
@@ -31,6 +32,7 @@ export function recordIntent(store: InventoryStore, name: string, intent: Intent
     const desired: DesiredRecord = {
       state: intent.state,
       profile: intent.profile,
+      loadout: intent.loadout,
       vcpus: intent.vcpus,
       memoryMiB: intent.memoryMiB,
       diskGiB: intent.diskGiB,

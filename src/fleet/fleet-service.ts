@@ -419,6 +419,7 @@ export class FleetService implements FleetPort {
       const desired: DesiredRecord = {
         state: dom.state === 'running' || dom.state === 'paused' ? 'running' : 'stopped',
         profile: dom.metadata.profile ?? 'svc-dev',
+        loadout: null,
         vcpus: dom.vcpus,
         memoryMiB: dom.memoryMiB,
         diskGiB: dom.metadata.diskGiB ?? 50,
@@ -456,9 +457,12 @@ export function observedDomain(d: DomainInfo): ObservedDomain {
   };
 }
 
-/** The create request that remakes a missing workload from its recorded spec. */
+/**
+ * The create request that remakes a missing workload from its recorded spec (with its loadout,
+ * where the VM feature takes one: startup profiles and loadouts, src/profiles).
+ */
 function createRequest(name: string, d: DesiredRecord): CreateVmRequest {
-  return {
+  const req = {
     name,
     profile: d.profile as CreateVmRequest['profile'],
     vcpus: d.vcpus,
@@ -469,5 +473,7 @@ function createRequest(name: string, d: DesiredRecord): CreateVmRequest {
     enrollment: 'mtls',
     sshKeys: [],
     warnings: [],
+    ...(d.loadout !== null && { loadout: d.loadout }),
   };
+  return req as CreateVmRequest;
 }

@@ -94,6 +94,7 @@ export function intentMiddleware(deps: {
           {
             state: k === CREATE && body['start'] === false ? 'stopped' : 'running',
             profile: typeof body['profile'] === 'string' && body['profile'] !== '' ? body['profile'] : 'svc-dev',
+            loadout: typeof body['loadout'] === 'string' && body['loadout'] !== '' ? body['loadout'] : null,
             vcpus: int(body['vcpus'], LIMITS.vcpus.default),
             memoryMiB: int(body['memory_mb'], LIMITS.memory_mb.default),
             diskGiB: int(body['disk_gb'], LIMITS.disk_gb.default),

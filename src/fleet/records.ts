@@ -22,6 +22,7 @@ export const DEFERRED_ENROLLMENT_LABEL = 'sandboxd/enrollment';
 export interface DesiredRecord {
   readonly state: 'running' | 'stopped';
   readonly profile: string;
+  readonly loadout: string | null;
   readonly vcpus: number;
   readonly memoryMiB: number;
   readonly diskGiB: number;
@@ -132,6 +133,7 @@ export function workloadJson(r: WorkloadRecord, unfinished: IsUnfinished, busy: 
         : {
             state: d.state,
             profile: d.profile,
+            loadout: d.loadout ?? null,
             vcpus: d.vcpus,
             memory_mb: d.memoryMiB,
             disk_gb: d.diskGiB,

@@ -36,6 +36,8 @@ export interface WorkloadDesired {
   state: 'running' | 'stopped';
   /** The create request's profile string, as given (startup profiles may add names). */
   profile: string;
+  /** The create request's loadout, as given; null when none was asked for. */
+  loadout: string | null;
   vcpus: number;
   memory_mb: number;
   disk_gb: number;

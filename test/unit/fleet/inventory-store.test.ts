@@ -15,6 +15,7 @@ import type { ObservedDomain } from '../../../src/wire/fleet.js';
 const desired = (over: Partial<DesiredRecord> = {}): DesiredRecord => ({
   state: 'running',
   profile: 'basic',
+  loadout: null,
   vcpus: 1,
   memoryMiB: 256,
   diskGiB: 1,
