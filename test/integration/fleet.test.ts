@@ -213,6 +213,10 @@ describe('fleet inventory and reconcile', () => {
     const keep = await createVm('keep');
     const gone = await createVm('gone');
     const halted = await createVm('halt');
+    const idle = await createVm('idle');
+    const stopped = await req('POST', `/api/v1/vms/${idle}/stop`);
+    assert.equal(stopped.status, 200, stopped.text);
+    assert.equal(workload(await inventory(), idle)?.desired?.state, 'stopped', 'a stop through the API makes it desired stopped');
     const stray = uniqueName('stray');
     const foreign = uniqueName('foreign');
     made.push(stray, foreign);
@@ -224,6 +228,8 @@ describe('fleet inventory and reconcile', () => {
       await g.destroy();
       await g.undefine();
       await (await raw.domainLookupByName(halted)).destroy();
+      const i = await raw.domainLookupByName(idle);
+      await i.create(); // started behind sandboxd's back
       await raw.domainDefineXML(
         testDomainXml({ name: stray, vcpus: 1, memoryMiB: 256, metadata: { profile: 'basic', instanceId: randomUUID(), labels: {} } }),
       );
@@ -240,6 +246,7 @@ describe('fleet inventory and reconcile', () => {
     assert.equal(workload(drifted, keep)?.drift, 'none');
     assert.equal(workload(drifted, gone)?.drift, 'missing');
     assert.equal(workload(drifted, halted)?.drift, 'state_mismatch');
+    assert.equal(workload(drifted, idle)?.drift, 'state_mismatch');
     assert.equal(workload(drifted, stray)?.drift, 'unmanaged');
     assert.equal(workload(drifted, stray)?.desired, null);
     assert.equal(workload(drifted, foreign)?.drift, 'foreign');
@@ -251,8 +258,8 @@ describe('fleet inventory and reconcile', () => {
     const plan = (dry.json() as FleetReconcileDryRun).plan;
     const planned = new Map(plan.steps.map((s) => [s.workload, s.action]));
     assert.deepEqual(
-      [keep, gone, halted, stray, foreign].map((n) => planned.get(n)),
-      ['none', 'create', 'start', 'delete', 'none'],
+      [keep, gone, halted, idle, stray, foreign].map((n) => planned.get(n)),
+      ['none', 'create', 'start', 'stop', 'delete', 'none'],
     );
     const still = await inventory();
     assert.equal(still.inventory_revision, drifted.inventory_revision, 'a dry run changes nothing');
@@ -286,6 +293,7 @@ describe('fleet inventory and reconcile', () => {
     assert.equal(outcome.get(gone)?.outcome, 'created');
     assert.match(outcome.get(gone)?.operation_id ?? '', /^op-/);
     assert.equal(outcome.get(halted)?.outcome, 'started');
+    assert.equal(outcome.get(idle)?.outcome, 'stopped');
     assert.equal(outcome.get(stray)?.outcome, 'deleted');
     assert.equal(outcome.get(foreign)?.outcome, 'left_alone');
     assert.equal(outcome.get(keep)?.outcome, 'left_alone');
@@ -295,12 +303,14 @@ describe('fleet inventory and reconcile', () => {
     // Converged: what the hypervisor and the agents registry show.
     assert.equal((await server.hypervisor.get(gone))?.state, 'running');
     assert.equal((await server.hypervisor.get(halted))?.state, 'running');
+    assert.notEqual((await server.hypervisor.get(idle))?.state, 'running');
     assert.equal(await server.hypervisor.get(stray), null);
     assert.notEqual(await server.hypervisor.get(foreign), null, 'a domain without sandboxd metadata is never touched');
     const converged = await settled('the agents of the remade VMs to be connected', (inv) =>
       [keep, gone, halted].every((n) => workload(inv, n)?.observed.agent?.connected === true),
     );
     for (const n of [keep, gone, halted]) assert.equal(workload(converged, n)?.drift, 'none', n);
+    assert.equal(workload(converged, idle)?.drift, 'none', 'desired stopped, observed stopped');
     assert.equal(workload(converged, stray), undefined);
     assert.equal(workload(converged, gone)?.last_reconcile?.outcome, 'created');
     assert.equal(workload(converged, gone)?.last_reconcile?.operation_id, accepted.id);
