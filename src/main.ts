@@ -41,6 +41,7 @@ import { withDeadline } from './util/deadline.js';
 import { errorMessage } from './util/error-message.js';
 import { loadoutsComponent } from './loadouts/component.js';
 import { profilesComponent } from './profiles/component.js';
+import { fleetComponent, fleetInventoryComponent } from './fleet/component.js';
 
 /**
  * The whole server, in start order. Operator identity comes first (every v2 route resolves its
@@ -77,8 +78,11 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   adminListenerComponent,
   bootstrapComponent(),
   agentListenerComponent,
+  // fleet: the request hooks must be installed before the VM and checkpoint routes are registered
+  fleetInventoryComponent(),
   vmsComponent(),
   checkpointsComponent(),
+  fleetComponent(),
   tasksComponent(),
   mcpComponent(),
   sshConnectorComponent(),

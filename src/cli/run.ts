@@ -10,6 +10,7 @@ import { VERB_ALIASES, type CommandDef } from './commands/command.js';
 import { CONTEXT_COMMANDS } from './commands/context.js';
 import { CRED_COMMANDS } from './commands/cred.js';
 import { EVENTS_COMMANDS } from './commands/events.js';
+import { FLEET_COMMANDS } from './commands/fleet.js';
 import { HEALTH_COMMANDS } from './commands/health.js';
 import { MCP_COMMANDS } from './commands/mcp.js';
 import { OPS_COMMANDS } from './commands/ops.js';
@@ -49,6 +50,7 @@ export const COMMANDS: readonly CommandDef[] = [
   ...LOADOUT_COMMANDS,
   // Celld (README "Celld")
   ...CELLD_COMMANDS,
+  ...FLEET_COMMANDS,
 ];
 
 const NOUNS = [...new Set(COMMANDS.map((c) => c.noun))];

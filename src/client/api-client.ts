@@ -83,6 +83,9 @@ import {
   type WarmPoolCreateRequest,
   type LoadoutJson,
   type StartupProfileJson,
+  type FleetReconcileDryRun,
+  type FleetReconcileRequest,
+  type FleetWorkloadsResponse,
 } from './types.js';
 import { pollUntil, type PollOptions } from './wait.js';
 
@@ -396,6 +399,17 @@ export class ApiClient extends HttpTransport {
 
   getLoadout(name: string, opts?: RequestOptions): Promise<LoadoutJson> {
     return this.requestJson('GET', `/api/v2/loadouts/${seg(name)}`, undefined, opts);
+  }
+
+  // ------------------------------------------------------------ fleet inventory and reconcile (4.13)
+
+  fleetWorkloads(opts?: RequestOptions): Promise<FleetWorkloadsResponse> {
+    return this.requestJson('GET', '/api/v2/fleet/workloads', undefined, opts);
+  }
+
+  /** 202 {operation} (a fleet_reconcile operation), or with dry_run 200 {dry_run, before_revision, plan}. */
+  fleetReconcile(req: FleetReconcileRequest, opts: IdempotentOptions = {}): Promise<AdminAccepted | FleetReconcileDryRun> {
+    return this.requestJson('POST', '/api/v2/fleet/reconcile', req, withKey(opts));
   }
 
   listSessions(agentId: string, opts?: RequestOptions): Promise<SessionList> {

@@ -23,6 +23,7 @@ export * from '../wire/activity.js';
 export * from '../wire/checkpoints.js';
 export * from '../wire/profiles.js';
 export * from '../wire/celld.js';
+export * from '../wire/fleet.js';
 
 // ---------------------------------------------------------------- events (4.5, part 6)
 

@@ -691,6 +691,14 @@ export const SCHEMA = {
     parse: parseCapabilities,
     doc: 'Provider capabilities to withhold on every host (comma list of snapshot, checkpoint, fork, warm_pool): their routes refuse with provider.capability_unavailable and the dashboard hides them. Nothing a provider lacks can be added.',
   }),
+  SVC_FLEET_SWEEP_INTERVAL_SECONDS: entry({
+    field: 'fleetSweepIntervalSeconds',
+    group: 'runtime',
+    defaultText: '30',
+    defaultRaw: '30',
+    parse: parseIntInRange(0, 86_400),
+    doc: 'Interval of the fleet inventory sweep that lists every domain on every host, catching changes no event reported (a VM removed or defined behind sandboxd\'s back); 0 turns it off (events, reads and reconciles still observe).',
+  }),
 } as const;
 
 function parseCellId(raw: string): string {

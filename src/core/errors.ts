@@ -401,6 +401,17 @@ export const ERROR_TABLE = {
     grpc: GrpcStatus.RESOURCE_EXHAUSTED,
     meaning: 'no slot of the pool is free now (Retry-After: when a refill may have added one)',
   },
+  // fleet inventory and reconcile (spec 4.13)
+  'fleet.stale_inventory_revision': {
+    http: 409,
+    grpc: GrpcStatus.FAILED_PRECONDITION,
+    meaning: 'before_revision is not the current inventory_revision (error.details.inventory_revision has it): preview again',
+  },
+  'fleet.reconcile_in_progress': {
+    http: 409,
+    grpc: GrpcStatus.ABORTED,
+    meaning: 'another fleet reconcile is still running (Retry-After: 1)',
+  },
   STREAM_INTERRUPTED: { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'chat stream for an unknown or expired command' },
 
   // tasks and storage

@@ -87,6 +87,7 @@ export const OPERATION_TYPES = [
   'warm_pool_handoff',
   // Celld (README "Celld"): a mutating cell command; target is the cell id
   'celld_command',
+  'fleet_reconcile',
 ] as const;
 export type OperationType = (typeof OPERATION_TYPES)[number];
 
