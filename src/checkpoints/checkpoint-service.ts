@@ -46,7 +46,7 @@ import { isTestDriverUri } from '../hypervisor/uri.js';
 import { testSaveImage, testSaveImageXml, withFreshIdentity } from '../hypervisor/libvirt/test-save-image.js';
 import type { OperationHandle, Operations } from '../operations/operation-tracker.js';
 import { errorMessage } from '../util/error-message.js';
-import type { CreateVmRequest, Profile } from '../vms/create-request.js';
+import type { CreateVmRequest } from '../vms/create-request.js';
 import { BOOTSTRAP_FW_CFG, writeBootstrapFwCfg } from '../vms/fw-cfg.js';
 import { ENROLLMENT_LABEL } from '../vms/provisioner.js';
 import type { Checkpoint, WarmPool } from '../wire/checkpoints.js';
@@ -609,7 +609,7 @@ export class CheckpointService {
     const name = `agent-${p.name}-${suffix}`.slice(0, 63);
     const createId = await this.#o.vms.create({
       name,
-      profile: p.template.profile as Profile,
+      profile: p.template.profile,
       vcpus: p.template.vcpus,
       memoryMiB: p.template.memoryMiB,
       diskGiB: p.template.diskGiB,

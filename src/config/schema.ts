@@ -697,7 +697,7 @@ export const SCHEMA = {
     defaultText: '30',
     defaultRaw: '30',
     parse: parseIntInRange(0, 86_400),
-    doc: 'Interval of the fleet inventory sweep that lists every domain on every host, catching changes no event reported (a VM removed or defined behind sandboxd\'s back); 0 turns it off (events, reads and reconciles still observe).',
+    doc: "Interval of the fleet inventory sweep that lists every domain on every host, catching changes no event reported (a VM removed or defined behind sandboxd's back); 0 turns it off (events, reads and reconciles still observe).",
   }),
 } as const;
 

@@ -464,7 +464,7 @@ export function observedDomain(d: DomainInfo): ObservedDomain {
 function createRequest(name: string, d: DesiredRecord): CreateVmRequest {
   const req = {
     name,
-    profile: d.profile as CreateVmRequest['profile'],
+    profile: d.profile,
     vcpus: d.vcpus,
     memoryMiB: d.memoryMiB,
     diskGiB: d.diskGiB,
