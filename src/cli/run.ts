@@ -18,6 +18,7 @@ import { SESSION_COMMANDS } from './commands/session.js';
 import { SSH_COMMANDS } from './commands/ssh.js';
 import { TASK_COMMANDS } from './commands/task.js';
 import { VM_COMMANDS } from './commands/vm.js';
+import { STORAGE_COMMANDS } from './commands/storage.js';
 import { configPath, loadConfigFile, resolveSettings, type ResolvedSettings } from './config.js';
 import { errorLine, ExitCode, exitCodeFor, OutcomeFailedError } from './exit-codes.js';
 import { commandHelp, mainHelp, nounHelp } from './help.js';
@@ -42,6 +43,7 @@ export const COMMANDS: readonly CommandDef[] = [
   ...MCP_COMMANDS,
   ...HEALTH_COMMANDS,
   ...CONTEXT_COMMANDS,
+  ...STORAGE_COMMANDS,
 ];
 
 const NOUNS = [...new Set(COMMANDS.map((c) => c.noun))];

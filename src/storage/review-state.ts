@@ -7,9 +7,10 @@
  *      └─────approved, write refused───► failed   (quota, the object changed, …: error says why)
  */
 import { StateMachine, transitionTableMarkdown, type TransitionLogger, type TransitionTable } from '../core/state-machine.js';
+import { STORAGE_REVIEW_STATES, type StorageReviewState } from '../wire/storage.js';
 
-export const REVIEW_STATES = ['pending', 'applied', 'rejected', 'failed'] as const;
-export type ReviewState = (typeof REVIEW_STATES)[number];
+export const REVIEW_STATES = STORAGE_REVIEW_STATES;
+export type ReviewState = StorageReviewState;
 
 export const REVIEW_TABLE: TransitionTable<ReviewState> = {
   pending: ['applied', 'rejected', 'failed'],

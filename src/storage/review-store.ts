@@ -9,6 +9,7 @@ import type Database from 'better-sqlite3';
 import { SvcError } from '../core/errors.js';
 import type { TransitionLogger } from '../core/state-machine.js';
 import { openDurableDb } from '../util/durable-db.js';
+import type { StorageReview } from '../wire/storage.js';
 import { moveReview, type ReviewState } from './review-state.js';
 
 export const REVIEWS_DB_FILE = 'reviews.db';
@@ -16,28 +17,7 @@ export const REVIEWS_DB_FILE = 'reviews.db';
 export const MAX_PENDING_REVIEWS = 1000;
 
 /** The storage.review/v1 record (src/storage/storage-review-v1.schema.json). */
-export interface ReviewJson {
-  readonly schema_version: 'storage.review/v1';
-  readonly id: string;
-  readonly area: 'inbox' | 'outbox';
-  readonly owner: string;
-  /** The object path, each name percent-encoded on its own, joined with `/`. */
-  readonly path: string;
-  readonly op: 'put' | 'delete';
-  readonly state: ReviewState;
-  /** PUT: bytes and SHA-256 (hex) of the content to write; null for DELETE. */
-  readonly size_bytes: number | null;
-  readonly sha256: string | null;
-  /** The ETag the object must still have when the write is applied; null: it must not exist. */
-  readonly expected_etag: string | null;
-  readonly requested_by: string;
-  readonly requested_at: string;
-  readonly decided_by: string | null;
-  readonly decided_at: string | null;
-  /** ETag of the object the approved PUT wrote. */
-  readonly result_etag: string | null;
-  readonly error: { readonly code: string; readonly message: string } | null;
-}
+export type ReviewJson = StorageReview;
 
 export interface NewReview {
   readonly area: 'inbox' | 'outbox';

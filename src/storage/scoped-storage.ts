@@ -25,30 +25,15 @@ import type { InboxQuota } from './inbox-quota.js';
 import { encodeScopedPath } from './scoped-path.js';
 import type { ReviewJson, ReviewStore } from './review-store.js';
 import type { Storage, StorageArea } from './storage.js';
+import type { StorageListing } from '../wire/storage.js';
 
 /** Most entries in one listing page (spec 8). */
 export const MAX_LIST_ENTRIES = 500;
 /** Largest object read or written through the scoped API (spec 8): 1 MiB. */
 export const MAX_OBJECT_BYTES = 1024 * 1024;
 
-/** One listing entry (storage.listing/v1). */
-export interface ListEntryJson {
-  readonly name: string;
-  readonly kind: EntryMeta['kind'];
-  readonly size_bytes: number;
-  readonly modified: string;
-}
-
-/** The storage.listing/v1 record. */
-export interface ListingJson {
-  readonly schema_version: 'storage.listing/v1';
-  readonly area: StorageArea;
-  readonly owner: string | null;
-  readonly path: string;
-  readonly entries: readonly ListEntryJson[];
-  readonly has_more: boolean;
-  readonly next_cursor: string | null;
-}
+/** The storage.listing/v1 record (src/storage/storage-listing-v1.schema.json). */
+export type ListingJson = StorageListing;
 
 /** How a write request confirms what it replaces. */
 export interface Confirmation {
