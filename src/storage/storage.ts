@@ -5,6 +5,7 @@
  *   <root>/global/…              shared by every task and agent; read-only through the API
  *   <root>/inbox/<agent_id>/…    files for one agent (quota-limited, see inbox-quota.ts)
  *   <root>/outbox/<task_id>/…    what a task leaves behind (its artifacts)
+ *   <root>/outbox/<agent_id>/…   what a VM's agent leaves (its agent share, agentshare.ts)
  *
  * Downloads stream (src/http StreamResult: one chunk in memory at a time), so the only size limit
  * is `maxDownloadBytes` (SVC_STORAGE_MAX_DOWNLOAD_BYTES), 413 `storage.download_too_large` beyond.
@@ -17,6 +18,9 @@ import { TASK_ID_RE } from '../core/ids.js';
 import { openFileInRoot, readFileInRoot, type OpenedFile, type StoredFile } from './safe-path.js';
 
 export type StorageArea = 'global' | 'inbox' | 'outbox';
+
+/** A VM's agent id (its name) as an outbox owner (the VM name rule of create-request.ts). */
+const VM_OWNER_RE = /^agent-[a-z0-9-]+$/u;
 
 /** Largest file read into memory whole (task artifact downloads, which are not streamed yet): 64 MiB. */
 export const MAX_BUFFERED_READ_BYTES = 64 * 1024 * 1024;
@@ -56,10 +60,15 @@ export class Storage {
     return join(this.inboxesDir(), agentId);
   }
 
-  /** `<root>/outbox/<task_id>`; 400 `storage.invalid_path` unless the id is task-<uuid>. */
-  outboxDir(taskId: string): string {
-    if (!TASK_ID_RE.test(taskId)) throw new SvcError('storage.invalid_path', 'task_id must be task-<uuid> (lower-case hex)');
-    return join(this.rootDir, 'outbox', taskId);
+  /**
+   * `<root>/outbox/<owner>`: a task's (task-<uuid>) or a VM agent's (its name, agent-…: the agent
+   * share, agentshare.ts); 400 `storage.invalid_path` for anything else.
+   */
+  outboxDir(owner: string): string {
+    if (!TASK_ID_RE.test(owner) && !(VM_OWNER_RE.test(owner) && owner.length <= 63)) {
+      throw new SvcError('storage.invalid_path', 'the outbox owner must be a task id (task-<uuid>) or a VM agent (agent-[a-z0-9-]+)');
+    }
+    return join(this.rootDir, 'outbox', owner);
   }
 
   /** The directory of an area (`id` is the agent id for inbox, the task id for outbox). */

@@ -157,7 +157,7 @@ describe('scoped storage over HTTP', () => {
       // hostile owners
       { name: 'owner ../', method: 'GET', path: '/api/v2/storage/inbox/..%2F..%2Foutside/list', status: 400, code: 'storage.invalid_path' },
       { name: 'owner ..', method: 'GET', path: '/api/v2/storage/inbox/%2e%2e/list', status: 400, code: 'request.invalid' },
-      { name: 'outbox owner not a task id', method: 'GET', path: '/api/v2/storage/outbox/agent-1/list', status: 400, code: 'storage.invalid_path' },
+      { name: 'outbox owner neither a task nor a VM', method: 'GET', path: '/api/v2/storage/outbox/Task-1/list', status: 400, code: 'storage.invalid_path' },
       // global is read-only
       { name: 'write to global', method: 'PUT', path: '/api/v2/storage/global/objects/new.txt', status: 403, code: 'storage.read_only', body: 'x' },
       { name: 'delete in global', method: 'DELETE', path: '/api/v2/storage/global/objects/readme.txt?confirm=delete', status: 403, code: 'storage.read_only' },
