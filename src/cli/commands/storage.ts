@@ -1,5 +1,6 @@
 /**
- * `sbx storage ls|get|put|rm|reviews|approve|reject` (README "Scoped storage").
+ * `sbx storage list|get|put|delete|reviews|approve|reject` (`ls` and `rm` are the usual aliases; README
+ * "Scoped storage").
  *
  * AREA is `global`, `inbox/<agent_id>` or `outbox/<task_id>`. PATH is names joined with `/`
  * (each name is percent-encoded on its own on the wire; a name holding a `/` cannot be given
@@ -57,7 +58,7 @@ function showReview(ctx: CommandContext, review: StorageReview): void {
 
 const ls: CommandDef = {
   noun: 'storage',
-  verb: 'ls',
+  verb: 'list',
   summary: 'list a directory of a storage area (metadata only; all pages unless --limit)',
   args: [AREA, { name: 'PATH', required: false, description: 'directory (default: the area root)' }],
   flags: [{ name: 'limit', type: 'number', value: 'N', description: 'at most N entries (one page, 1-500)' }],
@@ -138,7 +139,7 @@ const put: CommandDef = {
 
 const rm: CommandDef = {
   noun: 'storage',
-  verb: 'rm',
+  verb: 'delete',
   summary: 'request deleting an object of an inbox or outbox (lands after review)',
   args: [AREA, { name: 'PATH', required: true, description: 'the object (a file, symlink or empty directory)' }],
   flags: [{ name: 'yes', type: 'boolean', description: 'confirm the delete (confirm=delete)' }, IF_MATCH, KEY],
@@ -146,7 +147,7 @@ const rm: CommandDef = {
     const path = pathOf(args[1]);
     if (path.length === 0) throw new UsageError('name an object');
     const ifMatch = str(flags, 'if-match');
-    if (!bool(flags, 'yes') && ifMatch === undefined) throw new UsageError('rm needs --yes or --if-match ETAG', 'usage: sbx storage rm AREA PATH --yes');
+    if (!bool(flags, 'yes') && ifMatch === undefined) throw new UsageError('delete needs --yes or --if-match ETAG', 'usage: sbx storage rm AREA PATH --yes');
     const { review } = await ctx.api.storageDelete(
       areaOf(args[0] as string),
       path,

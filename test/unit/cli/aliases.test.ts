@@ -39,8 +39,8 @@ void describe('sbx aliases', () => {
         }
       }
     }
-    // list: vm, agent, session, task, events, context, cred, checkpoint, pool; delete: vm, context.
-    assert.equal(checked, 11);
+    // list: vm, agent, session, task, events, context, cred, checkpoint, pool, storage; delete: vm, context, storage.
+    assert.equal(checked, 13);
     assert.deepEqual(resolved(['vm', 'rm', 'agent-x', '--force']), { noun: 'vm', verb: 'delete', rest: ['agent-x', '--force'] });
   });
 
