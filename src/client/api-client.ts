@@ -448,8 +448,12 @@ export class ApiClient extends HttpTransport {
     return this.requestJson('GET', `${storageArea(area)}/list${tail}${qs(q)}`, undefined, opts);
   }
 
-  /** GET an object (at most 1 MiB; larger files: {@link downloadUrl}-style `_download`). */
-  async storageGet(area: StorageAreaRef, path: readonly string[], opts: RequestOptions = {}): Promise<{ bytes: Uint8Array; etag: string | null }> {
+  /** GET an object (at most 1 MiB; larger files: GET /api/v1/storage/{area}/_download?path=). */
+  async storageGet(
+    area: StorageAreaRef,
+    path: readonly string[],
+    opts: RequestOptions = {},
+  ): Promise<{ bytes: Uint8Array; etag: string | null }> {
     const res = await this.request('GET', `${storageArea(area)}/objects/${scopedPath(path)}`, undefined, {
       ...opts,
       headers: { ...opts.headers, accept: '*/*' },
@@ -467,10 +471,15 @@ export class ApiClient extends HttpTransport {
   ): Promise<{ review: StorageReview }> {
     const o = withKey(opts);
     const headers = { ...o.headers, ...(w.ifMatch !== undefined && { 'if-match': w.ifMatch }) };
-    return this.requestJson('PUT', `${storageArea(area)}/objects/${scopedPath(path)}${w.confirm === true ? '?confirm=overwrite' : ''}`, bytes, {
-      ...o,
-      headers,
-    });
+    return this.requestJson(
+      'PUT',
+      `${storageArea(area)}/objects/${scopedPath(path)}${w.confirm === true ? '?confirm=overwrite' : ''}`,
+      bytes,
+      {
+        ...o,
+        headers,
+      },
+    );
   }
 
   /** DELETE an object (inbox/outbox): 202 with a pending review; needs `confirm` or `ifMatch`. */
@@ -482,10 +491,15 @@ export class ApiClient extends HttpTransport {
   ): Promise<{ review: StorageReview }> {
     const o = withKey(opts);
     const headers = { ...o.headers, ...(w.ifMatch !== undefined && { 'if-match': w.ifMatch }) };
-    return this.requestJson('DELETE', `${storageArea(area)}/objects/${scopedPath(path)}${w.confirm === true ? '?confirm=delete' : ''}`, undefined, {
-      ...o,
-      headers,
-    });
+    return this.requestJson(
+      'DELETE',
+      `${storageArea(area)}/objects/${scopedPath(path)}${w.confirm === true ? '?confirm=delete' : ''}`,
+      undefined,
+      {
+        ...o,
+        headers,
+      },
+    );
   }
 
   storageReviews(q: { state?: StorageReviewState; limit?: number } = {}, opts?: RequestOptions): Promise<{ reviews: StorageReview[] }> {

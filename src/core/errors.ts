@@ -440,7 +440,11 @@ export const ERROR_TABLE = {
   'storage.not_a_file': { http: 409, grpc: GrpcStatus.FAILED_PRECONDITION, meaning: 'the path names a directory or a special file' },
   'storage.not_empty': { http: 409, grpc: GrpcStatus.FAILED_PRECONDITION, meaning: 'a directory to delete is not empty' },
   'storage.review_not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no storage write review with this id' },
-  'storage.review_decided': { http: 409, grpc: GrpcStatus.FAILED_PRECONDITION, meaning: 'the write review was already approved or rejected' },
+  'storage.review_decided': {
+    http: 409,
+    grpc: GrpcStatus.FAILED_PRECONDITION,
+    meaning: 'the write review was already approved or rejected',
+  },
   'storage.review_self': {
     http: 403,
     grpc: GrpcStatus.PERMISSION_DENIED,

@@ -39,7 +39,9 @@ export interface EntryMeta {
 }
 
 /** What is at a path now: nothing, or a file system object with its ETag. */
-export type Current = { readonly exists: false } | { readonly exists: true; readonly kind: EntryMeta['kind']; readonly etag: string; readonly sizeBytes: number };
+export type Current =
+  | { readonly exists: false }
+  | { readonly exists: true; readonly kind: EntryMeta['kind']; readonly etag: string; readonly sizeBytes: number };
 
 function errCode(err: unknown): string | undefined {
   return typeof err === 'object' && err !== null ? ((err as { code?: unknown }).code as string | undefined) : undefined;
@@ -242,7 +244,8 @@ export class AreaFs {
         if (errCode(err) !== 'ENOENT') throw mapLookup(err);
         cur = { exists: false };
       }
-      if (cur.exists && cur.kind === 'symlink') throw invalid('the path is a symlink (symlinks in storage areas are never followed or replaced)');
+      if (cur.exists && cur.kind === 'symlink')
+        throw invalid('the path is a symlink (symlinks in storage areas are never followed or replaced)');
       if (cur.exists && cur.kind !== 'file') throw new SvcError('storage.not_a_file', 'the path names a directory or a special file');
       await check(cur);
       const fh = await open(at(parent, tmp), TEMP_FLAGS, 0o664);

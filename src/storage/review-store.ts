@@ -107,7 +107,8 @@ export class ReviewStore {
 
   /** The names and the bytes of a pending review (to apply it). */
   payload(id: string): { names: string[]; body: Uint8Array | null } {
-    const row = this.#db.prepare('SELECT names, body FROM reviews WHERE id = ?').get(id) as { names: string; body: Buffer | null } | undefined;
+    const row = this.#db.prepare('SELECT names, body FROM reviews WHERE id = ?').get(id) as
+      { names: string; body: Buffer | null } | undefined;
     if (row === undefined) throw new SvcError('storage.review_not_found', `no storage write review ${id}`);
     return { names: JSON.parse(row.names) as string[], body: row.body };
   }

@@ -75,6 +75,7 @@ export function checkName(name: string): void {
       // dot once decoded again) is refused rather than guessed about.
       throw invalid('a path segment holds invalid UTF-8 once decoded again (double-encoded overlong sequence)');
     }
+    // eslint-disable-next-line no-control-regex -- refusing NUL is the point
     if (isDotName(layer) || /[/\\\u0000]/u.test(layer)) {
       throw invalid('a path segment is a dot segment, /, \\ or NUL once decoded again (double encoding)');
     }

@@ -65,9 +65,7 @@ function limitOf(req: RequestView, max: number): number {
 }
 
 function reviewResult(status: number, review: ReviewJson): HandlerResult {
-  return status === 202
-    ? { status, headers: { location: reviewLocation(review.id) }, json: { review } }
-    : { status, json: { review } };
+  return status === 202 ? { status, headers: { location: reviewLocation(review.id) }, json: { review } } : { status, json: { review } };
 }
 
 export function registerScopedStorageRoutes(
@@ -75,7 +73,10 @@ export function registerScopedStorageRoutes(
   deps: { scoped: ScopedStorage; identity: Pick<OperatorIdentity, 'require'> },
 ): void {
   const { scoped, identity } = deps;
-  const actor = (req: RequestView, perm: 'storage.read' | 'storage.write' | 'storage.review'): { actor: string; mode: 'mtls' | 'local' } => {
+  const actor = (
+    req: RequestView,
+    perm: 'storage.read' | 'storage.write' | 'storage.review',
+  ): { actor: string; mode: 'mtls' | 'local' } => {
     const who = identity.require(req, perm);
     return { actor: who.actor ?? 'unknown', mode: who.mode };
   };
@@ -96,7 +97,8 @@ export function registerScopedStorageRoutes(
     router.add({ method: 'GET', path: listRoot, handler: list(listRoot) });
     router.add({ method: 'GET', path: listPath, handler: list(listPath) });
 
-    const objectNames = (req: RequestView): string[] => parseScopedPath(rawTail(req.path, segmentCount(objects) - 1), { allowEmpty: false });
+    const objectNames = (req: RequestView): string[] =>
+      parseScopedPath(rawTail(req.path, segmentCount(objects) - 1), { allowEmpty: false });
     router.add({
       method: 'GET',
       path: objects,
@@ -151,7 +153,10 @@ export function registerScopedStorageRoutes(
       if (state !== undefined && !(REVIEW_STATES as readonly string[]).includes(state)) {
         throw new SvcError('request.invalid', `state must be one of ${REVIEW_STATES.join(', ')}`);
       }
-      return { status: 200, json: { reviews: scoped.reviews().list((state as ReviewState | undefined) ?? null, limitOf(req, MAX_LIST_ENTRIES)) } };
+      return {
+        status: 200,
+        json: { reviews: scoped.reviews().list((state as ReviewState | undefined) ?? null, limitOf(req, MAX_LIST_ENTRIES)) },
+      };
     },
   });
   router.add({

@@ -71,7 +71,13 @@ export class ScopedStorage {
     return new AreaFs(storage.rootDir, rel);
   }
 
-  async list(area: StorageArea, owner: string | undefined, names: readonly string[], cursor: string | null, limit: number): Promise<ListingJson> {
+  async list(
+    area: StorageArea,
+    owner: string | undefined,
+    names: readonly string[],
+    cursor: string | null,
+    limit: number,
+  ): Promise<ListingJson> {
     const after = cursor === null ? null : decodeCursor(cursor);
     const fs = this.area(area, owner);
     let page: { entries: EntryMeta[]; hasMore: boolean };
@@ -89,14 +95,23 @@ export class ScopedStorage {
       area,
       owner: owner ?? null,
       path: encodeScopedPath(names),
-      entries: page.entries.map((e) => ({ name: e.name, kind: e.kind, size_bytes: e.sizeBytes, modified: new Date(e.modifiedMs).toISOString() })),
+      entries: page.entries.map((e) => ({
+        name: e.name,
+        kind: e.kind,
+        size_bytes: e.sizeBytes,
+        modified: new Date(e.modifiedMs).toISOString(),
+      })),
       has_more: page.hasMore,
       next_cursor: page.hasMore && lastEntry !== undefined ? encodeCursor(lastEntry.name) : null,
     };
   }
 
   /** An object's bytes and ETag (at most 1 MiB). */
-  async read(area: StorageArea, owner: string | undefined, names: readonly string[]): Promise<{ bytes: Buffer; etag: string; name: string }> {
+  async read(
+    area: StorageArea,
+    owner: string | undefined,
+    names: readonly string[],
+  ): Promise<{ bytes: Buffer; etag: string; name: string }> {
     const { fh, st } = await this.area(area, owner).openFile(names);
     try {
       if (st.size > BigInt(MAX_OBJECT_BYTES)) {
@@ -130,7 +145,10 @@ export class ScopedStorage {
   ): Promise<ReviewJson> {
     const w = this.#writable(area, owner);
     if (body.byteLength > MAX_OBJECT_BYTES) {
-      throw new SvcError('storage.object_too_large', `the body is ${body.byteLength} bytes; the scoped API writes at most ${MAX_OBJECT_BYTES}`);
+      throw new SvcError(
+        'storage.object_too_large',
+        `the body is ${body.byteLength} bytes; the scoped API writes at most ${MAX_OBJECT_BYTES}`,
+      );
     }
     if (names.length === 0) throw new SvcError('storage.invalid_path', 'an object path is required');
     const cur = await this.area(w.area, w.owner).current(names);
@@ -150,7 +168,13 @@ export class ScopedStorage {
   }
 
   /** Request a DELETE: 403 for global; needs confirmation; records a pending review. */
-  async requestDelete(area: StorageArea, owner: string | undefined, names: readonly string[], c: Confirmation, requestedBy: string): Promise<ReviewJson> {
+  async requestDelete(
+    area: StorageArea,
+    owner: string | undefined,
+    names: readonly string[],
+    c: Confirmation,
+    requestedBy: string,
+  ): Promise<ReviewJson> {
     const w = this.#writable(area, owner);
     if (names.length === 0) throw new SvcError('storage.invalid_path', 'an object path is required');
     const cur = await this.area(w.area, w.owner).current(names);
@@ -244,7 +268,8 @@ function putExpectation(cur: Current, c: Confirmation): string | null {
     if (c.ifMatch !== undefined) throw new SvcError('storage.precondition_failed', 'If-Match was given but the object does not exist');
     return null;
   }
-  if (cur.kind === 'symlink') throw new SvcError('storage.invalid_path', 'the path is a symlink (symlinks in storage areas are never followed or replaced)');
+  if (cur.kind === 'symlink')
+    throw new SvcError('storage.invalid_path', 'the path is a symlink (symlinks in storage areas are never followed or replaced)');
   if (cur.kind !== 'file') throw new SvcError('storage.not_a_file', 'the path names a directory or a special file');
   return confirmed(cur, c, 'overwrite');
 }
@@ -277,7 +302,8 @@ function expectNow(cur: Current, expected: string | null): void {
     return;
   }
   if (!cur.exists) throw new SvcError('storage.precondition_failed', 'the object was removed since the write was requested');
-  if (cur.etag !== expected) throw new SvcError('storage.precondition_failed', `the object changed since the write was requested (ETag ${cur.etag})`);
+  if (cur.etag !== expected)
+    throw new SvcError('storage.precondition_failed', `the object changed since the write was requested (ETag ${cur.etag})`);
 }
 
 function encodeCursor(name: string): string {

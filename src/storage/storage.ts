@@ -104,7 +104,8 @@ export class Storage {
     return readFileInRoot(this.areaDir(area, id), relPath, {
       maxBytes,
       container: this.rootDir,
-      tooLarge: (size) => new SvcError('storage.download_too_large', `the file is ${size} bytes; this download is limited to ${maxBytes} bytes`),
+      tooLarge: (size) =>
+        new SvcError('storage.download_too_large', `the file is ${size} bytes; this download is limited to ${maxBytes} bytes`),
     });
   }
 }

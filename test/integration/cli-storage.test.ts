@@ -35,8 +35,16 @@ describe('sbx storage', () => {
     assert.match(human.stdout, new RegExp(r.id));
     assert.equal((await review(['storage', 'approve', r.id])).state, 'applied');
     assert.equal(readFileSync(file, 'utf8'), 'hello inbox\n');
-    const ls = await sbxJson<{ entries: Array<{ name: string; kind: string; size_bytes: number }> }>(srv, ['storage', 'ls', 'inbox/agent-1', 'notes']);
-    assert.deepEqual(ls.entries.map((e) => [e.name, e.kind, e.size_bytes]), [['a.txt', 'file', 12]]);
+    const ls = await sbxJson<{ entries: Array<{ name: string; kind: string; size_bytes: number }> }>(srv, [
+      'storage',
+      'ls',
+      'inbox/agent-1',
+      'notes',
+    ]);
+    assert.deepEqual(
+      ls.entries.map((e) => [e.name, e.kind, e.size_bytes]),
+      [['a.txt', 'file', 12]],
+    );
     const got = await runSbx(srv, ['storage', 'get', 'inbox/agent-1', 'notes/a.txt', '-o', '-']);
     assert.equal(got.stdout, 'hello inbox\n');
   });

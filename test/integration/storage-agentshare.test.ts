@@ -46,7 +46,10 @@ describe('agentshare on the test driver', () => {
     assert.equal(readFileSync(join(work, 'inbox', 'brief.md'), 'utf8'), '# do this');
     writeFileSync(join(work, 'outbox', 'result.txt'), 'done');
     const listing = await api.storageList({ area: 'outbox', owner: 'agent-share-a' }, []);
-    assert.deepEqual(listing.entries.map((e) => e.name), ['result.txt']);
+    assert.deepEqual(
+      listing.entries.map((e) => e.name),
+      ['result.txt'],
+    );
   });
 
   test('without agentshare there is no share', async () => {

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, mkdirSync, mkdtempSync, openSync, closeSync, rmSync, writeSync, ftruncateSync, readFileSync } from 'node:fs';
-import { get } from 'node:http';
+import { get, type IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -54,7 +54,7 @@ describe('streamed downloads', () => {
     server = spawnServe(join(base, 'state'), { SVC_STORAGE_DIR: join(base, 'storage'), SVC_ADMIN_ADDR: 'off', LOG_LEVEL: 'warn' });
     const url = await server.url();
     const pid = server.child.pid ?? 0;
-    const download = (path: string, onChunk?: (bytes: number, res: import('node:http').IncomingMessage) => void) =>
+    const download = (path: string, onChunk?: (bytes: number, res: IncomingMessage) => void) =>
       new Promise<{ status: number; length: string | undefined; sha: string; bytes: number }>((resolve, reject) => {
         get(`${url}api/v1/storage/global/_download?path=${path}`, (res) => {
           const h = createHash('sha256');
@@ -94,7 +94,9 @@ describe('streamed downloads', () => {
     assert.equal(got.bytes, GIB);
     assert.equal(got.sha, expected, 'the streamed bytes are the file');
     const growth = peak - baseline;
-    process.stdout.write(`# server RSS ${(baseline / 2 ** 20).toFixed(1)} MiB before, peak ${(peak / 2 ** 20).toFixed(1)} MiB during a 1 GiB download\n`);
+    process.stdout.write(
+      `# server RSS ${(baseline / 2 ** 20).toFixed(1)} MiB before, peak ${(peak / 2 ** 20).toFixed(1)} MiB during a 1 GiB download\n`,
+    );
     assert.ok(growth < RSS_GROWTH_LIMIT_BYTES, `server RSS grew by ${(growth / 2 ** 20).toFixed(1)} MiB during the download`);
   });
 });

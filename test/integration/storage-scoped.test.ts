@@ -41,7 +41,12 @@ describe('scoped storage over HTTP', () => {
   let listener: HttpListener;
   let reviews: ReviewStore;
   let quota: InboxQuota;
-  const gauge = { value: -1, set(v: number) { this.value = v; } };
+  const gauge = {
+    value: -1,
+    set(v: number) {
+      this.value = v;
+    },
+  };
   const taskId = `task-${randomUUID()}`;
   const inbox = (): string => join(root, 'inbox', 'agent-1');
 
@@ -112,24 +117,62 @@ describe('scoped storage over HTTP', () => {
     const longPath = Array.from({ length: 21 }, () => 'b'.repeat(200)).join('/'); // 4220 bytes
     const rows: Array<{ name: string; method: string; path: string; status: number; code: string; body?: string }> = [
       // encoded slashes: a name character, never a separator
-      { name: 'encoded ../ in one segment', method: 'GET', path: `${A}/objects/..%2F..%2F..%2Foutside%2Fcanary.txt`, status: 400, code: 'storage.invalid_path' },
+      {
+        name: 'encoded ../ in one segment',
+        method: 'GET',
+        path: `${A}/objects/..%2F..%2F..%2Foutside%2Fcanary.txt`,
+        status: 400,
+        code: 'storage.invalid_path',
+      },
       { name: 'encoded / makes no separator', method: 'GET', path: `${A}/objects/sub%2Fx.txt`, status: 404, code: 'storage.not_found' },
       { name: 'lone encoded /', method: 'GET', path: `${A}/objects/%2F`, status: 400, code: 'storage.invalid_path' },
       { name: 'encoded /.. tail', method: 'GET', path: `${A}/objects/sub%2F..`, status: 400, code: 'storage.invalid_path' },
       { name: 'list through encoded ../', method: 'GET', path: `${A}/list/..%2F..`, status: 400, code: 'storage.invalid_path' },
-      { name: 'write through encoded ../', method: 'PUT', path: `${A}/objects/..%2F..%2F..%2Foutside%2Fevil.txt`, status: 400, code: 'storage.invalid_path', body: 'x' },
+      {
+        name: 'write through encoded ../',
+        method: 'PUT',
+        path: `${A}/objects/..%2F..%2F..%2Foutside%2Fevil.txt`,
+        status: 400,
+        code: 'storage.invalid_path',
+        body: 'x',
+      },
       // dot segments in every form
       { name: 'raw ..', method: 'GET', path: `${A}/objects/../../../outside/canary.txt`, status: 400, code: 'request.invalid' },
       { name: 'raw .', method: 'GET', path: `${A}/objects/./sub/x.txt`, status: 400, code: 'request.invalid' },
-      { name: 'percent-encoded ..', method: 'GET', path: `${A}/objects/%2e%2e/%2E%2E/outside/canary.txt`, status: 400, code: 'request.invalid' },
+      {
+        name: 'percent-encoded ..',
+        method: 'GET',
+        path: `${A}/objects/%2e%2e/%2E%2E/outside/canary.txt`,
+        status: 400,
+        code: 'request.invalid',
+      },
       { name: 'half-encoded ..', method: 'GET', path: `${A}/objects/.%2e/x`, status: 400, code: 'request.invalid' },
       { name: 'double-encoded ..', method: 'GET', path: `${A}/objects/%252e%252e/x`, status: 400, code: 'storage.invalid_path' },
-      { name: 'double-encoded ../', method: 'PUT', path: `${A}/objects/%252e%252e%252f%252e%252e%252fevil`, status: 400, code: 'storage.invalid_path', body: 'x' },
+      {
+        name: 'double-encoded ../',
+        method: 'PUT',
+        path: `${A}/objects/%252e%252e%252f%252e%252e%252fevil`,
+        status: 400,
+        code: 'storage.invalid_path',
+        body: 'x',
+      },
       { name: 'double-encoded /', method: 'GET', path: `${A}/objects/sub%252Fx.txt`, status: 400, code: 'storage.invalid_path' },
       { name: 'triple-encoded ..', method: 'GET', path: `${A}/objects/%25252e%25252e`, status: 400, code: 'storage.invalid_path' },
       { name: 'overlong UTF-8 .. (C0 AE)', method: 'GET', path: `${A}/objects/%C0%AE%C0%AE/x`, status: 400, code: 'request.invalid' },
-      { name: 'overlong UTF-8 . (E0 80 AE)', method: 'GET', path: `${A}/objects/%E0%80%AE%E0%80%AE/x`, status: 400, code: 'request.invalid' },
-      { name: 'double-encoded overlong', method: 'GET', path: `${A}/objects/%25C0%25AE%25C0%25AE`, status: 400, code: 'storage.invalid_path' },
+      {
+        name: 'overlong UTF-8 . (E0 80 AE)',
+        method: 'GET',
+        path: `${A}/objects/%E0%80%AE%E0%80%AE/x`,
+        status: 400,
+        code: 'request.invalid',
+      },
+      {
+        name: 'double-encoded overlong',
+        method: 'GET',
+        path: `${A}/objects/%25C0%25AE%25C0%25AE`,
+        status: 400,
+        code: 'storage.invalid_path',
+      },
       { name: 'bad escape', method: 'GET', path: `${A}/objects/%zz`, status: 400, code: 'request.invalid' },
       // NUL, control characters, backslash
       { name: 'NUL', method: 'GET', path: `${A}/objects/sub%00/x.txt`, status: 400, code: 'storage.invalid_path' },
@@ -140,29 +183,100 @@ describe('scoped storage over HTTP', () => {
       { name: 'U+2215 (reserved for /)', method: 'GET', path: `${A}/objects/sub%E2%88%95x.txt`, status: 400, code: 'storage.invalid_path' },
       // overlong names
       { name: 'segment of 256 bytes', method: 'GET', path: `${A}/objects/${long256}`, status: 400, code: 'storage.invalid_path' },
-      { name: 'segment of 256 bytes (write)', method: 'PUT', path: `${A}/objects/${long256}`, status: 400, code: 'storage.invalid_path', body: 'x' },
-      { name: 'multi-byte segment over 255 bytes', method: 'GET', path: `${A}/objects/${'%C3%A9'.repeat(128)}`, status: 400, code: 'storage.invalid_path' },
+      {
+        name: 'segment of 256 bytes (write)',
+        method: 'PUT',
+        path: `${A}/objects/${long256}`,
+        status: 400,
+        code: 'storage.invalid_path',
+        body: 'x',
+      },
+      {
+        name: 'multi-byte segment over 255 bytes',
+        method: 'GET',
+        path: `${A}/objects/${'%C3%A9'.repeat(128)}`,
+        status: 400,
+        code: 'storage.invalid_path',
+      },
       { name: 'path over 4096 bytes', method: 'GET', path: `${A}/objects/${longPath}`, status: 400, code: 'storage.invalid_path' },
-      { name: 'more than 64 segments', method: 'GET', path: `${A}/objects/${Array.from({ length: 65 }, () => 'd').join('/')}`, status: 400, code: 'storage.invalid_path' },
+      {
+        name: 'more than 64 segments',
+        method: 'GET',
+        path: `${A}/objects/${Array.from({ length: 65 }, () => 'd').join('/')}`,
+        status: 400,
+        code: 'storage.invalid_path',
+      },
       // symlinks the guest placed in its inbox: never followed, not even inside
       { name: 'symlink to /etc', method: 'GET', path: `${A}/objects/etc-link/passwd`, status: 400, code: 'storage.invalid_path' },
       { name: 'list a symlink to /etc', method: 'GET', path: `${A}/list/etc-link`, status: 400, code: 'storage.invalid_path' },
       { name: 'symlink to a file outside', method: 'GET', path: `${A}/objects/file-link`, status: 400, code: 'storage.invalid_path' },
       { name: 'relative symlink outside', method: 'GET', path: `${A}/objects/rel-link`, status: 400, code: 'storage.invalid_path' },
-      { name: 'symlink to a dir outside', method: 'GET', path: `${A}/objects/out-link/canary.txt`, status: 400, code: 'storage.invalid_path' },
-      { name: 'write through a symlinked dir', method: 'PUT', path: `${A}/objects/out-link/evil.txt`, status: 400, code: 'storage.invalid_path', body: 'x' },
-      { name: 'write through /etc link', method: 'PUT', path: `${A}/objects/etc-link/evil.conf`, status: 400, code: 'storage.invalid_path', body: 'x' },
-      { name: 'overwrite a symlink', method: 'PUT', path: `${A}/objects/file-link?confirm=overwrite`, status: 400, code: 'storage.invalid_path', body: 'x' },
+      {
+        name: 'symlink to a dir outside',
+        method: 'GET',
+        path: `${A}/objects/out-link/canary.txt`,
+        status: 400,
+        code: 'storage.invalid_path',
+      },
+      {
+        name: 'write through a symlinked dir',
+        method: 'PUT',
+        path: `${A}/objects/out-link/evil.txt`,
+        status: 400,
+        code: 'storage.invalid_path',
+        body: 'x',
+      },
+      {
+        name: 'write through /etc link',
+        method: 'PUT',
+        path: `${A}/objects/etc-link/evil.conf`,
+        status: 400,
+        code: 'storage.invalid_path',
+        body: 'x',
+      },
+      {
+        name: 'overwrite a symlink',
+        method: 'PUT',
+        path: `${A}/objects/file-link?confirm=overwrite`,
+        status: 400,
+        code: 'storage.invalid_path',
+        body: 'x',
+      },
       { name: 'symlink inside the area', method: 'GET', path: `${A}/objects/in-link/x.txt`, status: 400, code: 'storage.invalid_path' },
       // hostile owners
       { name: 'owner ../', method: 'GET', path: '/api/v2/storage/inbox/..%2F..%2Foutside/list', status: 400, code: 'storage.invalid_path' },
       { name: 'owner ..', method: 'GET', path: '/api/v2/storage/inbox/%2e%2e/list', status: 400, code: 'request.invalid' },
-      { name: 'outbox owner neither a task nor a VM', method: 'GET', path: '/api/v2/storage/outbox/Task-1/list', status: 400, code: 'storage.invalid_path' },
+      {
+        name: 'outbox owner neither a task nor a VM',
+        method: 'GET',
+        path: '/api/v2/storage/outbox/Task-1/list',
+        status: 400,
+        code: 'storage.invalid_path',
+      },
       // global is read-only
-      { name: 'write to global', method: 'PUT', path: '/api/v2/storage/global/objects/new.txt', status: 403, code: 'storage.read_only', body: 'x' },
-      { name: 'delete in global', method: 'DELETE', path: '/api/v2/storage/global/objects/readme.txt?confirm=delete', status: 403, code: 'storage.read_only' },
+      {
+        name: 'write to global',
+        method: 'PUT',
+        path: '/api/v2/storage/global/objects/new.txt',
+        status: 403,
+        code: 'storage.read_only',
+        body: 'x',
+      },
+      {
+        name: 'delete in global',
+        method: 'DELETE',
+        path: '/api/v2/storage/global/objects/readme.txt?confirm=delete',
+        status: 403,
+        code: 'storage.read_only',
+      },
       // the v1 download follows no symlink out of the area either
-      { name: 'v1 download through /etc link', method: 'GET', path: '/api/v1/storage/inbox/agent-1/_download?path=etc-link/passwd', status: 400, code: 'storage.invalid_path' },
+      {
+        name: 'v1 download through /etc link',
+        method: 'GET',
+        path: '/api/v1/storage/inbox/agent-1/_download?path=etc-link/passwd',
+        status: 400,
+        code: 'storage.invalid_path',
+      },
     ];
     const before = outsideNames();
     const pendingBefore = reviews.list('pending', 500).length;
@@ -187,7 +301,10 @@ describe('scoped storage over HTTP', () => {
     assert.equal(ok.status, 200, ok.text);
     assert.ok(!existsSync(join(inbox(), 'notes', 'a')), 'no directory a was made');
     const list = JSON.parse((await call('GET', `${A}/list/notes`)).text) as { entries: Array<{ name: string }> };
-    assert.deepEqual(list.entries.map((e) => e.name), ['a/b.txt']);
+    assert.deepEqual(
+      list.entries.map((e) => e.name),
+      ['a/b.txt'],
+    );
     const got = await call('GET', `${A}/objects/notes/a%2Fb.txt`);
     assert.equal(got.status, 200);
     assert.equal(got.text, 'slash name');
@@ -205,7 +322,11 @@ describe('scoped storage over HTTP', () => {
       const res = await call('GET', `${O}/list/many${cursor === null ? '' : `?cursor=${cursor}`}`);
       assert.equal(res.status, 200, res.text);
       assert.ok(!res.text.includes('secret-content'), 'a listing never carries contents');
-      const page = JSON.parse(res.text) as { entries: Array<{ name: string; kind: string; size_bytes: number; modified: string }>; next_cursor: string | null; has_more: boolean };
+      const page = JSON.parse(res.text) as {
+        entries: Array<{ name: string; kind: string; size_bytes: number; modified: string }>;
+        next_cursor: string | null;
+        has_more: boolean;
+      };
       assert.ok(page.entries.length <= 500);
       for (const e of page.entries) assert.deepEqual(Object.keys(e).sort(), ['kind', 'modified', 'name', 'size_bytes']);
       names.push(...page.entries.map((e) => e.name));
@@ -218,8 +339,13 @@ describe('scoped storage over HTTP', () => {
     assert.equal(new Set(names).size, 1203);
     assert.equal((await call('GET', `${O}/list/many?limit=501`)).code, 'request.invalid');
     assert.equal((await call('GET', `${O}/list/many?cursor=garbage`)).code, 'request.invalid');
-    const rootList = JSON.parse((await call('GET', '/api/v2/storage/global/list')).text) as { entries: Array<{ name: string; kind: string }> };
-    assert.deepEqual(rootList.entries.map((e) => `${e.kind}:${e.name}`), ['dir:docs', 'file:readme.txt']);
+    const rootList = JSON.parse((await call('GET', '/api/v2/storage/global/list')).text) as {
+      entries: Array<{ name: string; kind: string }>;
+    };
+    assert.deepEqual(
+      rootList.entries.map((e) => `${e.kind}:${e.name}`),
+      ['dir:docs', 'file:readme.txt'],
+    );
     const guest = JSON.parse((await call('GET', `${A}/list`)).text) as { entries: Array<{ name: string; kind: string }> };
     assert.equal(guest.entries.find((e) => e.name === 'etc-link')?.kind, 'symlink', 'symlinks are listed as such, never resolved');
   });
@@ -273,7 +399,10 @@ describe('scoped storage over HTTP', () => {
     writeFileSync(join(root, 'outbox', taskId, 'report.txt'), 'changed by the guest');
     const late = await call('POST', `/api/v2/storage/reviews/${v3}/approve`);
     assert.equal(late.status, 412);
-    assert.equal((JSON.parse((await call('GET', `/api/v2/storage/reviews/${v3}`)).text) as { review: { state: string } }).review.state, 'failed');
+    assert.equal(
+      (JSON.parse((await call('GET', `/api/v2/storage/reviews/${v3}`)).text) as { review: { state: string } }).review.state,
+      'failed',
+    );
     assert.equal(readFileSync(join(root, 'outbox', taskId, 'report.txt'), 'utf8'), 'changed by the guest');
 
     assert.equal((await call('DELETE', `${O}/objects/report.txt`)).code, 'storage.confirmation_required');

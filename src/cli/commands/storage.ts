@@ -20,7 +20,12 @@ import type { CommandContext } from '../io.js';
 import type { CommandDef } from './command.js';
 
 const AREA = { name: 'AREA', required: true, description: 'global, inbox/<agent_id> or outbox/<task_id>' };
-const KEY: FlagSpec = { name: 'idempotency-key', type: 'string', value: 'KEY', description: 'retry-safe key (a retry replays the first answer)' };
+const KEY: FlagSpec = {
+  name: 'idempotency-key',
+  type: 'string',
+  value: 'KEY',
+  description: 'retry-safe key (a retry replays the first answer)',
+};
 const IF_MATCH: FlagSpec = { name: 'if-match', type: 'string', value: 'ETAG', description: 'act only if the object still has this ETag' };
 
 function areaOf(text: string): StorageAreaRef {
@@ -69,7 +74,12 @@ const ls: CommandDef = {
     const entries = [];
     let cursor: string | null = null;
     do {
-      const page = await ctx.api.storageList(area, path, { ...(cursor !== null && { cursor }), ...(limit !== undefined && { limit }) }, { signal: ctx.signal });
+      const page = await ctx.api.storageList(
+        area,
+        path,
+        { ...(cursor !== null && { cursor }), ...(limit !== undefined && { limit }) },
+        { signal: ctx.signal },
+      );
       entries.push(...page.entries);
       cursor = limit === undefined ? page.next_cursor : null;
     } while (cursor !== null);
@@ -96,7 +106,15 @@ const get: CommandDef = {
   verb: 'get',
   summary: 'read an object (at most 1 MiB; bigger files through the download route)',
   args: [AREA, { name: 'PATH', required: true, description: 'the object' }],
-  flags: [{ name: 'output', short: 'o', type: 'string', value: 'FILE', description: "where to write it (default: its name here; '-' for stdout)" }],
+  flags: [
+    {
+      name: 'output',
+      short: 'o',
+      type: 'string',
+      value: 'FILE',
+      description: "where to write it (default: its name here; '-' for stdout)",
+    },
+  ],
   async run(ctx, { args, flags }) {
     const path = pathOf(args[1]);
     if (path.length === 0) throw new UsageError('name an object');
@@ -117,7 +135,11 @@ const put: CommandDef = {
   noun: 'storage',
   verb: 'put',
   summary: 'request writing a file into an inbox or outbox (lands after review)',
-  args: [AREA, { name: 'PATH', required: true, description: 'the object' }, { name: 'FILE', required: true, description: "local file, '-' for stdin" }],
+  args: [
+    AREA,
+    { name: 'PATH', required: true, description: 'the object' },
+    { name: 'FILE', required: true, description: "local file, '-' for stdin" },
+  ],
   flags: [{ name: 'overwrite', type: 'boolean', description: 'replace an existing object (confirm=overwrite)' }, IF_MATCH, KEY],
   async run(ctx, { args, flags }) {
     const path = pathOf(args[1]);
@@ -147,7 +169,8 @@ const rm: CommandDef = {
     const path = pathOf(args[1]);
     if (path.length === 0) throw new UsageError('name an object');
     const ifMatch = str(flags, 'if-match');
-    if (!bool(flags, 'yes') && ifMatch === undefined) throw new UsageError('delete needs --yes or --if-match ETAG', 'usage: sbx storage rm AREA PATH --yes');
+    if (!bool(flags, 'yes') && ifMatch === undefined)
+      throw new UsageError('delete needs --yes or --if-match ETAG', 'usage: sbx storage rm AREA PATH --yes');
     const { review } = await ctx.api.storageDelete(
       areaOf(args[0] as string),
       path,
@@ -205,7 +228,8 @@ const decide = (verb: 'approve' | 'reject'): CommandDef => ({
 
 async function readStdin(ctx: CommandContext): Promise<Uint8Array> {
   const parts: Buffer[] = [];
-  for await (const chunk of ctx.io.stdin as AsyncIterable<Buffer | string>) parts.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+  for await (const chunk of ctx.io.stdin as AsyncIterable<Buffer | string>)
+    parts.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
   return new Uint8Array(Buffer.concat(parts));
 }
 

@@ -20,7 +20,9 @@ describe('agentshare', () => {
       { name: 'agent-one', vcpus: 1, memoryMiB: 256, qemu: { disks: [{ path: '/var/lib/x.qcow2' }], shares: agentshareQemuShares(dirs) } },
       'qemu',
     );
-    const fs = [...xml.matchAll(/<filesystem type='mount' accessmode='mapped'><source dir='([^']+)'\/><target dir='([^']+)'\/><\/filesystem>/gu)];
+    const fs = [
+      ...xml.matchAll(/<filesystem type='mount' accessmode='mapped'><source dir='([^']+)'\/><target dir='([^']+)'\/><\/filesystem>/gu),
+    ];
     assert.deepEqual(
       fs.map((m) => [m[1], m[2]]),
       [
@@ -32,7 +34,9 @@ describe('agentshare', () => {
     assert.throws(() =>
       qemuDomainXml({ name: 'agent-one', vcpus: 1, memoryMiB: 256, qemu: { shares: [{ hostPath: '/x', tag: "a' onload='x" }] } }, 'qemu'),
     );
-    assert.throws(() => qemuDomainXml({ name: 'agent-one', vcpus: 1, memoryMiB: 256, qemu: { shares: [{ hostPath: 'relative', tag: 'ok' }] } }, 'qemu'));
+    assert.throws(() =>
+      qemuDomainXml({ name: 'agent-one', vcpus: 1, memoryMiB: 256, qemu: { shares: [{ hostPath: 'relative', tag: 'ok' }] } }, 'qemu'),
+    );
     const noShare = qemuDomainXml({ name: 'agent-one', vcpus: 1, memoryMiB: 256, qemu: {} }, 'qemu');
     assert.ok(!noShare.includes('<filesystem'));
   });

@@ -64,8 +64,12 @@ describe('scoped storage: permissions and review', () => {
   });
 
   const O = `/api/v2/storage/outbox/${taskId}`;
-  const as = (who: string | null, method: string, url: string, extra: { body?: string; headers?: Record<string, string> } = {}): Promise<InjectResponse> =>
-    inject(router, { method, url, ...(who === null ? {} : { peer: peer(who) }), ...extra });
+  const as = (
+    who: string | null,
+    method: string,
+    url: string,
+    extra: { body?: string; headers?: Record<string, string> } = {},
+  ): Promise<InjectResponse> => inject(router, { method, url, ...(who === null ? {} : { peer: peer(who) }), ...extra });
   const code = (r: InjectResponse): string | undefined => (r.json() as { error?: { code: string } }).error?.code;
   const reviewOf = (r: InjectResponse): { id: string; state: string; requested_by: string; decided_by: string | null } =>
     (r.json() as { review: { id: string; state: string; requested_by: string; decided_by: string | null } }).review;

@@ -75,9 +75,9 @@ describe('storage record schemas', () => {
       return r.review.id;
     };
     const applied = await put(`/api/v2/storage/outbox/${task}/objects/new.txt`, 'new');
-    records.push((((await call('POST', `/api/v2/storage/reviews/${applied}/approve`)).json()) as { review: unknown }).review);
+    records.push(((await call('POST', `/api/v2/storage/reviews/${applied}/approve`)).json() as { review: unknown }).review);
     const rejected = await put(`/api/v2/storage/outbox/${task}/objects/other.txt`, 'other');
-    records.push((((await call('POST', `/api/v2/storage/reviews/${rejected}/reject`)).json()) as { review: unknown }).review);
+    records.push(((await call('POST', `/api/v2/storage/reviews/${rejected}/reject`)).json() as { review: unknown }).review);
     const failing = await put('/api/v2/storage/inbox/agent-s/objects/a.bin', 'a'.repeat(3000));
     await put('/api/v2/storage/inbox/agent-s/objects/b.bin', 'b'.repeat(3000));
     const first = (await call('POST', `/api/v2/storage/reviews/${failing}/approve`)).json() as { review: unknown };
