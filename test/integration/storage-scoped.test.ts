@@ -7,8 +7,19 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { get, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -22,6 +33,7 @@ import { registerStorageRoutes } from '../../src/storage/routes.js';
 import { registerScopedStorageRoutes } from '../../src/storage/scoped-routes.js';
 import { ScopedStorage } from '../../src/storage/scoped-storage.js';
 import { Storage } from '../../src/storage/storage.js';
+import { DEADLINE_MS, waitFor } from '../support/wait.js';
 
 interface Res {
   status: number;
@@ -32,6 +44,19 @@ interface Res {
 }
 
 const QUOTA_BYTES = 64 * 1024;
+
+/** Open descriptors of this process (the server runs in it) that point at `path`. */
+function openFds(path: string): number {
+  let n = 0;
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      if (readlinkSync(`/proc/self/fd/${fd}`) === path) n++;
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return n;
+}
 
 describe('scoped storage over HTTP', () => {
   let base: string;
@@ -449,5 +474,30 @@ describe('scoped storage over HTTP', () => {
     assert.equal(late.code, 'storage.quota_exceeded');
     assert.deepEqual(readdirSync(join(root, 'inbox', 'agent-q')).sort(), ['a.bin', 'base.bin'], 'no partial or temp file is left');
     assert.equal(await quota.usage('agent-q'), 60 * 1024);
+  });
+
+  test('streamed downloads over uWS: HEAD sends the length only; a client that hangs up releases the file', async () => {
+    const file = join(root, 'global', 'stream.bin');
+    writeFileSync(file, Buffer.alloc(32 * 1024 * 1024, 3));
+    const head = await call('HEAD', '/api/v1/storage/global/_download?path=stream.bin');
+    assert.equal(head.status, 200);
+    assert.equal(head.headers['content-length'], String(32 * 1024 * 1024));
+    assert.equal(head.body.byteLength, 0);
+    await new Promise<void>((resolve) => {
+      const req = get({ host: '127.0.0.1', port: listener.port, path: '/api/v1/storage/global/_download?path=stream.bin' }, (res) => {
+        res.once('data', () => {
+          assert.ok(openFds(file) >= 1, 'the server holds the file while it streams');
+          req.destroy();
+          resolve();
+        });
+      });
+      req.on('error', () => resolve());
+    });
+    await waitFor('the download to release its file', () => (openFds(file) === 0 ? true : undefined), {
+      deadlineMs: DEADLINE_MS.local,
+      lastState: () => `${openFds(file)} descriptors open`,
+    });
+    const again = await call('GET', '/api/v1/storage/global/_download?path=stream.bin');
+    assert.equal(again.body.byteLength, 32 * 1024 * 1024, 'the server serves the next download whole');
   });
 });
