@@ -36,6 +36,8 @@ export interface EntryMeta {
   readonly kind: 'file' | 'dir' | 'symlink' | 'other';
   readonly sizeBytes: number;
   readonly modifiedMs: number;
+  /** Permission bits (st_mode & 0o7777). */
+  readonly mode: number;
 }
 
 /** What is at a path now: nothing, or a file system object with its ETag. */
@@ -161,6 +163,25 @@ export class AreaFs {
     }
   }
 
+  /** Metadata of the entry at `names` (never following a symlink); 404 when it does not exist. */
+  async entry(names: readonly string[]): Promise<EntryMeta> {
+    const parent = await this.openDir(names.slice(0, -1));
+    try {
+      const st = await lstat(at(parent, toDiskName(last(names))));
+      return {
+        name: last(names),
+        kind: kindOf(st),
+        sizeBytes: st.isDirectory() ? 0 : st.size,
+        modifiedMs: st.mtimeMs,
+        mode: st.mode & 0o7777,
+      };
+    } catch (err) {
+      throw mapLookup(err);
+    } finally {
+      await parent.close();
+    }
+  }
+
   /** The parent directory, or null when a parent does not exist yet (a write creates it). */
   async #parentOrNull(names: readonly string[]): Promise<FileHandle | null> {
     try {
@@ -188,7 +209,13 @@ export class AreaFs {
       for (const e of page) {
         try {
           const st = await lstat(at(dir, e.disk));
-          entries.push({ name: e.name, kind: kindOf(st), sizeBytes: st.isDirectory() ? 0 : st.size, modifiedMs: st.mtimeMs });
+          entries.push({
+            name: e.name,
+            kind: kindOf(st),
+            sizeBytes: st.isDirectory() ? 0 : st.size,
+            modifiedMs: st.mtimeMs,
+            mode: st.mode & 0o7777,
+          });
         } catch (err) {
           if (errCode(err) !== 'ENOENT') throw mapLookup(err); // removed meanwhile: skipped
         }

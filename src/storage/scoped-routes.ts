@@ -13,6 +13,7 @@
  * | GET | /api/v2/storage/reviews/{id} | storage.read | 200 {review} |
  * | POST | /api/v2/storage/reviews/{id}/approve | storage.review | 200 {review} (applied), or the write's error (review failed) |
  * | POST | /api/v2/storage/reviews/{id}/reject | storage.review | 200 {review} (rejected) |
+ * | GET | /api/v1/storage/{global, inbox/{agent_id}, outbox/{owner}}?path=&cursor= | storage.read | 200 the reference's listing shape |
  */
 import type { OperatorIdentity } from '../auth/operator-identity.js';
 import { SvcError } from '../core/errors.js';
@@ -22,6 +23,7 @@ import { contentDisposition, contentTypeFor } from './content-type.js';
 import { REVIEW_STATES, type ReviewState } from './review-state.js';
 import type { ReviewJson } from './review-store.js';
 import { MAX_LIST_ENTRIES, MAX_OBJECT_BYTES, type ScopedStorage } from './scoped-storage.js';
+import { parseRelativePath } from './safe-path.js';
 import { parseScopedPath, rawTail } from './scoped-path.js';
 import type { StorageArea } from './storage.js';
 
@@ -140,6 +142,25 @@ export function registerScopedStorageRoutes(
         const who = actor(req, 'storage.write');
         const review = await scoped.requestDelete(area, owner(req), objectNames(req), confirmation(req), who.actor);
         return reviewResult(202, review);
+      },
+    });
+  }
+
+  // The reference implementation's listing route and shape, for its clients (sandboxctl storage ls).
+  for (const { area, prefix } of [
+    { area: 'global' as const, prefix: '/api/v1/storage/global' },
+    { area: 'inbox' as const, prefix: '/api/v1/storage/inbox/:owner' },
+    { area: 'outbox' as const, prefix: '/api/v1/storage/outbox/:owner' },
+  ]) {
+    router.add({
+      method: 'GET',
+      path: prefix,
+      handler: async (req) => {
+        actor(req, 'storage.read');
+        const path = oneQuery(req, 'path');
+        const names = path === undefined || path === '' ? [] : parseRelativePath(path);
+        const owner = area === 'global' ? undefined : (req.params['owner'] ?? '');
+        return { status: 200, json: await scoped.referenceList(area, owner, names, oneQuery(req, 'cursor') ?? null) };
       },
     });
   }

@@ -35,6 +35,25 @@ export const MAX_OBJECT_BYTES = 1024 * 1024;
 /** The storage.listing/v1 record (src/storage/storage-listing-v1.schema.json). */
 export type ListingJson = StorageListing;
 
+/** One entry of the reference-compatible listing. */
+export interface ReferenceEntryJson {
+  readonly name: string;
+  readonly kind: 'file' | 'dir' | 'other';
+  readonly size_bytes: number;
+  /** Octal permission bits, e.g. `0644`. */
+  readonly mode: string;
+  readonly modified: string;
+}
+
+/** The reference-compatible listing (`GET /api/v1/storage/{scope}?path=`). */
+export interface ReferenceListingJson {
+  readonly root: string;
+  readonly path: string;
+  readonly entries: readonly ReferenceEntryJson[];
+  readonly has_more: boolean;
+  readonly next_cursor: string | null;
+}
+
 /** How a write request confirms what it replaces. */
 export interface Confirmation {
   /** The If-Match header, when sent. */
@@ -101,6 +120,49 @@ export class ScopedStorage {
         size_bytes: e.sizeBytes,
         modified: new Date(e.modifiedMs).toISOString(),
       })),
+      has_more: page.hasMore,
+      next_cursor: page.hasMore && lastEntry !== undefined ? encodeCursor(lastEntry.name) : null,
+    };
+  }
+
+  /**
+   * The reference implementation's listing (`GET /api/v1/storage/{scope}?path=`): `{root, path,
+   * entries: [{name, kind file|dir|other, size_bytes, mode, modified}]}`, so its clients list
+   * unchanged; `root` is the area's name, never a host path; symlinks are `other` (never
+   * followed). A path naming a file lists that one entry. Paged like list() (500, cursor).
+   */
+  async referenceList(
+    area: StorageArea,
+    owner: string | undefined,
+    names: readonly string[],
+    cursor: string | null,
+  ): Promise<ReferenceListingJson> {
+    const root = area === 'global' ? 'global' : `${area}/${owner ?? ''}`;
+    const fs = this.area(area, owner);
+    const entry = (e: EntryMeta): ReferenceEntryJson => ({
+      name: e.name,
+      kind: e.kind === 'symlink' ? 'other' : e.kind,
+      size_bytes: e.sizeBytes,
+      mode: e.mode.toString(8).padStart(4, '0'),
+      modified: new Date(e.modifiedMs).toISOString(),
+    });
+    if (names.length > 0) {
+      const self = await fs.entry(names);
+      if (self.kind !== 'dir') return { root, path: names.join('/'), entries: [entry(self)], has_more: false, next_cursor: null };
+    }
+    let page: { entries: EntryMeta[]; hasMore: boolean };
+    try {
+      page = await fs.list(names, cursor === null ? null : decodeCursor(cursor), MAX_LIST_ENTRIES);
+    } catch (err) {
+      if (names.length === 0 && err instanceof SvcError && err.code === 'storage.not_found' && area !== 'global')
+        page = { entries: [], hasMore: false };
+      else throw err;
+    }
+    const lastEntry = page.entries[page.entries.length - 1];
+    return {
+      root,
+      path: names.join('/'),
+      entries: page.entries.map(entry),
       has_more: page.hasMore,
       next_cursor: page.hasMore && lastEntry !== undefined ? encodeCursor(lastEntry.name) : null,
     };

@@ -500,4 +500,39 @@ describe('scoped storage over HTTP', () => {
     const again = await call('GET', '/api/v1/storage/global/_download?path=stream.bin');
     assert.equal(again.body.byteLength, 32 * 1024 * 1024, 'the server serves the next download whole');
   });
+
+  test("the reference implementation's listing route answers its shape (root is the area, never a host path)", async () => {
+    const res = await call('GET', '/api/v1/storage/inbox/agent-1?path=sub');
+    assert.equal(res.status, 200, res.text);
+    const body = JSON.parse(res.text) as { root: string; path: string; entries: Array<Record<string, unknown>> };
+    assert.equal(body.root, 'inbox/agent-1');
+    assert.equal(body.path, 'sub');
+    assert.deepEqual(
+      body.entries.map((e) => [e['name'], e['kind'], e['size_bytes']]),
+      [['x.txt', 'file', 1]],
+    );
+    assert.match(String(body.entries[0]?.['mode']), /^0[0-7]{3}$/u);
+    assert.ok(!res.text.includes(base), 'no host path in the answer');
+    const top = JSON.parse((await call('GET', '/api/v1/storage/inbox/agent-1')).text) as { entries: Array<{ name: string; kind: string }> };
+    assert.equal(top.entries.find((e) => e.name === 'etc-link')?.kind, 'other', 'a symlink is listed, not followed');
+    const one = JSON.parse((await call('GET', '/api/v1/storage/global?path=readme.txt')).text) as { entries: Array<{ name: string }> };
+    assert.deepEqual(
+      one.entries.map((e) => e.name),
+      ['readme.txt'],
+    );
+    const link = JSON.parse((await call('GET', '/api/v1/storage/inbox/agent-1?path=etc-link')).text) as {
+      entries: Array<{ name: string; kind: string }>;
+    };
+    assert.deepEqual(link.entries, [{ ...link.entries[0], name: 'etc-link', kind: 'other' }], 'the link itself, never what it points to');
+    for (const path of ['etc-link/passwd', '../outside', 'out-link/x', 'a\u0000b']) {
+      const bad = await call('GET', `/api/v1/storage/inbox/agent-1?path=${encodeURIComponent(path)}`);
+      assert.equal(bad.status, 400, path);
+      assert.ok(!bad.text.includes(canary));
+    }
+    assert.equal(
+      (await call('POST', '/api/v1/storage/inbox/agent-1?path=x.txt', { body: 'unreviewed' })).status,
+      405,
+      'no unreviewed upload',
+    );
+  });
 });
