@@ -31,12 +31,14 @@ export const storageComponent: Component = {
     inboxQuota.start();
     const reviews = new ReviewStore(reviewsDir(config.stateDir), { logger: ctx.logger.child({ component: 'storage' }) });
     const scoped = new ScopedStorage({ storage, reviews, quota: inboxQuota });
-    const identity = ctx.need('operatorIdentity');
+    // Without the auth component (a feature subset, as some tests start) there is nobody to
+    // check permissions against: the scoped API is then not served at all (fail closed).
+    const identity = ctx.find('operatorIdentity');
     ctx.provide('storage', storage);
     return Promise.resolve({
       routes: (router) => {
         registerStorageRoutes(router, { storage });
-        registerScopedStorageRoutes(router, { scoped, identity });
+        if (identity !== undefined) registerScopedStorageRoutes(router, { scoped, identity });
       },
       stop: async () => {
         await inboxQuota.stop();
