@@ -389,6 +389,7 @@ describe('scoped storage over HTTP', () => {
     assert.equal(dl.body.byteLength, 1024 * 1024 + 1);
     const put = await call('PUT', `${A}/objects/too-big.bin`, { body: Buffer.alloc(1024 * 1024 + 1) });
     assert.equal(put.status, 413);
+    assert.equal(put.code, 'request.body_too_large');
     assert.ok(!existsSync(join(inbox(), 'too-big.bin')));
   });
 
