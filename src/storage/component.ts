@@ -4,6 +4,7 @@
  * in `$SVC_STATE_DIR/storage-reviews/`), and the inbox quota that keeps
  * svc_agentshare_inbox_bytes.
  */
+import { Counter } from 'prom-client';
 import type { Component } from '../component/component.js';
 import { InboxQuota } from './inbox-quota.js';
 import { ReviewStore } from './review-store.js';
@@ -30,7 +31,13 @@ export const storageComponent: Component = {
     });
     inboxQuota.start();
     const reviews = new ReviewStore(reviewsDir(config.stateDir), { logger: ctx.logger.child({ component: 'storage' }) });
-    const scoped = new ScopedStorage({ storage, reviews, quota: inboxQuota });
+    const writes = new Counter({
+      name: 'svc_storage_writes_total',
+      help: 'Scoped storage writes by op (put, delete) and outcome (requested, applied, rejected, failed)',
+      labelNames: ['op', 'outcome'],
+      registers: [ctx.metrics.registry],
+    });
+    const scoped = new ScopedStorage({ storage, reviews, quota: inboxQuota, writes });
     // Without the auth component (a feature subset, as some tests start) there is nobody to
     // check permissions against: the scoped API is then not served at all (fail closed).
     const identity = ctx.find('operatorIdentity');

@@ -66,6 +66,8 @@ export interface ScopedStorageOptions {
   readonly storage: Storage;
   readonly reviews: ReviewStore;
   readonly quota: InboxQuota;
+  /** svc_storage_writes_total{op, outcome}: requested, applied, rejected, failed. */
+  readonly writes?: { inc(labels: { op: 'put' | 'delete'; outcome: 'requested' | 'applied' | 'rejected' | 'failed' }): void };
 }
 
 export class ScopedStorage {
@@ -216,6 +218,7 @@ export class ScopedStorage {
     const cur = await this.area(w.area, w.owner).current(names);
     const expected = putExpectation(cur, c);
     if (w.area === 'inbox') await this.#o.quota.checkQuota(w.owner, incoming(body.byteLength, cur));
+    this.#o.writes?.inc({ op: 'put', outcome: 'requested' });
     return this.#o.reviews.create({
       area: w.area,
       owner: w.owner,
@@ -242,6 +245,7 @@ export class ScopedStorage {
     const cur = await this.area(w.area, w.owner).current(names);
     if (!cur.exists) throw new SvcError('storage.not_found', 'no such file or directory');
     const expected = deleteExpectation(cur, c);
+    this.#o.writes?.inc({ op: 'delete', outcome: 'requested' });
     return this.#o.reviews.create({
       area: w.area,
       owner: w.owner,
@@ -281,16 +285,20 @@ export class ScopedStorage {
         return etag;
       });
       if (review.area === 'inbox') await this.#o.quota.refresh(review.owner);
+      this.#o.writes?.inc({ op: review.op, outcome: 'applied' });
       return this.#o.reviews.decide(id, 'applied', by.actor, resultEtag === null ? {} : { resultEtag });
     } catch (err) {
       const wire = err instanceof SvcError ? err.toWire() : { code: 'server.internal' as const, message: 'the write failed' };
+      this.#o.writes?.inc({ op: review.op, outcome: 'failed' });
       this.#o.reviews.decide(id, 'failed', by.actor, { error: { code: wire.code, message: wire.message } });
       throw err;
     }
   }
 
   reject(id: string, by: string): ReviewJson {
-    return this.#o.reviews.decide(id, 'rejected', by);
+    const review = this.#o.reviews.decide(id, 'rejected', by);
+    this.#o.writes?.inc({ op: review.op, outcome: 'rejected' });
+    return review;
   }
 
   #writable(area: StorageArea, owner: string | undefined): { area: 'inbox' | 'outbox'; owner: string } {

@@ -50,6 +50,10 @@ describe('agentshare on the test driver', () => {
       listing.entries.map((e) => e.name),
       ['result.txt'],
     );
+    const metrics = await (await fetch(`http://127.0.0.1:${server.ports.http}/metrics`)).text();
+    assert.match(metrics, /^svc_storage_writes_total\{op="put",outcome="requested"\} 1$/mu);
+    assert.match(metrics, /^svc_storage_writes_total\{op="put",outcome="applied"\} 1$/mu);
+    assert.match(metrics, /^svc_agentshare_inbox_bytes 9$/mu);
   });
 
   test('without agentshare there is no share', async () => {
