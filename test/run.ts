@@ -130,8 +130,9 @@ if (files.length === 0) {
   process.exit(1);
 }
 const isRealVm = (f: string): boolean => relative(testRoot, f).split('/').at(-1)?.startsWith('realvm') === true;
-/** Files that keep both cores busy on their own (8 × 64 MiB through the server): they run alone, after the main phase. */
-const isHeavy = (f: string): boolean => relative(testRoot, f).split('/').at(-1) === 'agents-backpressure.test.js';
+/** Files that keep both cores busy on their own (8 × 64 MiB through the server; a 1 GiB download): they run alone, after the main phase. */
+const isHeavy = (f: string): boolean =>
+  ['agents-backpressure.test.js', 'storage-download-stream.test.js'].includes(relative(testRoot, f).split('/').at(-1) ?? '');
 const mainFiles = files.filter((f) => !isRealVm(f) && !isHeavy(f));
 const heavyFiles = files.filter(isHeavy);
 const realVmFiles = files.filter(isRealVm);

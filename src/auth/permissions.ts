@@ -22,6 +22,9 @@ export const PERMISSIONS = {
   'fleet.read': 'read the fleet inventory and startup profiles',
   'fleet.reconcile': 'reconcile the fleet inventory',
   'profiles.write': 'create, change and delete startup profiles and loadouts',
+  'storage.read': 'list storage areas and read objects (the scoped storage API)',
+  'storage.write': 'request writes and deletes in agent inboxes and task outboxes (each waits for review)',
+  'storage.review': "approve or reject requested storage writes (not one's own, as an mTLS operator)",
 } as const;
 
 export type Permission = keyof typeof PERMISSIONS;
@@ -29,7 +32,7 @@ export type Permission = keyof typeof PERMISSIONS;
 export const ROLES = ['viewer', 'operator', 'admin'] as const;
 export type Role = (typeof ROLES)[number];
 
-const VIEWER: readonly Permission[] = ['credentials.read', 'ssh.lease.read', 'activity.read', 'admin.read', 'fleet.read'];
+const VIEWER: readonly Permission[] = ['credentials.read', 'ssh.lease.read', 'activity.read', 'admin.read', 'fleet.read', 'storage.read'];
 const OPERATOR: readonly Permission[] = [
   ...VIEWER,
   'credentials.lease',
@@ -38,8 +41,9 @@ const OPERATOR: readonly Permission[] = [
   'ssh.lease.revoke',
   'fleet.reconcile',
   'profiles.write',
+  'storage.write',
 ];
-const ADMIN: readonly Permission[] = [...OPERATOR, 'credentials.write', 'activity.ingest', 'admin.hypervisor'];
+const ADMIN: readonly Permission[] = [...OPERATOR, 'credentials.write', 'activity.ingest', 'admin.hypervisor', 'storage.review'];
 
 /** Role → the permissions it grants, in PERMISSIONS order. */
 export const ROLE_PERMISSIONS: Readonly<Record<Role, readonly Permission[]>> = {

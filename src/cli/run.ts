@@ -21,6 +21,7 @@ import { TASK_COMMANDS } from './commands/task.js';
 import { VM_COMMANDS } from './commands/vm.js';
 import { LOADOUT_COMMANDS, PROFILE_COMMANDS } from './commands/profile.js';
 import { CELLD_COMMANDS } from './commands/celld.js';
+import { STORAGE_COMMANDS } from './commands/storage.js';
 import { configPath, loadConfigFile, resolveSettings, type ResolvedSettings } from './config.js';
 import { errorLine, ExitCode, exitCodeFor, OutcomeFailedError } from './exit-codes.js';
 import { commandHelp, mainHelp, nounHelp } from './help.js';
@@ -51,6 +52,7 @@ export const COMMANDS: readonly CommandDef[] = [
   // Celld (README "Celld")
   ...CELLD_COMMANDS,
   ...FLEET_COMMANDS,
+  ...STORAGE_COMMANDS,
 ];
 
 const NOUNS = [...new Set(COMMANDS.map((c) => c.noun))];

@@ -88,6 +88,7 @@ import {
   type FleetWorkloadsResponse,
 } from './types.js';
 import { pollUntil, type PollOptions } from './wait.js';
+import type { StorageAreaName, StorageListing, StorageReview, StorageReviewState } from '../wire/storage.js';
 
 /** Options of a request that may carry an Idempotency-Key (spec 4.11). */
 export type IdempotentOptions = RequestOptions & { idempotencyKey?: string };
@@ -498,6 +499,90 @@ export class ApiClient extends HttpTransport {
     });
   }
 
+  // ------------------------------------------------------------ scoped storage (4.13)
+
+  /** GET /api/v2/storage/{area}/list[/{path}]: one page (at most 500 entries; pass next_cursor on). */
+  storageList(
+    area: StorageAreaRef,
+    path: readonly string[],
+    q: { cursor?: string; limit?: number } = {},
+    opts?: RequestOptions,
+  ): Promise<StorageListing> {
+    const tail = path.length === 0 ? '' : `/${scopedPath(path)}`;
+    return this.requestJson('GET', `${storageArea(area)}/list${tail}${qs(q)}`, undefined, opts);
+  }
+
+  /** GET an object (at most 1 MiB; larger files: GET /api/v1/storage/{area}/_download?path=). */
+  async storageGet(
+    area: StorageAreaRef,
+    path: readonly string[],
+    opts: RequestOptions = {},
+  ): Promise<{ bytes: Uint8Array; etag: string | null }> {
+    const res = await this.request('GET', `${storageArea(area)}/objects/${scopedPath(path)}`, undefined, {
+      ...opts,
+      headers: { ...opts.headers, accept: '*/*' },
+    });
+    return { bytes: new Uint8Array(await res.arrayBuffer()), etag: res.headers.get('etag') };
+  }
+
+  /** PUT an object (inbox/outbox): 202 with a pending review. `confirm` overwrites an existing object. */
+  storagePut(
+    area: StorageAreaRef,
+    path: readonly string[],
+    bytes: Uint8Array,
+    w: { ifMatch?: string; confirm?: boolean } = {},
+    opts: IdempotentOptions = {},
+  ): Promise<{ review: StorageReview }> {
+    const o = withKey(opts);
+    const headers = { ...o.headers, ...(w.ifMatch !== undefined && { 'if-match': w.ifMatch }) };
+    return this.requestJson(
+      'PUT',
+      `${storageArea(area)}/objects/${scopedPath(path)}${w.confirm === true ? '?confirm=overwrite' : ''}`,
+      bytes,
+      {
+        ...o,
+        headers,
+      },
+    );
+  }
+
+  /** DELETE an object (inbox/outbox): 202 with a pending review; needs `confirm` or `ifMatch`. */
+  storageDelete(
+    area: StorageAreaRef,
+    path: readonly string[],
+    w: { ifMatch?: string; confirm?: boolean } = {},
+    opts: IdempotentOptions = {},
+  ): Promise<{ review: StorageReview }> {
+    const o = withKey(opts);
+    const headers = { ...o.headers, ...(w.ifMatch !== undefined && { 'if-match': w.ifMatch }) };
+    return this.requestJson(
+      'DELETE',
+      `${storageArea(area)}/objects/${scopedPath(path)}${w.confirm === true ? '?confirm=delete' : ''}`,
+      undefined,
+      {
+        ...o,
+        headers,
+      },
+    );
+  }
+
+  storageReviews(q: { state?: StorageReviewState; limit?: number } = {}, opts?: RequestOptions): Promise<{ reviews: StorageReview[] }> {
+    return this.requestJson('GET', `/api/v2/storage/reviews${qs(q)}`, undefined, opts);
+  }
+
+  storageReview(id: string, opts?: RequestOptions): Promise<{ review: StorageReview }> {
+    return this.requestJson('GET', `/api/v2/storage/reviews/${seg(id)}`, undefined, opts);
+  }
+
+  /** Approve (and apply) a requested write; rejects with the write's error when it cannot land. */
+  approveStorageReview(id: string, opts: IdempotentOptions = {}): Promise<{ review: StorageReview }> {
+    return this.requestJson('POST', `/api/v2/storage/reviews/${seg(id)}/approve`, undefined, withKey(opts));
+  }
+
+  rejectStorageReview(id: string, opts: IdempotentOptions = {}): Promise<{ review: StorageReview }> {
+    return this.requestJson('POST', `/api/v2/storage/reviews/${seg(id)}/reject`, undefined, withKey(opts));
+  }
+
   // ------------------------------------------------------------ agent output (4.7)
 
   /** Live (and with replay, buffered) output chunks; resumes with Last-Event-ID after a drop. */
@@ -560,6 +645,19 @@ export class ApiClient extends HttpTransport {
   celldReconcile(cell: string, operationId: string, generation: number, opts?: RequestOptions): Promise<CellCommandAccepted> {
     return this.requestJson('POST', `/api/v2/celld/cells/${seg(cell)}/reconcile`, { operation_id: operationId, generation }, opts);
   }
+}
+
+/** A storage area: global, or an agent's inbox, or a task's outbox. */
+export type StorageAreaRef = { area: 'global' } | { area: Exclude<StorageAreaName, 'global'>; owner: string };
+
+/** `/api/v2/storage/global`, `/api/v2/storage/inbox/{agent}`, `/api/v2/storage/outbox/{task}`. */
+export function storageArea(a: StorageAreaRef): string {
+  return a.area === 'global' ? '/api/v2/storage/global' : `/api/v2/storage/${a.area}/${seg(a.owner)}`;
+}
+
+/** Names, each percent-encoded on its own (a `/` inside a name becomes %2F), joined with `/`. */
+export function scopedPath(names: readonly string[]): string {
+  return names.map(seg).join('/');
 }
 
 /** The X-Svc-* headers of an activity read. */

@@ -113,7 +113,11 @@ export class HttpTransport {
   async request(method: string, path: string, body?: unknown, opts: RequestOptions = {}): Promise<Response> {
     const headers: Record<string, string> = { accept: 'application/json', ...this.#headers, ...opts.headers };
     const init: RequestInit = { method, headers };
-    if (body !== undefined) {
+    if (body instanceof Uint8Array) {
+      // Raw bytes (scoped storage uploads) go as they are.
+      headers['content-type'] ??= 'application/octet-stream';
+      init.body = body;
+    } else if (body !== undefined) {
       headers['content-type'] = 'application/json';
       init.body = JSON.stringify(body);
     }

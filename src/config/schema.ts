@@ -469,10 +469,10 @@ export const SCHEMA = {
   SVC_STORAGE_MAX_DOWNLOAD_BYTES: entry({
     field: 'storageMaxDownloadBytes',
     group: 'runtime',
-    defaultText: '64MiB',
-    defaultRaw: '64MiB',
-    parse: parseBytes(1024, 1024 ** 3),
-    doc: 'Largest file a storage or artifact download serves (bytes; larger files are refused).',
+    defaultText: '64GiB',
+    defaultRaw: '64GiB',
+    parse: parseBytes(1024, 1024 ** 5),
+    doc: 'Largest file a storage download serves (bytes; larger files are 413 storage.download_too_large). Downloads stream, so this bounds transfer time, not server memory.',
   }),
   SVC_INBOX_QUOTA_BYTES: entry({
     field: 'inboxQuotaBytes',

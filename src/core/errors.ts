@@ -524,6 +524,41 @@ export const ERROR_TABLE = {
     grpc: GrpcStatus.UNAVAILABLE,
     meaning: 'reconcile through Celld needs the fleet inventory, which is not running',
   },
+  // scoped storage (issue 21)
+  'storage.object_too_large': {
+    http: 413,
+    grpc: GrpcStatus.RESOURCE_EXHAUSTED,
+    meaning: 'an object read or write through the scoped API is over 1 MiB (larger files: the _download route)',
+  },
+  'storage.download_too_large': {
+    http: 413,
+    grpc: GrpcStatus.RESOURCE_EXHAUSTED,
+    meaning: 'the file is larger than SVC_STORAGE_MAX_DOWNLOAD_BYTES',
+  },
+  'storage.read_only': { http: 403, grpc: GrpcStatus.PERMISSION_DENIED, meaning: 'the global area is read-only' },
+  'storage.confirmation_required': {
+    http: 428,
+    grpc: GrpcStatus.FAILED_PRECONDITION,
+    meaning: 'overwrite and delete need If-Match: <etag> or confirm=overwrite / confirm=delete',
+  },
+  'storage.precondition_failed': {
+    http: 412,
+    grpc: GrpcStatus.FAILED_PRECONDITION,
+    meaning: 'the object changed: its ETag is not the one given (or seen when the write was requested)',
+  },
+  'storage.not_a_file': { http: 409, grpc: GrpcStatus.FAILED_PRECONDITION, meaning: 'the path names a directory or a special file' },
+  'storage.not_empty': { http: 409, grpc: GrpcStatus.FAILED_PRECONDITION, meaning: 'a directory to delete is not empty' },
+  'storage.review_not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no storage write review with this id' },
+  'storage.review_decided': {
+    http: 409,
+    grpc: GrpcStatus.FAILED_PRECONDITION,
+    meaning: 'the write review was already approved or rejected',
+  },
+  'storage.review_self': {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: 'an operator cannot approve a write they requested (a second identity reviews)',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;

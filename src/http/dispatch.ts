@@ -6,7 +6,7 @@ import fastJson from 'fast-json-stringify';
 import { ERROR_TABLE, SvcError, toWire, type ErrorCode } from '../core/errors.js';
 import { DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY_BYTES, parseBody } from './body.js';
 import type { Route, Router } from './router.js';
-import type { HandlerResult, RequestPeer, RequestView, SseResult } from './types.js';
+import type { ByteSource, HandlerResult, RequestPeer, RequestView, SseResult } from './types.js';
 
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
@@ -38,7 +38,17 @@ export interface RenderedSse {
   readonly view: RequestView;
 }
 
-export type Rendered = RenderedBody | RenderedSse;
+/** A streamed body (StreamResult) to write by backpressure; the listener owns `source` from here. */
+export interface RenderedStream {
+  readonly kind: 'stream';
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly contentType: string;
+  readonly lengthBytes: number;
+  readonly source: ByteSource;
+}
+
+export type Rendered = RenderedBody | RenderedSse | RenderedStream;
 
 /** Called for every failure that is not an SvcError (it becomes a 500 `server.internal`). */
 export type InternalErrorHook = (err: unknown, route: string) => void;
@@ -178,6 +188,25 @@ function renderResult(route: Route, result: HandlerResult, view: RequestView): R
     throw new TypeError(`handler of ${route.pattern} returned status ${String(result.status)}`);
   }
   const headers = result.headers ?? {};
+  if ('stream' in result) {
+    try {
+      checkHeaders(headers);
+      if (!Number.isSafeInteger(result.lengthBytes) || result.lengthBytes < 0) {
+        throw new TypeError(`handler of ${route.pattern} returned a stream of ${String(result.lengthBytes)} bytes`);
+      }
+    } catch (err) {
+      result.stream.close().catch(() => undefined);
+      throw err;
+    }
+    return {
+      kind: 'stream',
+      status: result.status,
+      headers,
+      contentType: result.contentType,
+      lengthBytes: result.lengthBytes,
+      source: result.stream,
+    };
+  }
   checkHeaders(headers);
   if ('json' in result) {
     const body = route.serialize !== undefined ? route.serialize(result.json) : (JSON.stringify(result.json) ?? 'null');

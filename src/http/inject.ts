@@ -4,7 +4,7 @@
  * unstarted, to be driven with a {@link MemorySseSink}.
  */
 import { BodyCollector, declaredBodyLength, DEFAULT_MAX_BODY_BYTES, tooLarge } from './body.js';
-import { dispatch, renderError, type InternalErrorHook, type Rendered, type RenderedSse } from './dispatch.js';
+import { dispatch, renderError, type InternalErrorHook, type Rendered, type RenderedSse, type RenderedStream } from './dispatch.js';
 import type { Router } from './router.js';
 import { LOCAL_PEER, type RequestPeer, type SseSink } from './types.js';
 
@@ -73,10 +73,23 @@ export async function inject(
     }
   }
   const onInternalError = opts.onInternalError ?? (() => undefined);
-  return toResponse(await dispatch(route, match.params, raw, route.body === 'none' ? null : rawBody, onInternalError));
+  const rendered = await dispatch(route, match.params, raw, route.body === 'none' ? null : rawBody, onInternalError);
+  return rendered.kind === 'stream' ? drainStream(rendered) : toResponse(rendered);
 }
 
-function toResponse(r: Rendered): InjectResponse {
+/** A streamed body is read whole (tests of handlers use small files; the listeners stream it). */
+async function drainStream(r: RenderedStream): Promise<InjectResponse> {
+  const parts: Uint8Array[] = [];
+  try {
+    for (let chunk = await r.source.next(); chunk !== null; chunk = await r.source.next()) parts.push(Uint8Array.from(chunk));
+  } finally {
+    await r.source.close();
+  }
+  const headers = { ...r.headers, 'content-length': String(r.lengthBytes) };
+  return toResponse({ kind: 'body', status: r.status, headers, contentType: r.contentType, body: Buffer.concat(parts) });
+}
+
+function toResponse(r: Exclude<Rendered, RenderedStream>): InjectResponse {
   if (r.kind === 'sse') {
     return { status: 200, headers: { 'content-type': 'text/event-stream' }, text: '', sse: r, json: () => undefined };
   }

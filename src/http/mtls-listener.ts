@@ -33,6 +33,7 @@ import {
   type ListenerTuning,
   type RawRequest,
   type RenderedBody,
+  type RenderedStream,
   type RenderedSse,
 } from './dispatch.js';
 import { NodeSseSink } from './node-sse.js';
@@ -216,8 +217,12 @@ class MtlsServer {
   #run(flight: Flight, route: Route, params: Record<string, string>, raw: RawRequest, rawBody: Uint8Array | null): void {
     dispatch(route, params, raw, rawBody, (err, pattern) => this.#logError(err, pattern, 'request handler failed'))
       .then((rendered) => {
-        if (flight.done) return;
+        if (flight.done) {
+          if (rendered.kind === 'stream') rendered.source.close().catch(() => undefined);
+          return;
+        }
         if (rendered.kind === 'sse') this.#startSse(flight, rendered, raw.method === 'HEAD');
+        else if (rendered.kind === 'stream') this.#startStream(flight, rendered, raw.method === 'HEAD');
         else this.#respond(flight, rendered, this.#closing);
       })
       .catch((err: unknown) => this.#logError(err, flight.route, 'writing the response failed'));
@@ -242,6 +247,71 @@ class MtlsServer {
       res.end(body);
     }
     this.#finish(flight, rendered.status, rendered.errorCode);
+  }
+
+  /**
+   * A streamed body: one chunk pulled at a time, the next only after `write` accepted the last
+   * one or the socket drained, so memory stays flat. A source that ends early or runs long cuts
+   * the connection (the announced Content-Length must not be met with other bytes).
+   */
+  #startStream(flight: Flight, rendered: RenderedStream, head: boolean): void {
+    flight.done = true;
+    clearTimeout(flight.timer);
+    const { res } = flight;
+    const { source, lengthBytes } = rendered;
+    let ended = false;
+    const end = (status: number, err?: unknown): void => {
+      if (ended) return;
+      ended = true;
+      source.close().catch(() => undefined);
+      if (err !== undefined) {
+        this.#logError(err, flight.route, 'streaming the response body failed');
+        res.destroy();
+      }
+      this.#finish(flight, status, undefined);
+    };
+    res.once('close', () => end(res.writableFinished ? rendered.status : 0));
+    for (const [k, v] of Object.entries(rendered.headers)) {
+      const lower = k.toLowerCase();
+      if (lower !== 'content-length' && lower !== 'content-type') res.setHeader(k, v);
+    }
+    res.setHeader('content-type', rendered.contentType);
+    res.setHeader('content-length', lengthBytes);
+    if (this.#closing) res.setHeader('connection', 'close');
+    res.writeHead(rendered.status);
+    if (head || lengthBytes === 0) {
+      res.end();
+      return end(rendered.status);
+    }
+    let sent = 0;
+    const pump = async (): Promise<void> => {
+      while (!ended) {
+        const chunk = await source.next();
+        if (ended) return;
+        if (chunk === null || chunk.byteLength === 0 || sent + chunk.byteLength > lengthBytes) {
+          throw new Error(`the body source ended at ${sent} of ${lengthBytes} bytes announced`);
+        }
+        sent += chunk.byteLength;
+        // write() copies nothing: the chunk must stay untouched until it drained.
+        const copy = Buffer.from(chunk);
+        if (sent === lengthBytes) {
+          res.end(copy);
+          return;
+        }
+        if (!res.write(copy)) {
+          await new Promise<void>((resolve) => {
+            const go = (): void => {
+              res.off('drain', go);
+              res.off('close', go);
+              resolve();
+            };
+            res.on('drain', go);
+            res.on('close', go);
+          });
+        }
+      }
+    };
+    pump().catch((err: unknown) => end(0, err));
   }
 
   #startSse(flight: Flight, rendered: RenderedSse, head: boolean): void {

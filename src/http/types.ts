@@ -70,7 +70,30 @@ export interface SseResult {
   sse: (sink: SseSink, req: RequestView) => void | Promise<void>;
 }
 
-export type HandlerResult = JsonResult | RawResult | SseResult;
+/**
+ * A response whose body is pulled from `source` one chunk at a time (file downloads). The server
+ * sends Content-Length `lengthBytes` and asks for the next chunk only once the previous one was
+ * handed to the kernel (uWS tryEnd/onWritable, node's drain), so at most one chunk per response is
+ * held in memory however large the body. `source.close()` runs exactly once when the response
+ * ends for any reason (sent, client gone, a read failed, server stop).
+ */
+export interface StreamResult {
+  status: number;
+  headers?: Record<string, string>;
+  contentType: string;
+  /** Exact body size in bytes; a source that ends early or runs long aborts the connection. */
+  lengthBytes: number;
+  stream: ByteSource;
+}
+
+/** Where a {@link StreamResult} pulls its body from. */
+export interface ByteSource {
+  /** The next chunk, or null at the end. The chunk's memory is the server's until the next call. */
+  next(): Promise<Uint8Array | null>;
+  close(): Promise<void>;
+}
+
+export type HandlerResult = JsonResult | RawResult | SseResult | StreamResult;
 
 /** Route handler: throw (or reject with) an SvcError to answer with its v1 envelope and status. */
 export type Handler = (req: RequestView) => HandlerResult | Promise<HandlerResult>;

@@ -24,12 +24,14 @@ import {
   type Rendered,
   type RenderedBody,
   type RenderedSse,
+  type RenderedStream,
 } from './dispatch.js';
 import type { Route, Router } from './router.js';
 import { SSE_HEADERS, SSE_HEARTBEAT, sseHeadResponse, UwsSseSink } from './sse.js';
 import type { RequestInfo } from './types.js';
 import { assertNativeUws, closeApp, copyRequest, uwsRuntimeInfo, writeRendered } from './uws-io.js';
 import { attachWsRoute, type WsConn, type WsRouteOptions } from './ws-route.js';
+import { UwsStreamWriter } from './uws-stream.js';
 
 export { assertNativeUws, uwsRuntimeInfo } from './uws-io.js';
 
@@ -76,6 +78,7 @@ interface Flight {
   aborted: boolean;
   timer: NodeJS.Timeout | undefined;
   sse: UwsSseSink | undefined;
+  stream: UwsStreamWriter | undefined;
 }
 
 class HttpServer {
@@ -131,6 +134,7 @@ class HttpServer {
       aborted: false,
       timer: undefined,
       sse: undefined,
+      stream: undefined,
     };
     this.#inFlight.add(flight);
     res.onAborted(() => this.#aborted(flight));
@@ -166,8 +170,12 @@ class HttpServer {
   #run(flight: Flight, route: Route, params: Record<string, string>, rawBody: Uint8Array | null): void {
     dispatch(route, params, flight.raw, rawBody, (err, pattern) => this.#logError(err, pattern, 'request handler failed'))
       .then((rendered: Rendered) => {
-        if (flight.done || flight.aborted) return;
+        if (flight.done || flight.aborted) {
+          if (rendered.kind === 'stream') rendered.source.close().catch(() => undefined);
+          return;
+        }
         if (rendered.kind === 'sse') this.#startSse(flight, rendered);
+        else if (rendered.kind === 'stream') this.#startStream(flight, rendered);
         else this.#respond(flight, rendered, this.#closing);
       })
       .catch((err: unknown) => this.#logError(err, flight.route, 'writing the response failed'));
@@ -217,10 +225,25 @@ class HttpServer {
       });
   }
 
+  /** A streamed body: the flight stays in flight (close() waits for it) until it is sent or cut. */
+  #startStream(flight: Flight, rendered: RenderedStream): void {
+    flight.done = true;
+    const writer = new UwsStreamWriter(flight.res, rendered, {
+      closeConnection: this.#closing,
+      onEnd: (outcome, err) => {
+        if (outcome === 'failed') this.#logError(err, flight.route, 'streaming the response body failed');
+        this.#finish(flight, outcome === 'sent' ? rendered.status : 0, undefined);
+      },
+    });
+    flight.stream = writer;
+    writer.start(flight.raw.method === 'HEAD');
+  }
+
   #aborted(flight: Flight): void {
     flight.aborted = true;
     clearTimeout(flight.timer);
-    if (flight.sse !== undefined) flight.sse.aborted();
+    if (flight.stream !== undefined) flight.stream.abort();
+    else if (flight.sse !== undefined) flight.sse.aborted();
     else if (!flight.done) this.#finish(flight, 0, undefined);
   }
 

@@ -94,6 +94,12 @@ export interface QemuDomainSpec {
   tcgCacheMiB?: number;
   /** Default pc. */
   machine?: 'pc' | 'q35';
+  /**
+   * Host directories shared into the guest over virtio-9p (`<filesystem accessmode='mapped'>`,
+   * works under TCG and KVM without a daemon), each mounted by the guest with its tag (at most
+   * 31 characters: the 9p mount_tag limit). The agent share's inbox and outbox (src/storage/agentshare.ts).
+   */
+  shares?: readonly { readonly hostPath: string; readonly tag: string; readonly readOnly?: boolean }[];
 }
 
 /** What `define` needs. Values are escaped when they become XML. */

@@ -20,7 +20,7 @@ import type { BoundResponse } from './binding-store.js';
 import { parseIdempotencyKey, requestHash, type BindingCodec, type Idempotency } from './idempotency.js';
 
 /** Path prefixes whose mutating requests take Idempotency-Key (spec 4.11). */
-export const IDEMPOTENT_PREFIXES: readonly string[] = ['/api/v2/admin', '/api/v2/fleet', '/api/v2/startup-profiles'];
+export const IDEMPOTENT_PREFIXES: readonly string[] = ['/api/v2/admin', '/api/v2/fleet', '/api/v2/startup-profiles', '/api/v2/storage'];
 const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /** Whether a route is covered by the middleware. */

@@ -100,6 +100,11 @@ export class InboxQuota {
     }
   }
 
+  /** Re-measure one inbox now (after a write through the API), publishing the gauge; resolves to its bytes. */
+  refresh(agentId: string): Promise<number> {
+    return this.#measure(agentId);
+  }
+
   /** Count bytes just written (or negative for bytes removed) without waiting for the next walk. */
   noteWritten(agentId: string, bytes: number): void {
     const u = this.#usage.get(agentId);

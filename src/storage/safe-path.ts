@@ -15,7 +15,7 @@
  *    files are read; directories and devices are refused.
  */
 import { constants as fsc } from 'node:fs';
-import { lstat, open, readlink, realpath } from 'node:fs/promises';
+import { lstat, open, readlink, realpath, type FileHandle } from 'node:fs/promises';
 import { join, resolve, sep } from 'node:path';
 import { SvcError } from '../core/errors.js';
 
@@ -121,6 +121,50 @@ export interface ReadOptions {
 }
 
 const OPEN_FLAGS = fsc.O_RDONLY | fsc.O_NOFOLLOW | fsc.O_NONBLOCK;
+
+/** A regular file opened by {@link openFileInRoot}; the caller closes `fh`. */
+export interface OpenedFile {
+  readonly fh: FileHandle;
+  readonly sizeBytes: number;
+  /** The last path segment (for Content-Type and Content-Disposition). */
+  readonly name: string;
+}
+
+/**
+ * Open the regular file at `relPath` (client text) under `rootDir` for streaming (the same walk
+ * and checks as {@link readFileInRoot}). Rejects with 400 `storage.invalid_path`, 404
+ * `storage.not_found`, or `opts.tooLarge(size)`.
+ */
+export async function openFileInRoot(rootDir: string, relPath: string | undefined, opts: ReadOptions): Promise<OpenedFile> {
+  const segments = parseRelativePath(relPath);
+  let realRoot: string;
+  try {
+    realRoot = await realpath(rootDir);
+    if (opts.container !== undefined && !isInside(await realpath(opts.container), realRoot)) {
+      throw invalid('the storage area leads outside the storage root');
+    }
+  } catch (err) {
+    throw lookupError(err);
+  }
+  const target = await resolveInRoot(realRoot, segments);
+  let fh: FileHandle;
+  try {
+    fh = await open(target, OPEN_FLAGS);
+  } catch (err) {
+    throw lookupError(err);
+  }
+  try {
+    await checkOpenedInside(fh.fd, realRoot);
+    const st = await fh.stat();
+    if (st.isDirectory()) throw invalid('path names a directory, not a file');
+    if (!st.isFile()) throw invalid('path names something that is not a regular file');
+    if (st.size > opts.maxBytes) throw opts.tooLarge(st.size);
+    return { fh, sizeBytes: st.size, name: segments[segments.length - 1] ?? 'download' };
+  } catch (err) {
+    await fh.close();
+    throw err;
+  }
+}
 
 /**
  * Read the regular file at `relPath` (client text) under `rootDir`. Rejects with 400

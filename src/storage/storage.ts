@@ -5,21 +5,28 @@
  *   <root>/global/…              shared by every task and agent; read-only through the API
  *   <root>/inbox/<agent_id>/…    files for one agent (quota-limited, see inbox-quota.ts)
  *   <root>/outbox/<task_id>/…    what a task leaves behind (its artifacts)
+ *   <root>/outbox/<agent_id>/…   what a VM's agent leaves (its agent share, agentshare.ts)
  *
- * The API only reads (downloads); there are no upload, delete or list routes. A file above
- * `maxDownloadBytes` is refused rather than buffered, because the HTTP layer sends a response
- * from one in-memory body (see the report on streaming downloads).
+ * Downloads stream (src/http StreamResult: one chunk in memory at a time), so the only size limit
+ * is `maxDownloadBytes` (SVC_STORAGE_MAX_DOWNLOAD_BYTES), 413 `storage.download_too_large` beyond.
+ * Listing, upload, overwrite and delete are the scoped API (scoped-storage.ts).
  */
 import { join } from 'node:path';
 import { SvcError } from '../core/errors.js';
 import { isValidName } from '../identity/spiffe.js';
 import { TASK_ID_RE } from '../core/ids.js';
-import { readFileInRoot, type StoredFile } from './safe-path.js';
+import { openFileInRoot, readFileInRoot, type OpenedFile, type StoredFile } from './safe-path.js';
 
 export type StorageArea = 'global' | 'inbox' | 'outbox';
 
-/** Largest download served by default (64 MiB). */
-export const DEFAULT_MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024;
+/** A VM's agent id (its name) as an outbox owner (the VM name rule of create-request.ts). */
+const VM_OWNER_RE = /^agent-[a-z0-9-]+$/u;
+
+/** Largest file read into memory whole (task artifact downloads, which are not streamed yet): 64 MiB. */
+export const MAX_BUFFERED_READ_BYTES = 64 * 1024 * 1024;
+
+/** Largest download served by default (64 GiB: downloads stream, so this bounds time, not memory). */
+export const DEFAULT_MAX_DOWNLOAD_BYTES = 64 * 1024 ** 3;
 
 export interface StorageOptions {
   /** The storage root (absolute); areas are subdirectories. Missing directories read as 404. */
@@ -53,10 +60,15 @@ export class Storage {
     return join(this.inboxesDir(), agentId);
   }
 
-  /** `<root>/outbox/<task_id>`; 400 `storage.invalid_path` unless the id is task-<uuid>. */
-  outboxDir(taskId: string): string {
-    if (!TASK_ID_RE.test(taskId)) throw new SvcError('storage.invalid_path', 'task_id must be task-<uuid> (lower-case hex)');
-    return join(this.rootDir, 'outbox', taskId);
+  /**
+   * `<root>/outbox/<owner>`: a task's (task-<uuid>) or a VM agent's (its name, agent-…: the agent
+   * share, agentshare.ts); 400 `storage.invalid_path` for anything else.
+   */
+  outboxDir(owner: string): string {
+    if (!TASK_ID_RE.test(owner) && !(VM_OWNER_RE.test(owner) && owner.length <= 63)) {
+      throw new SvcError('storage.invalid_path', 'the outbox owner must be a task id (task-<uuid>) or a VM agent (agent-[a-z0-9-]+)');
+    }
+    return join(this.rootDir, 'outbox', owner);
   }
 
   /** The directory of an area (`id` is the agent id for inbox, the task id for outbox). */
@@ -66,20 +78,34 @@ export class Storage {
   }
 
   /**
-   * Read `relPath` of an area. Rejects with 400 `storage.invalid_path` (bad id or path, leaves the
-   * area, a directory), 404 `storage.not_found`, or 503 `server.unavailable` for a file over
-   * maxDownloadBytes.
+   * Open `relPath` of an area for a streamed download (the caller closes it). Rejects with 400
+   * `storage.invalid_path` (bad id or path, leaves the area, a directory), 404
+   * `storage.not_found`, or 413 `storage.download_too_large` for a file over maxDownloadBytes.
    */
-  async download(area: StorageArea, id: string | undefined, relPath: string | undefined): Promise<StoredFile> {
+  async openDownload(area: StorageArea, id: string | undefined, relPath: string | undefined): Promise<OpenedFile> {
     const dir = this.areaDir(area, id);
-    return readFileInRoot(dir, relPath, {
+    return openFileInRoot(dir, relPath, {
       maxBytes: this.maxDownloadBytes,
       container: this.rootDir,
       tooLarge: (size) =>
         new SvcError(
-          'server.unavailable',
-          `the file is ${size} bytes; downloads are limited to ${this.maxDownloadBytes} bytes until streamed downloads exist`,
+          'storage.download_too_large',
+          `the file is ${size} bytes; downloads are limited to ${this.maxDownloadBytes} bytes (SVC_STORAGE_MAX_DOWNLOAD_BYTES)`,
         ),
+    });
+  }
+
+  /**
+   * Read `relPath` of an area whole (task artifacts): as {@link openDownload}, limited to
+   * {@link MAX_BUFFERED_READ_BYTES} as well (413 `storage.download_too_large`).
+   */
+  async download(area: StorageArea, id: string | undefined, relPath: string | undefined): Promise<StoredFile> {
+    const maxBytes = Math.min(this.maxDownloadBytes, MAX_BUFFERED_READ_BYTES);
+    return readFileInRoot(this.areaDir(area, id), relPath, {
+      maxBytes,
+      container: this.rootDir,
+      tooLarge: (size) =>
+        new SvcError('storage.download_too_large', `the file is ${size} bytes; this download is limited to ${maxBytes} bytes`),
     });
   }
 }

@@ -57,6 +57,7 @@ export function vmsComponent(o: VmsComponentOptions = {}): Component {
         caProvider: () => (ca === undefined ? Promise.reject(new Error('no CA')) : Promise.resolve(ca)),
         logger: ctx.logger.child({ component: 'vms' }),
         stateDir: config.stateDir,
+        storageDir: config.storageDir,
         enableDirectRuntimeSsh: config.enableDirectRuntimeSsh,
         writeBudgetMs: config.hypervisorWriteBudgetMs,
         agentConnectTimeoutMs: config.vmAgentConnectTimeoutSeconds * 1000,

@@ -58,6 +58,7 @@ import {
   type GuestSsh,
 } from './fw-cfg.js';
 import { bootstrapMaterialPath, isInside, vmPaths, type VmPaths } from './vm-paths.js';
+import { agentshareDirs, agentshareQemuShares, linkAgentshare } from '../storage/agentshare.js';
 
 /** How often provisioning looks whether the agent has connected, ms. */
 export const AGENT_POLL_MS = 250;
@@ -97,6 +98,8 @@ export interface ProvisionerOptions {
   gatewaySsh?: GatewaySshOptions | null;
   /** Revokes the unconsumed bootstrap tokens of an instance (src/bootstrap), when a VM's staged material is purged. */
   revokeBootstrap?: (instanceId: string) => void;
+  /** SVC_STORAGE_DIR: a VM created with agentshare gets its inbox and outbox from here (src/storage/agentshare.ts). */
+  storageDir?: string;
   logger: Pick<Logger, 'info' | 'warn' | 'error'>;
   /**
    * What a VM created with `loadout` (or none) and `profile` gets at provisioning (src/loadouts);
@@ -170,10 +173,12 @@ export class Provisioner {
           },
           ...(ipAddress !== null ? { ipAddress } : {}),
         },
-        qemu:
-          image !== null
+        qemu: {
+          ...(image !== null
             ? bootSpec(image, paths.disk, paths.fwCfg, this.#o.qemu.network, paths.console, ssh, waits)
-            : qemuSpecFor(paths, c.uuid, this.#o.qemu),
+            : qemuSpecFor(paths, c.uuid, this.#o.qemu)),
+          ...(await this.#shares(vm, c.agentshare)),
+        },
       },
       { signal },
     );
@@ -270,6 +275,7 @@ export class Provisioner {
       return { agentMode: 'deferred', managed: true, state: info.state };
     }
     if (!enrolls && (restart || !enrolled)) await writeAgentBundle(paths.certs, await this.#o.caProvider(), { instanceId });
+    await this.#linkShare(vm, paths.work, info.metadata.labels?.['sandboxd/agentshare'] === 'true');
     const started = await this.#o.localAgents.start(
       {
         vm,
@@ -288,6 +294,24 @@ export class Provisioner {
       { restart },
     );
     return { agentMode: 'local', agentSinceMs: started.startedAtMs, managed: true, state: info.state };
+  }
+
+  /** The agent share of a qemu guest: two 9p shares, when the VM has agentshare and a storage root is set. */
+  async #shares(vm: string, agentshare: boolean): Promise<{ shares?: ReturnType<typeof agentshareQemuShares> }> {
+    if (!agentshare || this.#o.storageDir === undefined) return {};
+    return { shares: agentshareQemuShares(await agentshareDirs(this.#o.storageDir, vm)) };
+  }
+
+  /** The agent share of a local agent: `inbox` and `outbox` links in its work dir. */
+  async #linkShare(vm: string, workDir: string, agentshare: boolean): Promise<void> {
+    if (!agentshare || this.#o.storageDir === undefined) return;
+    await mkdir(workDir, { recursive: true, mode: 0o700 });
+    try {
+      await linkAgentshare(workDir, await agentshareDirs(this.#o.storageDir, vm));
+    } catch (err) {
+      // A share that cannot be linked (the agent made a real inbox/ there) must not stop the agent.
+      this.#o.logger.warn({ vm, err }, 'linking the agent share into the work dir failed');
+    }
   }
 
   /** Stops the VM's local agent (none on qemu hosts: the guest's agent goes down with the guest). */

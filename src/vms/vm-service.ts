@@ -58,6 +58,8 @@ export interface VmServiceOptions {
   logger: Logger;
   /** SVC_STATE_DIR: VM files go to <stateDir>/vms/<name>/. */
   stateDir: string;
+  /** SVC_STORAGE_DIR: the agent share's inbox and outbox (src/storage/agentshare.ts). */
+  storageDir?: string;
   /** SVC_ENABLE_DIRECT_RUNTIME_SSH. */
   enableDirectRuntimeSsh: boolean;
   /** Bound of each hypervisor step, ms (SVC_HYPERVISOR_WRITE_BUDGET_MS). Default 30 000. */
@@ -164,6 +166,7 @@ export async function startVmService(o: VmServiceOptions): Promise<VmService> {
     gatewaySsh: o.localSshd ?? null,
     ...(o.revokeBootstrap !== undefined && { revokeBootstrap: o.revokeBootstrap }),
     ...(o.loadoutMaterial !== undefined && { loadoutMaterial: o.loadoutMaterial }),
+    ...(o.storageDir !== undefined && { storageDir: o.storageDir }),
   });
   const eventBridge = new VmEventBridge({ hypervisor: o.hypervisor, events: o.events, localAgents, provisioner, logger });
   const opsTotal =

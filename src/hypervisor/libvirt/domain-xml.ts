@@ -210,6 +210,14 @@ function qemuDevicesXml(name: string, q: QemuDomainSpec): string[] {
       ? `<serial type='file'><source path='${path('qemu.serialLogPath', q.serialLogPath)}' append='on'/><target port='0'/></serial>`
       : `<serial type='pty'><target port='0'/></serial>`,
   );
+  for (const [i, share] of (q.shares ?? []).entries()) {
+    if (i >= 8) throw invalid('at most 8 shared directories');
+    if (!/^[A-Za-z0-9_-]{1,31}$/u.test(share.tag)) throw invalid('a share tag must be 1-31 characters of A-Z a-z 0-9 _ -');
+    out.push(
+      `<filesystem type='mount' accessmode='mapped'><source dir='${path(`qemu.shares[${i}].hostPath`, share.hostPath)}'/>` +
+        `<target dir='${share.tag}'/>${share.readOnly === true ? '<readonly/>' : ''}</filesystem>`,
+    );
+  }
   if (q.vsockCid !== undefined)
     out.push(`<vsock model='virtio'><cid auto='no' address='${int('qemu.vsockCid', q.vsockCid, 3, 0xfffffffe)}'/></vsock>`);
   out.push(`<rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>`);

@@ -39,8 +39,8 @@ void describe('sbx aliases', () => {
         }
       }
     }
-    // list: vm, agent, session, task, events, context, cred, checkpoint, pool, profile, loadout; delete: vm, context, profile.
-    assert.equal(checked, 14);
+    // list: vm, agent, session, task, events, context, cred, checkpoint, pool, profile, loadout, storage; delete: vm, context, profile, storage.
+    assert.equal(checked, 16);
     assert.deepEqual(resolved(['vm', 'rm', 'agent-x', '--force']), { noun: 'vm', verb: 'delete', rest: ['agent-x', '--force'] });
   });
 

@@ -163,13 +163,14 @@ describe('storage download routes', () => {
     }
   });
 
-  test('files over the download limit are refused, not buffered', async () => {
+  test('files over the download limit (SVC_STORAGE_MAX_DOWNLOAD_BYTES) are 413', async () => {
     const res = await get('/api/v1/storage/global/_download?path=big.bin');
-    assert.equal(res.status, 503);
+    assert.equal(res.status, 413);
+    assert.equal(code(res), 'storage.download_too_large');
     assert.match(res.text, /4096 bytes; downloads are limited to 1024 bytes/u);
   });
 
-  test('there are no write routes: global is read-only', async () => {
+  test('the v1 download route takes no writes (they are the scoped API)', async () => {
     for (const method of ['PUT', 'POST', 'DELETE', 'PATCH']) {
       const res = await inject(router, { method, url: '/api/v1/storage/global/_download?path=readme.txt', body: 'x' });
       assert.equal(res.status, 405, method);
