@@ -14,43 +14,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pino from 'pino';
-import { agentListenerComponent, agentsComponent } from '../../src/agent-link/component.js';
-import { adminListenerComponent, authComponent } from '../../src/auth/component.js';
-import { bootstrapComponent } from '../../src/bootstrap/component.js';
 import { CHECKPOINTS_DIR, checkpointsComponent } from '../../src/checkpoints/component.js';
 import type { Config } from '../../src/config/schema.js';
-import { eventsComponent } from '../../src/events/component.js';
 import { inject, type InjectResponse } from '../../src/http/inject.js';
-import { idempotencyComponent } from '../../src/idempotency/component.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
-import { operationsComponent } from '../../src/operations/component.js';
-import { actorsComponent, hypervisorComponent, httpComponent, jobsComponent } from '../../src/server/runtime-components.js';
-import { vmsComponent } from '../../src/vms/component.js';
+import type { Component } from '../../src/component/component.js';
 import { bootstrapMaterialPath, vmPaths } from '../../src/vms/vm-paths.js';
 import type { AdminAccepted, Checkpoint, WarmPool } from '../../src/wire/checkpoints.js';
 import type { AdminOperation } from '../../src/wire/vms.js';
 import { loopbackConfig } from '../support/test-config.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
-import { uniqueName } from './vms-harness.js';
+import { uniqueName, vmServerComponents } from './vms-harness.js';
 
 type Json = Record<string, unknown>;
 
-const components = () => [
-  authComponent,
-  idempotencyComponent,
-  eventsComponent(),
-  operationsComponent(),
-  actorsComponent,
-  agentsComponent,
-  jobsComponent,
-  hypervisorComponent,
-  httpComponent,
-  adminListenerComponent,
-  bootstrapComponent(),
-  agentListenerComponent,
-  vmsComponent({ agentConnectTimeoutMs: 90_000 }),
-  checkpointsComponent({ readyTimeoutMs: 90_000 }),
-];
+const components = (): Component[] =>
+  vmServerComponents({ admin: true, bootstrap: true, afterVms: [checkpointsComponent({ readyTimeoutMs: 90_000 })] });
 
 describe('checkpoints and warm pools', () => {
   let dir: string;

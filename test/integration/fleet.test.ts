@@ -15,25 +15,19 @@ import { Hypervisor } from '@unraid/libvirt';
 import Ajv2020Module from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import pino from 'pino';
-import { agentListenerComponent, agentsComponent } from '../../src/agent-link/component.js';
-import { adminListenerComponent, authComponent } from '../../src/auth/component.js';
 import type { Config } from '../../src/config/schema.js';
-import { eventsComponent } from '../../src/events/component.js';
 import { FLEET_DIR, fleetComponent, fleetInventoryComponent } from '../../src/fleet/component.js';
 import { SqliteInventoryStore } from '../../src/fleet/inventory-store.js';
 import { testDomainXml } from '../../src/hypervisor/libvirt/domain-xml.js';
 import { inject, type InjectResponse } from '../../src/http/inject.js';
-import { idempotencyComponent } from '../../src/idempotency/component.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
-import { operationsComponent } from '../../src/operations/component.js';
-import { actorsComponent, hypervisorComponent, httpComponent, jobsComponent } from '../../src/server/runtime-components.js';
-import { vmsComponent } from '../../src/vms/component.js';
+import type { Component } from '../../src/component/component.js';
 import type { FleetReconcileDryRun, FleetWorkloadsResponse, ReconcileResultJson, WorkloadJson } from '../../src/wire/fleet.js';
 import type { AdminOperation } from '../../src/wire/vms.js';
 import { repoRoot } from '../support/paths.js';
 import { loopbackConfig } from '../support/test-config.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
-import { uniqueName } from './vms-harness.js';
+import { uniqueName, vmServerComponents } from './vms-harness.js';
 
 type Json = Record<string, unknown>;
 
@@ -49,22 +43,8 @@ function assertSchema(def: string, value: unknown): void {
   assert.ok(check(value), `${def}: ${JSON.stringify(check.errors)}`);
 }
 
-const components = () => [
-  authComponent,
-  idempotencyComponent,
-  eventsComponent(),
-  operationsComponent(),
-  actorsComponent,
-  agentsComponent,
-  jobsComponent,
-  hypervisorComponent,
-  httpComponent,
-  adminListenerComponent,
-  agentListenerComponent,
-  fleetInventoryComponent(),
-  vmsComponent({ agentConnectTimeoutMs: 90_000 }),
-  fleetComponent({ sweepIntervalMs: 0 }),
-];
+const components = (): Component[] =>
+  vmServerComponents({ admin: true, beforeVms: [fleetInventoryComponent()], afterVms: [fleetComponent({ sweepIntervalMs: 0 })] });
 
 describe('fleet inventory and reconcile', () => {
   let dir: string;

@@ -14,41 +14,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pino from 'pino';
-import { agentListenerComponent, agentsComponent } from '../../src/agent-link/component.js';
 import { AgentCommandClient } from '../../src/agent-link/command-client.js';
-import { authComponent } from '../../src/auth/component.js';
 import type { Config } from '../../src/config/schema.js';
-import { eventsComponent } from '../../src/events/component.js';
 import { inject, type InjectResponse } from '../../src/http/inject.js';
-import { idempotencyComponent } from '../../src/idempotency/component.js';
 import { loadoutsComponent } from '../../src/loadouts/component.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
 import { runCommandForMcp } from '../../src/mcp/run-command.js';
-import { operationsComponent } from '../../src/operations/component.js';
 import { profilesComponent } from '../../src/profiles/component.js';
-import { actorsComponent, hypervisorComponent, httpComponent, jobsComponent } from '../../src/server/runtime-components.js';
-import { vmsComponent } from '../../src/vms/component.js';
+import type { Component } from '../../src/component/component.js';
 import { loopbackConfig } from '../support/test-config.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
-import { uniqueName } from './vms-harness.js';
+import { uniqueName, vmServerComponents } from './vms-harness.js';
 
 type Json = Record<string, unknown>;
 
-const components = () => [
-  authComponent,
-  idempotencyComponent,
-  eventsComponent(),
-  operationsComponent(),
-  actorsComponent,
-  agentsComponent,
-  jobsComponent,
-  hypervisorComponent,
-  httpComponent,
-  agentListenerComponent,
-  vmsComponent({ agentConnectTimeoutMs: 90_000 }),
-  loadoutsComponent,
-  profilesComponent,
-];
+const components = (): Component[] => vmServerComponents({ afterVms: [loadoutsComponent, profilesComponent] });
 
 const LOADOUT = `apiVersion: sandboxd.loadout/v1
 kind: Loadout

@@ -14,6 +14,10 @@ import { join } from 'node:path';
 import pino from 'pino';
 import type { ActorMode, ActorSystem } from '../../actors/runtime/actor-system.js';
 import { loadConfig } from '../../src/config/load.js';
+import { agentListenerComponent, agentsComponent } from '../../src/agent-link/component.js';
+import { adminListenerComponent, authComponent } from '../../src/auth/component.js';
+import { bootstrapComponent } from '../../src/bootstrap/component.js';
+import type { Component } from '../../src/component/component.js';
 import { eventsComponent } from '../../src/events/component.js';
 import type { EventStore } from '../../src/events/event-store.js';
 import { inject, type InjectResponse } from '../../src/http/inject.js';
@@ -21,7 +25,9 @@ import type { Router } from '../../src/http/router.js';
 import type { LibvirtHypervisor } from '../../src/hypervisor/libvirt/libvirt-hypervisor.js';
 import { createStandaloneCa } from '../../src/identity/ca.js';
 import { startServer } from '../../src/main.js';
-import { actorsComponent, hypervisorComponent } from '../../src/server/runtime-components.js';
+import { idempotencyComponent } from '../../src/idempotency/component.js';
+import { operationsComponent } from '../../src/operations/component.js';
+import { actorsComponent, hypervisorComponent, httpComponent, jobsComponent } from '../../src/server/runtime-components.js';
 import type { AgentLookup } from '../../src/vms/agent-lookup.js';
 import { vmsComponent, type VmsComponentOptions } from '../../src/vms/component.js';
 import type { VmService, VmServiceOptions } from '../../src/vms/vm-service.js';
@@ -161,4 +167,35 @@ export function processAlive(pid: number): boolean {
 
 export function uniqueName(base: string): string {
   return `agent-${base}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/**
+ * The components of a whole server that creates VMs on the test driver with local agents, in start
+ * order: identity and idempotency, events, operations, actors and agents, the hypervisor, the HTTP
+ * listener, the admin listener and bootstrap when asked, the agents' listener, `beforeVms`, the
+ * VMs (90 s for an agent to connect on a loaded machine), then `afterVms` (the feature under test).
+ */
+export function vmServerComponents(opts: {
+  readonly admin?: boolean;
+  readonly bootstrap?: boolean;
+  readonly beforeVms?: readonly Component[];
+  readonly afterVms: readonly Component[];
+}): Component[] {
+  return [
+    authComponent,
+    idempotencyComponent,
+    eventsComponent(),
+    operationsComponent(),
+    actorsComponent,
+    agentsComponent,
+    jobsComponent,
+    hypervisorComponent,
+    httpComponent,
+    ...(opts.admin === true ? [adminListenerComponent] : []),
+    ...(opts.bootstrap === true ? [bootstrapComponent()] : []),
+    agentListenerComponent,
+    ...(opts.beforeVms ?? []),
+    vmsComponent({ agentConnectTimeoutMs: 90_000 }),
+    ...opts.afterVms,
+  ];
 }
