@@ -62,7 +62,7 @@ export function celldComponent(opts: CelldComponentOptions = {}): Component {
       });
       // The fleet component provides `fleet` (src/fleet/port.ts FleetPort, which satisfies
       // CelldFleetLink); looked up by name at each call so either may be listed first.
-      const fleet = opts.fleet ?? ((): CelldFleetLink | undefined => (ctx.find as (name: string) => CelldFleetLink | undefined)('fleet'));
+      const fleet = opts.fleet ?? ((): CelldFleetLink | undefined => ctx.find('fleet'));
       const commands = new Counter({
         name: 'svc_celld_commands_total',
         help: 'Celld mutating requests, by action (start, stop, destroy, reconcile) and outcome (accepted, replayed, refused)',
