@@ -98,7 +98,10 @@ void describe('SSH connector in the server, configured by SVC_GATEWAY_SSH_*', ()
     dir = await mkdtemp(join(tmpdir(), 'sbx-sshc-'));
     await execFileAsync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(dir, 'ca')]);
     await execFileAsync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(dir, 'user')]);
-    const components = [...DEFAULT_COMPONENTS.slice(0, -1), leasesComponent, ...DEFAULT_COMPONENTS.slice(-1)];
+    // The leases go in right before the connector, which looks them up when it starts.
+    const at = DEFAULT_COMPONENTS.findIndex((c) => c.name === 'ssh-connector');
+    assert.ok(at >= 0, 'the default components include the SSH connector');
+    const components = [...DEFAULT_COMPONENTS.slice(0, at), leasesComponent, ...DEFAULT_COMPONENTS.slice(at)];
     const config = loopbackConfig(join(dir, 'state'), {
       SVC_ACTOR_SHARDS: '1',
       SVC_SHUTDOWN_DEADLINE_MS: '8000',
