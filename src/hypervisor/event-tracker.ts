@@ -47,6 +47,12 @@ export class EventTracker {
   readonly #hosts = new Map<string, Map<string, Rec>>();
   readonly #pins = new Map<string, number>();
   readonly #baselined = new Set<string>();
+  /**
+   * Domains seen gone (or whose removal we made) → the sequence of that look: a look that started
+   * before it is stale and must not bring the domain back (it would report a start that never
+   * happened). Dropped by the next full look of the host that started after it.
+   */
+  readonly #goneAt = new Map<string, number>();
   readonly #emit: (e: HypervisorEvent) => void;
   readonly #now: () => number;
   #seq = 0;
@@ -79,6 +85,7 @@ export class EventTracker {
     else this.#pins.set(k, n);
     const rec = this.#hosts.get(host)?.get(name);
     if (rec !== undefined) rec.seq = this.beginLook();
+    else if (this.#goneAt.has(k)) this.#goneAt.set(k, this.beginLook());
   }
 
   /** Seconds since the domain was seen to start; null when not running or the start was not seen. */
@@ -102,6 +109,7 @@ export class EventTracker {
       this.#baselined.add(host);
       for (const d of seen) if (!existing.has(d.name)) existing.set(d.name, newRec(d, seq, null));
     }
+    for (const [k, goneSeq] of this.#goneAt) if (goneSeq < seq && k.startsWith(`${host}\u0000`)) this.#goneAt.delete(k);
     const present = new Set<string>();
     for (const d of seen) {
       present.add(d.name);
@@ -125,6 +133,7 @@ export class EventTracker {
     const map = this.#map(host);
     const rec = map.get(name);
     if (rec !== undefined && rec.seq > seq) return;
+    if (rec === undefined && (this.#goneAt.get(key(host, name)) ?? 0) > seq) return;
     const now = this.#now();
     const events: { type: HypervisorEvent['type']; reason: string }[] = [];
     if (ctx.shutdownRequested === true && rec !== undefined && isActive(rec.state)) {
@@ -148,8 +157,10 @@ export class EventTracker {
       events.push(...transitionEvents(before, after, tctx));
     }
 
-    if (seen === null) map.delete(name);
-    else if (rec === undefined || rec.uuid !== seen.uuid) map.set(name, newRec(seen, seq, isActive(seen.state) ? now : null));
+    if (seen === null) {
+      map.delete(name);
+      this.#goneAt.set(key(host, name), Math.max(seq, this.#goneAt.get(key(host, name)) ?? 0));
+    } else if (rec === undefined || rec.uuid !== seen.uuid) map.set(name, newRec(seen, seq, isActive(seen.state) ? now : null));
     else {
       const restarted = events.some((e) => e.type === 'vm.rebooted' || e.type === 'vm.started');
       if (!isActive(seen.state)) rec.startedAtMs = null;

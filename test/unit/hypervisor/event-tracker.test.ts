@@ -46,6 +46,22 @@ describe('EventTracker', () => {
     assert.deepEqual(names(events), ['vm.started:a:booted:sandboxd']);
   });
 
+  test('a look that started before a domain was removed does not bring it back (no start that never happened)', () => {
+    const { t, events } = setup();
+    t.observeHost(H, t.beginLook(), [d('a', 'running')], 'poller');
+    const stalePoll = t.beginLook(); // reads `a` running, answers late
+    t.pin(H, 'a');
+    t.observeOwn(H, 'a', null, t.beginLook()); // our undefine
+    t.unpin(H, 'a');
+    t.observeHost(H, stalePoll, [d('a', 'running')], 'poller');
+    t.observeOne(H, 'a', d('a', 'running'), stalePoll, 'virsh-event');
+    t.observeHost(H, t.beginLook(), [], 'poller');
+    assert.deepEqual(names(events), ['vm.stopped:a:unknown:sandboxd', 'vm.undefined:a:removed:sandboxd']);
+    // A domain of that name defined later is news again.
+    t.observeHost(H, t.beginLook(), [d('a', 'stopped', null, 'u-a2')], 'poller');
+    assert.deepEqual(names(events).slice(2), ['vm.defined:a:added:poller']);
+  });
+
   test('an ACPI request is announced once; the later stop is attributed to it', () => {
     const { t, events } = setup();
     t.observeHost(H, t.beginLook(), [d('a', 'running')], 'poller');
