@@ -23,6 +23,7 @@ import { alive, BackendDir } from './backend-kit.js';
 import { LocalAgentPort } from './local-agent-port.js';
 import { TmuxHarness } from './tmux-harness.js';
 import { DEADLINE_MS, tail, waitFor } from '../../support/wait.js';
+import { newTerminal, screenOf, write } from '../terminal/screens.js';
 
 const URLS = { httpBaseUrl: 'http://127.0.0.1:8122', wsBaseUrl: 'ws://127.0.0.1:8121' };
 const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
@@ -84,6 +85,26 @@ void describe('sessions started by a join (real screen, tmux and PTYs)', { timeo
         deadlineMs: DEADLINE_MS.process,
         lastState: () => `output ${tail(out())}`,
       },
+    );
+  }
+
+  /** Waits until the session's screen (its output played into a 100×30 terminal) starts with `lines`. */
+  async function seenOnScreen(sessionId: string, lines: readonly string[]): Promise<void> {
+    const shown = async (): Promise<string[]> => {
+      const term = newTerminal(100, 30);
+      await write(term, output.get(service.hitlInfo(sessionId)?.commandId ?? '') ?? '');
+      const screen = screenOf(term).lines;
+      term.dispose();
+      return screen;
+    };
+    let last: string[] = [];
+    await waitFor(
+      `lines ${JSON.stringify(lines)} on the screen of session ${sessionId}`,
+      async () => {
+        last = await shown();
+        return lines.every((l, i) => last[i] === l);
+      },
+      { deadlineMs: DEADLINE_MS.process, lastState: () => `screen ${JSON.stringify(last.slice(0, lines.length + 2))}` },
     );
   }
 
@@ -291,9 +312,9 @@ void describe('sessions started by a join (real screen, tmux and PTYs)', { timeo
       id,
       join1({ backend: 'tmux', class: 'managed', argv: ['sh', '-c', 'echo "v=$V"; pwd; exec cat'], env: { V: 'w;' }, cwd: '/' }),
     );
-    // tmux redraws the pane: a line may end with an erase-to-end-of-line before its CR LF.
-    // eslint-disable-next-line no-control-regex
-    await seen(id, /v=w;(?:\x1b\[K)?\r\n\/(?:\x1b\[K)?\r\n/);
+    // What the pane shows, not the bytes tmux drew it with: a redraw may place a line by cursor
+    // moves instead of CR LF, so the output is played into a terminal of the pane's size.
+    await seenOnScreen(id, ['v=w;', '/']);
     assert.equal(service.list('agent-1', URLS).sessions[0]?.session_backend, 'tmux');
     assert.deepEqual(await service.kill('agent-1', id, 'TERM'), { killed: true });
   });
