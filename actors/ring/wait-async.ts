@@ -8,9 +8,18 @@
 
 /** Atomics.waitAsync (ES2024; in Node 20, missing from the ES2023 lib this project compiles against). */
 type WaitAsyncResult = { async: false; value: 'not-equal' | 'timed-out' } | { async: true; value: Promise<'ok' | 'timed-out'> };
-const waitAsync = (Atomics as unknown as { waitAsync(ta: Int32Array, index: number, value: number): WaitAsyncResult }).waitAsync.bind(
-  Atomics,
-);
+const waitAsync = (
+  Atomics as unknown as { waitAsync(ta: Int32Array, index: number, value: number, timeoutMs: number): WaitAsyncResult }
+).waitAsync.bind(Atomics);
+
+/**
+ * Longest single wait (ms). Callers loop and look again after every wake-up, so a wait that ends
+ * without a notify costs one look. It bounds what a notify that never arrives can cost: twice in
+ * CI a worker call stalled for good while its ring had room (a burst whose last frames never left
+ * the worker), as if a notify were lost between the two threads. An idle ring wakes its waiter 10
+ * times a second for nothing; a lost notify delays its side by at most this much, never forever.
+ */
+export const kWaitSliceMs = 100;
 
 let keepAliveTimer: NodeJS.Timeout | undefined;
 let pendingWaits = 0;
@@ -28,10 +37,11 @@ function releaseKeepAlive(): void {
 
 /**
  * Resolves when `ctrl[index]` is notified or no longer holds `expected` (at once if it already
- * differs), or when `signal` aborts (it then notifies the slot itself to release the waiter; the
- * caller re-checks `signal.aborted`). `recheck` runs right after the waiter is registered: when it
- * returns true the waiter is released at once — it closes the window between the caller's last
- * look at other slots (kClosed) and the registration. Spurious wake-ups are possible; callers loop.
+ * differs), after at most kWaitSliceMs, or when `signal` aborts (it then notifies the slot itself
+ * to release the waiter; the caller re-checks `signal.aborted`). `recheck` runs right after the
+ * waiter is registered: when it returns true the waiter is released at once — it closes the
+ * window between the caller's last look at other slots (kClosed) and the registration. Spurious
+ * wake-ups are possible; callers loop.
  */
 export async function waitForChange(
   ctrl: Int32Array,
@@ -40,7 +50,7 @@ export async function waitForChange(
   signal: AbortSignal | undefined,
   recheck: () => boolean,
 ): Promise<void> {
-  const result = waitAsync(ctrl, index, expected);
+  const result = waitAsync(ctrl, index, expected, kWaitSliceMs);
   if (!result.async) return;
   const wake = (): void => {
     Atomics.notify(ctrl, index);
