@@ -130,12 +130,12 @@ export interface OpenedFile {
   readonly name: string;
 }
 
-/**
- * Open the regular file at `relPath` (client text) under `rootDir` for streaming (the same walk
- * and checks as {@link readFileInRoot}). Rejects with 400 `storage.invalid_path`, 404
- * `storage.not_found`, or `opts.tooLarge(size)`.
- */
-export async function openFileInRoot(rootDir: string, relPath: string | undefined, opts: ReadOptions): Promise<OpenedFile> {
+/** The walk both readers share: `relPath` (client text) checked and resolved under `rootDir`. */
+async function targetInRoot(
+  rootDir: string,
+  relPath: string | undefined,
+  opts: ReadOptions,
+): Promise<{ segments: string[]; realRoot: string; target: string }> {
   const segments = parseRelativePath(relPath);
   let realRoot: string;
   try {
@@ -147,6 +147,16 @@ export async function openFileInRoot(rootDir: string, relPath: string | undefine
     throw lookupError(err);
   }
   const target = await resolveInRoot(realRoot, segments);
+  return { segments, realRoot, target };
+}
+
+/**
+ * Open the regular file at `relPath` (client text) under `rootDir` for streaming (the same walk
+ * and checks as {@link readFileInRoot}). Rejects with 400 `storage.invalid_path`, 404
+ * `storage.not_found`, or `opts.tooLarge(size)`.
+ */
+export async function openFileInRoot(rootDir: string, relPath: string | undefined, opts: ReadOptions): Promise<OpenedFile> {
+  const { segments, realRoot, target } = await targetInRoot(rootDir, relPath, opts);
   let fh: FileHandle;
   try {
     fh = await open(target, OPEN_FLAGS);
@@ -171,17 +181,7 @@ export async function openFileInRoot(rootDir: string, relPath: string | undefine
  * `storage.invalid_path`, 404 `storage.not_found`, or `opts.tooLarge(size)`.
  */
 export async function readFileInRoot(rootDir: string, relPath: string | undefined, opts: ReadOptions): Promise<StoredFile> {
-  const segments = parseRelativePath(relPath);
-  let realRoot: string;
-  try {
-    realRoot = await realpath(rootDir);
-    if (opts.container !== undefined && !isInside(await realpath(opts.container), realRoot)) {
-      throw invalid('the storage area leads outside the storage root');
-    }
-  } catch (err) {
-    throw lookupError(err);
-  }
-  const target = await resolveInRoot(realRoot, segments);
+  const { segments, realRoot, target } = await targetInRoot(rootDir, relPath, opts);
   let fh;
   try {
     fh = await open(target, OPEN_FLAGS);
