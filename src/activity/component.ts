@@ -7,16 +7,14 @@
  * cannot be written) is a start-up error naming SVC_ACTIVITY_STORE: activity that is asked for is
  * never silently off.
  */
-import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { Counter, Gauge } from 'prom-client';
 import { OperatorIdentity } from '../auth/operator-identity.js';
 import { EMPTY_ROLES } from '../auth/roles-file.js';
 import type { Component } from '../component/component.js';
-import type { ActivityStoreSetting } from '../config/parsers.js';
+import { serverHostId, type ActivityStoreSetting } from '../config/parsers.js';
 import { errorMessage } from '../util/error-message.js';
 import { PostgresActivityStore } from './postgres-store.js';
-import { ACTIVITY_ID_RE } from './record.js';
 import { ActivityRetention } from './retention.js';
 import { registerActivityRoutes } from './routes.js';
 import { ActivityService } from './service.js';
@@ -36,15 +34,6 @@ async function openStore(setting: ActivityStoreSetting, stateDir: string): Promi
   }
 }
 
-/** The host name as an activity id (SVC_HOST_ID's default). */
-function hostIdOf(name: string): string {
-  const id = name
-    .replace(/[^A-Za-z0-9._:@/+-]/g, '-')
-    .replace(/^[^A-Za-z0-9]+/, '')
-    .slice(0, 256);
-  return ACTIVITY_ID_RE.test(id) ? id : 'host';
-}
-
 export function activityComponent(): Component {
   return {
     name: 'activity',
@@ -52,7 +41,7 @@ export function activityComponent(): Component {
       const { config } = ctx;
       const logger = ctx.logger.child({ component: 'activity' });
       const store = await openStore(config.activityStore, config.stateDir);
-      const service = new ActivityService({ store, tenantId: config.tenantId, hostId: config.hostId ?? hostIdOf(hostname()) });
+      const service = new ActivityService({ store, tenantId: config.tenantId, hostId: serverHostId(config) });
       ctx.provide('activity', service);
       const identity =
         ctx.find('operatorIdentity') ??

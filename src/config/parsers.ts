@@ -3,6 +3,7 @@
  * returns the typed value or throws ConfigValueError with a reason (the loader adds the name).
  */
 import { isIP } from 'node:net';
+import { hostname } from 'node:os';
 import { parseIpRange, type IpRange } from '../util/ip.js';
 
 export class ConfigValueError extends Error {}
@@ -193,9 +194,25 @@ export function parseActivityStore(raw: string): ActivityStoreSetting {
 }
 
 /** An activity scope value (SVC_TENANT_ID, SVC_HOST_ID): letters, digits and . _ : @ / + -, at most 256. */
+const kActivityIdRe = /^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,255}$/;
+
 export function parseActivityId(raw: string): string {
   const v = raw.trim();
-  if (!/^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,255}$/.test(v))
+  if (!kActivityIdRe.test(v))
     throw new ConfigValueError('must be an id: letters, digits and . _ : @ / + -, starting with a letter or digit, at most 256');
   return v;
+}
+
+/**
+ * This server's host id: SVC_HOST_ID, or the host name made an id (characters outside the set
+ * become '-'). The activity sandboxd records names it; the fleet inventory on PostgreSQL is scoped
+ * by it.
+ */
+export function serverHostId(config: { readonly hostId: string | null }, name: string = hostname()): string {
+  if (config.hostId !== null) return config.hostId;
+  const id = name
+    .replace(/[^A-Za-z0-9._:@/+-]/g, '-')
+    .replace(/^[^A-Za-z0-9]+/, '')
+    .slice(0, 256);
+  return kActivityIdRe.test(id) ? id : 'host';
 }

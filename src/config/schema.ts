@@ -224,7 +224,7 @@ export const SCHEMA = {
     defaultRaw: 'sqlite',
     parse: parseActivityStore,
     secret: true,
-    doc: 'Where activity events are kept: `sqlite` (a file under SVC_STATE_DIR/activity) or a `postgres://user:password@host:port/db` URL (schema created and migrated on start). The value is never echoed: a URL may hold a password.',
+    doc: 'Where activity events are kept: `sqlite` (a file under SVC_STATE_DIR/activity) or a `postgres://user:password@host:port/db` URL (schema created and migrated on start; the fleet inventory then lives in that database too, per SVC_HOST_ID). The value is never echoed: a URL may hold a password.',
   }),
   SVC_ACTIVITY_RETENTION_DAYS: entry({
     field: 'activityRetentionDays',
@@ -248,7 +248,7 @@ export const SCHEMA = {
     defaultText: 'the host name',
     defaultRaw: null,
     parse: parseActivityId,
-    doc: 'The host id of the activity sandboxd itself records (default: the host name).',
+    doc: 'The host id of the activity sandboxd itself records, and of its fleet inventory in a shared PostgreSQL (default: the host name).',
   }),
 
   // ---- ours: listeners

@@ -1,7 +1,8 @@
 /**
  * The fleet inventory and reconcile (spec 4.13; README "Fleet inventory and reconcile"), as two
  * components:
- * - `fleetInventoryComponent`: opens the inventory store (`$SVC_STATE_DIR/fleet/fleet.db`) and
+ * - `fleetInventoryComponent`: opens the inventory store (`$SVC_STATE_DIR/fleet/fleet.db`, or the
+ *   PostgreSQL database of SVC_ACTIVITY_STORE when that is a postgres:// URL) and
  *   installs the request hooks that record desired workloads (intent-middleware.ts). Listed before
  *   `vms` and `checkpoints`, because a route middleware must be installed before the routes it
  *   wraps are registered. Provides `fleetInventory`.
@@ -10,15 +11,19 @@
  *   feature, the hypervisor, the agents registry and the operations store). Provides `fleet`, the
  *   FleetPort other features call (src/fleet/port.ts).
  *
- * Metrics: `svc_fleet_inventory_revision` and `svc_fleet_workloads{drift}`.
+ * Metrics: `svc_fleet_inventory_revision`, `svc_fleet_inventory_backlog` and `svc_fleet_workloads{drift}`.
  */
 import { join } from 'node:path';
 import { Gauge } from 'prom-client';
 import type { Component } from '../component/component.js';
-import { WORKLOAD_DRIFTS } from '../wire/fleet.js';
+import { serverHostId } from '../config/parsers.js';
+import type { CreateVmRequest } from '../vms/create-request.js';
+import { WORKLOAD_DRIFTS, type WorkloadOwner } from '../wire/fleet.js';
+import { createIntent, recordIntent } from './desired.js';
 import { FleetService } from './fleet-service.js';
 import { intentMiddleware } from './intent-middleware.js';
 import { SqliteInventoryStore, type InventoryStore } from './inventory-store.js';
+import { PostgresInventoryStore } from './postgres-inventory-store.js';
 import { registerFleetRoutes } from './routes.js';
 
 /** The inventory store and the hook the fleet service settles intents through. */
@@ -26,6 +31,11 @@ export interface FleetInventory {
   readonly store: InventoryStore;
   /** Set by the fleet component: called after an intent was recorded. */
   settle: ((name: string, operationId: string) => void) | null;
+  /**
+   * Records a VM create accepted outside the routes (the MCP tool create_vm) as desired, like the
+   * route middleware does for POST /api/v1/vms; resolves once it is durable.
+   */
+  readonly recordCreate: (req: CreateVmRequest, operationId: string, owner: WorkloadOwner) => Promise<void>;
 }
 
 declare module '../component/component.js' {
@@ -40,9 +50,21 @@ export const FLEET_DIR = 'fleet';
 export function fleetInventoryComponent(): Component {
   return {
     name: 'fleetInventory',
-    start(ctx) {
-      const store = new SqliteInventoryStore(join(ctx.config.stateDir, FLEET_DIR));
-      const inventory: FleetInventory = { store, settle: null };
+    async start(ctx) {
+      const setting = ctx.config.activityStore;
+      const store: InventoryStore =
+        setting.kind === 'postgres'
+          ? await PostgresInventoryStore.open(setting.url, serverHostId(ctx.config), ctx.logger.child({ component: 'fleet' }))
+          : new SqliteInventoryStore(join(ctx.config.stateDir, FLEET_DIR));
+      const inventory: FleetInventory = {
+        store,
+        settle: null,
+        recordCreate: async (req, operationId, owner) => {
+          recordIntent(store, req.name, createIntent(req, operationId, owner), Date.now());
+          inventory.settle?.(req.name, operationId);
+          await store.committed();
+        },
+      };
       ctx.router.use(
         intentMiddleware({
           store,
@@ -51,12 +73,7 @@ export function fleetInventoryComponent(): Component {
         }),
       );
       ctx.provide('fleetInventory', inventory);
-      return Promise.resolve({
-        stop: () => {
-          store.close();
-          return Promise.resolve();
-        },
-      });
+      return { stop: () => store.close() };
     },
   };
 }
@@ -91,6 +108,14 @@ export function fleetComponent(opts: { sweepIntervalMs?: number; createTimeoutMs
         registers,
         collect() {
           this.set(service.inventoryRevision());
+        },
+      });
+      new Gauge({
+        name: 'svc_fleet_inventory_backlog',
+        help: 'Fleet inventory changes made but not yet durable (PostgreSQL write-behind queue; always 0 on SQLite)',
+        registers,
+        collect() {
+          this.set(inventory.store.backlog());
         },
       });
       new Gauge({

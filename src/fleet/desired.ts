@@ -4,6 +4,7 @@
  * Each is a single store update, so each is one revision at most, and each is idempotent: a
  * replayed request (Idempotency-Key) that records the same operation again changes nothing.
  */
+import type { CreateVmRequest } from '../vms/create-request.js';
 import type { WorkloadOrigin, WorkloadOwner } from '../wire/fleet.js';
 import { contentOf, type InventoryStore } from './inventory-store.js';
 import { content, NOT_OBSERVED, type DesiredRecord } from './records.js';
@@ -74,4 +75,23 @@ export function amendDesired(store: InventoryStore, name: string, change: (d: De
     if (held === undefined || held.desired === null) return held === undefined ? null : contentOf(held);
     return content(change(held.desired), held.observed, held.lastReconcile);
   });
+}
+
+/** The intent of a parsed VM create (the MCP tool create_vm, which calls the VM feature directly). */
+export function createIntent(req: CreateVmRequest, operationId: string, owner: WorkloadOwner): Intent {
+  return {
+    state: req.start ? 'running' : 'stopped',
+    profile: req.profile,
+    loadout: req.loadout ?? null,
+    vcpus: req.vcpus,
+    memoryMiB: req.memoryMiB,
+    diskGiB: req.diskGiB,
+    agentshare: req.agentshare,
+    owner,
+    labels: owner.actor === null ? {} : { 'sandboxd/created-by': owner.actor },
+    origin: 'vm_create',
+    operationId,
+    checkpointId: null,
+    pool: null,
+  };
 }

@@ -13,6 +13,8 @@
  * | POST /api/v1/vms/{name}/start, /restart | 200, 202 | desired state running |
  * | POST /api/v1/vms/{name}/stop, /destroy | 200 | desired state stopped |
  *
+ * The answer goes out once the record is durable (at most 10 s later: see kDurableWaitMs).
+ *
  * Deletes are followed on the operations store instead (fleet-service.ts): every vm_delete that
  * completed drops its VM, whichever path asked for it.
  */
@@ -53,6 +55,20 @@ function operationOf(json: Record<string, unknown> | null): { id: string; target
   return typeof id === 'string' && typeof target === 'string' ? { id, target } : null;
 }
 
+/**
+ * How long an answer waits for the recorded intent to be durable, ms. With SQLite it already is;
+ * with PostgreSQL this is the write-behind queue's commit. A database that is away does not hold
+ * the answer longer than this: the request was accepted and its operation runs; the intent stays
+ * queued and is written when the database is back (the store retries and logs).
+ */
+const kDurableWaitMs = 10_000;
+
+async function durable(store: InventoryStore): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([store.committed(), new Promise<void>((r) => (timer = setTimeout(r, kDurableWaitMs)))]);
+  clearTimeout(timer);
+}
+
 function int(v: unknown, dflt: number): number {
   return typeof v === 'number' && Number.isInteger(v) ? v : dflt;
 }
@@ -80,6 +96,7 @@ export function intentMiddleware(deps: {
         const state = STATE[k];
         if (state !== undefined) {
           recordDesiredState(deps.store, req.params['name'] ?? '', state);
+          await durable(deps.store);
           return result;
         }
         const op = operationOf(resultJson(result));
@@ -109,6 +126,7 @@ export function intentMiddleware(deps: {
           now(),
         );
         deps.onIntent(name, op.id);
+        await durable(deps.store);
         return result;
       };
     },

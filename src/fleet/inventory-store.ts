@@ -10,8 +10,9 @@
  * never goes back. A change that changes nothing (an observation equal to the one held) is not a
  * change: no write, no new revision.
  *
- * The store is behind the InventoryStore port so a PostgreSQL implementation can take its place
- * (like the activity store's); this version ships the SQLite one.
+ * The store is behind the InventoryStore port: with SVC_ACTIVITY_STORE set to a postgres:// URL
+ * the inventory lives in that database instead (postgres-inventory-store.ts), like the activity
+ * store's events. Both hold every record in memory and share the revision rule (HeldInventory).
  */
 import { join } from 'node:path';
 import type Database from 'better-sqlite3';
@@ -21,8 +22,10 @@ import type { WorkloadContent, WorkloadRecord } from './records.js';
 export const FLEET_DB_FILE = 'fleet.db';
 const kSchemaVersion = 1;
 
-/** The inventory's durable store (the port; SqliteInventoryStore is the implementation). */
+/** The inventory's durable store (the port; SqliteInventoryStore and PostgresInventoryStore implement it). */
 export interface InventoryStore {
+  /** `sqlite` or `postgres`, for the start-up log line. */
+  readonly kind: 'sqlite' | 'postgres';
   /** The current inventory_revision (0 for a new inventory). */
   revision(): number;
   get(name: string): WorkloadRecord | undefined;
@@ -38,57 +41,47 @@ export interface InventoryStore {
   markAdopted(): void;
   /** Called after every change with the new revision and the workload's name. Returns the unsubscribe function. */
   onChange(listener: (revision: number, name: string) => void): () => void;
-  close(): void;
+  /**
+   * Resolves once every change made so far is durable: at once for SQLite (each change commits
+   * before update() returns), when the write-behind queue has reached it for PostgreSQL.
+   */
+  committed(): Promise<void>;
+  /** Changes made but not yet durable (0 for SQLite). */
+  backlog(): number;
+  close(): Promise<void>;
 }
 
-interface Row {
-  name: string;
-  content: string;
-  revision: number;
+/** One change as it is persisted: the workload's new content (null: removed) and the revision it took. */
+export interface InventoryChange {
+  readonly name: string;
+  readonly content: WorkloadContent | null;
+  readonly revision: number;
 }
 
-/** Content equality: records are built with a fixed key order, so their JSON compares them. */
-function same(a: WorkloadContent, b: WorkloadContent): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
+/** What a store loaded at open: the records, the revision, and whether the first sweep adopted. */
+export interface HeldState {
+  readonly records: readonly WorkloadRecord[];
+  readonly revision: number;
+  readonly adopted: boolean;
 }
 
-export class SqliteInventoryStore implements InventoryStore {
-  readonly dir: string;
-  readonly #db: Database.Database;
+/** The state both stores hold in memory, and the revision rule; a subclass makes each change durable. */
+export abstract class HeldInventory implements InventoryStore {
+  abstract readonly kind: 'sqlite' | 'postgres';
   readonly #records = new Map<string, WorkloadRecord>();
   readonly #listeners = new Set<(revision: number, name: string) => void>();
-  readonly #put: Database.Statement<[string, string, number]>;
-  readonly #delete: Database.Statement<[string]>;
-  readonly #setMeta: Database.Statement<[string, number]>;
   #revision: number;
   #adopted: boolean;
 
-  /** Opens (creating) `<dir>/fleet.db`. Throws when the directory or the file cannot be used, or is newer. */
-  constructor(dir: string) {
-    this.dir = dir;
-    this.#db = openDurableDb(dir, FLEET_DB_FILE).db;
-    const version = this.#db.pragma('user_version', { simple: true }) as number;
-    if (version > kSchemaVersion) {
-      this.#db.close();
-      throw new Error(`${join(dir, FLEET_DB_FILE)} has schema version ${version}, newer than this sandboxd's ${kSchemaVersion}`);
-    }
-    this.#db.exec(`
-      CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-      CREATE TABLE IF NOT EXISTS workloads (name TEXT PRIMARY KEY, content TEXT NOT NULL, revision INTEGER NOT NULL);
-    `);
-    this.#db.pragma(`user_version = ${kSchemaVersion}`);
-    this.#put = this.#db.prepare('INSERT OR REPLACE INTO workloads (name, content, revision) VALUES (?, ?, ?)');
-    this.#delete = this.#db.prepare('DELETE FROM workloads WHERE name = ?');
-    this.#setMeta = this.#db.prepare('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)');
-    const meta = new Map(
-      (this.#db.prepare('SELECT key, value FROM meta').all() as { key: string; value: number }[]).map((m) => [m.key, m.value]),
-    );
-    this.#revision = meta.get('revision') ?? 0;
-    this.#adopted = meta.get('adopted') === 1;
-    for (const r of this.#db.prepare('SELECT name, content, revision FROM workloads ORDER BY name').all() as Row[]) {
-      this.#records.set(r.name, { ...(JSON.parse(r.content) as WorkloadContent), name: r.name, revision: r.revision });
-    }
+  protected constructor(held: HeldState) {
+    for (const r of held.records) this.#records.set(r.name, r);
+    this.#revision = held.revision;
+    this.#adopted = held.adopted;
   }
+
+  /** Persists one change; called before the change is held in memory (a throw leaves it unmade). */
+  protected abstract persist(change: InventoryChange): void;
+  protected abstract persistAdopted(): void;
 
   revision(): number {
     return this.#revision;
@@ -108,11 +101,7 @@ export class SqliteInventoryStore implements InventoryStore {
     if (next === null && held === undefined) return null;
     if (next !== null && held !== undefined && same(contentOf(held), next)) return null;
     const revision = this.#revision + 1;
-    this.#db.transaction(() => {
-      this.#setMeta.run('revision', revision);
-      if (next === null) this.#delete.run(name);
-      else this.#put.run(name, JSON.stringify(next), revision);
-    })();
+    this.persist({ name, content: next, revision });
     this.#revision = revision;
     if (next === null) this.#records.delete(name);
     else this.#records.set(name, { ...next, name, revision });
@@ -125,7 +114,7 @@ export class SqliteInventoryStore implements InventoryStore {
   }
 
   markAdopted(): void {
-    this.#setMeta.run('adopted', 1);
+    this.persistAdopted();
     this.#adopted = true;
   }
 
@@ -134,9 +123,86 @@ export class SqliteInventoryStore implements InventoryStore {
     return () => this.#listeners.delete(listener);
   }
 
-  close(): void {
-    if (this.#db.open) this.#db.close();
+  committed(): Promise<void> {
+    return Promise.resolve();
   }
+
+  backlog(): number {
+    return 0;
+  }
+
+  abstract close(): Promise<void>;
+}
+
+interface Row {
+  name: string;
+  content: string;
+  revision: number;
+}
+
+/** Content equality: records are built with a fixed key order, so their JSON compares them. */
+function same(a: WorkloadContent, b: WorkloadContent): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+export class SqliteInventoryStore extends HeldInventory {
+  readonly kind = 'sqlite' as const;
+  readonly dir: string;
+  readonly #db: Database.Database;
+  readonly #put: Database.Statement<[string, string, number]>;
+  readonly #delete: Database.Statement<[string]>;
+  readonly #setMeta: Database.Statement<[string, number]>;
+
+  /** Opens (creating) `<dir>/fleet.db`. Throws when the directory or the file cannot be used, or is newer. */
+  constructor(dir: string) {
+    const db = openDurableDb(dir, FLEET_DB_FILE).db;
+    const version = db.pragma('user_version', { simple: true }) as number;
+    if (version > kSchemaVersion) {
+      db.close();
+      throw new Error(`${join(dir, FLEET_DB_FILE)} has schema version ${version}, newer than this sandboxd's ${kSchemaVersion}`);
+    }
+    db.exec(`
+      CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+      CREATE TABLE IF NOT EXISTS workloads (name TEXT PRIMARY KEY, content TEXT NOT NULL, revision INTEGER NOT NULL);
+    `);
+    db.pragma(`user_version = ${kSchemaVersion}`);
+    const meta = new Map(
+      (db.prepare('SELECT key, value FROM meta').all() as { key: string; value: number }[]).map((m) => [m.key, m.value]),
+    );
+    const rows = db.prepare('SELECT name, content, revision FROM workloads ORDER BY name').all() as Row[];
+    super({
+      records: rows.map((r) => recordOf(r.name, r.content, r.revision)),
+      revision: meta.get('revision') ?? 0,
+      adopted: meta.get('adopted') === 1,
+    });
+    this.dir = dir;
+    this.#db = db;
+    this.#put = db.prepare('INSERT OR REPLACE INTO workloads (name, content, revision) VALUES (?, ?, ?)');
+    this.#delete = db.prepare('DELETE FROM workloads WHERE name = ?');
+    this.#setMeta = db.prepare('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)');
+  }
+
+  protected persist(c: InventoryChange): void {
+    this.#db.transaction(() => {
+      this.#setMeta.run('revision', c.revision);
+      if (c.content === null) this.#delete.run(c.name);
+      else this.#put.run(c.name, JSON.stringify(c.content), c.revision);
+    })();
+  }
+
+  protected persistAdopted(): void {
+    this.#setMeta.run('adopted', 1);
+  }
+
+  close(): Promise<void> {
+    if (this.#db.open) this.#db.close();
+    return Promise.resolve();
+  }
+}
+
+/** A stored row back as a record. */
+export function recordOf(name: string, content: string, revision: number): WorkloadRecord {
+  return { ...(JSON.parse(content) as WorkloadContent), name, revision };
 }
 
 /** A record without its key and revision (what is compared and stored). */

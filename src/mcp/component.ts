@@ -26,6 +26,7 @@ export function mcpComponent(): Component {
       const vms = ctx.need('vms');
       const tasks = ctx.need('tasks');
       const commands = new AgentCommandClient(ctx.need('actors'), agents);
+      const fleetInventory = ctx.find('fleetInventory');
       const tools = fleetTools({
         agents: agents.registry,
         vms: {
@@ -38,6 +39,7 @@ export function mcpComponent(): Component {
         tasks: tasks.orchestrator,
         execDefaultTimeoutSeconds: config.execDefaultTimeoutSeconds,
         directRuntimeSsh: config.enableDirectRuntimeSsh,
+        ...(fleetInventory !== undefined && { recordCreate: fleetInventory.recordCreate }),
       });
       const resources: FleetResource[] = [
         {

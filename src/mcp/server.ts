@@ -73,6 +73,7 @@ export function buildMcpServer(d: McpServerDeps, caller: Authority): McpServer {
         const token = extra._meta?.progressToken;
         const call: ToolCall = {
           signal: extra.signal,
+          caller: { actor: caller.actor, mode: caller.mode },
           ...(token !== undefined && {
             progress: (progress: number, message?: string, total?: number) => {
               extra

@@ -49,12 +49,20 @@ export interface FleetToolDeps {
   readonly execDefaultTimeoutSeconds: number;
   /** SVC_ENABLE_DIRECT_RUNTIME_SSH (create_vm's rules need it; the tool takes no ssh_key). */
   readonly directRuntimeSsh: boolean;
+  /** Records an accepted create in the fleet inventory as desired (absent without the fleet feature). */
+  readonly recordCreate?: (
+    req: CreateVmRequest,
+    operationId: string,
+    owner: { actor: string | null; mode: 'mtls' | 'local' },
+  ) => Promise<void>;
 }
 
 /** What a tool call gets besides its arguments. */
 export interface ToolCall {
   /** Aborted when the caller cancels the request or goes away. */
   readonly signal: AbortSignal;
+  /** Who called (the operator identity of the request). */
+  readonly caller: { readonly actor: string | null; readonly mode: 'mtls' | 'local' };
   /** Sends a progress notification; absent when the caller asked for none (no progressToken). */
   readonly progress?: (progress: number, message?: string, total?: number) => void;
 }
@@ -178,7 +186,9 @@ export function fleetTools(d: FleetToolDeps): readonly FleetTool[] {
           .describe(`seconds to wait for the operation to finish (0-${kCreateVmMaxWaitSeconds}, default 0: return at once)`),
       },
       run: async ({ wait_seconds, ...body }, call) => {
-        const accepted = await d.vms.create(parseCreateVm(body, { directRuntimeSsh: d.directRuntimeSsh }));
+        const req = parseCreateVm(body, { directRuntimeSsh: d.directRuntimeSsh });
+        const accepted = await d.vms.create(req);
+        await d.recordCreate?.(req, accepted.operation.id, call.caller);
         let operation = accepted.operation;
         let waited = false;
         if (wait_seconds > 0 && operation.status !== 'completed' && operation.status !== 'failed') {

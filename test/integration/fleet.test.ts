@@ -151,7 +151,7 @@ describe('fleet inventory and reconcile', () => {
         assert.equal(reader.revision(), inv.inventory_revision);
         assert.equal(reader.list().filter((r) => names.includes(r.name) && r.desired !== null).length, 100);
       } finally {
-        reader.close();
+        await reader.close();
       }
       // Deleted through sandboxd: gone from the inventory.
       const dels = await Promise.all(names.map((n) => req('DELETE', `/api/v1/vms/${n}?force=true&delete_disk=true`)));

@@ -22,6 +22,8 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import pino from 'pino';
 import { Agent, fetch as undiciFetch } from 'undici';
 import type { Config } from '../../src/config/schema.js';
+import type { FleetWorkloadsResponse } from '../../src/wire/fleet.js';
+import { inject } from '../../src/http/inject.js';
 import { ensureCa, issueOperatorCert, type CaMaterial, type IssuedCert } from '../../src/identity/ca.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
 import { initGitRepo } from '../support/git-repo.js';
@@ -115,6 +117,14 @@ describe('MCP server (admin listener, operator mTLS)', () => {
     assert.match(String(op['id']), /^op-/);
     assert.equal(op['status'], 'completed', JSON.stringify(op));
     assert.equal(created['agent_id'], vm);
+    // The fleet inventory records it as desired, with who asked, as it does for POST /api/v1/vms.
+    const fleet = (
+      await inject(server.router, { method: 'GET', url: '/api/v2/fleet/workloads', headers: {} })
+    ).json() as FleetWorkloadsResponse;
+    const w = fleet.workloads.find((x) => x.name === vm);
+    assert.equal(w?.desired?.state, 'running', JSON.stringify(w));
+    assert.deepEqual(w.desired.owner, { actor: 'alice', mode: 'mtls' });
+    assert.deepEqual([w.lineage?.origin, w.lineage?.operation_id], ['vm_create', op['id']]);
     const vms = ok(await call(alice, 'list_vms', { prefix: vm }));
     assert.deepEqual(
       (vms['vms'] as Json[]).map((v) => [v['name'], v['state']]),

@@ -76,7 +76,7 @@ describe('fleet inventory store', () => {
       store.list().reduce((n, r) => n + (r.desired?.vcpus ?? 0), 0),
       100,
     );
-    store.close();
+    await store.close();
     const again = new SqliteInventoryStore(path);
     assert.equal(again.revision(), 100);
     assert.equal(again.list().length, 10);
@@ -99,7 +99,7 @@ describe('fleet inventory store', () => {
       null,
       'removing nothing is none',
     );
-    again.close();
+    await again.close();
   });
 
   test('the drift rules', () => {
