@@ -11,11 +11,14 @@
  * holds a bundle (a restart after enrolling) it just uses the bundle. A refused enrollment exits 2
  * with the taxonomy code in the log (never the token). With --bootstrap-wait it first waits for
  * the material to appear in that file (a restored checkpoint's fw_cfg file, bootstrap-wait.ts).
+ * With --loadout-file it applies the VM's loadout material before it connects (a file that is not
+ * material exits 2).
  *
  * Exit codes: 0 after a graceful stop (SIGTERM, SIGINT or the server's ShutdownSignal),
  * 2 for a bad or missing setting, 1 when stopped by a second signal or a crash.
  */
 import { statSync } from 'node:fs';
+import { applyMaterialFile } from '../core/loadout-apply.js';
 import { Agent } from '../guest-agent/agent.js';
 import {
   AGENT_USAGE,
@@ -113,6 +116,27 @@ async function mainAsync(): Promise<void> {
       if (!(err instanceof EnrollmentError)) throw err;
       log.error({ code: err.code, status: err.httpStatus, reason: err.message }, 'bootstrap enrollment failed');
       process.exit(2);
+    }
+  }
+  if (cfg.loadoutFile !== null) {
+    try {
+      const got = await applyMaterialFile(cfg.loadoutFile, cfg.workDir, { pathEnv: cfg.childEnv['PATH'] ?? '' });
+      if (got !== null) {
+        cfg = { ...cfg, childEnv: { ...cfg.childEnv, ...got.material.environment } };
+        const r = got.applied;
+        log.info(
+          {
+            loadout: got.material.loadout,
+            environment: Object.keys(got.material.environment),
+            ...(r === null
+              ? { files: 'applied before' }
+              : { files_written: r.files_written, missing_packages: r.packages.missing, missing_tools: r.tools.missing }),
+          },
+          'loadout applied',
+        );
+      }
+    } catch (err) {
+      exitBadConfig(`--loadout-file: ${err instanceof Error ? err.message : String(err)}`);
     }
   }
   log.info(

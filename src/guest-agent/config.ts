@@ -38,6 +38,12 @@ export interface AgentConfig {
    * it to bootstrapTokenFile (required with it) and enrolls (bootstrap-wait.ts). Absolute; null without.
    */
   readonly bootstrapWait: string | null;
+  /**
+   * What the VM's loadout and profile give it (a built image's fw_cfg copy, JSON): applied to the
+   * work directory once per material at start, its environment added to childEnv
+   * (src/core/loadout-apply.ts). A missing or empty file is no loadout. Absolute; null without.
+   */
+  readonly loadoutFile: string | null;
   /** Human agent name (AgentRegistration.agent_id, metadata x-agent-id). */
   readonly agentId: string;
   /** Instance id; must equal the certificate's spiffe://<td>/agent/<instance_id>. */
@@ -83,7 +89,7 @@ type Key =
   | 'bootstrapWait';
 
 /** Settings that may be absent (no default). */
-const OPTIONAL: readonly Key[] = ['tlsServerName', 'bootstrapTokenFile', 'bootstrapWait'];
+const OPTIONAL: readonly Key[] = ['tlsServerName', 'bootstrapTokenFile', 'bootstrapWait', 'loadoutFile'];
 
 /** Required settings a bootstrap token file supplies when they are not given. */
 const FROM_BOOTSTRAP: readonly Key[] = ['agentId', 'instanceId'];
@@ -143,6 +149,14 @@ const OPTIONS: readonly Option[] = [
     env: 'SANDBOX_AGENT_BOOTSTRAP_WAIT',
     arg: 'FILE',
     doc: 'wait until FILE (a fw_cfg file) holds bootstrap material, copy it to --bootstrap-token-file, then enroll',
+    parse: parseNonEmpty,
+  },
+  {
+    key: 'loadoutFile',
+    flag: '--loadout-file',
+    env: 'SANDBOX_AGENT_LOADOUT_FILE',
+    arg: 'FILE',
+    doc: "the VM's loadout material (JSON): files written under --work-dir once, environment given to commands; missing or empty = none",
     parse: parseNonEmpty,
   },
   { key: 'agentId', flag: '--agent-id', env: 'SANDBOX_AGENT_ID', arg: 'NAME', doc: 'agent name (required)', parse: parseId },
@@ -330,6 +344,7 @@ export function parseAgentConfig(argv: readonly string[], env: Readonly<Record<s
     certsDir: resolve(cwd, values.certsDir as string),
     bootstrapTokenFile: values.bootstrapTokenFile === undefined ? null : resolve(cwd, values.bootstrapTokenFile as string),
     bootstrapWait: values.bootstrapWait === undefined ? null : resolve(cwd, values.bootstrapWait as string),
+    loadoutFile: values.loadoutFile === undefined ? null : resolve(cwd, values.loadoutFile as string),
     agentId: values.agentId as string,
     instanceId: values.instanceId as string,
     profile: values.profile as string,

@@ -5,7 +5,8 @@
  *   opt/sandboxd/{agent.env,ca.pem,agent.pem,agent-key.pem}, the same as the minimal image's
  *   /init reads), its root ExecStartPre (fw-cfg-setup) loads qemu_fw_cfg, copies the settings and
  *   certificates to /run (tmpfs: the key never lands on the disk), sets the hostname and the
- *   static address, and the agent runs as the `agent` user, restarted unless it exits 0 or 2.
+ *   static address, and the agent runs as the `agent` user, restarted unless it exits 0 or 2; the
+ *   VM's loadout material (fw_cfg loadout.json) goes to the agent's --loadout-file, which applies it.
  * - cloud-init stays installed for seed-based use (NoCloud only: no network metadata probing,
  *   which stalls boot where no metadata service exists), and is skipped, with systemd-networkd
  *   and its wait-online, when the fw_cfg identity is present: one owner per boot.
@@ -15,7 +16,7 @@
  * - initramfs-tools settings (MODULES=list: `dep` cannot see the target machine from a chroot)
  *   so virtio, ext4 and qemu_fw_cfg are in Debian's initramfs and loaded before the root mounts.
  */
-import { FW_CFG_PREFIX } from './guest-init.js';
+import { FW_CFG_PREFIX, LOADOUT_FW_CFG_NAME } from './guest-init.js';
 import { FW_CFG_SSH_SETUP, FW_CFG_SSH_SETUP_PATH, SANDBOXD_SSHD_UNIT, SSHD_UNIT_NAME } from './guest-ssh.js';
 
 /** A file written into the root, path absolute inside it. */
@@ -127,6 +128,9 @@ for f in ca.pem agent.pem agent-key.pem; do cat "$FW/$f/raw" > "$RUN/certs/$f"; 
 cat "$FW/agent.env/raw" > "$RUN/agent.env.raw"
 ${ENV_FILTER} < "$RUN/agent.env.raw" > "$RUN/agent.env"
 rm -f "$RUN/agent.env.raw"
+# The VM's loadout material (empty without one; absent on a domain older than the file).
+cat "$FW/${LOADOUT_FW_CFG_NAME}/raw" > "$RUN/loadout.json" 2>/dev/null || : > "$RUN/loadout.json"
+chown ${DEBIAN_GUEST_USER}:${DEBIAN_GUEST_USER} "$RUN/loadout.json"
 chown -R ${DEBIAN_GUEST_USER}:${DEBIAN_GUEST_USER} "$RUN/certs"
 umask 022
 [ -d /home/${DEBIAN_GUEST_USER}/workspace ] || install -d -o ${DEBIAN_GUEST_USER} -g ${DEBIAN_GUEST_USER} /home/${DEBIAN_GUEST_USER}/workspace
@@ -162,7 +166,7 @@ ExecStartPre=+/usr/local/lib/sandboxd/fw-cfg-setup
 EnvironmentFile=-${DEBIAN_RUN_DIR}/agent.env
 Environment=HOME=/home/${DEBIAN_GUEST_USER} LANG=C.UTF-8
 WorkingDirectory=/home/${DEBIAN_GUEST_USER}
-ExecStart=${DEBIAN_NODE_PATH} ${DEBIAN_AGENT_DIR}/src/bin/sandbox-agent.js --server \${SBX_SERVER} --certs ${DEBIAN_RUN_DIR}/certs --agent-id \${SBX_AGENT_ID} --instance-id \${SBX_INSTANCE_ID} --profile \${SBX_PROFILE} --work-dir /home/${DEBIAN_GUEST_USER}/workspace
+ExecStart=${DEBIAN_NODE_PATH} ${DEBIAN_AGENT_DIR}/src/bin/sandbox-agent.js --server \${SBX_SERVER} --certs ${DEBIAN_RUN_DIR}/certs --agent-id \${SBX_AGENT_ID} --instance-id \${SBX_INSTANCE_ID} --profile \${SBX_PROFILE} --work-dir /home/${DEBIAN_GUEST_USER}/workspace --loadout-file ${DEBIAN_RUN_DIR}/loadout.json
 # Exit 2 is a bad setting: it would only fail again.
 Restart=on-failure
 RestartPreventExitStatus=2

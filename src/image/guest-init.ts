@@ -6,7 +6,7 @@
  * (/sys/firmware/qemu_fw_cfg/by_name/opt/sandboxd/...; sandboxd writes them per VM, never on a
  * command line; a VM created with `enrollment: deferred` has SBX_ENROLLMENT=deferred and no
  * certificate: its agent waits for bootstrap material in fw_cfg bootstrap.json instead), configure eth0 statically, mount the image disk (/dev/vda: node, the agent,
- * tmux, git) at /opt/sbx and run sandbox-agent, restarting it unless it exits 0 or 2 (a bad
+ * tmux, git) at /opt/sbx and run sandbox-agent (with the VM's loadout material from fw_cfg), restarting it unless it exits 0 or 2 (a bad
  * setting would only fail again). Then the guest powers off. Everything goes to the serial console.
  */
 
@@ -35,6 +35,8 @@ export const GUEST_MODULES: readonly string[] = [
 
 /** fw_cfg folder the guest reads (names passed to QEMU are `opt/sandboxd/<file>`). */
 export const FW_CFG_PREFIX = 'opt/sandboxd';
+/** The fw_cfg file of the VM's loadout material (src/vms/fw-cfg.ts writes it; empty without one). */
+export const LOADOUT_FW_CFG_NAME = 'loadout.json';
 
 /** The /init script. Settings arrive as SBX_* lines in agent.env (values validated by the writer). */
 export const GUEST_INIT = `#!/bin/sh
@@ -66,6 +68,8 @@ else
   for f in ca.pem agent.pem agent-key.pem; do cat $FW/$f/raw > /run/sbx/certs/$f; done
   set -- --agent-id "$SBX_AGENT_ID" --instance-id "$SBX_INSTANCE_ID"
 fi
+# The VM's loadout material (empty without one; absent on a domain older than the file): the agent applies it.
+cat $FW/${LOADOUT_FW_CFG_NAME}/raw > /run/sbx/loadout.json 2>/dev/null || : > /run/sbx/loadout.json
 umask 022
 hostname "$SBX_HOSTNAME"
 ip link set lo up
@@ -79,7 +83,7 @@ mkdir -p /opt/sbx/work /root
 echo "sbx-init: starting sandbox-agent for $SBX_INSTANCE_ID $(up)"
 while :; do
   node /opt/sbx/agent/src/bin/sandbox-agent.js --server "$SBX_SERVER" --certs /run/sbx/certs "$@" \\
-    --profile "$SBX_PROFILE" --work-dir /opt/sbx/work
+    --profile "$SBX_PROFILE" --work-dir /opt/sbx/work --loadout-file /run/sbx/loadout.json
   rc=$?
   echo "sbx-init: sandbox-agent exited $rc"
   if [ $rc -eq 0 ] || [ $rc -eq 2 ]; then break; fi

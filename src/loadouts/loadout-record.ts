@@ -25,6 +25,7 @@
 import { createHash } from 'node:crypto';
 import { classifyKey, SECRET_VALUE_PATTERNS } from '../activity/record.js';
 import { SvcError } from '../core/errors.js';
+import type { LoadoutFile, LoadoutSpec } from '../core/loadout-apply.js';
 import type { LoadoutJson, ReferenceLoadoutJson } from '../wire/profiles.js';
 import { loadManifestYaml, MAX_MANIFEST_YAML_BYTES } from '../tasks/manifest-yaml.js';
 
@@ -66,21 +67,7 @@ const RESERVED_ENV = new Set([
 /** Prefixes of the agent's configuration (SANDBOX_AGENT_*), a guest's settings (SBX_*) and sandboxd's own (SVC_*). */
 const RESERVED_ENV_PREFIXES = ['SANDBOX_AGENT_', 'SBX_', 'SVC_'];
 
-export interface LoadoutFile {
-  /** Relative to the agent's work directory. */
-  readonly path: string;
-  readonly content: string;
-  /** Permission bits, 0o000-0o777. */
-  readonly mode: number;
-}
-
-/** What a VM gets: the part of a loadout the provisioner applies. */
-export interface LoadoutSpec {
-  readonly packages: readonly string[];
-  readonly tools: readonly string[];
-  readonly environment: Readonly<Record<string, string>>;
-  readonly files: readonly LoadoutFile[];
-}
+export type { LoadoutFile, LoadoutSpec };
 
 export interface Loadout extends LoadoutSpec {
   readonly name: string;

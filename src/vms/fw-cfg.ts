@@ -5,7 +5,8 @@
  * in the domain XML; only paths appear on its command line, never contents).
  *
  * Files per VM under <vm>/fwcfg/ (0700; owned by the user QEMU runs as, libvirt-qemu, when it
- * exists, because QEMU opens them itself): agent.env, ca.pem, agent.pem, agent-key.pem; and for a
+ * exists, because QEMU opens them itself): agent.env, ca.pem, agent.pem, agent-key.pem, loadout.json
+ * (the VM's loadout material, empty without one); and for a
  * `debian` image VM created with SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH set, ssh-ca.pub (the CA
  * public key line without its comment), ssh-user and ssh-principals (src/image/guest-ssh.ts reads
  * them in the guest). Nothing of SSH otherwise. A VM created with `enrollment: deferred` gets
@@ -16,8 +17,9 @@ import { chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { dirname, join } from 'node:path';
-import { FW_CFG_PREFIX } from '../image/guest-init.js';
+import { FW_CFG_PREFIX, LOADOUT_FW_CFG_NAME } from '../image/guest-init.js';
 import { SSH_FW_CFG_NAMES } from '../image/guest-ssh.js';
+import type { ProvisioningMaterial } from '../core/loadout-apply.js';
 import type { QemuDomainSpec } from '../hypervisor/port.js';
 
 const execFileAsync = promisify(execFile);
@@ -141,6 +143,13 @@ export function guestSshFiles(s: GuestSsh): [string, string][] {
 export const BOOTSTRAP_FW_CFG = 'bootstrap.json';
 export const BOOTSTRAP_FW_CFG_BYTES = 8192;
 
+/**
+ * The fw_cfg file of what the VM's loadout and profile give it (ProvisioningMaterial as JSON;
+ * empty when nothing): the guest agent applies it (`--loadout-file`, src/core/loadout-apply.ts).
+ * Every built-image VM lists it, so a VM whose loadout is set later needs no new domain.
+ */
+export const LOADOUT_FW_CFG = LOADOUT_FW_CFG_NAME;
+
 /** fw_cfg name → host file for a VM's folder (with `ssh`, the SSH settings too; `deferred`: the bootstrap file too). */
 export function fwCfgFiles(fwDir: string, ssh = false, deferred = false): Record<string, string> {
   const out: Record<string, string> = {};
@@ -149,6 +158,7 @@ export function fwCfgFiles(fwDir: string, ssh = false, deferred = false): Record
     'ca.pem',
     'agent.pem',
     'agent-key.pem',
+    LOADOUT_FW_CFG,
     ...(ssh ? SSH_FW_CFG_NAMES : []),
     ...(deferred ? [BOOTSTRAP_FW_CFG] : []),
   ];
@@ -167,6 +177,7 @@ export async function writeFwCfg(
   settings: GuestSettings,
   certs: { caPem: string; certPem: string; keyPem: string } | null,
   ssh: GuestSsh | 'empty' | null = null,
+  loadout: ProvisioningMaterial | null = null,
 ): Promise<void> {
   await mkdir(fwDir, { recursive: true, mode: 0o700 });
   // certs null (deferred enrollment): empty certificate files and the bootstrap placeholder.
@@ -175,6 +186,7 @@ export async function writeFwCfg(
     ['ca.pem', certs?.caPem ?? ''],
     ['agent.pem', certs?.certPem ?? ''],
     ['agent-key.pem', certs?.keyPem ?? ''],
+    [LOADOUT_FW_CFG, loadout === null ? '' : `${JSON.stringify(loadout)}\n`],
     ...(certs === null ? [[BOOTSTRAP_FW_CFG, bootstrapFwCfgText(null)] as [string, string]] : []),
     ...(ssh === null ? [] : ssh === 'empty' ? SSH_FW_CFG_NAMES.map((n): [string, string] => [n, '']) : guestSshFiles(ssh)),
   ];

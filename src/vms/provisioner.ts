@@ -24,8 +24,8 @@
  * Loadouts (src/loadouts/apply.ts): a VM created with a loadout gets label `sandboxd/loadout`; at
  * define, what its loadout and profile give it is kept in <vm>/loadout.json and applied — files
  * and a report in the local agent's work directory, the environment on every start of its agent;
- * in a qemu guest's cloud-init seed. A built image (fw_cfg) has no way to apply one yet: such a
- * create fails with PROVISIONING_ERROR rather than start a VM without what it asked for.
+ * in a qemu guest's cloud-init seed; for a built image (fw_cfg) in its fw_cfg file loadout.json,
+ * which the guest agent applies at start (--loadout-file).
  *
  * Metadata written at define: profile, disk size, instance id (= uuid) and labels
  * `sandboxd/agentshare` (true|false) and `sandboxd/ssh-keys` (count installed). A VM with an
@@ -183,7 +183,7 @@ export class Provisioner {
       { signal },
     );
     try {
-      await this.#keepLoadout(vm, c, paths, image, isTestDriverUri(info.host));
+      await this.#keepLoadout(vm, c, paths, isTestDriverUri(info.host));
     } catch (err) {
       await this.#o.hypervisor.undefine(vm, { force: true }).catch(() => undefined);
       throw err instanceof SvcError
@@ -208,7 +208,7 @@ export class Provisioner {
    * nothing); on a test-driver host applies the files now (the agent gets the environment at each
    * start). See the file comment for built images.
    */
-  async #keepLoadout(vm: string, c: CreateParams, paths: VmPaths, image: BootImage | null, local: boolean): Promise<void> {
+  async #keepLoadout(vm: string, c: CreateParams, paths: VmPaths, local: boolean): Promise<void> {
     const lookup = this.#o.loadoutMaterial;
     if (lookup === undefined && c.loadout !== undefined)
       throw new SvcError('PROVISIONING_ERROR', `VM '${vm}' names loadout ${c.loadout}, but this server has no loadouts component`);
@@ -220,11 +220,6 @@ export class Provisioner {
       await rm(file, { force: true });
       return;
     }
-    if (!local && image !== null)
-      throw new SvcError(
-        'PROVISIONING_ERROR',
-        `VM '${vm}': built images (fw_cfg) cannot apply a loadout or profile environment yet; use a cloud-init base image`,
-      );
     await mkdir(paths.dir, { recursive: true, mode: 0o711 });
     await writeFile(file, JSON.stringify(material), { mode: 0o600 });
     if (!local) return;
@@ -537,7 +532,13 @@ export class Provisioner {
 
   /** A deferred-enrollment VM's fw_cfg files: its settings, no certificate, the bootstrap placeholder. */
   async #deferredFwCfg(vm: string, info: DomainInfo, instanceId: string): Promise<void> {
-    await writeFwCfg(this.paths(vm).fwCfg, this.#guestSettings(vm, info, instanceId, 'deferred'), null, await this.#guestSsh(info));
+    await writeFwCfg(
+      this.paths(vm).fwCfg,
+      this.#guestSettings(vm, info, instanceId, 'deferred'),
+      null,
+      await this.#guestSsh(info),
+      await this.#keptLoadout(vm),
+    );
   }
 
   #guestSettings(vm: string, info: DomainInfo, instanceId: string, enrollment?: 'deferred'): GuestSettings {
@@ -565,7 +566,13 @@ export class Provisioner {
       readFile(files.key, 'utf8'),
     ]);
     if ((await this.#bootImage()) !== null) {
-      await writeFwCfg(paths.fwCfg, this.#guestSettings(vm, info, instanceId), { caPem, certPem, keyPem }, await this.#guestSsh(info));
+      await writeFwCfg(
+        paths.fwCfg,
+        this.#guestSettings(vm, info, instanceId),
+        { caPem, certPem, keyPem },
+        await this.#guestSsh(info),
+        await this.#keptLoadout(vm),
+      );
       return;
     }
     const sshKeys = await readFile(join(paths.cloudInit, 'ssh-keys'), 'utf8').then(

@@ -60,8 +60,8 @@ async function api(env: RealVmEnv, method: string, path: string, body?: unknown)
   return { status: res.status, body: text === '' ? {} : (JSON.parse(text) as Json), text };
 }
 
-async function createVm(env: RealVmEnv, name: string, memoryMb: number): Promise<string> {
-  const r = await api(env, 'POST', '/api/v1/vms', { name, profile: 'basic', vcpus: 1, memory_mb: memoryMb, disk_gb: 2 });
+async function createVm(env: RealVmEnv, name: string, memoryMb: number, more: Json = {}): Promise<string> {
+  const r = await api(env, 'POST', '/api/v1/vms', { name, profile: 'basic', vcpus: 1, memory_mb: memoryMb, disk_gb: 2, ...more });
   assert.equal(r.status, 202, r.text);
   return String((r.body['operation'] as Json)['id']);
 }
@@ -102,8 +102,15 @@ void describe('real VMs (qemu:///system)', { skip: skip ?? false, timeout: 1_500
     'create → agent over mTLS → session output via SSE → Exec → a task edits the repo in its own VM → stop and delete leave nothing',
     { timeout: 600_000 },
     async () => {
+      // The VM takes a loadout: the built image gets it by fw_cfg and its agent applies it.
+      const loadout = await fetch(`${base(env)}/api/v2/loadouts/rv-tools`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/yaml' },
+        body: 'metadata: {name: rv-tools}\nenvironment: {RV_TOOLS_HOME: /opt/rv-tools}\nfiles: [{path: notes/hello.txt, content: "loadout file\\n", mode: "0640"}]\n',
+      });
+      assert.equal(loadout.status, 201, await loadout.text());
       const t0 = Date.now();
-      await env.waitOp(await createVm(env, 'agent-rv1', 512), 240_000);
+      await env.waitOp(await createVm(env, 'agent-rv1', 512, { loadout: 'rv-tools' }), 240_000);
       process.stderr.write(`realvm: agent-rv1 create → agent connected in ${Date.now() - t0} ms (accelerator ${env.prep.accelerator})\n`);
 
       const detail = (await api(env, 'GET', '/api/v1/vms/agent-rv1')).body;
@@ -149,11 +156,18 @@ void describe('real VMs (qemu:///system)', { skip: skip ?? false, timeout: 1_500
       try {
         const out = await execCollect(
           client,
-          { agentId: 'agent-rv1', command: 'sh', args: ['-c', 'echo "hello from $(hostname)"; uname -s; node --version'] },
+          {
+            agentId: 'agent-rv1',
+            command: 'sh',
+            args: [
+              '-c',
+              'echo "hello from $(hostname)"; uname -s; node --version; cat notes/hello.txt; stat -c %a notes/hello.txt; echo "home=$RV_TOOLS_HOME"',
+            ],
+          },
           120_000,
         );
         assert.equal(out.status.code, 0, out.status.details);
-        assert.match(out.stdout.toString(), /hello from agent-rv1\nLinux\nv20\./);
+        assert.match(out.stdout.toString(), /hello from agent-rv1\nLinux\nv20\.[^\n]*\nloadout file\n640\nhome=\/opt\/rv-tools\n$/);
       } finally {
         client.close();
       }

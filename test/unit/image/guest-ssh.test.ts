@@ -256,6 +256,7 @@ void describe('debian guest sshd provisioning', () => {
       'opt/sandboxd/agent.env',
       'opt/sandboxd/agent.pem',
       'opt/sandboxd/ca.pem',
+      'opt/sandboxd/loadout.json',
     ]);
     assert.deepEqual(
       Object.entries(fwCfgFiles('/v/fwcfg', true)).filter(([k]) => k.includes('/ssh-')),
@@ -283,6 +284,6 @@ void describe('debian guest sshd provisioning', () => {
     await writeFwCfg(fw, settings, certs, 'empty');
     for (const f of SSH_FW_CFG_NAMES) assert.equal(await readFile(join(fw, f), 'utf8'), '', f);
     await writeFwCfg(fw, settings, certs);
-    assert.deepEqual((await readdir(fw)).sort(), ['agent-key.pem', 'agent.env', 'agent.pem', 'ca.pem']);
+    assert.deepEqual((await readdir(fw)).sort(), ['agent-key.pem', 'agent.env', 'agent.pem', 'ca.pem', 'loadout.json']);
   });
 });

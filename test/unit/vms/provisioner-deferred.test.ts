@@ -90,7 +90,7 @@ void describe('qemu guests with deferred enrollment: fw_cfg files, agent, addres
     const p = provisioner(hv, state, await image('debian'));
     await p.define('vm-b', params('22222222-2222-4222-8222-222222222222', true), signal());
     const fw = join(state, 'vms', 'vm-b', 'fwcfg');
-    assert.deepEqual((await readdir(fw)).sort(), ['agent-key.pem', 'agent.env', 'agent.pem', 'ca.pem']);
+    assert.deepEqual((await readdir(fw)).sort(), ['agent-key.pem', 'agent.env', 'agent.pem', 'ca.pem', 'loadout.json']);
     assert.match(await readFile(join(fw, 'agent.pem'), 'utf8'), /BEGIN CERTIFICATE/);
     assert.doesNotMatch(await readFile(join(fw, 'agent.env'), 'utf8'), /SBX_ENROLLMENT/);
   });

@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -16,12 +16,13 @@ import { after, before, describe, test } from 'node:test';
 import pino from 'pino';
 import { parse } from 'yaml';
 import type { CreateParams } from '../../../actors/protocol/vm-frames.js';
-import { SvcError } from '../../../src/core/errors.js';
+import { applyMaterialFile } from '../../../src/core/loadout-apply.js';
 import type { HypervisorPort } from '../../../src/hypervisor/port.js';
 import { ensureCa, type CaMaterial } from '../../../src/identity/ca.js';
 import { provisioningMaterial } from '../../../src/loadouts/apply.js';
 import { parseLoadout } from '../../../src/loadouts/loadout-record.js';
 import type { LocalAgentSupervisor } from '../../../src/vms/local-agents.js';
+import { LOADOUT_FW_CFG } from '../../../src/vms/fw-cfg.js';
 import { LOADOUT_LABEL, Provisioner } from '../../../src/vms/provisioner.js';
 import { fakeBuiltImage, QemuStandIn } from '../../support/qemu-stand-in.js';
 
@@ -95,13 +96,53 @@ void describe('loadouts on qemu hosts', () => {
     assert.equal(kept.loadout, 'tools');
   });
 
-  test('a built-image VM cannot take a loadout: PROVISIONING_ERROR, and its definition is removed', async () => {
+  test('a built-image VM gets its loadout by fw_cfg; the guest agent applies it once per material, never outside its work directory', async () => {
     const hv = new QemuStandIn();
-    const p = provisioner(hv, join(dir, 'state-built'), await fakeBuiltImage(dir, 'debian'));
-    await assert.rejects(
-      p.define('agent-lo2', params('22222222-2222-4222-8222-222222222222'), AbortSignal.timeout(30_000)),
-      (e: unknown) => e instanceof SvcError && e.code === 'PROVISIONING_ERROR' && /built images/.test(e.message),
+    const state = join(dir, 'state-built');
+    const p = provisioner(hv, state, await fakeBuiltImage(dir, 'debian'));
+    await p.define('agent-lo2', params('22222222-2222-4222-8222-222222222222'), AbortSignal.timeout(30_000));
+    const fwFile = join(state, 'vms', 'agent-lo2', 'fwcfg', LOADOUT_FW_CFG);
+    assert.equal(
+      hv.specs.get('agent-lo2')?.qemu?.fwCfgFiles?.[`opt/sandboxd/${LOADOUT_FW_CFG}`],
+      fwFile,
+      'the domain hands the file to the guest',
     );
-    assert.equal(hv.specs.has('agent-lo2'), false);
+    const material = JSON.parse(await readFile(fwFile, 'utf8')) as { loadout: string; environment: Record<string, string> };
+    assert.equal(material.loadout, 'tools');
+    assert.deepEqual(material.environment, { TOOLS_HOME: '/opt/tools', PROFILE_SET: '1' });
+
+    // What the guest agent does with it at start (--loadout-file), on a work directory of its own.
+    const work = join(dir, 'guest-work');
+    await mkdir(work);
+    const first = await applyMaterialFile(fwFile, work, { pathEnv: '', dpkgStatusFile: join(dir, 'no-dpkg') });
+    assert.deepEqual(first?.material.environment, { TOOLS_HOME: '/opt/tools', PROFILE_SET: '1' });
+    assert.deepEqual(first?.applied?.packages.missing, ['jq'], 'packages are reported, never installed');
+    const readme = join(work, 'notes', 'readme.txt');
+    assert.equal(await readFile(readme, 'utf8'), 'hi\n');
+    assert.equal((await stat(readme)).mode & 0o777, 0o640);
+    // A restart: the same material is not written again over what the VM's commands changed.
+    await writeFile(readme, 'edited\n');
+    const again = await applyMaterialFile(fwFile, work, { pathEnv: '' });
+    assert.equal(again?.applied, null);
+    assert.equal(await readFile(readme, 'utf8'), 'edited\n');
+    // Other material (a redeploy with a changed loadout) is applied; a symbolic link a command left
+    // in the work directory is not followed out of it.
+    const outside = join(dir, 'outside');
+    await mkdir(outside);
+    await rm(join(work, 'notes'), { recursive: true });
+    await symlink(outside, join(work, 'notes'));
+    const changed = join(dir, 'changed.json');
+    await writeFile(
+      changed,
+      JSON.stringify({ ...material, packages: [], tools: [], files: [{ path: 'notes/readme.txt', content: 'x', mode: 0o644 }] }),
+    );
+    await assert.rejects(applyMaterialFile(changed, work, { pathEnv: '' }), /not a directory/);
+    assert.deepEqual(await readdir(outside), [], 'nothing written through the link');
+    // Material that names a path out of the work directory is refused whole.
+    await writeFile(changed, JSON.stringify({ ...material, files: [{ path: '../escape', content: 'x', mode: 0o644 }] }));
+    await assert.rejects(applyMaterialFile(changed, work, { pathEnv: '' }), /outside the work directory/);
+    // No loadout: an empty file (every built-image VM lists one).
+    await writeFile(changed, '');
+    assert.equal(await applyMaterialFile(changed, work, { pathEnv: '' }), null);
   });
 });

@@ -105,7 +105,13 @@ void describe('qemu guests and SSH: fw_cfg files and endpoints', () => {
     const spec = hv.specs.get('vm-b') as DomainSpec;
     assert.equal(spec.metadata?.labels?.[GATEWAY_SSH_LABEL], undefined);
     assert.doesNotMatch(qemuDomainXml(spec, 'qemu'), /opt\/sandboxd\/ssh-/);
-    assert.deepEqual((await readdir(join(state, 'vms', 'vm-b', 'fwcfg'))).sort(), ['agent-key.pem', 'agent.env', 'agent.pem', 'ca.pem']);
+    assert.deepEqual((await readdir(join(state, 'vms', 'vm-b', 'fwcfg'))).sort(), [
+      'agent-key.pem',
+      'agent.env',
+      'agent.pem',
+      'ca.pem',
+      'loadout.json',
+    ]);
     hv.states.set('vm-b', 'running');
     const e = await p.sshEndpoint('vm-b');
     assert.ok(e !== null && 'none' in e && /SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH/.test(e.none), JSON.stringify(e));
