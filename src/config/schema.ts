@@ -750,7 +750,7 @@ export const SCHEMA = {
     defaultText: '60',
     defaultRaw: '60',
     parse: parseIntInRange(5, 600),
-    doc: 'Lifetime of a one-use desktop grant (attach, reconnect), never past its resource\'s absolute expiry.',
+    doc: "Lifetime of a one-use desktop grant (attach, reconnect), never past its resource's absolute expiry.",
   }),
 } as const;
 

@@ -94,5 +94,3 @@ export function desktopComponent(opts: DesktopComponentOptions = {}): Component 
     },
   };
 }
-
-

@@ -104,7 +104,8 @@ export function startDesktopListener(opts: DesktopListenerOptions): Promise<Desk
     });
   });
   return new Promise((resolve, reject) => {
-    const onError = (err: Error): void => reject(new Error(`cannot listen for HTTPS (desktop) on ${opts.host}:${opts.port}: ${err.message}`));
+    const onError = (err: Error): void =>
+      reject(new Error(`cannot listen for HTTPS (desktop) on ${opts.host}:${opts.port}: ${err.message}`));
     server.once('error', onError);
     server.listen(opts.port, opts.host, () => {
       server.off('error', onError);

@@ -136,11 +136,12 @@ export class DesktopService {
     if (enrollment === undefined) throw new SvcError('resource_conflict', 'the instance has no desktop enrollment');
     const bound = this.#store.binding(caller.workspace, caller.subject, idempotencyKey);
     if (bound !== undefined) {
-      if (bound.instanceId !== instanceId || bound.incarnation !== enrollment.incarnation || bound.enrollmentRevision !== enrollment.revision) {
-        throw new SvcError(
-          'resource_conflict',
-          'this idempotency_key is bound to another instance, incarnation or enrollment revision',
-        );
+      if (
+        bound.instanceId !== instanceId ||
+        bound.incarnation !== enrollment.incarnation ||
+        bound.enrollmentRevision !== enrollment.revision
+      ) {
+        throw new SvcError('resource_conflict', 'this idempotency_key is bound to another instance, incarnation or enrollment revision');
       }
       // The same resource as first created, whatever happened to it since: a closed (revoked)
       // resource stays closed, its epoch is the original one.
@@ -192,7 +193,10 @@ export class DesktopService {
     const req = parseClose(body);
     let r = this.#owned(caller, desktopId);
     if (req.expectedGeneration !== r.generation) {
-      throw new SvcError('resource_conflict', `expected_generation ${req.expectedGeneration} is not the current generation ${r.generation}`);
+      throw new SvcError(
+        'resource_conflict',
+        `expected_generation ${req.expectedGeneration} is not the current generation ${r.generation}`,
+      );
     }
     let desired = r.desired;
     let generation = r.generation;
@@ -201,7 +205,8 @@ export class DesktopService {
       desired = 'closed';
       generation += 1;
     }
-    const signOut = req.signOut && moveDesktop('cleanup', CLEANUP_TABLE, desktopId, r.cleanup, ['none'], 'pending', 'sign_out', this.#log) !== null;
+    const signOut =
+      req.signOut && moveDesktop('cleanup', CLEANUP_TABLE, desktopId, r.cleanup, ['none'], 'pending', 'sign_out', this.#log) !== null;
     if (signOut) cleanup = 'pending';
     r = { ...r, desired, generation, cleanup, fenced: true, updatedAtMs: this.#now() };
     this.#store.updateResource(r);

@@ -175,8 +175,7 @@ export class DesktopStore {
     const r = this.#db
       .prepare('SELECT * FROM bindings WHERE workspace = ? AND subject = ? AND idempotency_key = ?')
       .get(workspace, subject, key) as
-      | { desktop_id: string; instance_id: string; incarnation: string; enrollment_revision: number }
-      | undefined;
+      { desktop_id: string; instance_id: string; incarnation: string; enrollment_revision: number } | undefined;
     if (r === undefined) return undefined;
     return {
       workspace,

@@ -42,11 +42,16 @@ export function algorithmsFor(key: KeyObject): string[] {
 /** The authority of a PEM public key file (SPKI), read once at start. */
 export function fileAuthority(path: string): DesktopAuthority & { readonly algorithms: readonly string[] } {
   let key: KeyObject;
+  let pem: string;
   try {
-    key = createPublicKey(readFileSync(path, 'utf8'));
+    pem = readFileSync(path, 'utf8');
+    key = createPublicKey(pem);
   } catch (err) {
-    throw new Error(`SVC_DESKTOP_TOKEN_ISSUER_KEY=${path}: not a readable PEM public key (${(err as Error).message})`);
+    throw new Error(`SVC_DESKTOP_TOKEN_ISSUER_KEY=${path}: not a readable PEM public key (${(err as Error).message})`, { cause: err });
   }
+  // createPublicKey would derive the public key from a private one: refuse that file instead, so a
+  // signing key is never left where sandboxd reads its configuration.
+  if (pem.includes('PRIVATE KEY')) throw new Error(`SVC_DESKTOP_TOKEN_ISSUER_KEY=${path}: holds a private key; give the public key only`);
   const algorithms = algorithmsFor(key);
   return { algorithms, resolveKey: () => Promise.resolve(key) };
 }
@@ -94,8 +99,10 @@ export async function verifyDelegationToken(token: string, opts: VerifyOptions):
   } catch (err) {
     if (unavailable !== undefined) return { ok: false, reason: 'unavailable', detail: 'the token authority is unavailable' };
     if (err instanceof joseErrors.JWTExpired) return { ok: false, reason: 'invalid', detail: 'the token has expired' };
-    if (err instanceof joseErrors.JWSSignatureVerificationFailed) return { ok: false, reason: 'invalid', detail: 'the token signature does not verify' };
-    if (err instanceof joseErrors.JWTClaimValidationFailed) return { ok: false, reason: 'invalid', detail: `the token's ${err.claim} claim is not accepted` };
+    if (err instanceof joseErrors.JWSSignatureVerificationFailed)
+      return { ok: false, reason: 'invalid', detail: 'the token signature does not verify' };
+    if (err instanceof joseErrors.JWTClaimValidationFailed)
+      return { ok: false, reason: 'invalid', detail: `the token's ${err.claim} claim is not accepted` };
     return { ok: false, reason: 'invalid', detail: 'the token is not a valid delegation token' };
   }
 }

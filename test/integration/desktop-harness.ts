@@ -183,7 +183,7 @@ export class DesktopBed {
       socket.setEncoding('utf8');
       socket.on('data', (c: string) => (text += c));
       socket.on('close', () => resolve(text));
-      socket.on('error', (err) => (text === '' ? reject(err) : resolve(text)));
+      socket.on('error', (err: Error) => (text === '' ? reject(err) : resolve(text)));
       socket.once('secureConnect', () => {
         socket.write(
           `POST ${path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${token}\r\n` +

@@ -61,11 +61,26 @@ describe('desktop listener: the request table', () => {
 
   const preChecks: [string, () => Promise<Reply>, number, string][] = [
     ['no client certificate', () => bed.call(get(), { cert: null, authorization: [`Bearer ${token}`] }), 403, 'access_denied'],
-    ["an agent's certificate (not an operator's)", () => bed.call(get(), { cert: bed.agent, authorization: [`Bearer ${token}`] }), 403, 'access_denied'],
-    ['two Authorization headers', () => bed.call(get(), { authorization: [`Bearer ${token}`, `Bearer ${token}`] }), 400, 'invalid_resource_request'],
+    [
+      "an agent's certificate (not an operator's)",
+      () => bed.call(get(), { cert: bed.agent, authorization: [`Bearer ${token}`] }),
+      403,
+      'access_denied',
+    ],
+    [
+      'two Authorization headers',
+      () => bed.call(get(), { authorization: [`Bearer ${token}`, `Bearer ${token}`] }),
+      400,
+      'invalid_resource_request',
+    ],
     ['a query string', () => bed.call(`${get()}?x=1`, { authorization: [`Bearer ${token}`] }), 400, 'invalid_resource_request'],
     ['an empty query string', () => bed.call(`${get()}?`, { authorization: [`Bearer ${token}`] }), 400, 'invalid_resource_request'],
-    ['a body on attach', () => bed.call(attach(), { method: 'POST', authorization: [`Bearer ${token}`], body: '{}' }), 400, 'invalid_resource_request'],
+    [
+      'a body on attach',
+      () => bed.call(attach(), { method: 'POST', authorization: [`Bearer ${token}`], body: '{}' }),
+      400,
+      'invalid_resource_request',
+    ],
     ['no Authorization header', () => bed.call(get(), {}), 403, 'access_denied'],
     ['a Basic Authorization header', () => bed.call(get(), { authorization: ['Basic YWxpY2U6cHc='] }), 403, 'access_denied'],
     [
