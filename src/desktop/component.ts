@@ -10,8 +10,10 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { Counter } from 'prom-client';
 import type { Component } from '../component/component.js';
 import { ensureCa } from '../identity/ca.js';
+import { statusClass } from '../observability/metrics.js';
 import { identityFromPeerCertificate } from '../identity/spiffe.js';
 import { noneBackend, type DesktopBackend } from './backend.js';
 import { startDesktopListener, type DesktopListener } from './desktop-listener.js';
@@ -54,7 +56,27 @@ export function desktopComponent(opts: DesktopComponentOptions = {}): Component 
       const clientCaPem = config.desktopClientCa === null ? null : await readFile(config.desktopClientCa, 'utf8');
       const store = new DesktopStore(join(config.stateDir, DESKTOP_DIR));
       const backend = opts.backend ?? noneBackend();
-      const service = new DesktopService({ store, backend, logger, grantTtlMs: config.desktopGrantTtlSeconds * 1000, now });
+      const events = ctx.find('events');
+      const service = new DesktopService({
+        store,
+        backend,
+        logger,
+        grantTtlMs: config.desktopGrantTtlSeconds * 1000,
+        now,
+        ...(events !== undefined && { events }),
+      });
+      const requests = new Counter({
+        name: 'svc_desktop_requests_total',
+        help: 'Requests answered by the desktop listener, by route pattern and status class',
+        labelNames: ['route', 'status_class'],
+        registers: [ctx.metrics.registry],
+      });
+      const refusals = new Counter({
+        name: 'svc_desktop_refusals_total',
+        help: 'Desktop requests refused, by problem code',
+        labelNames: ['code'],
+        registers: [ctx.metrics.registry],
+      });
       let listener: DesktopListener;
       try {
         backend.start(service.hooks());
@@ -74,6 +96,10 @@ export function desktopComponent(opts: DesktopComponentOptions = {}): Component 
           service,
           logger,
           now,
+          onAnswer: (route, status, code) => {
+            requests.inc({ route, status_class: statusClass(status) });
+            if (code !== null) refusals.inc({ code });
+          },
         });
       } catch (err) {
         await backend.stop();

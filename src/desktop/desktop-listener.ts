@@ -47,7 +47,12 @@ export interface DesktopListenerOptions {
   readonly service: DesktopService;
   readonly logger: Logger;
   readonly now: () => number;
+  /** Each answer sent: the route pattern ('(unmatched)' before one matched), status, problem code. */
+  readonly onAnswer?: (route: string, status: number, code: string | null) => void;
 }
+
+/** What each response answered, for onAnswer. */
+const answers = new WeakMap<ServerResponse, { route: string; code: string | null }>();
 
 export interface DesktopListener {
   readonly port: number;
@@ -98,6 +103,11 @@ export function startDesktopListener(opts: DesktopListenerOptions): Promise<Desk
   });
   server.on('tlsClientError', (err: NodeJS.ErrnoException) => opts.logger.debug({ code: err.code }, 'desktop listener: TLS client error'));
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    answers.set(res, { route: '(unmatched)', code: null });
+    res.once('finish', () => {
+      const a = answers.get(res);
+      opts.onAnswer?.(a?.route ?? '(unmatched)', res.statusCode, a?.code ?? null);
+    });
     handle(opts, req, res).catch((err: unknown) => {
       opts.logger.error({ err }, 'desktop request failed');
       send(res, 500, problemOf(err), true);
@@ -129,6 +139,8 @@ export function startDesktopListener(opts: DesktopListenerOptions): Promise<Desk
 
 function send(res: ServerResponse, status: number, body: unknown, closeConnection: boolean): void {
   if (res.headersSent || res.destroyed) return;
+  const answer = answers.get(res);
+  if (answer !== undefined && status >= 400) answer.code = (body as { code?: string }).code ?? null;
   const text = JSON.stringify(body);
   res.setHeader('cache-control', 'no-store');
   res.setHeader('content-type', status >= 400 ? 'application/problem+json' : 'application/json');
@@ -160,6 +172,8 @@ async function handle(opts: DesktopListenerOptions, req: IncomingMessage, res: S
   if (match === null) return fail(res, 'desktop.route_not_found', 'no desktop route has this path', true);
   if (match === 'method') return fail(res, 'desktop.method_not_allowed', 'the path exists, not with this method', true);
   const { route, id } = match;
+  const answer = answers.get(res);
+  if (answer !== undefined) answer.route = route.pattern;
   const authorizations: string[] = [];
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     if (req.rawHeaders[i]!.toLowerCase() === 'authorization') authorizations.push(req.rawHeaders[i + 1]!);

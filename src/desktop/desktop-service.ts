@@ -13,6 +13,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { SvcError } from '../core/errors.js';
+import type { EventStore } from '../events/event-store.js';
 import {
   DESKTOP_SCHEMA_VERSION,
   type DesktopCapability,
@@ -54,6 +55,8 @@ export interface DesktopServiceOptions {
   readonly grantTtlMs?: number;
   /** Clock, Unix ms. Default Date.now (tests move it past an absolute expiry). */
   readonly now?: () => number;
+  /** Where `desktop.*` events go (never a token or a grant). */
+  readonly events?: EventStore;
 }
 
 const denied = (detail = 'no such resource for this caller'): SvcError => new SvcError('access_denied', detail);
@@ -66,6 +69,7 @@ export class DesktopService {
   readonly #log: Logger;
   readonly #grantTtlMs: number;
   readonly #now: () => number;
+  readonly #events: EventStore | undefined;
 
   constructor(opts: DesktopServiceOptions) {
     this.#store = opts.store;
@@ -73,6 +77,7 @@ export class DesktopService {
     this.#log = opts.logger;
     this.#grantTtlMs = opts.grantTtlMs ?? DEFAULT_GRANT_TTL_MS;
     this.#now = opts.now ?? Date.now;
+    this.#events = opts.events;
   }
 
   /** What the backend gets at start: the redeem step and its reports. */
@@ -126,6 +131,7 @@ export class DesktopService {
       updatedAtMs: this.#now(),
     });
     this.#log.info({ instance: instanceId, revision: revision + 1, workspace: caller.workspace }, 'desktop enrollment recorded');
+    this.#emit('desktop.enrolled', instanceId, { incarnation: req.incarnation, revision: revision + 1, workspace: caller.workspace });
     return { instance_id: instanceId, incarnation: req.incarnation, revision: revision + 1 };
   }
 
@@ -168,6 +174,7 @@ export class DesktopService {
     };
     this.#store.insertResource(resource, DEFAULT_POLICY, idempotencyKey);
     this.#log.info({ desktop: resource.desktopId, instance: instanceId, workspace: caller.workspace }, 'desktop resource created');
+    this.#emit('desktop.created', instanceId, { desktop_id: resource.desktopId, workspace: caller.workspace, subject: caller.subject });
     return view(resource);
   }
 
@@ -186,12 +193,14 @@ export class DesktopService {
     const expiresAtMs = Math.min(nowMs + this.#grantTtlMs, r.absoluteExpiresMs);
     this.#store.insertGrant(grantSha256(grant), { desktopId, action, generation: r.generation, expiresAtMs });
     this.#log.info({ desktop: desktopId, action }, 'desktop grant issued');
+    this.#emit('desktop.grant_issued', r.instanceId, { desktop_id: desktopId, action, expires_at: new Date(expiresAtMs).toISOString() });
     return { schema_version: DESKTOP_SCHEMA_VERSION, grant, expires_at: new Date(expiresAtMs).toISOString() };
   }
 
   close(caller: DesktopCaller, desktopId: string, body: unknown): { status: 200 | 202; resource: DesktopResource } {
     const req = parseClose(body);
-    let r = this.#owned(caller, desktopId);
+    const before = this.#owned(caller, desktopId);
+    let r = before;
     if (req.expectedGeneration !== r.generation) {
       throw new SvcError(
         'resource_conflict',
@@ -210,6 +219,9 @@ export class DesktopService {
     if (signOut) cleanup = 'pending';
     r = { ...r, desired, generation, cleanup, fenced: true, updatedAtMs: this.#now() };
     this.#store.updateResource(r);
+    if (desired !== before.desired || signOut) {
+      this.#emit('desktop.closed', r.instanceId, { desktop_id: desktopId, generation, sign_out: req.signOut, cleanup });
+    }
     if (signOut) this.#backend.requestSignOut(desktopId);
     return { status: r.cleanup === 'pending' ? 202 : 200, resource: view(r) };
   }
@@ -225,6 +237,7 @@ export class DesktopService {
     const enrollment = this.#store.enrollment(r.instanceId);
     if (enrollment === undefined || enrollment.incarnation !== r.incarnation) return null;
     this.#log.info({ desktop: r.desktopId, action: g.action }, 'desktop grant redeemed');
+    this.#emit('desktop.grant_redeemed', r.instanceId, { desktop_id: r.desktopId, action: g.action });
     return {
       desktopId: r.desktopId,
       action: g.action,
@@ -241,6 +254,10 @@ export class DesktopService {
     this.#store.pruneGrants(this.#now() - 60_000);
   }
 
+  #emit(type: string, instanceId: string, details: Record<string, unknown>): void {
+    this.#events?.append({ event_type: type, vm_name: instanceId, details });
+  }
+
   #owned(caller: DesktopCaller, desktopId: string): ResourceRecord {
     const r = /^desktop_[0-9a-f]{32}$/.test(desktopId) ? this.#store.resource(desktopId) : undefined;
     if (r === undefined || r.workspace !== caller.workspace || r.subject !== caller.subject) throw denied();
@@ -253,6 +270,7 @@ export class DesktopService {
     const from = (Object.keys(OBSERVED_TABLE) as DesktopObserved[]).filter((s) => s !== observed);
     if (moveDesktop('observed', OBSERVED_TABLE, desktopId, r.observed, from, observed, cause, this.#log) !== null) {
       this.#store.updateResource({ ...r, observed, updatedAtMs: this.#now() });
+      this.#emit('desktop.observed', r.instanceId, { desktop_id: desktopId, observed, cause });
     }
   }
 
@@ -262,6 +280,7 @@ export class DesktopService {
     const to = ok ? 'done' : 'failed';
     if (moveDesktop('cleanup', CLEANUP_TABLE, desktopId, r.cleanup, ['pending'], to, 'sign_out_finished', this.#log) !== null) {
       this.#store.updateResource({ ...r, cleanup: to, updatedAtMs: this.#now() });
+      this.#emit('desktop.cleanup', r.instanceId, { desktop_id: desktopId, cleanup: to });
     }
   }
 }

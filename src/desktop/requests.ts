@@ -3,6 +3,7 @@
  * the named fields (unknown fields rejected), each of its type. Enrollment errors are
  * invalid_enrollment, the others invalid_resource_request (spec part 7).
  */
+import sshpk from 'sshpk';
 import { SvcError, type ErrorCode } from '../core/errors.js';
 
 export interface EnrollmentRequest {
@@ -16,7 +17,7 @@ export interface EnrollmentRequest {
 const INCARNATION = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 /** host:port, the host a DNS name, IPv4 or bracketed IPv6. */
 const SSH_ADDRESS = /^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]{2,45}\]):(\d{1,5})$/;
-/** An OpenSSH public host key line (type and base64 blob; a comment is not kept). */
+/** An OpenSSH public host key line: type and base64 blob, no comment (sshpk parses it too). */
 const SSH_HOST_KEY = /^(ssh-ed25519|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521|ssh-rsa) [A-Za-z0-9+/]{16,4096}={0,3}$/;
 const IDEMPOTENCY_KEY = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
@@ -37,13 +38,22 @@ export function parseEnrollment(body: unknown): EnrollmentRequest {
   }
   const port = typeof sshAddress === 'string' ? SSH_ADDRESS.exec(sshAddress)?.[1] : undefined;
   if (port === undefined || Number(port) < 1 || Number(port) > 65_535) throw new SvcError(code, 'ssh_address must be host:port');
-  if (typeof sshHostKey !== 'string' || !SSH_HOST_KEY.test(sshHostKey)) {
+  if (typeof sshHostKey !== 'string' || !SSH_HOST_KEY.test(sshHostKey) || !isSshKey(sshHostKey)) {
     throw new SvcError(code, 'ssh_host_key must be an OpenSSH public key: "<type> <base64>"');
   }
   if (expected !== undefined && (typeof expected !== 'number' || !Number.isSafeInteger(expected) || expected < 0)) {
     throw new SvcError(code, 'expected_revision must be a non-negative integer');
   }
   return { incarnation, sshAddress: sshAddress as string, sshHostKey, expectedRevision: expected };
+}
+
+function isSshKey(line: string): boolean {
+  try {
+    sshpk.parseKey(line, 'ssh');
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export function parseCreate(body: unknown): { readonly idempotencyKey: string } {

@@ -11,15 +11,22 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SignJWT } from 'jose';
+import sshpk from 'sshpk';
 import pino from 'pino';
 import type { DesktopService } from '../../src/desktop/desktop-service.js';
 import { desktopComponent } from '../../src/desktop/component.js';
+import { eventsComponent } from '../../src/events/component.js';
 import type { DesktopAuthority } from '../../src/desktop/token-authority.js';
 import { ensureCa, issueAgentCert, issueOperatorCert, type CaMaterial, type IssuedCert } from '../../src/identity/ca.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
 import { loopbackConfig } from '../support/test-config.js';
 
 export const AUDIENCE = 'sandboxd-desktop';
+/** A real Ed25519 host key line (what a guest's /etc/ssh/ssh_host_ed25519_key.pub holds, without the comment). */
+export const HOST_KEY = sshpk
+  .parseKey(generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }), 'pem')
+  .toString('ssh')
+  .replace(/ \(unnamed\)$/, '');
 export const ISSUER = 'desktop-test-issuer';
 
 export interface Reply {
@@ -81,7 +88,7 @@ export class DesktopBed {
       },
     });
     this.server = await startServer(config, logger, {
-      components: [desktopComponent({ authority: counting, now: () => this.nowMs })],
+      components: [eventsComponent(), desktopComponent({ authority: counting, now: () => this.nowMs })],
     });
   }
 
@@ -198,7 +205,7 @@ export class DesktopBed {
     return this.as(token, 'POST', `/api/v2/instances/${instance}/desktop-enrollment`, {
       incarnation: 'inc-1',
       ssh_address: '10.0.0.5:22',
-      ssh_host_key: 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHlRz6gQ1uRk0j8bXHnqjWl2sYz5p6H3pJ4Q0m3r1aBc',
+      ssh_host_key: HOST_KEY,
       ...over,
     });
   }

@@ -161,6 +161,13 @@ describe('desktop listener: the request table', () => {
     assertProblem(await bed.as(token, 'GET', `/api/v2/desktop-sessions/desktop_${'0'.repeat(32)}`), 403, 'access_denied');
   });
 
+  test('refusals are counted by code, answers by route', async () => {
+    const text = await bed.server.metrics.registry.metrics();
+    assert.match(text, /svc_desktop_refusals_total\{code="invalid_resource_request"\} [1-9]/);
+    assert.match(text, /svc_desktop_refusals_total\{code="access_denied"\} [1-9]/);
+    assert.match(text, /svc_desktop_requests_total\{route="\/api\/v2\/desktop-sessions\/\{desktop_id\}",status_class="2xx"\} [1-9]/);
+  });
+
   test('no token or grant appears in the log', () => {
     const log = bed.logLines.join('\n');
     assert.ok(bed.logLines.length > 0);

@@ -235,6 +235,17 @@ describe('desktop routes', () => {
     assert.equal(get.json['cleanup'], 'pending');
   });
 
+  test('the lifecycle is in the event store, without grants or tokens', () => {
+    const events = bed.server.events.query({ eventType: 'desktop.*', limit: 5000 }).events;
+    const types = new Set(events.map((e) => e.event_type));
+    for (const t of ['desktop.enrolled', 'desktop.created', 'desktop.grant_issued', 'desktop.grant_redeemed', 'desktop.closed']) {
+      assert.ok(types.has(t), `no ${t} event`);
+    }
+    const closed = events.find((e) => e.event_type === 'desktop.closed' && e.vm_name === 'vm-signout');
+    assert.equal(closed?.details['cleanup'], 'pending');
+    assert.doesNotMatch(JSON.stringify(events), /dgr_|eyJ/);
+  });
+
   test('resources, bindings and enrollments survive a restart', async () => {
     const id = (await create('vm-grant', 'g-1')).json['desktop_id'] as string;
     await bed.restart();
