@@ -17,6 +17,7 @@
  * logged. node:https, like the admin listener: the verified peer certificate is needed per
  * connection and no hot path runs here.
  */
+import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -160,7 +161,8 @@ async function handle(opts: DesktopListenerOptions, req: IncomingMessage, res: S
     req.resume();
     return fail(res, 'access_denied', 'a verified client certificate is needed', true);
   }
-  const refused = opts.acceptPeer(socket.getPeerCertificate(true));
+  const peerCert = socket.getPeerCertificate(true);
+  const refused = opts.acceptPeer(peerCert);
   if (refused !== null) {
     req.resume();
     return fail(res, 'access_denied', refused, true);
@@ -212,6 +214,7 @@ async function handle(opts: DesktopListenerOptions, req: IncomingMessage, res: S
     issuer: opts.issuer,
     algorithms: opts.algorithms,
     nowMs: opts.now(),
+    certSha256: createHash('sha256').update(peerCert.raw).digest(),
   });
   if (!verdict.ok) {
     if (verdict.reason === 'unavailable') return fail(res, 'route_unavailable', verdict.detail);

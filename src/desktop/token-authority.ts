@@ -4,7 +4,9 @@
  * ES256 by the configured issuer, verified with `jose` against its public key
  * (SVC_DESKTOP_TOKEN_ISSUER_KEY). Required claims: `aud` (SVC_DESKTOP_TOKEN_AUDIENCE), `exp`,
  * `sub` (the caller) and `workspace` (the caller's workspace); `iss` must equal
- * SVC_DESKTOP_TOKEN_ISSUER when that is set; `nbf` is honoured. The subject and workspace are the
+ * SVC_DESKTOP_TOKEN_ISSUER when that is set; `nbf` is honoured; a `cnf` claim (RFC 8705) binds the
+ * token to one client certificate: `x5t#S256` must be the base64url SHA-256 of the certificate the
+ * connection presented. The subject and workspace are the
  * caller of every desktop route: nothing in the request's other headers, path or body names one.
  *
  * The key comes through a {@link DesktopAuthority} (a key resolver), consulted once per token
@@ -64,6 +66,8 @@ export interface VerifyOptions {
   readonly issuer: string | null;
   readonly algorithms: readonly string[];
   readonly nowMs: number;
+  /** SHA-256 of the DER client certificate of the connection (for certificate-bound tokens). */
+  readonly certSha256: Buffer;
 }
 
 /** Verifies a delegation token; never rejects. */
@@ -94,6 +98,15 @@ export async function verifyDelegationToken(token: string, opts: VerifyOptions):
     }
     if (typeof workspace !== 'string' || !WORKSPACE_PATTERN.test(workspace)) {
       return { ok: false, reason: 'invalid', detail: 'the token has no usable workspace claim' };
+    }
+    // RFC 8705 certificate-bound token: when the token names a certificate (cnf.x5t#S256), it is
+    // usable only over a connection that presented that certificate.
+    const cnf = payload['cnf'];
+    if (cnf !== undefined) {
+      const thumbprint = typeof cnf === 'object' && cnf !== null ? (cnf as Record<string, unknown>)['x5t#S256'] : undefined;
+      if (typeof thumbprint !== 'string' || thumbprint !== opts.certSha256.toString('base64url')) {
+        return { ok: false, reason: 'invalid', detail: 'the token is bound to another client certificate' };
+      }
     }
     return { ok: true, caller: { subject: payload.sub, workspace } };
   } catch (err) {

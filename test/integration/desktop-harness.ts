@@ -113,11 +113,11 @@ export class DesktopBed {
 
   /** A delegation token: by default for `sub` in `workspace`, valid for 10 minutes of the server's clock. */
   token(
-    claims: { sub?: string; workspace?: string; aud?: string; iss?: string; expSecondsFromNow?: number } = {},
+    claims: { sub?: string; workspace?: string; aud?: string; iss?: string; expSecondsFromNow?: number; cnf?: object } = {},
     key: KeyObject = this.issuer.privateKey,
   ): Promise<string> {
     const nowS = Math.floor(this.nowMs / 1000);
-    return new SignJWT({ workspace: claims.workspace ?? 'ws-a' })
+    return new SignJWT({ workspace: claims.workspace ?? 'ws-a', ...(claims.cnf !== undefined && { cnf: claims.cnf }) })
       .setProtectedHeader({ alg: 'EdDSA' })
       .setSubject(claims.sub ?? 'alice')
       .setAudience(claims.aud ?? AUDIENCE)

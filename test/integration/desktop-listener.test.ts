@@ -7,6 +7,7 @@
  * wrong audience) do, once.
  */
 import assert from 'node:assert/strict';
+import { createHash, X509Certificate } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { DesktopBed, type Reply } from './desktop-harness.js';
 
@@ -130,6 +131,17 @@ describe('desktop listener: the request table', () => {
       assert.equal(n, 1);
     });
   }
+
+  test('a certificate-bound token (cnf x5t#S256) is usable only with that certificate', async () => {
+    const thumbprint = (cert: { certPem: string }): string =>
+      createHash('sha256').update(new X509Certificate(cert.certPem).raw).digest('base64url');
+    const bound = await bed.token({ cnf: { 'x5t#S256': thumbprint(bed.operator) } });
+    assert.equal((await bed.as(bound, 'GET', get())).status, 200);
+    const other = await bed.token({ cnf: { 'x5t#S256': thumbprint(bed.agent) } });
+    assertProblem(await bed.as(other, 'GET', get()), 403, 'access_denied');
+    const malformed = await bed.token({ cnf: { jkt: 'x' } });
+    assertProblem(await bed.as(malformed, 'GET', get()), 403, 'access_denied');
+  });
 
   test('a token that is not a JWS is refused: 403', async () => {
     assertProblem(await bed.as('not.a-token', 'GET', get()), 403, 'access_denied');
