@@ -42,6 +42,7 @@ import { errorMessage } from './util/error-message.js';
 import { loadoutsComponent } from './loadouts/component.js';
 import { profilesComponent } from './profiles/component.js';
 import { fleetComponent, fleetInventoryComponent } from './fleet/component.js';
+import { desktopComponent } from './desktop/component.js';
 
 /**
  * The whole server, in start order. Operator identity comes first (every v2 route resolves its
@@ -91,6 +92,8 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   profilesComponent,
   // Celld (README "Celld"): after vms and the fleet; it looks both up at each call
   celldComponent(),
+  // managed desktop sessions (README "Managed desktop sessions"): its own listener, off unless SVC_DESKTOP_ADDR is set
+  desktopComponent(),
 ];
 
 export interface StartOptions {

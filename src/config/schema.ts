@@ -699,6 +699,59 @@ export const SCHEMA = {
     parse: parseIntInRange(0, 86_400),
     doc: "Interval of the fleet inventory sweep that lists every domain on every host, catching changes no event reported (a VM removed or defined behind sandboxd's back); 0 turns it off (events, reads and reconciles still observe).",
   }),
+  // managed desktop sessions (spec 4.15; README "Managed desktop sessions")
+  SVC_DESKTOP_ADDR: entry({
+    field: 'desktopAddr',
+    group: 'listeners',
+    defaultText: 'unset (desktop listener off)',
+    defaultRaw: null,
+    parse: parseListenAddressOrOff,
+    doc:
+      'Desktop listener (spec 4.15): HTTPS with mutual TLS serving only the managed desktop routes, each needing exactly one ' +
+      'Authorization: Bearer <delegation token>. Authenticated, so it may listen on a non-loopback address; needs SVC_DESKTOP_TOKEN_ISSUER_KEY.',
+  }),
+  SVC_DESKTOP_CLIENT_CA: entry({
+    field: 'desktopClientCa',
+    group: 'listeners',
+    defaultText: "unset (sandboxd's own CA, operator certificates only)",
+    defaultRaw: null,
+    parse: parseNonEmpty,
+    doc:
+      'PEM file of the CA(s) the desktop listener verifies client certificates against; any certificate it verifies is accepted. ' +
+      "Unset: sandboxd's own CA, and only operator certificates (sandboxd certs issue-operator).",
+  }),
+  SVC_DESKTOP_TOKEN_ISSUER_KEY: entry({
+    field: 'desktopTokenIssuerKey',
+    group: 'listeners',
+    defaultText: 'unset',
+    defaultRaw: null,
+    parse: parseNonEmpty,
+    doc: 'PEM file of the public key (Ed25519 or P-256) that signs desktop delegation tokens (JWS: EdDSA or ES256), read at start.',
+  }),
+  SVC_DESKTOP_TOKEN_AUDIENCE: entry({
+    field: 'desktopTokenAudience',
+    group: 'listeners',
+    defaultText: 'sandboxd-desktop',
+    defaultRaw: 'sandboxd-desktop',
+    parse: parseNonEmpty,
+    doc: 'The aud claim every desktop delegation token must carry.',
+  }),
+  SVC_DESKTOP_TOKEN_ISSUER: entry({
+    field: 'desktopTokenIssuer',
+    group: 'listeners',
+    defaultText: 'unset (iss not checked)',
+    defaultRaw: null,
+    parse: parseNonEmpty,
+    doc: 'When set, the iss claim every desktop delegation token must carry.',
+  }),
+  SVC_DESKTOP_GRANT_TTL_SECONDS: entry({
+    field: 'desktopGrantTtlSeconds',
+    group: 'listeners',
+    defaultText: '60',
+    defaultRaw: '60',
+    parse: parseIntInRange(5, 600),
+    doc: "Lifetime of a one-use desktop grant (attach, reconnect), never past its resource's absolute expiry.",
+  }),
 } as const;
 
 function parseCellId(raw: string): string {

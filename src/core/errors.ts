@@ -559,6 +559,41 @@ export const ERROR_TABLE = {
     grpc: GrpcStatus.PERMISSION_DENIED,
     meaning: 'an operator cannot approve a write they requested (a second identity reviews)',
   },
+  // managed desktop sessions (spec 4.15, part 7 "Desktop problem codes": spec spelling; rendered as
+  // application/problem+json on the desktop listener only)
+  invalid_resource_request: {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'desktop: malformed, oversized or unparseable request',
+  },
+  invalid_enrollment: { http: 400, grpc: GrpcStatus.INVALID_ARGUMENT, meaning: 'desktop: malformed, oversized or unparseable enrollment' },
+  access_denied: {
+    http: 403,
+    grpc: GrpcStatus.PERMISSION_DENIED,
+    meaning: 'desktop: no verified client certificate or token, failed authorization, or an unknown or foreign resource',
+  },
+  resource_conflict: {
+    http: 409,
+    grpc: GrpcStatus.ABORTED,
+    meaning: 'desktop: idempotency key bound to another payload, stale generation, or the resource cannot take the action',
+  },
+  enrollment_conflict: {
+    http: 409,
+    grpc: GrpcStatus.ABORTED,
+    meaning: 'desktop: expected_revision is not the current enrollment revision',
+  },
+  route_unavailable: { http: 503, grpc: GrpcStatus.UNAVAILABLE, meaning: 'desktop: the token authority is unavailable' },
+  'desktop.route_not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'desktop listener: no desktop route has this path' },
+  'desktop.method_not_allowed': {
+    http: 405,
+    grpc: GrpcStatus.UNIMPLEMENTED,
+    meaning: 'desktop listener: the path exists, not with this method',
+  },
+  'desktop.body_timeout': {
+    http: 408,
+    grpc: GrpcStatus.DEADLINE_EXCEEDED,
+    meaning: 'desktop listener: the body did not arrive within 1 s',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;
