@@ -42,6 +42,7 @@ import { errorMessage } from './util/error-message.js';
 import { loadoutsComponent } from './loadouts/component.js';
 import { profilesComponent } from './profiles/component.js';
 import { fleetComponent, fleetInventoryComponent } from './fleet/component.js';
+import { missionsComponent } from './missions/component.js';
 
 /**
  * The whole server, in start order. Operator identity comes first (every v2 route resolves its
@@ -91,6 +92,8 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   profilesComponent,
   // Celld (README "Celld"): after vms and the fleet; it looks both up at each call
   celldComponent(),
+  // missions and dispatch (README "Missions and dispatch"): after the agents listener; runs missions on connected agents
+  missionsComponent(),
 ];
 
 export interface StartOptions {
