@@ -282,7 +282,9 @@ export class MissionService {
       throw new SvcError('dispatch.failed', msg, { reason: 'start_failed' });
     }
     const started = this.#o.store.moveMission(rec.id, ['assigned'], 'running', 'started', { startedAtMs: this.#now() });
-    if (started !== undefined) this.#emit('mission.started', started, { started_by: first === 'window' ? 'start_window' : 'output' });
+    if (started !== undefined) {
+      this.#emit('mission.started', started, { started_by: first === 'window' ? 'start_window' : first === 'sign' ? 'output' : 'result' });
+    }
     void running.result.then((r) => {
       const l = this.#live.get(rec.id);
       if (l === undefined) return;

@@ -17,6 +17,7 @@ import { credentialLeaseTransitionsMarkdown } from '../../src/credentials/lease-
 import { sshLeaseTransitionsMarkdown } from '../../src/gateway/ssh/lease-types.js';
 import { checkpointTableMarkdown } from '../../src/checkpoints/checkpoint-state.js';
 import { commandStatusTableMarkdown } from '../../src/celld/effect-ledger.js';
+import { missionTableMarkdown } from '../../src/missions/mission-state.js';
 
 export function readmeTables(): Record<string, string> {
   return {
@@ -35,5 +36,6 @@ export function readmeTables(): Record<string, string> {
     'checkpoint-states-table': checkpointTableMarkdown(),
     'programs-table': programsMarkdownTable(),
     'celld-command-states-table': commandStatusTableMarkdown(),
+    'mission-states-table': missionTableMarkdown(),
   };
 }
