@@ -11,7 +11,9 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { spawn } from 'node:child_process';
 import { request } from 'node:http';
+import { fileURLToPath } from 'node:url';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -45,6 +47,7 @@ const schema = (file: string): ((v: unknown) => boolean) => {
     return ok;
   };
 };
+const SBX_BIN = fileURLToPath(new URL('../../src/bin/sbx.js', import.meta.url));
 const executorOk = schema('executor-v1.schema.json');
 const missionOk = schema('mission-v1.schema.json');
 
@@ -403,6 +406,49 @@ describe('mission dispatch with a real local agent', () => {
     const r = await dispatch(tokens['failing'] as string, mission());
     assert.equal(r.status, 401);
     assert.equal(codeOf(await http('GET', `/api/v2/missions/${randomUUID()}`)), 'mission.not_found');
+  });
+
+  test('sbx executor register, sbx mission dispatch (token from SBX_EXECUTOR_TOKEN) and sbx mission get', async () => {
+    const sbx = (args: string[], env: Record<string, string> = {}) =>
+      new Promise<{ code: number; stdout: string; stderr: string }>((resolve, reject) => {
+        const child = spawn(process.execPath, [SBX_BIN, ...args], {
+          env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', HOME: dir, XDG_CONFIG_HOME: dir, SBX_SERVER: base, ...env },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+        child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+        child.on('error', reject);
+        child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+      });
+    const reg = await sbx(['executor', 'register', vm, '--name', 'cli', '--capabilities', 'shell,git', '--json']);
+    assert.equal(reg.code, 0, reg.stderr);
+    const registered = JSON.parse(reg.stdout) as { executor: Json; token: string };
+    executorOk(registered.executor);
+    assert.deepEqual(registered.executor['capabilities'], ['shell', 'git']);
+    const listed = await sbx(['executor', 'list', '--agent', vm]);
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.match(listed.stdout, new RegExp(String(registered.executor['executor_id'])));
+    assert.ok(!listed.stdout.includes(registered.token), 'the list never shows a token');
+
+    const noToken = await sbx(['mission', 'dispatch', 'x']);
+    assert.notEqual(noToken.code, 0);
+    assert.match(noToken.stderr, /SBX_EXECUTOR_TOKEN/);
+    const id = randomUUID();
+    const sent = await sbx(['mission', 'dispatch', 'from the cli', '--mission-id', id, '--session', 'cli-1', '--json'], {
+      SBX_EXECUTOR_TOKEN: registered.token,
+    });
+    assert.equal(sent.code, 0, sent.stderr);
+    assert.equal((JSON.parse(sent.stdout) as Json)['mission_id'], id);
+    await waitFor('the CLI mission completed', async () => (await http('GET', `/api/v2/missions/${id}`)).json['status'] === 'completed', {
+      deadlineMs: DEADLINE_MS.process,
+      intervalMs: 50,
+    });
+    const got = await sbx(['mission', 'get', id, '--json']);
+    assert.equal((JSON.parse(got.stdout) as Json)['session_id'], 'cli-1');
+    const text = await sbx(['mission', 'get', id]);
+    assert.match(text.stdout, /status:\s+completed/);
   });
 
   test('503 when the agent is not connected', async () => {
