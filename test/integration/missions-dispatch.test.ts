@@ -255,6 +255,33 @@ describe('mission dispatch with a real local agent', () => {
     assert.equal((done?.['details'] as Json)['output_tail'], `mission ${String(body['mission_id'])}\nsummarise the logs\n`);
   });
 
+  test('ten missions in a row each run and complete (dispatch→202 and dispatch→mission.completed printed)', async () => {
+    const stream = follow('event_type=mission.completed');
+    await stream.opened;
+    try {
+      const accepted: number[] = [];
+      const completed: number[] = [];
+      for (let i = 0; i < 10; i++) {
+        const body = mission({ objective: `mission ${i}` });
+        const t0 = performance.now();
+        const r = await dispatch(tokens['default'] as string, body);
+        accepted.push(performance.now() - t0);
+        assert.equal(r.status, 202, r.text);
+        await waitFor('mission.completed', () => ofMission(stream.events(), String(body['mission_id'])).length === 1, {
+          deadlineMs: DEADLINE_MS.process,
+          intervalMs: 5,
+        });
+        completed.push(performance.now() - t0);
+      }
+      const p50 = (xs: number[]): string => ([...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number).toFixed(1);
+      process.stdout.write(
+        `# mission dispatch on a local agent, 10 in a row: p50 dispatch→202 ${p50(accepted)} ms, dispatch→mission.completed ${p50(completed)} ms\n`,
+      );
+    } finally {
+      stream.close();
+    }
+  });
+
   test('401: no header, another scheme, a wrong token of the same length and of other lengths; checked before the body', async () => {
     const good = tokens['proof'] as string;
     const last = good.at(-1) === 'A' ? 'B' : 'A';
