@@ -43,6 +43,7 @@ import { loadoutsComponent } from './loadouts/component.js';
 import { profilesComponent } from './profiles/component.js';
 import { fleetComponent, fleetInventoryComponent } from './fleet/component.js';
 import { desktopComponent } from './desktop/component.js';
+import { missionsComponent } from './missions/component.js';
 
 /**
  * The whole server, in start order. Operator identity comes first (every v2 route resolves its
@@ -94,6 +95,8 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   celldComponent(),
   // managed desktop sessions (README "Managed desktop sessions"): its own listener, off unless SVC_DESKTOP_ADDR is set
   desktopComponent(),
+  // missions and dispatch (README "Missions and dispatch"): after the agents listener; runs missions on connected agents
+  missionsComponent(),
 ];
 
 export interface StartOptions {

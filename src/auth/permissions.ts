@@ -25,6 +25,8 @@ export const PERMISSIONS = {
   'storage.read': 'list storage areas and read objects (the scoped storage API)',
   'storage.write': 'request writes and deletes in agent inboxes and task outboxes (each waits for review)',
   'storage.review': "approve or reject requested storage writes (not one's own, as an mTLS operator)",
+  'missions.read': 'list mission executors (never their tokens) and dispatched missions',
+  'executors.write': 'register mission executors (each registration returns its dispatch bearer token once) and delete them',
 } as const;
 
 export type Permission = keyof typeof PERMISSIONS;
@@ -32,7 +34,15 @@ export type Permission = keyof typeof PERMISSIONS;
 export const ROLES = ['viewer', 'operator', 'admin'] as const;
 export type Role = (typeof ROLES)[number];
 
-const VIEWER: readonly Permission[] = ['credentials.read', 'ssh.lease.read', 'activity.read', 'admin.read', 'fleet.read', 'storage.read'];
+const VIEWER: readonly Permission[] = [
+  'credentials.read',
+  'ssh.lease.read',
+  'activity.read',
+  'admin.read',
+  'fleet.read',
+  'storage.read',
+  'missions.read',
+];
 const OPERATOR: readonly Permission[] = [
   ...VIEWER,
   'credentials.lease',
@@ -43,7 +53,14 @@ const OPERATOR: readonly Permission[] = [
   'profiles.write',
   'storage.write',
 ];
-const ADMIN: readonly Permission[] = [...OPERATOR, 'credentials.write', 'activity.ingest', 'admin.hypervisor', 'storage.review'];
+const ADMIN: readonly Permission[] = [
+  ...OPERATOR,
+  'credentials.write',
+  'activity.ingest',
+  'admin.hypervisor',
+  'storage.review',
+  'executors.write',
+];
 
 /** Role → the permissions it grants, in PERMISSIONS order. */
 export const ROLE_PERMISSIONS: Readonly<Record<Role, readonly Permission[]>> = {

@@ -37,6 +37,8 @@ export interface CliEnv {
   LOGNAME?: string | undefined;
   NO_COLOR?: string | undefined;
   TERM?: string | undefined;
+  /** sbx mission dispatch: the executor's dispatch bearer token (never a flag). */
+  SBX_EXECUTOR_TOKEN?: string | undefined;
 }
 
 /** Reads the variables of CliEnv from the process environment. */
@@ -54,6 +56,7 @@ export function readCliEnv(): CliEnv {
     LOGNAME: e['LOGNAME'],
     NO_COLOR: e['NO_COLOR'],
     TERM: e['TERM'],
+    SBX_EXECUTOR_TOKEN: e['SBX_EXECUTOR_TOKEN'],
   };
 }
 

@@ -22,6 +22,7 @@ import { VM_COMMANDS } from './commands/vm.js';
 import { LOADOUT_COMMANDS, PROFILE_COMMANDS } from './commands/profile.js';
 import { CELLD_COMMANDS } from './commands/celld.js';
 import { STORAGE_COMMANDS } from './commands/storage.js';
+import { EXECUTOR_COMMANDS, MISSION_COMMANDS } from './commands/mission.js';
 import { configPath, loadConfigFile, resolveSettings, type ResolvedSettings } from './config.js';
 import { errorLine, ExitCode, exitCodeFor, OutcomeFailedError } from './exit-codes.js';
 import { commandHelp, mainHelp, nounHelp } from './help.js';
@@ -53,6 +54,9 @@ export const COMMANDS: readonly CommandDef[] = [
   ...CELLD_COMMANDS,
   ...FLEET_COMMANDS,
   ...STORAGE_COMMANDS,
+  // missions and dispatch (README "Missions and dispatch")
+  ...EXECUTOR_COMMANDS,
+  ...MISSION_COMMANDS,
 ];
 
 const NOUNS = [...new Set(COMMANDS.map((c) => c.noun))];

@@ -89,6 +89,14 @@ import {
 } from './types.js';
 import { pollUntil, type PollOptions } from './wait.js';
 import type { StorageAreaName, StorageListing, StorageReview, StorageReviewState } from '../wire/storage.js';
+import type {
+  DispatchAccepted,
+  DispatchRequest,
+  Executor,
+  ExecutorRegistered,
+  ExecutorRegisterRequest,
+  Mission,
+} from '../wire/missions.js';
 
 /** Options of a request that may carry an Idempotency-Key (spec 4.11). */
 export type IdempotentOptions = RequestOptions & { idempotencyKey?: string };
@@ -644,6 +652,41 @@ export class ApiClient extends HttpTransport {
   /** A generation-only reconcile: runs once, never replayed. */
   celldReconcile(cell: string, operationId: string, generation: number, opts?: RequestOptions): Promise<CellCommandAccepted> {
     return this.requestJson('POST', `/api/v2/celld/cells/${seg(cell)}/reconcile`, { operation_id: operationId, generation }, opts);
+  }
+
+  // ------------------------------------------------------------ missions and dispatch (4.16; README "Missions and dispatch")
+
+  /** Registers an executor; the answer is the only one that ever holds its token. */
+  registerExecutor(req: ExecutorRegisterRequest, opts?: RequestOptions): Promise<ExecutorRegistered> {
+    return this.requestJson('POST', '/api/v2/executors', req, opts);
+  }
+
+  listExecutors(q: { agent_id?: string } = {}, opts?: RequestOptions): Promise<{ executors: Executor[] }> {
+    return this.requestJson('GET', `/api/v2/executors${qs(q)}`, undefined, opts);
+  }
+
+  getExecutor(id: string, opts?: RequestOptions): Promise<Executor> {
+    return this.requestJson('GET', `/api/v2/executors/${seg(id)}`, undefined, opts);
+  }
+
+  deleteExecutor(id: string, opts?: RequestOptions): Promise<{ executor_id: string; deleted: true }> {
+    return this.requestJson('DELETE', `/api/v2/executors/${seg(id)}`, undefined, opts);
+  }
+
+  /** POST /api/v1/sessions/{id}/dispatch with the executor's bearer token. */
+  dispatchMission(sessionId: string, token: string, req: DispatchRequest, opts: RequestOptions = {}): Promise<DispatchAccepted> {
+    return this.requestJson('POST', `/api/v1/sessions/${seg(sessionId)}/dispatch`, req, {
+      ...opts,
+      headers: { ...opts.headers, authorization: `Bearer ${token}` },
+    });
+  }
+
+  listMissions(q: { agent_id?: string; status?: string; limit?: number } = {}, opts?: RequestOptions): Promise<{ missions: Mission[] }> {
+    return this.requestJson('GET', `/api/v2/missions${qs(q)}`, undefined, opts);
+  }
+
+  getMission(id: string, opts?: RequestOptions): Promise<Mission> {
+    return this.requestJson('GET', `/api/v2/missions/${seg(id)}`, undefined, opts);
   }
 }
 

@@ -59,6 +59,9 @@ export const OPERATOR_ROLES = ['viewer', 'operator', 'admin'] as const;
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 
+/** SVC_MISSION_COMMAND's default: prints the mission id and the objective (both from the environment, never interpolated). */
+const DEFAULT_MISSION_COMMAND = JSON.stringify(['sh', '-c', 'printf \'mission %s\\n%s\\n\' "$SVC_MISSION_ID" "$SVC_MISSION_OBJECTIVE"']);
+
 export const SCHEMA = {
   // ---- spec part 1
   LOG_FORMAT: entry({
@@ -751,6 +754,31 @@ export const SCHEMA = {
     defaultRaw: '60',
     parse: parseIntInRange(5, 600),
     doc: "Lifetime of a one-use desktop grant (attach, reconnect), never past its resource's absolute expiry.",
+  }),
+  // ---- missions and dispatch (README "Missions and dispatch")
+  SVC_MISSION_COMMAND: entry({
+    field: 'missionCommand',
+    group: 'runtime',
+    defaultText: DEFAULT_MISSION_COMMAND,
+    defaultRaw: DEFAULT_MISSION_COMMAND,
+    parse: parseJsonArgv,
+    doc: 'Argv (JSON array) a dispatched mission runs on its agent when its executor was registered without a command; never through a shell of ours. The mission reaches it in the environment: SVC_MISSION_ID, SVC_MISSION_OBJECTIVE, SVC_MISSION_COMPLETION, SVC_MISSION_SESSION_ID, SVC_MISSION_METADATA (JSON), SVC_EXECUTOR_ID. The default prints the mission id and its objective.',
+  }),
+  SVC_MISSION_TIMEOUT_SECONDS: entry({
+    field: 'missionTimeoutSeconds',
+    group: 'runtime',
+    defaultText: '3600',
+    defaultRaw: '3600',
+    parse: parseIntInRange(1, 604_800),
+    doc: 'timeout_seconds of a mission dispatched with long_running false (SIGTERM, then SIGKILL, to its process group on the agent); long_running missions have none.',
+  }),
+  SVC_MISSION_START_WINDOW_MS: entry({
+    field: 'missionStartWindowMs',
+    group: 'runtime',
+    defaultText: '2000',
+    defaultRaw: '2000',
+    parse: parseIntInRange(100, 60_000),
+    doc: "How long a dispatch waits for its command's first sign of life on the agent (output, or a result) before answering 202; a command that cannot start within it answers 500 dispatch.failed with mission.failed.",
   }),
 } as const;
 

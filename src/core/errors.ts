@@ -594,6 +594,39 @@ export const ERROR_TABLE = {
     grpc: GrpcStatus.DEADLINE_EXCEEDED,
     meaning: 'desktop listener: the body did not arrive within 1 s',
   },
+  // mission dispatch and executors (spec 4.16, part 5; README "Missions and dispatch")
+  'dispatch.unauthorized': {
+    http: 401,
+    grpc: GrpcStatus.UNAUTHENTICATED,
+    meaning: 'no Authorization: Bearer header, or a token no registered executor was issued',
+  },
+  'dispatch.agent_not_found': {
+    http: 404,
+    grpc: GrpcStatus.NOT_FOUND,
+    meaning: "the mission's agent (executor_filter.agent_id, else the executor's) is not known to this server",
+  },
+  'dispatch.no_agents': {
+    http: 503,
+    grpc: GrpcStatus.UNAVAILABLE,
+    meaning: "the mission's agent is known but not connected now (no agent to receive the mission)",
+  },
+  'dispatch.executor_not_registered': {
+    http: 503,
+    grpc: GrpcStatus.UNAVAILABLE,
+    meaning: "the token's executor is not registered for what executor_filter asks (another agent, executor id or capability)",
+  },
+  'dispatch.failed': {
+    http: 500,
+    grpc: GrpcStatus.INTERNAL,
+    meaning: 'the dispatcher could not start the mission on the agent (mission.failed names the reason)',
+  },
+  'mission.conflict': {
+    http: 409,
+    grpc: GrpcStatus.ALREADY_EXISTS,
+    meaning: 'this mission_id was dispatched before with a different body, session or executor',
+  },
+  'mission.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no mission with this mission_id' },
+  'executor.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no executor with this id' },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;

@@ -18,6 +18,7 @@ import { sshLeaseTransitionsMarkdown } from '../../src/gateway/ssh/lease-types.j
 import { checkpointTableMarkdown } from '../../src/checkpoints/checkpoint-state.js';
 import { commandStatusTableMarkdown } from '../../src/celld/effect-ledger.js';
 import { desktopTablesMarkdown } from '../../src/desktop/desktop-state.js';
+import { missionTableMarkdown } from '../../src/missions/mission-state.js';
 
 export function readmeTables(): Record<string, string> {
   return {
@@ -37,5 +38,6 @@ export function readmeTables(): Record<string, string> {
     'programs-table': programsMarkdownTable(),
     'celld-command-states-table': commandStatusTableMarkdown(),
     'desktop-states-table': desktopTablesMarkdown(),
+    'mission-states-table': missionTableMarkdown(),
   };
 }

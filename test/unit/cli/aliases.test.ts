@@ -40,7 +40,8 @@ void describe('sbx aliases', () => {
       }
     }
     // list: vm, agent, session, task, events, context, cred, checkpoint, pool, profile, loadout, storage; delete: vm, context, profile, storage.
-    assert.equal(checked, 16);
+    // Missions: list: executor, mission; delete: executor.
+    assert.equal(checked, 16 + 3);
     assert.deepEqual(resolved(['vm', 'rm', 'agent-x', '--force']), { noun: 'vm', verb: 'delete', rest: ['agent-x', '--force'] });
   });
 
