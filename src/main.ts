@@ -42,6 +42,7 @@ import { errorMessage } from './util/error-message.js';
 import { loadoutsComponent } from './loadouts/component.js';
 import { profilesComponent } from './profiles/component.js';
 import { fleetComponent, fleetInventoryComponent } from './fleet/component.js';
+import { orchestrationComponent } from './orchestration/component.js';
 
 /**
  * The whole server, in start order. Operator identity comes first (every v2 route resolves its
@@ -91,6 +92,9 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   profilesComponent,
   // Celld (README "Celld"): after vms and the fleet; it looks both up at each call
   celldComponent(),
+  // orchestration link and aiwg bridge (README "Orchestration link and aiwg bridge"): last, its
+  // register message names the bound ports; it stops first
+  orchestrationComponent(),
 ];
 
 export interface StartOptions {

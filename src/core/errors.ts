@@ -559,6 +559,12 @@ export const ERROR_TABLE = {
     grpc: GrpcStatus.PERMISSION_DENIED,
     meaning: 'an operator cannot approve a write they requested (a second identity reviews)',
   },
+  // orchestration link and aiwg bridge (README "Orchestration link and aiwg bridge")
+  'aiwg.not_configured': {
+    http: 409,
+    grpc: GrpcStatus.FAILED_PRECONDITION,
+    meaning: 'no bridge to reconnect: ORCH_SERVE_ENDPOINT is not set (the server runs standalone)',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;
