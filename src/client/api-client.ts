@@ -89,6 +89,7 @@ import {
 } from './types.js';
 import { pollUntil, type PollOptions } from './wait.js';
 import type { StorageAreaName, StorageListing, StorageReview, StorageReviewState } from '../wire/storage.js';
+import type { BridgeReconnect, BridgeStatus } from '../wire/aiwg.js';
 
 /** Options of a request that may carry an Idempotency-Key (spec 4.11). */
 export type IdempotentOptions = RequestOptions & { idempotencyKey?: string };
@@ -644,6 +645,18 @@ export class ApiClient extends HttpTransport {
   /** A generation-only reconcile: runs once, never replayed. */
   celldReconcile(cell: string, operationId: string, generation: number, opts?: RequestOptions): Promise<CellCommandAccepted> {
     return this.requestJson('POST', `/api/v2/celld/cells/${seg(cell)}/reconcile`, { operation_id: operationId, generation }, opts);
+  }
+
+  // ------------------------------------------------------------ aiwg bridge (4.16; README "Orchestration link and aiwg bridge")
+
+  /** GET /api/v1/aiwg/status: the orchestration link's state. */
+  aiwgStatus(opts?: RequestOptions): Promise<BridgeStatus> {
+    return this.requestJson('GET', '/api/v1/aiwg/status', undefined, opts);
+  }
+
+  /** POST /api/v1/aiwg/reconnect: the link reconnects now; 409 aiwg.not_configured when standalone. */
+  aiwgReconnect(opts?: RequestOptions): Promise<BridgeReconnect> {
+    return this.requestJson('POST', '/api/v1/aiwg/reconnect', undefined, opts);
   }
 }
 

@@ -38,7 +38,11 @@ export interface OrchestrationComponentOptions {
 function linkMetrics(ctx: ComponentContext, queued: () => number): LinkMetrics {
   const registers = [ctx.metrics.registry];
   const connected = new Gauge({ name: 'svc_orch_link_connected', help: 'Orchestration link WebSocket open (1) or not (0)', registers });
-  const sent = new Counter({ name: 'svc_orch_link_events_sent_total', help: 'Events the orchestration link wrote to its WebSocket', registers });
+  const sent = new Counter({
+    name: 'svc_orch_link_events_sent_total',
+    help: 'Events the orchestration link wrote to its WebSocket',
+    registers,
+  });
   const dropped = new Counter({
     name: 'svc_orch_link_events_dropped_total',
     help: 'Events dropped from the full orchestration link queue (reported to the server as gaps)',

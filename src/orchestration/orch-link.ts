@@ -316,7 +316,11 @@ export class OrchLink {
       pending_gap: this.#queue.pendingGap,
     };
     socket.send(JSON.stringify(register), () => undefined);
-    this.#log('info', { endpoint: this.#endpoint, connection: this.#connections, queued: this.#queue.length }, 'orchestration link: registered');
+    this.#log(
+      'info',
+      { endpoint: this.#endpoint, connection: this.#connections, queued: this.#queue.length },
+      'orchestration link: registered',
+    );
     this.#unloggedFailures = 0;
     this.#pongSeen = true;
     const interval = this.#o.pingIntervalMs ?? 20_000;

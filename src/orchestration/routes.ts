@@ -35,7 +35,18 @@ const STATUS_SCHEMA = {
     queued: INT,
     connections: INT,
   },
-  required: ['connected', 'session_count', 'last_event_secs', 'configured', 'state', 'endpoint', 'events_sent', 'events_dropped', 'queued', 'connections'],
+  required: [
+    'connected',
+    'session_count',
+    'last_event_secs',
+    'configured',
+    'state',
+    'endpoint',
+    'events_sent',
+    'events_dropped',
+    'queued',
+    'connections',
+  ],
 };
 
 /** The status record (also what `sbx aiwg status` prints). */
@@ -86,7 +97,10 @@ export function registerBridgeRoutes(router: Router, deps: BridgeDeps): void {
     responseSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] },
     handler: () => {
       if (deps.link === null) {
-        throw new SvcError('aiwg.not_configured', 'ORCH_SERVE_ENDPOINT is not set: this server runs standalone, there is no bridge to reconnect');
+        throw new SvcError(
+          'aiwg.not_configured',
+          'ORCH_SERVE_ENDPOINT is not set: this server runs standalone, there is no bridge to reconnect',
+        );
       }
       deps.link.reconnectNow();
       const json: BridgeReconnect = { ok: true };

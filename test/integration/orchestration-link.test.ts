@@ -6,7 +6,8 @@
  * delivers what was queued during the outage; with a small queue the overflow arrives as one gap
  * record with the count before the newest events; a dead endpoint leaves the server answering,
  * counts failures in svc_orch_link_* and logs one line; GET /api/v1/aiwg/status tells
- * connected true/false as it is; POST /api/v1/aiwg/reconnect opens a new connection now.
+ * connected true/false as it is; POST /api/v1/aiwg/reconnect opens a new connection now; `sbx aiwg
+ * status|reconnect` show and do the same.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -25,6 +26,7 @@ import type { BridgeStatus } from '../../src/wire/aiwg.js';
 import { serverPort } from '../support/ports.js';
 import { loopbackConfig } from '../support/test-config.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
+import { runSbx, type CliServer } from './cli-harness.js';
 import { linkSchemas, OrchTestServer, type OrchMessage } from './orchestration-harness.js';
 
 const components = (): Component[] => [eventsComponent(), serverRoutesComponent, httpComponent, orchestrationComponent()];
@@ -47,6 +49,12 @@ async function boot(dir: string, env: Record<string, string>): Promise<Booted> {
   });
   const server = await startServer(loopbackConfig(dir, env), pino({ level: 'info' }, sink), { components: components() });
   return { server, base: `http://127.0.0.1:${server.ports.http}`, lines };
+}
+
+/** `sbx` against a booted server (a child process, its HOME under `dir`). */
+function sbx(b: Booted, home: string, args: readonly string[]): ReturnType<typeof runSbx> {
+  const srv: CliServer = { server: b.server, baseUrl: b.base, home, stop: () => Promise.resolve() };
+  return runSbx(srv, args, { timeoutMs: DEADLINE_MS.process });
 }
 
 async function status(base: string): Promise<BridgeStatus> {
@@ -74,7 +82,7 @@ async function metric(base: string, name: string): Promise<number> {
 }
 
 const steps = (msgs: readonly OrchMessage[]): number[] =>
-  msgs.filter((m) => m.type === 'event').map((m) => ((m['event'] as { details: { step: number } }).details.step));
+  msgs.filter((m) => m.type === 'event').map((m) => (m['event'] as { details: { step: number } }).details.step);
 
 void describe('orchestration link', { timeout: 120_000 }, () => {
   let dir = '';
@@ -117,6 +125,10 @@ void describe('orchestration link', { timeout: 120_000 }, () => {
       assert.equal(up.last_event_secs, -1, 'no event went out yet');
       assert.equal(up.endpoint, `ws://127.0.0.1:${port}/ws/sandbox/s-1`, 'no query (the token) in the status');
       assert.equal(await metric(b.base, 'svc_orch_link_connected'), 1);
+      const shown = await sbx(b, dir, ['aiwg', 'status', '--no-color']);
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.match(shown.stdout, /connected:\s+yes/);
+      assert.doesNotMatch(shown.stdout, /s3cret/);
 
       // A scripted flow: every event arrives, in order, ids increasing.
       for (let i = 1; i <= 5; i++) await postEvent(b.base, i);
@@ -256,6 +268,12 @@ void describe('orchestration link', { timeout: 120_000 }, () => {
       assert.equal(res.status, 409);
       const body = (await res.json()) as { error: { code: string } };
       assert.equal(body.error.code, 'aiwg.not_configured');
+      const shown = await sbx(b, dir, ['aiwg', 'status', '--json']);
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.equal((JSON.parse(shown.stdout) as BridgeStatus).configured, false);
+      const refused = await sbx(b, dir, ['aiwg', 'reconnect']);
+      assert.equal(refused.code, 4, 'exit 4: conflict (409)');
+      assert.match(refused.stderr, /aiwg\.not_configured/);
     } finally {
       await b.server.stop();
     }
