@@ -23,7 +23,7 @@ interface WsServer {
   on(event: 'error', cb: (err: Error) => void): this;
   close(cb: (err?: Error) => void): void;
 }
-type WsServerCtor = new (opts: { host: string; port: number }) => WsServer;
+type WsServerCtor = new (opts: { host: string; port: number; autoPong: boolean }) => WsServer;
 const { WebSocketServer } = createRequire(import.meta.url)('ws') as { WebSocketServer: WsServerCtor };
 
 const Ajv2020 = Ajv2020Module.default;
@@ -62,8 +62,12 @@ export class OrchTestServer {
   readonly #checkMessage = linkSchemas().message;
   readonly #listeners = new Set<() => void>();
 
-  constructor(port: number) {
+  readonly #autoPong: boolean;
+
+  /** `autoPong: false` makes it a peer that stops answering pings (a half-open connection). */
+  constructor(port: number, opts: { autoPong?: boolean } = {}) {
     this.port = port;
+    this.#autoPong = opts.autoPong ?? true;
   }
 
   get running(): boolean {
@@ -82,7 +86,7 @@ export class OrchTestServer {
   }
 
   async start(): Promise<void> {
-    const server = new WebSocketServer({ host: '127.0.0.1', port: this.port });
+    const server = new WebSocketServer({ host: '127.0.0.1', port: this.port, autoPong: this.#autoPong });
     await new Promise<void>((resolve, reject) => {
       server.on('listening', resolve);
       server.on('error', reject);

@@ -183,6 +183,10 @@ void describe('orchestration link', { timeout: 120_000 }, () => {
       await wait('event 10 on the third connection', () => steps(orch.connections[2]!.messages).includes(10));
       assert.deepEqual(steps(orch.all()), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
       assert.deepEqual(orch.invalid, []);
+
+      // sandboxd stopping closes the connection.
+      await b.server.stop();
+      await wait('the third connection closed by the stop', () => orch.connections[2]!.closed);
     } finally {
       await b.server.stop();
       await orch.stop();
@@ -244,6 +248,37 @@ void describe('orchestration link', { timeout: 120_000 }, () => {
       assert.deepEqual(orch.invalid, []);
     } finally {
       await b.server.stop();
+      await orch.stop();
+    }
+  });
+
+  void test('a peer that stops answering pings loses the connection, and the link connects again', async () => {
+    const port = await serverPort();
+    const orch = new OrchTestServer(port, { autoPong: false });
+    await orch.start();
+    const dead = join(dir, 'pong');
+    const server = await startServer(
+      loopbackConfig(dead, {
+        ORCH_SERVE_ENDPOINT: `ws://127.0.0.1:${port}/`,
+        SVC_ORCH_BACKOFF_INITIAL_MS: '20',
+        SVC_ORCH_BACKOFF_MAX_MS: '100',
+      }),
+      pino({ level: 'silent' }),
+      { components: [eventsComponent(), httpComponent, orchestrationComponent({ pingIntervalMs: 100 })] },
+    );
+    try {
+      await waitFor(
+        'the first connection ended and a second one registered',
+        () => orch.connections[0]?.closed === true && orch.connections[1]?.messages[0],
+        {
+          deadlineMs: DEADLINE_MS.local,
+          wake: (cb) => orch.onChange(cb),
+          lastState: () => JSON.stringify(orch.connections),
+        },
+      );
+      assert.equal(orch.connections[1]!.messages[0]!.type, 'register');
+    } finally {
+      await server.stop();
       await orch.stop();
     }
   });
