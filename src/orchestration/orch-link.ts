@@ -12,9 +12,10 @@
  *   maxMs; the backoff starts over after a connection that stayed up `stableAfterMs`, or at once
  *   on `reconnectNow()` (POST /api/v1/aiwg/reconnect).
  * - A dead endpoint costs metrics and at most one log line per `logIntervalMs`.
- * - Messages the socket could not write when a connection dropped are put back at the head of
- *   the queue and go out after the reconnect (a message the kernel had accepted is gone with the
- *   connection: fire-and-forget; the receiver sees it by the jump in `seq`).
+ * - Messages the socket had not confirmed written when a connection dropped are put back at the
+ *   head of the queue and go out after the reconnect (one written just then may thus come twice:
+ *   same `seq`; one the kernel had accepted but the peer never read is gone with the connection:
+ *   fire-and-forget; the receiver sees it by the jump in `seq`).
  *
  * Wire (README "Orchestration link and aiwg bridge"): the first text message of every connection
  * is `register`; then `gap` and `event` messages. What the server sends is read and ignored.
@@ -290,6 +291,8 @@ export class OrchLink {
     });
     socket.on('close', (code) => {
       if (generation !== this.#generation) return;
+      // Late send callbacks of this socket are ignored from now on: what was in flight is requeued.
+      this.#generation++;
       this.#socket = null;
       this.#clearPing();
       this.#restoreInflight();
