@@ -5,8 +5,9 @@
  * handing the connection what is queued (bounded by a second).
  *
  * Without ORCH_SERVE_ENDPOINT there is no link: the status route says so, reconnect answers 409.
- * With it, the link subscribes to the one event store's live listeners, so every v1 event
- * appended from then on (sandboxd's own and POSTed ones) is queued for the server.
+ * With it, the events the store holds at start (those of the server's start-up) are queued, and
+ * the link subscribes to the one event store's live listeners, so every v1 event appended from
+ * then on (sandboxd's own and POSTed ones) is queued for the server.
  *
  * Metrics: `svc_orch_link_connected` (0/1), `svc_orch_link_events_sent_total`,
  * `svc_orch_link_events_dropped_total`, `svc_orch_link_gaps_sent_total`,
@@ -133,6 +134,9 @@ export function orchestrationComponent(o: OrchestrationComponentOptions = {}): C
         },
       });
       const running = link;
+      // What components listed before this one recorded while the server started (the link starts
+      // last) is queued first; read and subscribed in one synchronous step, so nothing falls between.
+      for (const event of events.query({ limit: config.orchQueueMaxEvents }).events) running.enqueue(event);
       const unsubscribe = events.subscribe((event) => {
         try {
           running.enqueue(event);

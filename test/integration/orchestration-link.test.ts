@@ -252,6 +252,37 @@ void describe('orchestration link', { timeout: 120_000 }, () => {
     }
   });
 
+  void test('events recorded while the server started (before the link) are sent first', async () => {
+    const port = await serverPort();
+    const orch = new OrchTestServer(port);
+    await orch.start();
+    // A component listed before the link that records an event as it starts.
+    const early: Component = {
+      name: 'early',
+      start(ctx) {
+        ctx.need('events').append({ event_type: 'vm.defined', vm_name: 'agent-early' });
+        return Promise.resolve({ stop: () => Promise.resolve() });
+      },
+    };
+    const server = await startServer(
+      loopbackConfig(join(dir, 'early'), { ORCH_SERVE_ENDPOINT: `ws://127.0.0.1:${port}/` }),
+      pino({ level: 'silent' }),
+      {
+        components: [eventsComponent(), early, httpComponent, orchestrationComponent()],
+      },
+    );
+    try {
+      const first = await waitFor('the first event message', () => orch.all().find((m) => m.type === 'event'), {
+        deadlineMs: DEADLINE_MS.local,
+        wake: (cb) => orch.onChange(cb),
+      });
+      assert.deepEqual({ seq: first['seq'], vm: (first['event'] as { vm_name: string }).vm_name }, { seq: 1, vm: 'agent-early' });
+    } finally {
+      await server.stop();
+      await orch.stop();
+    }
+  });
+
   void test('a peer that stops answering pings loses the connection, and the link connects again', async () => {
     const port = await serverPort();
     const orch = new OrchTestServer(port, { autoPong: false });
