@@ -44,6 +44,7 @@ import { profilesComponent } from './profiles/component.js';
 import { fleetComponent, fleetInventoryComponent } from './fleet/component.js';
 import { desktopComponent } from './desktop/component.js';
 import { missionsComponent } from './missions/component.js';
+import { orchestrationComponent } from './orchestration/component.js';
 
 /**
  * The whole server, in start order. Operator identity comes first (every v2 route resolves its
@@ -97,6 +98,9 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   desktopComponent(),
   // missions and dispatch (README "Missions and dispatch"): after the agents listener; runs missions on connected agents
   missionsComponent(),
+  // orchestration link and aiwg bridge (README "Orchestration link and aiwg bridge"): last, its
+  // register message names the bound ports; it stops first
+  orchestrationComponent(),
 ];
 
 export interface StartOptions {

@@ -23,6 +23,7 @@ import { LOADOUT_COMMANDS, PROFILE_COMMANDS } from './commands/profile.js';
 import { CELLD_COMMANDS } from './commands/celld.js';
 import { STORAGE_COMMANDS } from './commands/storage.js';
 import { EXECUTOR_COMMANDS, MISSION_COMMANDS } from './commands/mission.js';
+import { AIWG_COMMANDS } from './commands/aiwg.js';
 import { configPath, loadConfigFile, resolveSettings, type ResolvedSettings } from './config.js';
 import { errorLine, ExitCode, exitCodeFor, OutcomeFailedError } from './exit-codes.js';
 import { commandHelp, mainHelp, nounHelp } from './help.js';
@@ -57,6 +58,8 @@ export const COMMANDS: readonly CommandDef[] = [
   // missions and dispatch (README "Missions and dispatch")
   ...EXECUTOR_COMMANDS,
   ...MISSION_COMMANDS,
+  // aiwg bridge (README "Orchestration link and aiwg bridge")
+  ...AIWG_COMMANDS,
 ];
 
 const NOUNS = [...new Set(COMMANDS.map((c) => c.noun))];

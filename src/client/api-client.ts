@@ -97,6 +97,7 @@ import type {
   ExecutorRegisterRequest,
   Mission,
 } from '../wire/missions.js';
+import type { BridgeReconnect, BridgeStatus } from '../wire/aiwg.js';
 
 /** Options of a request that may carry an Idempotency-Key (spec 4.11). */
 export type IdempotentOptions = RequestOptions & { idempotencyKey?: string };
@@ -687,6 +688,17 @@ export class ApiClient extends HttpTransport {
 
   getMission(id: string, opts?: RequestOptions): Promise<Mission> {
     return this.requestJson('GET', `/api/v2/missions/${seg(id)}`, undefined, opts);
+  }
+  // ------------------------------------------------------------ aiwg bridge (4.16; README "Orchestration link and aiwg bridge")
+
+  /** GET /api/v1/aiwg/status: the orchestration link's state. */
+  aiwgStatus(opts?: RequestOptions): Promise<BridgeStatus> {
+    return this.requestJson('GET', '/api/v1/aiwg/status', undefined, opts);
+  }
+
+  /** POST /api/v1/aiwg/reconnect: the link reconnects now; 409 aiwg.not_configured when standalone. */
+  aiwgReconnect(opts?: RequestOptions): Promise<BridgeReconnect> {
+    return this.requestJson('POST', '/api/v1/aiwg/reconnect', undefined, opts);
   }
 }
 

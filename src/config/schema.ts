@@ -780,6 +780,47 @@ export const SCHEMA = {
     parse: parseIntInRange(100, 60_000),
     doc: "How long a dispatch waits for its command's first sign of life on the agent (output, or a result) before answering 202; a command that cannot start within it answers 500 dispatch.failed with mission.failed.",
   }),
+  // ---- orchestration link (README "Orchestration link and aiwg bridge"; used when ORCH_SERVE_ENDPOINT is set)
+  SVC_ORCH_QUEUE_MAX_EVENTS: entry({
+    field: 'orchQueueMaxEvents',
+    group: 'runtime',
+    defaultText: '10000',
+    defaultRaw: '10000',
+    parse: parseIntInRange(1, 1_000_000),
+    doc: 'Events the orchestration link holds while the server is unreachable or slow; when full the oldest is dropped and the server gets a gap record with the count.',
+  }),
+  SVC_ORCH_QUEUE_MAX_BYTES: entry({
+    field: 'orchQueueMaxBytes',
+    group: 'runtime',
+    defaultText: '16MiB',
+    defaultRaw: '16MiB',
+    parse: parseBytes(1024, 1024 ** 3),
+    doc: 'Bytes of encoded events the orchestration link holds (the same drop-oldest rule as SVC_ORCH_QUEUE_MAX_EVENTS).',
+  }),
+  SVC_ORCH_BACKOFF_INITIAL_MS: entry({
+    field: 'orchBackoffInitialMs',
+    group: 'runtime',
+    defaultText: '500',
+    defaultRaw: '500',
+    parse: parseIntInRange(1, 600_000),
+    doc: 'Ceiling of the first reconnect delay of the orchestration link, ms; each failed attempt doubles it (full jitter: the delay is uniform below the ceiling).',
+  }),
+  SVC_ORCH_BACKOFF_MAX_MS: entry({
+    field: 'orchBackoffMaxMs',
+    group: 'runtime',
+    defaultText: '30000',
+    defaultRaw: '30000',
+    parse: parseIntInRange(1, 3_600_000),
+    doc: 'Ceiling of every reconnect delay of the orchestration link, ms.',
+  }),
+  SVC_ORCH_LOG_INTERVAL_SECONDS: entry({
+    field: 'orchLogIntervalSeconds',
+    group: 'runtime',
+    defaultText: '60',
+    defaultRaw: '60',
+    parse: parseIntInRange(0, 86_400),
+    doc: 'At most one log line per this many seconds about the orchestration link (an unreachable endpoint counts in svc_orch_link_* metrics, not in log lines); 0 logs every change.',
+  }),
 } as const;
 
 function parseCellId(raw: string): string {

@@ -627,6 +627,12 @@ export const ERROR_TABLE = {
   },
   'mission.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no mission with this mission_id' },
   'executor.not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no executor with this id' },
+  // orchestration link and aiwg bridge (README "Orchestration link and aiwg bridge")
+  'aiwg.not_configured': {
+    http: 409,
+    grpc: GrpcStatus.FAILED_PRECONDITION,
+    meaning: 'no bridge to reconnect: ORCH_SERVE_ENDPOINT is not set (the server runs standalone)',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;

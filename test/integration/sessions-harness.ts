@@ -21,6 +21,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { eventsComponent } from '../../src/events/component.js';
 import { ensureCa, writeAgentBundle } from '../../src/identity/ca.js';
 import type { EventStore } from '../../src/events/event-store.js';
+import type { Component } from '../../src/component/component.js';
 import { startServer } from '../../src/main.js';
 import { actorsComponent, httpComponent } from '../../src/server/runtime-components.js';
 import { sessionsComponent, type WiredSessions } from '../../src/sessions/component.js';
@@ -52,8 +53,16 @@ export interface SessionsServer {
   stop(): Promise<void>;
 }
 
-/** Starts the server on `dir` (reuse it to restart); `grpcPort` 0 picks one. */
-export async function startSessionsServer(dir: string, grpcPort = 0, graceSeconds = 2): Promise<SessionsServer> {
+/**
+ * Starts the server on `dir` (reuse it to restart); `grpcPort` 0 picks one. `extra` adds
+ * environment variables and components (listed last) to the bed.
+ */
+export async function startSessionsServer(
+  dir: string,
+  grpcPort = 0,
+  graceSeconds = 2,
+  extra: { readonly env?: Record<string, string>; readonly components?: readonly Component[] } = {},
+): Promise<SessionsServer> {
   const config = loadConfig({
     SVC_STATE_DIR: dir,
     SVC_HTTP_ADDR: '127.0.0.1:0',
@@ -65,6 +74,7 @@ export async function startSessionsServer(dir: string, grpcPort = 0, graceSecond
     SVC_AGENT_HEARTBEAT_SECONDS: '2',
     LOG_LEVEL: 'silent',
     SVC_ACTORS: process.env['TEST_SVC_ACTORS'] ?? 'workers',
+    ...extra.env,
   });
   const logger = pino({ level: process.env['TEST_LOG_LEVEL'] ?? 'silent' });
   const server = await startServer(config, logger, {
@@ -78,6 +88,7 @@ export async function startSessionsServer(dir: string, grpcPort = 0, graceSecond
       sessionsComponent({ graceSeconds }),
       httpComponent,
       agentListenerComponent,
+      ...(extra.components ?? []),
     ],
   });
   const http = { port: server.ports.http };
