@@ -21,6 +21,7 @@
 import { SvcError } from '../core/errors.js';
 import type { RequestView } from '../http/types.js';
 import type { WsConn, WsRouteOptions } from '../http/ws-route.js';
+import { decodeA2aRequest, type A2aBindingHandler } from './binding/a2a.js';
 import { decodeBinaryInput } from './binding/binary.js';
 import { CLOSE_CODES, LIMITS, SUBPROTOCOL_BINARY, SUBPROTOCOL_JSON } from './binding/codes.js';
 import { decodeClientFrame } from './binding/decode.js';
@@ -45,6 +46,8 @@ export interface SessionWsRoutesDeps {
   readonly params: BindingParams;
   /** Resolves once the session's (or the agent-scoped URL's) host is probed, so binding_hello's session_host is the real one. */
   hostReady?(instanceId: string | undefined, sessionId: string): Promise<void>;
+  /** Serves the A2A core ops (binding/a2a.ts); absent: they are answered UNSUPPORTED_OPERATION. */
+  a2a?: A2aBindingHandler;
   /** uWS idle timeout; default 120 s (above the hub's own ping and pong timeout, so the hub decides first). */
   idleTimeoutSeconds?: number;
 }
@@ -118,6 +121,31 @@ function dispatch(hub: SessionHub, conn: WsConn, f: ClientFrame, input: Uint8Arr
   }
 }
 
+/**
+ * An A2A core op (binding/a2a.ts) to the A2A handler: true when the frame was one (answered, or
+ * refused INVALID_REQUEST for its payload), false for any other op.
+ */
+function toA2a(a2a: A2aBindingHandler, hub: SessionHub, conn: WsConn, data: ArrayBuffer, id: string): boolean {
+  const raw = JSON.parse(Buffer.from(data).toString('utf8')) as Record<string, unknown>;
+  const req = decodeA2aRequest(raw);
+  if (typeof req === 'string') {
+    if (!req.endsWith('not an A2A operation sandboxd serves')) hub.refuse(conn, 'INVALID_REQUEST', req, id);
+    return !req.endsWith('not an A2A operation sandboxd serves');
+  }
+  a2a.handle(
+    {
+      connId: conn.id,
+      sessionId: sessionIdOf(conn.request),
+      instanceId: conn.request.params['instance_id'],
+      agentId: hub.agentId,
+      send: (build) => hub.replyAt(conn, (position) => JSON.stringify(build(position))),
+      error: (code, message, requestId) => hub.refuse(conn, code, message, requestId),
+    },
+    req,
+  );
+  return true;
+}
+
 function handlers(deps: SessionWsRoutesDeps, hubOf: HubOf, implicitJoin: boolean): WsRouteOptions['handlers'] {
   return {
     open(conn) {
@@ -151,10 +179,13 @@ function handlers(deps: SessionWsRoutesDeps, hubOf: HubOf, implicitJoin: boolean
       }
       const r = decodeClientFrame(new Uint8Array(data));
       if (r.ok) return dispatch(hub, conn, r.frame, r.input);
+      if (r.code === 'UNSUPPORTED_OPERATION' && r.id !== undefined && deps.a2a !== undefined && toA2a(deps.a2a, hub, conn, data, r.id))
+        return;
       if (r.code === 'UNSUPPORTED_OPERATION') return hub.refuse(conn, r.code, r.message, r.id);
       hub.refuse(conn, r.code, r.message, r.id, CLOSE_CODES.protocolError);
     },
     close(conn) {
+      deps.a2a?.closed(conn.id);
       hubOf(conn)?.disconnect(conn);
     },
   };
