@@ -31,7 +31,7 @@ export function agentCard(i: AgentCardInput): Record<string, unknown> {
   return {
     name: `sandboxd instance ${i.instanceId}`,
     description:
-      'A sandboxd-managed agent VM. A message\'s text is run as a shell command (/bin/sh -c) on the instance; ' +
+      "A sandboxd-managed agent VM. A message's text is run as a shell command (/bin/sh -c) on the instance; " +
       'its stdout and stderr are kept as task artifacts.',
     version: i.serverVersion,
     protocolVersion: '0.3.0',
@@ -46,7 +46,7 @@ export function agentCard(i: AgentCardInput): Record<string, unknown> {
         operations: six,
         notes:
           'Open one WebSocket per {session_id} (a fresh UUID), subprotocol pty-ws.v1; ListTasks lists every task of the instance, ' +
-          'not only the session\'s. Task output: GET the artifact routes under sandboxd.artifacts.',
+          "not only the session's. Task output: GET the artifact routes under sandboxd.artifacts.",
       },
     ],
     provider: { organization: 'sandboxd', url: i.httpOrigin },
@@ -62,7 +62,8 @@ export function agentCard(i: AgentCardInput): Record<string, unknown> {
       {
         id: 'shell-command',
         name: 'Run a shell command',
-        description: 'Runs the message text with /bin/sh -c in the agent\'s work directory; exit 0 completes the task, anything else fails it.',
+        description:
+          "Runs the message text with /bin/sh -c in the agent's work directory; exit 0 completes the task, anything else fails it.",
         tags: ['shell', 'command', 'sandbox'],
         examples: ['uname -a', 'ls -la && git status'],
         inputModes: ['text/plain'],

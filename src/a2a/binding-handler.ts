@@ -17,7 +17,13 @@
  */
 import { SvcError } from '../core/errors.js';
 import type { ErrorCode } from '../sessions/binding/codes.js';
-import { a2aAnswerFrame, taskStatusUpdateFrame, type A2aBindingHandler, type A2aConnection, type A2aRequest } from '../sessions/binding/a2a.js';
+import {
+  a2aAnswerFrame,
+  taskStatusUpdateFrame,
+  type A2aBindingHandler,
+  type A2aConnection,
+  type A2aRequest,
+} from '../sessions/binding/a2a.js';
 import { errorMessage } from '../util/error-message.js';
 import type { A2aDispatcher } from './dispatch.js';
 import { statusUpdateJson, taskJson } from './task-json.js';
@@ -90,7 +96,8 @@ export class A2aBindingOps implements A2aBindingHandler {
     const answer = (op: string, payload: Record<string, unknown>): void => conn.send((seq) => a2aAnswerFrame(op, req.id, seq, payload));
     const task = (taskId: string): TaskSnapshot => {
       const t = store.get(instanceId, taskId);
-      if (t === undefined) throw new SvcError('a2a.task_not_found', `no task ${JSON.stringify(taskId.slice(0, 128))} on instance ${instanceId}`);
+      if (t === undefined)
+        throw new SvcError('a2a.task_not_found', `no task ${JSON.stringify(taskId.slice(0, 128))} on instance ${instanceId}`);
       return t;
     };
     switch (req.op) {
@@ -116,7 +123,8 @@ export class A2aBindingOps implements A2aBindingHandler {
         const state = stateFilter(f['state'] ?? f['status']);
         if (state === null) return conn.error('INVALID_REQUEST', 'ListTasks filter.state is not an A2A task state', req.id);
         const ctx = f['context_id'] ?? f['contextId'];
-        if (ctx !== undefined && typeof ctx !== 'string') return conn.error('INVALID_REQUEST', 'ListTasks filter.context_id must be a string', req.id);
+        if (ctx !== undefined && typeof ctx !== 'string')
+          return conn.error('INVALID_REQUEST', 'ListTasks filter.context_id must be a string', req.id);
         const page = store.list(instanceId, {
           pageSize: req.payload.page_size ?? kDefaultPageSize,
           pageToken: req.payload.page_token ?? undefined,
@@ -175,7 +183,7 @@ export class A2aBindingOps implements A2aBindingHandler {
 
   #subscribe(conn: A2aConnection, taskId: string): void {
     let subs = this.#subs.get(conn.connId);
-    if (subs === undefined) this.#subs.set(conn.connId, (subs = new Map()));
+    if (subs === undefined) this.#subs.set(conn.connId, (subs = new Map<string, () => void>()));
     if (subs.has(taskId)) return;
     if (subs.size >= kMaxSubscriptionsPerConnection) {
       throw new SvcError('a2a.store_full', `a connection holds at most ${kMaxSubscriptionsPerConnection} task subscriptions`);

@@ -130,7 +130,8 @@ export class A2aDispatcher {
   cancel(instanceId: string, taskId: string): TaskSnapshot {
     const { store } = this.#o;
     const t = store.get(instanceId, taskId);
-    if (t === undefined) throw new SvcError('a2a.task_not_found', `no task ${JSON.stringify(taskId.slice(0, 128))} on instance ${instanceId}`);
+    if (t === undefined)
+      throw new SvcError('a2a.task_not_found', `no task ${JSON.stringify(taskId.slice(0, 128))} on instance ${instanceId}`);
     if (isTerminal(t.state)) throw new SvcError('a2a.task_not_cancelable', `task ${taskId} is ${t.state}`);
     store.transition(taskId, 'canceled', 'cancel_requested', { reason: 'canceled by CancelTask' });
     this.#running.get(taskId)?.abort();

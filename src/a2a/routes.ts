@@ -115,7 +115,8 @@ export function registerA2aRoutes(router: Router, deps: A2aRoutesDeps): void {
   });
   const one = negotiated((req, instanceId, taskId) => {
     const artifactId = checkId(req.params['artifact_id'], 'artifact_id');
-    if (store.get(instanceId, taskId) === undefined) throw new SvcError('a2a.task_not_found', `no task ${taskId} on instance ${instanceId}`);
+    if (store.get(instanceId, taskId) === undefined)
+      throw new SvcError('a2a.task_not_found', `no task ${taskId} on instance ${instanceId}`);
     const a = store.artifact(instanceId, taskId, artifactId);
     if (a === undefined) throw new SvcError('a2a.artifact_not_found', `no artifact ${artifactId} in task ${taskId}`);
     return a;

@@ -24,7 +24,13 @@ function statusOf(t: TaskSnapshot): A2aTaskJson['status'] {
 
 /** The task; `historyLength` 0 leaves the user's message out. */
 export function taskJson(t: TaskSnapshot, historyLength?: number): A2aTaskJson {
-  const user: A2aMessageJson = { messageId: t.messageId, role: 'ROLE_USER', parts: [{ text: t.text }], contextId: t.contextId, taskId: t.id };
+  const user: A2aMessageJson = {
+    messageId: t.messageId,
+    role: 'ROLE_USER',
+    parts: [{ text: t.text }],
+    contextId: t.contextId,
+    taskId: t.id,
+  };
   return {
     id: t.id,
     contextId: t.contextId,

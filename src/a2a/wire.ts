@@ -8,7 +8,16 @@
  */
 
 /** A2A task states (the 0.3 wire names; 1.0 adds the TASK_STATE_ prefix in upper case). */
-export const TASK_STATES = ['submitted', 'working', 'input-required', 'completed', 'canceled', 'failed', 'rejected', 'auth-required'] as const;
+export const TASK_STATES = [
+  'submitted',
+  'working',
+  'input-required',
+  'completed',
+  'canceled',
+  'failed',
+  'rejected',
+  'auth-required',
+] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 
 /** States a task never leaves (A2A: completed, canceled, failed, rejected). */

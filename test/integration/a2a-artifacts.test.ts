@@ -11,7 +11,12 @@ import { A2aWsClient, rawGet, textMessage, untilTerminal, useA2aBed } from './a2
 
 const bed = useA2aBed('a2a-art-1');
 
-type Record_ = { artifact_id: string; task_id: string; created_at: string; artifact: { kind: string; stream: string; data: string; data_base64: string; seq: number } };
+type Record_ = {
+  artifact_id: string;
+  task_id: string;
+  created_at: string;
+  artifact: { kind: string; stream: string; data: string; data_base64: string; seq: number };
+};
 
 const EXPECTED_STDOUT = Array.from({ length: 20000 }, (_, i) => `${i + 1}\n`).join('') + 'café €\n';
 const EXPECTED_STDERR = Buffer.concat([Buffer.from('oops\n'), Buffer.from([0xff, 0xfe])]);
@@ -46,9 +51,19 @@ describe('A2A task artifacts (spec 4.8, A2A-Version)', () => {
       assert.ok(!Number.isNaN(Date.parse(a.created_at)));
     }
     const of = (stream: string) => listed.filter((a) => a.artifact.stream === stream);
-    assert.equal(of('stdout').map((a) => a.artifact.data).join(''), EXPECTED_STDOUT, 'stdout text, chunk by chunk, is what was printed');
+    assert.equal(
+      of('stdout')
+        .map((a) => a.artifact.data)
+        .join(''),
+      EXPECTED_STDOUT,
+      'stdout text, chunk by chunk, is what was printed',
+    );
     assert.deepEqual(Buffer.concat(of('stdout').map((a) => Buffer.from(a.artifact.data_base64, 'base64'))), Buffer.from(EXPECTED_STDOUT));
-    assert.deepEqual(Buffer.concat(of('stderr').map((a) => Buffer.from(a.artifact.data_base64, 'base64'))), EXPECTED_STDERR, 'non-UTF-8 bytes survive in data_base64');
+    assert.deepEqual(
+      Buffer.concat(of('stderr').map((a) => Buffer.from(a.artifact.data_base64, 'base64'))),
+      EXPECTED_STDERR,
+      'non-UTF-8 bytes survive in data_base64',
+    );
   });
 
   test('one artifact by id; unknown task and artifact are 404', async () => {
@@ -79,7 +94,9 @@ describe('A2A task artifacts (spec 4.8, A2A-Version)', () => {
     const explicit03 = await fetch(path, { headers: { 'A2A-Version': '0.3' } });
     assert.equal(explicit03.headers.get('a2a-version'), '0.3');
     // A2A 1.0's unprefixed base serves the same.
-    const unprefixed = await fetch(`${bed.srv.base}/agents/${bed.instanceId}/tasks/${taskId}/artifacts`, { headers: { 'A2A-Version': '1.0' } });
+    const unprefixed = await fetch(`${bed.srv.base}/agents/${bed.instanceId}/tasks/${taskId}/artifacts`, {
+      headers: { 'A2A-Version': '1.0' },
+    });
     assert.equal(unprefixed.status, 200);
   });
 
@@ -87,7 +104,9 @@ describe('A2A task artifacts (spec 4.8, A2A-Version)', () => {
     for (const v of ['2.0', '1', '1.0.0', 'latest']) {
       const r = await fetch(`${bed.srv.base}/agents/${bed.instanceId}/v1/tasks/${taskId}/artifacts`, { headers: { 'A2A-Version': v } });
       assert.equal(r.status, 400, v);
-      const b = (await r.json()) as { error: { code: number; status: string; message: string; details: { '@type': string; reason: string }[] } };
+      const b = (await r.json()) as {
+        error: { code: number; status: string; message: string; details: { '@type': string; reason: string }[] };
+      };
       assert.equal(b.error.code, 400);
       assert.equal(b.error.status, 'INVALID_ARGUMENT');
       assert.equal(typeof b.error.message, 'string');
@@ -142,10 +161,14 @@ describe('A2A task artifacts (spec 4.8, A2A-Version)', () => {
     assert.equal(card.preferredTransport, binding);
     assert.equal(card.bindings[0]?.uri, binding);
     assert.equal(card.bindings[0]?.endpoint, `${bed.srv.wsBase}/agents/${bed.instanceId}/sessions/{session_id}/attach`);
-    assert.deepEqual(
-      [...(card.bindings[0]?.operations ?? [])].sort(),
-      ['CancelTask', 'GetTask', 'ListTasks', 'SendMessage', 'SendStreamingMessage', 'SubscribeToTask'],
-    );
+    assert.deepEqual([...(card.bindings[0]?.operations ?? [])].sort(), [
+      'CancelTask',
+      'GetTask',
+      'ListTasks',
+      'SendMessage',
+      'SendStreamingMessage',
+      'SubscribeToTask',
+    ]);
     assert.equal(card.supportedInterfaces[0]?.protocolBinding, binding);
     assert.equal(card.capabilities.streaming, true);
     assert.ok(card.skills.length > 0);

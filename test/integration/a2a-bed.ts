@@ -32,7 +32,9 @@ export interface A2aServer {
   stop(): Promise<void>;
 }
 
-async function startA2aServer(dir: string): Promise<A2aServer & Pick<SessionsServer, 'dir' | 'grpc' | 'secretsDir' | 'trustDomain' | 'json'>> {
+async function startA2aServer(
+  dir: string,
+): Promise<A2aServer & Pick<SessionsServer, 'dir' | 'grpc' | 'secretsDir' | 'trustDomain' | 'json'>> {
   const config = loadConfig({
     SVC_STATE_DIR: dir,
     SVC_HTTP_ADDR: '127.0.0.1:0',
@@ -111,7 +113,11 @@ export function useA2aBed(instanceId: string): A2aBed {
 }
 
 /** A GET with the path sent exactly as written (no URL normalisation of dot segments). */
-export function rawGet(port: number, path: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }> {
+export function rawGet(
+  port: number,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }> {
   return new Promise((resolve, reject) => {
     const req = request({ host: '127.0.0.1', port, path, method: 'GET', headers }, (res) => {
       let text = '';
@@ -134,7 +140,10 @@ interface WsLike {
 }
 const WebSocket = createRequire(import.meta.url)('ws') as new (url: string, protocols: string[]) => WsLike;
 
-export type Frame = { op: string; id: string; ts: string; sequence?: number; payload: Record<string, any> };
+/** Frames are read loosely: the tests assert on every field they read. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON from the wire, checked by the assertions
+export type Loose = Record<string, any>;
+export type Frame = { op: string; id: string; ts: string; sequence?: number; payload: Loose };
 
 /**
  * An A2A client of the pty-ws/v1 binding: opens `/agents/{instance_id}/sessions/{uuid}/attach`
@@ -185,7 +194,8 @@ export class A2aWsClient {
     return await waitFor(what, () => this.frames.slice(from).find(match), {
       deadlineMs: DEADLINE_MS.process,
       wake: (w) => (this.#wake.add(w), () => this.#wake.delete(w)),
-      lastState: () => JSON.stringify(this.frames.slice(-6).map((f) => [f.op, f.payload?.['task']?.status?.state ?? f.payload?.['code']])),
+      lastState: () =>
+        JSON.stringify(this.frames.slice(-6).map((f): unknown[] => [f.op, f.payload?.['task']?.status?.state ?? f.payload?.['code']])),
     });
   }
 
@@ -205,13 +215,13 @@ export function textMessage(text: string): Record<string, unknown> {
 }
 
 /** Waits until GetTask shows a terminal state; resolves with the task. */
-export async function untilTerminal(c: A2aWsClient, taskId: string): Promise<Record<string, any>> {
+export async function untilTerminal(c: A2aWsClient, taskId: string): Promise<Loose> {
   return await waitFor(
     `task ${taskId} to end`,
     async () => {
       const r = await c.call('GetTask', { task_id: taskId });
       const state = r.payload['task']?.status?.state as string | undefined;
-      return state !== undefined && /COMPLETED|FAILED|CANCELED|REJECTED/.test(state) ? (r.payload['task'] as Record<string, any>) : undefined;
+      return state !== undefined && /COMPLETED|FAILED|CANCELED|REJECTED/.test(state) ? (r.payload['task'] as Loose) : undefined;
     },
     { deadlineMs: DEADLINE_MS.process, intervalMs: 100 },
   );

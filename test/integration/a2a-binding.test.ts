@@ -58,9 +58,15 @@ describe('A2A core operations on pty-ws.v1', () => {
       const taskId = acc.payload['task_id'] as string;
       assert.equal(typeof taskId, 'string');
       const accIndex = c.frames.indexOf(acc);
-      await c.waitFor('the final update', (f) => f.op === 'TaskStatusUpdate' && f.payload['task']?.id === taskId && TERMINAL.test(stateOf(f)));
+      await c.waitFor(
+        'the final update',
+        (f) => f.op === 'TaskStatusUpdate' && f.payload['task']?.id === taskId && TERMINAL.test(stateOf(f)),
+      );
       const updates = c.updates(taskId);
-      assert.ok(updates.every((u) => c.frames.indexOf(u) > accIndex), 'updates come after the Accepted answer');
+      assert.ok(
+        updates.every((u) => c.frames.indexOf(u) > accIndex),
+        'updates come after the Accepted answer',
+      );
       assert.equal(stateOf(updates[updates.length - 1] as Frame), 'TASK_STATE_COMPLETED');
       assert.ok(updates.some((u) => stateOf(u) === 'TASK_STATE_WORKING'));
       assertEndsOnce(updates);
@@ -69,7 +75,10 @@ describe('A2A core operations on pty-ws.v1', () => {
 
       const failing = await c.call('SendStreamingMessage', { message: textMessage('echo no >&2; exit 3') });
       const failId = failing.payload['task_id'] as string;
-      await c.waitFor('the failing task to end', (f) => f.op === 'TaskStatusUpdate' && f.payload['task']?.id === failId && TERMINAL.test(stateOf(f)));
+      await c.waitFor(
+        'the failing task to end',
+        (f) => f.op === 'TaskStatusUpdate' && f.payload['task']?.id === failId && TERMINAL.test(stateOf(f)),
+      );
       const last = c.updates(failId).at(-1) as Frame;
       assert.equal(stateOf(last), 'TASK_STATE_FAILED');
       assert.equal(last.payload['task'].metadata.exit_code, 3);
@@ -96,7 +105,7 @@ describe('A2A core operations on pty-ws.v1', () => {
       assert.equal(page1.payload['tasks'][0].id, task.id, 'newest first');
       assert.ok(page1.payload['next_page_token'] !== '', 'more tasks than one page');
       const page2 = await c.call('ListTasks', { page_size: 50, page_token: page1.payload['next_page_token'] });
-      assert.ok(!page2.payload['tasks'].some((t: { id: string }) => t.id === task.id), 'the next page starts after the token');
+      assert.ok(!(page2.payload['tasks'] as { id: string }[]).some((t) => t.id === task.id), 'the next page starts after the token');
 
       const missing = await c.call('GetTask', { task_id: 'no-such-task' });
       assert.equal(missing.op, 'Error');
@@ -118,7 +127,9 @@ describe('A2A core operations on pty-ws.v1', () => {
     const owner = await A2aWsClient.open(bed.srv.wsBase, bed.instanceId);
     const watcher = await A2aWsClient.open(bed.srv.wsBase, bed.instanceId);
     try {
-      const sent = await owner.call('SendMessage', { message: textMessage(`while [ ! -e '${gate}' ]; do sleep 0.05; done; echo released`) });
+      const sent = await owner.call('SendMessage', {
+        message: textMessage(`while [ ! -e '${gate}' ]; do sleep 0.05; done; echo released`),
+      });
       const taskId = sent.payload['task'].id as string;
       assert.equal(sent.payload['task'].status.state, 'TASK_STATE_WORKING');
       const acc = await watcher.call('SubscribeToTask', { task_id: taskId });
@@ -127,7 +138,10 @@ describe('A2A core operations on pty-ws.v1', () => {
       const first = await watcher.waitFor('the current state', (f) => f.op === 'TaskStatusUpdate' && f.payload['task']?.id === taskId);
       assert.equal(stateOf(first), 'TASK_STATE_WORKING');
       await writeFile(gate, '');
-      await watcher.waitFor('the terminal update', (f) => f.op === 'TaskStatusUpdate' && f.payload['task']?.id === taskId && TERMINAL.test(stateOf(f)));
+      await watcher.waitFor(
+        'the terminal update',
+        (f) => f.op === 'TaskStatusUpdate' && f.payload['task']?.id === taskId && TERMINAL.test(stateOf(f)),
+      );
       const updates = watcher.updates(taskId);
       assert.equal(stateOf(updates.at(-1) as Frame), 'TASK_STATE_COMPLETED');
       assertEndsOnce(updates);

@@ -101,7 +101,8 @@ export function decodeA2aRequest(raw: Record<string, unknown>): A2aRequest | str
       const t = taskId();
       if (t === undefined) return 'GetTask payload.task_id must be 1..256 printable characters';
       const h = p['history_length'];
-      if (h !== undefined && (typeof h !== 'number' || !Number.isSafeInteger(h) || h < 0)) return 'GetTask payload.history_length must be an integer ≥ 0';
+      if (h !== undefined && (typeof h !== 'number' || !Number.isSafeInteger(h) || h < 0))
+        return 'GetTask payload.history_length must be an integer ≥ 0';
       return { op, id, payload: { task_id: t, ...(typeof h === 'number' && { history_length: h }) } };
     }
     case 'ListTasks': {

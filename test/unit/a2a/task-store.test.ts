@@ -84,7 +84,10 @@ describe('A2aTaskStore', () => {
     const store = new A2aTaskStore({ maxTasks: 2 });
     const a = newTask(store);
     const b = newTask(store);
-    assert.throws(() => newTask(store), (e: unknown) => e instanceof SvcError && e.code === 'a2a.store_full');
+    assert.throws(
+      () => newTask(store),
+      (e: unknown) => e instanceof SvcError && e.code === 'a2a.store_full',
+    );
     store.transition(b, 'working', 'test');
     store.transition(b, 'completed', 'test', { exitCode: 0 });
     const c = newTask(store);
