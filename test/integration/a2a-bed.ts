@@ -23,6 +23,7 @@ import { actorsComponent, httpComponent } from '../../src/server/runtime-compone
 import { sessionsComponent } from '../../src/sessions/component.js';
 import { outputComponent } from '../../src/streaming/component.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
+import { validateServer } from '../unit/sessions/binding/schema-kit.js';
 import { spawnSessionAgent, waitForAgent, type AgentProc, type SessionsServer } from './sessions-harness.js';
 
 export interface A2aServer {
@@ -202,6 +203,12 @@ export class A2aWsClient {
   /** TaskStatusUpdate frames of a task, in arrival order. */
   updates(taskId: string): Frame[] {
     return this.frames.filter((f) => f.op === 'TaskStatusUpdate' && f.payload['task']?.id === taskId);
+  }
+
+  /** Received frames that the binding's JSON Schema (ServerFrame) refuses, with Ajv's first error. */
+  invalidFrames(): string[] {
+    const valid = (f: unknown): boolean => validateServer(f);
+    return this.frames.filter((f) => !valid(f)).map((f) => `${f.op}: ${JSON.stringify(validateServer.errors?.[0] ?? {})}`);
   }
 
   close(): void {

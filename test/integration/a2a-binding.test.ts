@@ -46,6 +46,7 @@ describe('A2A core operations on pty-ws.v1', () => {
       const ops = c.hello.payload['supported_operations'] as string[];
       for (const op of SIX) assert.ok(ops.includes(op), `supported_operations lists ${op}`);
     } finally {
+      assert.deepEqual(c.invalidFrames(), [], 'every frame matches the binding schema');
       c.close();
     }
   });
@@ -83,6 +84,7 @@ describe('A2A core operations on pty-ws.v1', () => {
       assert.equal(stateOf(last), 'TASK_STATE_FAILED');
       assert.equal(last.payload['task'].metadata.exit_code, 3);
     } finally {
+      assert.deepEqual(c.invalidFrames(), [], 'every frame matches the binding schema');
       c.close();
     }
   });
@@ -118,6 +120,7 @@ describe('A2A core operations on pty-ws.v1', () => {
       const stillUp = await c.call('ping', { client_ts: new Date().toISOString() });
       assert.equal(stillUp.op, 'pong', 'a refused A2A request does not end the connection');
     } finally {
+      assert.deepEqual(c.invalidFrames(), [], 'every frame matches the binding schema');
       c.close();
     }
   });
@@ -148,6 +151,7 @@ describe('A2A core operations on pty-ws.v1', () => {
       const unknown = await watcher.call('SubscribeToTask', { task_id: 'not-a-task' });
       assert.equal(unknown.payload['code'], 'TASK_NOT_FOUND');
     } finally {
+      assert.deepEqual([...owner.invalidFrames(), ...watcher.invalidFrames()], [], 'every frame matches the binding schema');
       owner.close();
       watcher.close();
     }
@@ -180,6 +184,7 @@ describe('A2A core operations on pty-ws.v1', () => {
       assert.equal(again.op, 'Error');
       assert.equal(again.payload['code'], 'TASK_NOT_CANCELABLE');
     } finally {
+      assert.deepEqual([...owner.invalidFrames(), ...watcher.invalidFrames()], [], 'every frame matches the binding schema');
       owner.close();
       watcher.close();
     }
