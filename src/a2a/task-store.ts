@@ -22,30 +22,14 @@
 import { Buffer } from 'node:buffer';
 import { SvcError } from '../core/errors.js';
 import { StateMachine, type TransitionLogger, type TransitionTable } from '../core/state-machine.js';
+import type { A2aArtifactRecord } from '../wire/a2a.js';
 import { isTerminal, type TaskState } from './wire.js';
 
 /** The output streams a command's chunks come on. */
 export type OutputStream = 'stdout' | 'stderr';
 
-/** One artifact record, as the 4.8 routes answer it. */
-export interface ArtifactRecord {
-  readonly artifact_id: string;
-  readonly task_id: string;
-  /** RFC 3339. */
-  readonly created_at: string;
-  readonly artifact: {
-    /** `output_chunk`, or `output_truncated` once the task's output cap was reached. */
-    readonly kind: 'output_chunk' | 'output_truncated';
-    readonly stream: OutputStream;
-    /** The bytes as UTF-8 text ('' for output_truncated). */
-    readonly data: string;
-    /** The same bytes, base64. */
-    readonly data_base64: string;
-    readonly command_id: string;
-    /** 1, 2, … per task, over both streams. */
-    readonly seq: number;
-  };
-}
+/** One artifact record, as the 4.8 routes answer it (its wire shape is declared in src/wire/a2a.ts). */
+export type ArtifactRecord = A2aArtifactRecord;
 
 /** A task as the store holds it (read-only to callers). */
 export interface TaskSnapshot {

@@ -22,6 +22,7 @@ import { VM_COMMANDS } from './commands/vm.js';
 import { LOADOUT_COMMANDS, PROFILE_COMMANDS } from './commands/profile.js';
 import { CELLD_COMMANDS } from './commands/celld.js';
 import { STORAGE_COMMANDS } from './commands/storage.js';
+import { A2A_COMMANDS } from './commands/a2a.js';
 import { configPath, loadConfigFile, resolveSettings, type ResolvedSettings } from './config.js';
 import { errorLine, ExitCode, exitCodeFor, OutcomeFailedError } from './exit-codes.js';
 import { commandHelp, mainHelp, nounHelp } from './help.js';
@@ -53,6 +54,8 @@ export const COMMANDS: readonly CommandDef[] = [
   ...CELLD_COMMANDS,
   ...FLEET_COMMANDS,
   ...STORAGE_COMMANDS,
+  // A2A (README "A2A")
+  ...A2A_COMMANDS,
 ];
 
 const NOUNS = [...new Set(COMMANDS.map((c) => c.noun))];

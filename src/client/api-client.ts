@@ -19,6 +19,7 @@ import type {
 import { HttpTransport, queryString as qs, seg, type ApiClientOptions, type RequestOptions } from './http-transport.js';
 import { PtyConnection, type PtyConnectOptions } from './pty-ws.js';
 import type { SseStreamOptions } from './sse-stream.js';
+import type { A2aArtifactList } from '../wire/a2a.js';
 import { parseJsonData, taskLogEvent } from './stream-events.js';
 import type {
   CapabilitiesResponse,
@@ -644,6 +645,15 @@ export class ApiClient extends HttpTransport {
   /** A generation-only reconcile: runs once, never replayed. */
   celldReconcile(cell: string, operationId: string, generation: number, opts?: RequestOptions): Promise<CellCommandAccepted> {
     return this.requestJson('POST', `/api/v2/celld/cells/${seg(cell)}/reconcile`, { operation_id: operationId, generation }, opts);
+  }
+
+  // A2A (README "A2A"): the artifact records of an instance's task (A2A-Version 0.3), its AgentCard.
+  listA2aArtifacts(instanceId: string, taskId: string, opts?: RequestOptions): Promise<A2aArtifactList> {
+    return this.requestJson('GET', `/agents/${seg(instanceId)}/v1/tasks/${seg(taskId)}/artifacts`, undefined, opts);
+  }
+
+  a2aAgentCard(instanceId: string, opts?: RequestOptions): Promise<Record<string, unknown>> {
+    return this.requestJson('GET', `/agents/${seg(instanceId)}/.well-known/agent-card.json`, undefined, opts);
   }
 }
 
