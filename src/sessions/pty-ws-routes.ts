@@ -15,13 +15,14 @@
  * the agent's session_host, and a pty.join_session carrying session_backend starts it (spec 4.2).
  *
  * A text frame that does not decode gets Error INVALID_REQUEST (or UNSUPPORTED_OPERATION for an
- * op sandboxd does not serve, e.g. the A2A core ops) with the frame's id: a malformed envelope
- * closes that connection (4400), an unsupported op does not.
+ * op sandboxd does not serve) with the frame's id: a malformed envelope closes that connection
+ * (4400), an unsupported op does not. The A2A core ops go to `deps.a2a` when it is given
+ * (binding/a2a.ts; README "A2A"), and are unsupported otherwise.
  */
 import { SvcError } from '../core/errors.js';
 import type { RequestView } from '../http/types.js';
 import type { WsConn, WsRouteOptions } from '../http/ws-route.js';
-import { decodeA2aRequest, type A2aBindingHandler } from './binding/a2a.js';
+import { decodeA2aRequest, isA2aServedOp, type A2aBindingHandler } from './binding/a2a.js';
 import { decodeBinaryInput } from './binding/binary.js';
 import { CLOSE_CODES, LIMITS, SUBPROTOCOL_BINARY, SUBPROTOCOL_JSON } from './binding/codes.js';
 import { decodeClientFrame } from './binding/decode.js';
@@ -122,15 +123,17 @@ function dispatch(hub: SessionHub, conn: WsConn, f: ClientFrame, input: Uint8Arr
 }
 
 /**
- * An A2A core op (binding/a2a.ts) to the A2A handler: true when the frame was one (answered, or
- * refused INVALID_REQUEST for its payload), false for any other op.
+ * An A2A core op (binding/a2a.ts) to the A2A handler: true when the frame was one of the ops it
+ * serves (answered, or refused INVALID_REQUEST for its payload), false for any other op.
  */
 function toA2a(a2a: A2aBindingHandler, hub: SessionHub, conn: WsConn, data: ArrayBuffer, id: string): boolean {
+  // decodeClientFrame parsed it already: it is one JSON object with a valid envelope.
   const raw = JSON.parse(Buffer.from(data).toString('utf8')) as Record<string, unknown>;
+  if (!isA2aServedOp(raw['op'])) return false;
   const req = decodeA2aRequest(raw);
   if (typeof req === 'string') {
-    if (!req.endsWith('not an A2A operation sandboxd serves')) hub.refuse(conn, 'INVALID_REQUEST', req, id);
-    return !req.endsWith('not an A2A operation sandboxd serves');
+    hub.refuse(conn, 'INVALID_REQUEST', req, id);
+    return true;
   }
   a2a.handle(
     {

@@ -28,6 +28,7 @@ import { spawnSessionAgent, waitForAgent, type AgentProc, type SessionsServer } 
 
 export interface A2aServer {
   readonly base: string;
+  json<T>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
   readonly wsBase: string;
   readonly port: number;
   stop(): Promise<void>;
@@ -71,8 +72,11 @@ async function startA2aServer(
     base,
     wsBase: `ws://127.0.0.1:${server.ports.http}`,
     port: server.ports.http,
-    async json<T>(method: string, path: string) {
-      const res = await fetch(base + path, { method });
+    async json<T>(method: string, path: string, body?: unknown) {
+      const init: RequestInit = { method };
+      if (body !== undefined) init.body = JSON.stringify(body);
+      if (body !== undefined) init.headers = { 'content-type': 'application/json' };
+      const res = await fetch(base + path, init);
       return { status: res.status, body: (await res.json()) as T };
     },
     stop: () => server.stop(),
@@ -165,7 +169,12 @@ export class A2aWsClient {
   }
 
   static async open(wsBase: string, instanceId: string): Promise<A2aWsClient> {
-    const ws = new WebSocket(`${wsBase}/agents/${encodeURIComponent(instanceId)}/sessions/${randomUUID()}/attach`, ['pty-ws.v1']);
+    return await A2aWsClient.openUrl(`${wsBase}/agents/${encodeURIComponent(instanceId)}/sessions/${randomUUID()}/attach`);
+  }
+
+  /** Opens any pty-ws.v1 URL (a session's `/api/v1/sessions/{id}/pty`, say). */
+  static async openUrl(url: string): Promise<A2aWsClient> {
+    const ws = new WebSocket(url, ['pty-ws.v1']);
     const c = new A2aWsClient(ws);
     await new Promise<void>((resolve, reject) => ws.on('open', resolve).on('error', reject));
     await c.waitFor('binding_hello', (f) => f.op === 'binding_hello');

@@ -157,6 +157,27 @@ describe('A2A core operations on pty-ws.v1', () => {
     }
   });
 
+  test("on a session's own URL (/api/v1/sessions/{id}/pty) the ops reach the same instance's tasks", async () => {
+    const made = await bed.srv.json<{ session_id: string }>('POST', `/api/v1/agents/${bed.instanceId}/sessions`, {
+      session_name: 'a2a-s1',
+    });
+    assert.equal(made.status, 200, JSON.stringify(made.body));
+    const viaAttach = await A2aWsClient.open(bed.srv.wsBase, bed.instanceId);
+    const viaSession = await A2aWsClient.openUrl(`${bed.srv.wsBase}/api/v1/sessions/${made.body.session_id}/pty`);
+    try {
+      const sent = await viaAttach.call('SendMessage', { message: textMessage('echo via-attach'), configuration: { blocking: true } });
+      const taskId = String(sent.payload['task'].id);
+      const got = await viaSession.call('GetTask', { task_id: taskId });
+      assert.equal(got.op, 'GetTask.Response');
+      assert.equal(got.payload['task'].status.state, 'TASK_STATE_COMPLETED');
+      assert.ok((viaSession.hello.payload['supported_operations'] as string[]).includes('SubscribeToTask'));
+    } finally {
+      assert.deepEqual([...viaAttach.invalidFrames(), ...viaSession.invalidFrames()], [], 'every frame matches the binding schema');
+      viaAttach.close();
+      viaSession.close();
+    }
+  });
+
   test('CancelTask cancels a running task, its subscribers get the final CANCELED update, and the command is killed', async () => {
     const pidFile = join(dir, 'pid');
     const owner = await A2aWsClient.open(bed.srv.wsBase, bed.instanceId);
