@@ -5,6 +5,7 @@
  * src/component/component.ts. `runServe` is what `sandboxd serve` runs; tests and the bench call
  * `startServer` with the whole list or the part they exercise, ports 0.
  */
+import { a2aComponent } from './a2a/component.js';
 import type { Logger } from 'pino';
 import { activityComponent } from './activity/component.js';
 import { activitySelfCollectorComponent } from './activity/self-collector-component.js';
@@ -76,6 +77,8 @@ export const DEFAULT_COMPONENTS: readonly Component[] = [
   credentialsComponent(),
   gatewaySshComponent(),
   serverRoutesComponent,
+  // A2A (issue 23 items 3, 4; README "A2A"): before sessions, which takes its pty-ws.v1 handler at start
+  a2aComponent(),
   sessionsComponent(),
   httpComponent,
   adminListenerComponent,

@@ -24,6 +24,7 @@ import { CELLD_COMMANDS } from './commands/celld.js';
 import { STORAGE_COMMANDS } from './commands/storage.js';
 import { EXECUTOR_COMMANDS, MISSION_COMMANDS } from './commands/mission.js';
 import { AIWG_COMMANDS } from './commands/aiwg.js';
+import { A2A_COMMANDS } from './commands/a2a.js';
 import { configPath, loadConfigFile, resolveSettings, type ResolvedSettings } from './config.js';
 import { errorLine, ExitCode, exitCodeFor, OutcomeFailedError } from './exit-codes.js';
 import { commandHelp, mainHelp, nounHelp } from './help.js';
@@ -60,6 +61,8 @@ export const COMMANDS: readonly CommandDef[] = [
   ...MISSION_COMMANDS,
   // aiwg bridge (README "Orchestration link and aiwg bridge")
   ...AIWG_COMMANDS,
+  // A2A (README "A2A")
+  ...A2A_COMMANDS,
 ];
 
 const NOUNS = [...new Set(COMMANDS.map((c) => c.noun))];

@@ -19,6 +19,7 @@ import type {
 import { HttpTransport, queryString as qs, seg, type ApiClientOptions, type RequestOptions } from './http-transport.js';
 import { PtyConnection, type PtyConnectOptions } from './pty-ws.js';
 import type { SseStreamOptions } from './sse-stream.js';
+import type { A2aArtifactList } from '../wire/a2a.js';
 import { parseJsonData, taskLogEvent } from './stream-events.js';
 import type {
   CapabilitiesResponse,
@@ -699,6 +700,14 @@ export class ApiClient extends HttpTransport {
   /** POST /api/v1/aiwg/reconnect: the link reconnects now; 409 aiwg.not_configured when standalone. */
   aiwgReconnect(opts?: RequestOptions): Promise<BridgeReconnect> {
     return this.requestJson('POST', '/api/v1/aiwg/reconnect', undefined, opts);
+  }
+  // A2A (README "A2A"): the artifact records of an instance's task (A2A-Version 0.3), its AgentCard.
+  listA2aArtifacts(instanceId: string, taskId: string, opts?: RequestOptions): Promise<A2aArtifactList> {
+    return this.requestJson('GET', `/agents/${seg(instanceId)}/v1/tasks/${seg(taskId)}/artifacts`, undefined, opts);
+  }
+
+  a2aAgentCard(instanceId: string, opts?: RequestOptions): Promise<Record<string, unknown>> {
+    return this.requestJson('GET', `/agents/${seg(instanceId)}/.well-known/agent-card.json`, undefined, opts);
   }
 }
 

@@ -24,6 +24,7 @@ export * from '../wire/checkpoints.js';
 export * from '../wire/profiles.js';
 export * from '../wire/celld.js';
 export * from '../wire/fleet.js';
+export * from '../wire/a2a.js';
 
 // ---------------------------------------------------------------- events (4.5, part 6)
 

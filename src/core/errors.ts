@@ -633,6 +633,27 @@ export const ERROR_TABLE = {
     grpc: GrpcStatus.FAILED_PRECONDITION,
     meaning: 'no bridge to reconnect: ORCH_SERVE_ENDPOINT is not set (the server runs standalone)',
   },
+  // A2A task artifacts and the A2A operations on pty-ws.v1 (issue 23 items 3 and 4; README "A2A")
+  'a2a.instance_not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no agent and no A2A task with this instance id' },
+  'a2a.task_not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no A2A task with this id on this instance' },
+  'a2a.artifact_not_found': { http: 404, grpc: GrpcStatus.NOT_FOUND, meaning: 'no artifact with this id in this A2A task' },
+  'a2a.invalid_id': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'an instance, task or artifact id in the path is not 1..128 of [A-Za-z0-9._:-] (no "..")',
+  },
+  'a2a.version_not_supported': {
+    http: 400,
+    grpc: GrpcStatus.INVALID_ARGUMENT,
+    meaning: 'A2A-Version is neither 0.3 nor 1.0 (answered as google.rpc.Status, reason VERSION_NOT_SUPPORTED)',
+  },
+  'a2a.task_not_cancelable': { http: 409, grpc: GrpcStatus.FAILED_PRECONDITION, meaning: 'the A2A task has already ended' },
+  'a2a.agent_unavailable': { http: 503, grpc: GrpcStatus.UNAVAILABLE, meaning: 'no connected agent behind the instance id' },
+  'a2a.store_full': {
+    http: 503,
+    grpc: GrpcStatus.RESOURCE_EXHAUSTED,
+    meaning: 'the A2A task store is full of tasks that are still running',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;

@@ -27,6 +27,8 @@ export interface BindingParams {
   readonly keyframeIntervalFrames: number;
   readonly replayFrames: number;
   readonly maxObservers: number;
+  /** A2A core ops served on this binding (binding/a2a.ts), listed in supported_operations. */
+  readonly a2aOperations?: readonly string[];
 }
 
 const SERVER_INFO = { name: 'sandboxd', version: '0.1.0' };
@@ -70,7 +72,7 @@ export function bindingDialect(binary: boolean, params: BindingParams): SessionD
       };
       return toText(
         helloFrame({
-          supported_operations: [...SUPPORTED_OPERATIONS],
+          supported_operations: [...SUPPORTED_OPERATIONS, ...(params.a2aOperations ?? [])],
           activated_extensions: [PTY_EXTENSIONS_URI],
           session: {
             session_id: info.sessionId,

@@ -46,6 +46,7 @@ import { registerHitlRoutes } from './hitl-routes.js';
 import { HitlService, type HitlRequest } from './hitl.js';
 import type { Idempotency } from '../idempotency/idempotency.js';
 import { sessionWsRoutes } from './pty-ws-routes.js';
+import { A2A_ADVERTISED_OPS, type A2aBindingHandler } from './binding/a2a.js';
 import type { ReconcileMetrics, SessionEvent, SessionReconcileFields } from './reconcile.js';
 import { registerSessionRoutes } from './routes.js';
 import {
@@ -86,6 +87,8 @@ export interface SessionsOptions {
   readonly hitlSettleMs?: number;
   readonly onHitl?: (kind: 'opened' | 'withdrawn' | 'resolved', req: HitlRequest) => void;
   readonly tmuxSocket?: TmuxSocket;
+  /** Serves the A2A core ops on pty-ws.v1 (the a2a component's; binding/a2a.ts). */
+  readonly a2a?: A2aBindingHandler;
 }
 
 export interface SessionsComponent {
@@ -153,7 +156,9 @@ export function createSessions(o: SessionsOptions): SessionsComponent {
         keyframeIntervalSeconds: Math.max(1, Math.round((o.hub?.keyframeIntervalMs ?? DEFAULT_KEYFRAME_INTERVAL_MS) / 1000)),
         replayFrames: o.hub?.replay?.minFrames ?? DEFAULT_REPLAY_MIN_FRAMES,
         maxObservers: DEFAULT_MAX_OBSERVERS,
+        ...(o.a2a !== undefined && { a2aOperations: A2A_ADVERTISED_OPS }),
       },
+      ...(o.a2a !== undefined && { a2a: o.a2a }),
     }),
     registerRoutes(router) {
       registerSessionRoutes(router, { sessions: service, urls: o.urls });
@@ -202,6 +207,7 @@ export interface WireSessionsOptions {
   readonly onHitl?: SessionsOptions['onHitl'];
   readonly tmuxSocket?: SessionsOptions['tmuxSocket'];
   readonly isKnownCommand?: SessionsOptions['isKnownCommand'];
+  readonly a2a?: A2aBindingHandler;
 }
 
 export interface WiredSessions extends SessionsComponent {
@@ -266,6 +272,7 @@ export function wireSessions(o: WireSessionsOptions): WiredSessions {
     ...(o.onHitl !== undefined && { onHitl: o.onHitl }),
     ...(o.tmuxSocket !== undefined && { tmuxSocket: o.tmuxSocket }),
     ...(o.isKnownCommand !== undefined && { isKnownCommand: o.isKnownCommand }),
+    ...(o.a2a !== undefined && { a2a: o.a2a }),
   });
 
   const disconnected = (agentId: string): void => {
@@ -352,7 +359,10 @@ export function sessionsComponent(o: SessionsComponentOptions = {}): Component {
       };
       // Keyframes: one worker holds a headless terminal per session (actors/terminal/).
       const screens = startScreenStates({ logger: ctx.logger.child({ component: 'screen-states' }) });
+      // The A2A core ops on pty-ws.v1, when the a2a component (listed before this one) runs.
+      const a2a = ctx.find('a2a')?.binding;
       const sessions = wireSessions({
+        ...(a2a !== undefined && { a2a }),
         screen: screens,
         agents: ctx.need('agents'),
         actors: ctx.need('actors'),

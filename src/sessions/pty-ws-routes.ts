@@ -15,12 +15,14 @@
  * the agent's session_host, and a pty.join_session carrying session_backend starts it (spec 4.2).
  *
  * A text frame that does not decode gets Error INVALID_REQUEST (or UNSUPPORTED_OPERATION for an
- * op sandboxd does not serve, e.g. the A2A core ops) with the frame's id: a malformed envelope
- * closes that connection (4400), an unsupported op does not.
+ * op sandboxd does not serve) with the frame's id: a malformed envelope closes that connection
+ * (4400), an unsupported op does not. The A2A core ops go to `deps.a2a` when it is given
+ * (binding/a2a.ts; README "A2A"), and are unsupported otherwise.
  */
 import { SvcError } from '../core/errors.js';
 import type { RequestView } from '../http/types.js';
 import type { WsConn, WsRouteOptions } from '../http/ws-route.js';
+import { decodeA2aRequest, isA2aServedOp, type A2aBindingHandler } from './binding/a2a.js';
 import { decodeBinaryInput } from './binding/binary.js';
 import { CLOSE_CODES, LIMITS, SUBPROTOCOL_BINARY, SUBPROTOCOL_JSON } from './binding/codes.js';
 import { decodeClientFrame } from './binding/decode.js';
@@ -45,6 +47,8 @@ export interface SessionWsRoutesDeps {
   readonly params: BindingParams;
   /** Resolves once the session's (or the agent-scoped URL's) host is probed, so binding_hello's session_host is the real one. */
   hostReady?(instanceId: string | undefined, sessionId: string): Promise<void>;
+  /** Serves the A2A core ops (binding/a2a.ts); absent: they are answered UNSUPPORTED_OPERATION. */
+  a2a?: A2aBindingHandler;
   /** uWS idle timeout; default 120 s (above the hub's own ping and pong timeout, so the hub decides first). */
   idleTimeoutSeconds?: number;
 }
@@ -118,6 +122,33 @@ function dispatch(hub: SessionHub, conn: WsConn, f: ClientFrame, input: Uint8Arr
   }
 }
 
+/**
+ * An A2A core op (binding/a2a.ts) to the A2A handler: true when the frame was one of the ops it
+ * serves (answered, or refused INVALID_REQUEST for its payload), false for any other op.
+ */
+function toA2a(a2a: A2aBindingHandler, hub: SessionHub, conn: WsConn, data: ArrayBuffer, id: string): boolean {
+  // decodeClientFrame parsed it already: it is one JSON object with a valid envelope.
+  const raw = JSON.parse(Buffer.from(data).toString('utf8')) as Record<string, unknown>;
+  if (!isA2aServedOp(raw['op'])) return false;
+  const req = decodeA2aRequest(raw);
+  if (typeof req === 'string') {
+    hub.refuse(conn, 'INVALID_REQUEST', req, id);
+    return true;
+  }
+  a2a.handle(
+    {
+      connId: conn.id,
+      sessionId: sessionIdOf(conn.request),
+      instanceId: conn.request.params['instance_id'],
+      agentId: hub.agentId,
+      send: (build) => hub.replyAt(conn, (position) => JSON.stringify(build(position))),
+      error: (code, message, requestId) => hub.refuse(conn, code, message, requestId),
+    },
+    req,
+  );
+  return true;
+}
+
 function handlers(deps: SessionWsRoutesDeps, hubOf: HubOf, implicitJoin: boolean): WsRouteOptions['handlers'] {
   return {
     open(conn) {
@@ -151,10 +182,13 @@ function handlers(deps: SessionWsRoutesDeps, hubOf: HubOf, implicitJoin: boolean
       }
       const r = decodeClientFrame(new Uint8Array(data));
       if (r.ok) return dispatch(hub, conn, r.frame, r.input);
+      if (r.code === 'UNSUPPORTED_OPERATION' && r.id !== undefined && deps.a2a !== undefined && toA2a(deps.a2a, hub, conn, data, r.id))
+        return;
       if (r.code === 'UNSUPPORTED_OPERATION') return hub.refuse(conn, r.code, r.message, r.id);
       hub.refuse(conn, r.code, r.message, r.id, CLOSE_CODES.protocolError);
     },
     close(conn) {
+      deps.a2a?.closed(conn.id);
       hubOf(conn)?.disconnect(conn);
     },
   };

@@ -459,6 +459,17 @@ export class SessionHub {
     if (c !== undefined) c.sender.send(frame);
   }
 
+  /** The agent of this session, when it has one (the A2A ops on pty-ws.v1, binding/a2a.ts). */
+  get agentId(): string | undefined {
+    return this.#opts.agentId;
+  }
+
+  /** Sends a connection-local frame built for the connection's position (A2A answers, binding/a2a.ts). */
+  replyAt(conn: FrameSink, build: (position: number) => string): void {
+    const c = this.#live(conn);
+    if (c !== undefined) c.sender.send(build(c.position));
+  }
+
   /** The connection closed (any reason). */
   disconnect(conn: FrameSink): void {
     const c = this.#clients.get(conn.id);

@@ -29,9 +29,9 @@ export type PtyClientOp = (typeof PTY_CLIENT_OPS)[number];
 export const KEEPALIVE_OPS = ['ping', 'pong'] as const;
 
 /**
- * The A2A core operations the binding carries. sandboxd decodes their envelope and answers each
- * with UNSUPPORTED_OPERATION (they belong to the dispatch/A2A work), and leaves them out of
- * binding_hello's supported_operations.
+ * The A2A core operations the binding carries. decode.ts checks their envelope and answers
+ * UNSUPPORTED_OPERATION; the routes hand the ones a2a.ts serves to the A2A handler when one is
+ * wired (and binding_hello lists them then), the others stay unsupported.
  */
 export const A2A_CLIENT_OPS = [
   'SendMessage',
@@ -66,7 +66,7 @@ export const SERVER_ONLY_OPS = [
   'UpdateServiceParameters.Response',
 ] as const;
 
-/** What sandboxd's binding_hello advertises: the PTY verbs and keepalive, no A2A core op yet. */
+/** What every binding_hello advertises: the PTY verbs and keepalive (plus a2a.ts's ops when the A2A handler is wired). */
 export const SUPPORTED_OPERATIONS: readonly string[] = [...PTY_CLIENT_OPS, ...KEEPALIVE_OPS];
 
 /** Binding-level error codes (op "Error"), with the A2A core error each maps to (null: binding-specific). */
