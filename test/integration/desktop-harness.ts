@@ -17,7 +17,14 @@ import type { DesktopService } from '../../src/desktop/desktop-service.js';
 import { desktopComponent } from '../../src/desktop/component.js';
 import { eventsComponent } from '../../src/events/component.js';
 import type { DesktopAuthority } from '../../src/desktop/token-authority.js';
-import { ensureCa, issueAgentCert, issueOperatorCert, type CaMaterial, type IssuedCert } from '../../src/identity/ca.js';
+import {
+  createStandaloneCa,
+  ensureCa,
+  issueAgentCert,
+  issueOperatorCert,
+  type CaMaterial,
+  type IssuedCert,
+} from '../../src/identity/ca.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
 import { loopbackConfig } from '../support/test-config.js';
 
@@ -52,6 +59,9 @@ export class DesktopBed {
   ca!: CaMaterial;
   operator!: IssuedCert;
   agent!: IssuedCert;
+  /** An operator certificate of another CA, and an expired one of ours. */
+  foreign!: IssuedCert;
+  expired!: IssuedCert;
   /** The issuer's private key (tokens) and another key (bad signatures). */
   readonly issuer = generateKeyPairSync('ed25519');
   readonly stranger = generateKeyPairSync('ed25519');
@@ -71,6 +81,8 @@ export class DesktopBed {
     this.ca = await ensureCa({ secretsDir: this.server.config.secretsDir, trustDomain: this.server.config.trustDomain });
     this.operator = await issueOperatorCert(this.ca, { name: 'cockpit' });
     this.agent = await issueAgentCert(this.ca, { instanceId: 'i-desktop-agent' });
+    this.foreign = await issueOperatorCert(await createStandaloneCa(this.server.config.trustDomain), { name: 'cockpit' });
+    this.expired = await issueOperatorCert(this.ca, { name: 'cockpit', ttlSeconds: 3600, now: new Date(Date.now() - 2 * 86_400_000) });
   }
 
   async #startServer(keyPath: string): Promise<void> {

@@ -63,6 +63,18 @@ describe('desktop listener: the request table', () => {
   const preChecks: [string, () => Promise<Reply>, number, string][] = [
     ['no client certificate', () => bed.call(get(), { cert: null, authorization: [`Bearer ${token}`] }), 403, 'access_denied'],
     [
+      'an operator certificate of another CA',
+      () => bed.call(get(), { cert: bed.foreign, authorization: [`Bearer ${token}`] }),
+      403,
+      'access_denied',
+    ],
+    [
+      'an expired operator certificate',
+      () => bed.call(get(), { cert: bed.expired, authorization: [`Bearer ${token}`] }),
+      403,
+      'access_denied',
+    ],
+    [
       "an agent's certificate (not an operator's)",
       () => bed.call(get(), { cert: bed.agent, authorization: [`Bearer ${token}`] }),
       403,
