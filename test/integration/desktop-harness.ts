@@ -73,13 +73,28 @@ export class DesktopBed {
   nowMs = Date.now();
   readonly logLines: string[] = [];
 
+  /** The client CA of SVC_DESKTOP_CLIENT_CA when the bed was made with one (`clientCa: true`). */
+  clientCa: CaMaterial | undefined;
+  readonly #env: Record<string, string> = {};
+
+  constructor(readonly opts: { clientCa?: boolean } = {}) {}
+
   async start(): Promise<void> {
     this.dir = await mkdtemp(join(tmpdir(), 'sandboxd-desktop-'));
     const keyPath = join(this.dir, 'issuer.pub.pem');
     await writeFile(keyPath, this.issuer.publicKey.export({ type: 'spki', format: 'pem' }));
+    if (this.opts.clientCa === true) {
+      this.clientCa = await createStandaloneCa('cockpit.example');
+      await writeFile(join(this.dir, 'client-ca.pem'), this.clientCa.caCertPem);
+      this.#env['SVC_DESKTOP_CLIENT_CA'] = join(this.dir, 'client-ca.pem');
+    }
     await this.#startServer(keyPath);
     this.ca = await ensureCa({ secretsDir: this.server.config.secretsDir, trustDomain: this.server.config.trustDomain });
-    this.operator = await issueOperatorCert(this.ca, { name: 'cockpit' });
+    // With a client CA: the cockpit's certificate is any certificate of it (an agent-kind one here).
+    this.operator =
+      this.clientCa === undefined
+        ? await issueOperatorCert(this.ca, { name: 'cockpit' })
+        : await issueAgentCert(this.clientCa, { instanceId: 'cockpit-1' });
     this.agent = await issueAgentCert(this.ca, { instanceId: 'i-desktop-agent' });
     this.foreign = await issueOperatorCert(await createStandaloneCa(this.server.config.trustDomain), { name: 'cockpit' });
     this.expired = await issueOperatorCert(this.ca, { name: 'cockpit', ttlSeconds: 3600, now: new Date(Date.now() - 2 * 86_400_000) });
@@ -91,6 +106,7 @@ export class DesktopBed {
       SVC_DESKTOP_TOKEN_ISSUER_KEY: keyPath,
       SVC_DESKTOP_TOKEN_ISSUER: ISSUER,
       LOG_LEVEL: 'info',
+      ...this.#env,
     });
     const logger = pino({ level: 'info' }, { write: (line: string) => void this.logLines.push(line) });
     const counting = (inner: DesktopAuthority): DesktopAuthority => ({
