@@ -17,7 +17,14 @@ import type { DesktopService } from '../../src/desktop/desktop-service.js';
 import { desktopComponent } from '../../src/desktop/component.js';
 import { eventsComponent } from '../../src/events/component.js';
 import type { DesktopAuthority } from '../../src/desktop/token-authority.js';
-import { ensureCa, issueAgentCert, issueOperatorCert, type CaMaterial, type IssuedCert } from '../../src/identity/ca.js';
+import {
+  createStandaloneCa,
+  ensureCa,
+  issueAgentCert,
+  issueOperatorCert,
+  type CaMaterial,
+  type IssuedCert,
+} from '../../src/identity/ca.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
 import { loopbackConfig } from '../support/test-config.js';
 
@@ -52,6 +59,9 @@ export class DesktopBed {
   ca!: CaMaterial;
   operator!: IssuedCert;
   agent!: IssuedCert;
+  /** An operator certificate of another CA, and an expired one of ours. */
+  foreign!: IssuedCert;
+  expired!: IssuedCert;
   /** The issuer's private key (tokens) and another key (bad signatures). */
   readonly issuer = generateKeyPairSync('ed25519');
   readonly stranger = generateKeyPairSync('ed25519');
@@ -63,14 +73,31 @@ export class DesktopBed {
   nowMs = Date.now();
   readonly logLines: string[] = [];
 
+  /** The client CA of SVC_DESKTOP_CLIENT_CA when the bed was made with one (`clientCa: true`). */
+  clientCa: CaMaterial | undefined;
+  readonly #env: Record<string, string> = {};
+
+  constructor(readonly opts: { clientCa?: boolean } = {}) {}
+
   async start(): Promise<void> {
     this.dir = await mkdtemp(join(tmpdir(), 'sandboxd-desktop-'));
     const keyPath = join(this.dir, 'issuer.pub.pem');
     await writeFile(keyPath, this.issuer.publicKey.export({ type: 'spki', format: 'pem' }));
+    if (this.opts.clientCa === true) {
+      this.clientCa = await createStandaloneCa('cockpit.example');
+      await writeFile(join(this.dir, 'client-ca.pem'), this.clientCa.caCertPem);
+      this.#env['SVC_DESKTOP_CLIENT_CA'] = join(this.dir, 'client-ca.pem');
+    }
     await this.#startServer(keyPath);
     this.ca = await ensureCa({ secretsDir: this.server.config.secretsDir, trustDomain: this.server.config.trustDomain });
-    this.operator = await issueOperatorCert(this.ca, { name: 'cockpit' });
+    // With a client CA: the cockpit's certificate is any certificate of it (an agent-kind one here).
+    this.operator =
+      this.clientCa === undefined
+        ? await issueOperatorCert(this.ca, { name: 'cockpit' })
+        : await issueAgentCert(this.clientCa, { instanceId: 'cockpit-1' });
     this.agent = await issueAgentCert(this.ca, { instanceId: 'i-desktop-agent' });
+    this.foreign = await issueOperatorCert(await createStandaloneCa(this.server.config.trustDomain), { name: 'cockpit' });
+    this.expired = await issueOperatorCert(this.ca, { name: 'cockpit', ttlSeconds: 3600, now: new Date(Date.now() - 2 * 86_400_000) });
   }
 
   async #startServer(keyPath: string): Promise<void> {
@@ -79,6 +106,7 @@ export class DesktopBed {
       SVC_DESKTOP_TOKEN_ISSUER_KEY: keyPath,
       SVC_DESKTOP_TOKEN_ISSUER: ISSUER,
       LOG_LEVEL: 'info',
+      ...this.#env,
     });
     const logger = pino({ level: 'info' }, { write: (line: string) => void this.logLines.push(line) });
     const counting = (inner: DesktopAuthority): DesktopAuthority => ({

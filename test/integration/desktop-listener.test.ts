@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { createHash, X509Certificate } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { issueOperatorCert } from '../../src/identity/ca.js';
 import { DesktopBed, type Reply } from './desktop-harness.js';
 
 const bed = new DesktopBed();
@@ -62,6 +63,18 @@ describe('desktop listener: the request table', () => {
 
   const preChecks: [string, () => Promise<Reply>, number, string][] = [
     ['no client certificate', () => bed.call(get(), { cert: null, authorization: [`Bearer ${token}`] }), 403, 'access_denied'],
+    [
+      'an operator certificate of another CA',
+      () => bed.call(get(), { cert: bed.foreign, authorization: [`Bearer ${token}`] }),
+      403,
+      'access_denied',
+    ],
+    [
+      'an expired operator certificate',
+      () => bed.call(get(), { cert: bed.expired, authorization: [`Bearer ${token}`] }),
+      403,
+      'access_denied',
+    ],
     [
       "an agent's certificate (not an operator's)",
       () => bed.call(get(), { cert: bed.agent, authorization: [`Bearer ${token}`] }),
@@ -186,5 +199,25 @@ describe('desktop listener: the request table', () => {
     assert.ok(!log.includes(token), 'the token is logged');
     assert.ok(!log.includes(token.split('.')[2]!), 'the token signature is logged');
     assert.doesNotMatch(log, /Bearer|dgr_/);
+  });
+});
+
+describe('desktop listener with SVC_DESKTOP_CLIENT_CA', () => {
+  const own = new DesktopBed({ clientCa: true });
+  before(() => own.start());
+  after(() => own.stop());
+
+  test("a certificate of the configured client CA gets in; an operator certificate of sandboxd's CA does not", async () => {
+    const token = await own.token();
+    const ok = await own.as(token, 'GET', '/api/v2/instances/vm-ca/desktop-capability');
+    assert.equal(ok.status, 200, ok.text);
+    const before = own.consulted;
+    const operator = await issueOperatorCert(own.ca, { name: 'alice' });
+    assertProblem(
+      await own.call('/api/v2/instances/vm-ca/desktop-capability', { cert: operator, authorization: [`Bearer ${token}`] }),
+      403,
+      'access_denied',
+    );
+    assert.equal(own.consulted, before);
   });
 });
