@@ -24,9 +24,8 @@ export const MISSION_TABLE: TransitionTable<MissionStatus> = {
   failed: [],
 };
 
-/** Every event type a mission emits, in the order a successful one emits them. */
-export const MISSION_EVENT_TYPES = ['mission.assigned', 'mission.started', 'mission.completed', 'mission.failed'] as const;
-export type MissionEventType = (typeof MISSION_EVENT_TYPES)[number];
+/** The mission event types (declared with the wire shapes: the dashboard offers them too). */
+export { MISSION_EVENT_TYPES, type MissionEventType } from '../wire/missions.js';
 
 /** details.reason of mission.failed. */
 export const MISSION_FAILURE_REASONS = {
