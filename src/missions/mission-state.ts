@@ -29,7 +29,8 @@ export { MISSION_EVENT_TYPES, type MissionEventType } from '../wire/missions.js'
 
 /** details.reason of mission.failed. */
 export const MISSION_FAILURE_REASONS = {
-  start_failed: 'the command could not start on the agent (no such program, bad working directory); the dispatch answered 500',
+  start_failed:
+    'the command could not start on the agent (no such program, bad working directory); the dispatch answered 500 (202 when this was seen only after the start window)',
   dispatch_error: 'the dispatcher could not hand the command to the agent; the dispatch answered 500',
   exit_nonzero: 'the command exited with a non-zero code',
   timeout: 'the command ran past its timeout (SVC_MISSION_TIMEOUT_SECONDS) and was stopped',
