@@ -184,25 +184,7 @@ export class MissionService {
       return { accepted: accepted(prior), replayed: true };
     }
 
-    const agentId = input.filter.agentId ?? exec.agentId;
-    const agent = this.#o.agent(agentId);
-    if (agent === undefined) throw new SvcError('dispatch.agent_not_found', `agent ${agentId} is not known to this server`);
-    if (agentId !== exec.agentId) {
-      throw new SvcError(
-        'dispatch.executor_not_registered',
-        `the token's executor ${exec.id} is registered for agent ${exec.agentId}, not ${agentId}`,
-      );
-    }
-    if (input.filter.executorId !== undefined && input.filter.executorId !== exec.id) {
-      throw new SvcError('dispatch.executor_not_registered', `executor ${input.filter.executorId} is not the token's executor`);
-    }
-    const missing = input.filter.capabilities.filter((c) => !exec.capabilities.includes(c));
-    if (missing.length > 0) {
-      throw new SvcError('dispatch.executor_not_registered', `executor ${exec.id} does not have the capabilities ${missing.join(', ')}`);
-    }
-    if (!(CONNECTED_STATUSES as readonly string[]).includes(agent.status)) {
-      throw new SvcError('dispatch.no_agents', `agent ${agentId} is not connected (status ${agent.status})`);
-    }
+    const agentId = this.#target(exec, input);
     if (this.#stopped) throw new SvcError('server.unavailable', 'the server is stopping');
 
     const nowMs = this.#now();
@@ -230,6 +212,44 @@ export class MissionService {
     this.#emit('mission.assigned', rec, { objective_bytes: Buffer.byteLength(rec.objective), long_running: rec.longRunning });
     this.#o.logger?.info({ mission: rec.id, executor: exec.id, agent: agentId, command: rec.commandId }, 'mission dispatched');
 
+    return { accepted: await this.#run(rec, exec), replayed: false };
+  }
+
+  /**
+   * The agent the mission runs on: the filter's agent_id, else the executor's. 404 when unknown,
+   * 503 when the token's executor is not what the filter asks for or the agent is not connected.
+   */
+  #target(exec: ExecutorRecord, input: DispatchInput): string {
+    const agentId = input.filter.agentId ?? exec.agentId;
+    const agent = this.#o.agent(agentId);
+    if (agent === undefined) throw new SvcError('dispatch.agent_not_found', `agent ${agentId} is not known to this server`);
+    if (agentId !== exec.agentId) {
+      throw new SvcError(
+        'dispatch.executor_not_registered',
+        `the token's executor ${exec.id} is registered for agent ${exec.agentId}, not ${agentId}`,
+      );
+    }
+    if (input.filter.executorId !== undefined && input.filter.executorId !== exec.id) {
+      throw new SvcError('dispatch.executor_not_registered', `executor ${input.filter.executorId} is not the token's executor`);
+    }
+    const missing = input.filter.capabilities.filter((c) => !exec.capabilities.includes(c));
+    if (missing.length > 0) {
+      throw new SvcError('dispatch.executor_not_registered', `executor ${exec.id} does not have the capabilities ${missing.join(', ')}`);
+    }
+    if (!(CONNECTED_STATUSES as readonly string[]).includes(agent.status)) {
+      throw new SvcError('dispatch.no_agents', `agent ${agentId} is not connected (status ${agent.status})`);
+    }
+    return agentId;
+  }
+
+  /**
+   * Starts the mission's command on its agent and waits for its first sign of life (output, a
+   * result) or the start window; resolves with the 202 body. Rejects 500 dispatch.failed (or 503
+   * when the agent went away) after mission.failed when the command cannot be handed over or
+   * cannot start. The result is followed in the background (mission.completed / mission.failed).
+   */
+  async #run(rec: MissionRecord, exec: ExecutorRecord): Promise<DispatchAccepted> {
+    const { agentId } = rec;
     const argv = exec.command ?? this.#o.missionCommand;
     const [command, ...args] = argv as [string, ...string[]];
     let signal!: () => void;
@@ -247,7 +267,7 @@ export class MissionService {
             SVC_MISSION_ID: rec.id,
             SVC_MISSION_OBJECTIVE: rec.objective,
             SVC_MISSION_COMPLETION: rec.completion,
-            SVC_MISSION_SESSION_ID: sessionId,
+            SVC_MISSION_SESSION_ID: rec.sessionId,
             SVC_MISSION_METADATA: JSON.stringify(rec.metadata),
             SVC_EXECUTOR_ID: exec.id,
           },
@@ -291,7 +311,7 @@ export class MissionService {
       this.#live.delete(rec.id);
       this.#finish(rec.id, r, live.tail);
     });
-    return { accepted: accepted(started ?? rec), replayed: false };
+    return accepted(started ?? rec);
   }
 
   #finish(id: string, r: CommandResultFrame, tail: Buffer): void {
@@ -303,7 +323,9 @@ export class MissionService {
       this.#o.onFinished?.('completed', '');
       return;
     }
-    const reason: MissionFailureReason = r.timed_out_by !== '' ? 'timeout' : r.result === 'killed' ? 'killed' : 'exit_nonzero';
+    // exit -1 without a timer: it could not start, seen only after the start window passed.
+    const reason: MissionFailureReason =
+      r.timed_out_by !== '' ? 'timeout' : r.result === 'killed' ? 'killed' : r.exit_code === -1 ? 'start_failed' : 'exit_nonzero';
     const error = r.error !== '' ? r.error : `the command exited with code ${r.exit_code}`;
     this.#fail(id, ['running'], reason, error, r.exit_code, { duration_ms: r.duration_ms, output_tail });
   }

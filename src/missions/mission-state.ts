@@ -24,13 +24,13 @@ export const MISSION_TABLE: TransitionTable<MissionStatus> = {
   failed: [],
 };
 
-/** Every event type a mission emits, in the order a successful one emits them. */
-export const MISSION_EVENT_TYPES = ['mission.assigned', 'mission.started', 'mission.completed', 'mission.failed'] as const;
-export type MissionEventType = (typeof MISSION_EVENT_TYPES)[number];
+/** The mission event types (declared with the wire shapes: the dashboard offers them too). */
+export { MISSION_EVENT_TYPES, type MissionEventType } from '../wire/missions.js';
 
 /** details.reason of mission.failed. */
 export const MISSION_FAILURE_REASONS = {
-  start_failed: 'the command could not start on the agent (no such program, bad working directory); the dispatch answered 500',
+  start_failed:
+    'the command could not start on the agent (no such program, bad working directory); the dispatch answered 500 (202 when this was seen only after the start window)',
   dispatch_error: 'the dispatcher could not hand the command to the agent; the dispatch answered 500',
   exit_nonzero: 'the command exited with a non-zero code',
   timeout: 'the command ran past its timeout (SVC_MISSION_TIMEOUT_SECONDS) and was stopped',

@@ -8,6 +8,10 @@
 export const MISSION_RECORD_STATUSES = ['assigned', 'running', 'completed', 'failed'] as const;
 export type MissionRecordStatus = (typeof MISSION_RECORD_STATUSES)[number];
 
+/** Every v1 event type a mission emits, in the order a successful one emits them (README "Missions and dispatch"). */
+export const MISSION_EVENT_TYPES = ['mission.assigned', 'mission.started', 'mission.completed', 'mission.failed'] as const;
+export type MissionEventType = (typeof MISSION_EVENT_TYPES)[number];
+
 /** POST /api/v2/executors body. */
 export interface ExecutorRegisterRequest {
   /** The agent whose missions this executor runs. */

@@ -122,6 +122,8 @@ describe('mission dispatch with a real local agent', () => {
       SVC_ACTOR_SHARDS: '1',
       SVC_HYPERVISOR_POLL_INTERVAL_MS: '60000',
       SVC_HYPERVISOR_READ_BUDGET_MS: '20000',
+      // The timeout test's sleeper is stopped after this; every other mission ends well under it.
+      SVC_MISSION_TIMEOUT_SECONDS: '4',
     });
     const sink = new Writable({
       write(chunk: Buffer, _enc, cb) {
@@ -399,6 +401,33 @@ describe('mission dispatch with a real local agent', () => {
       assert.equal(d['reason'], 'exit_nonzero');
       assert.equal(d['exit_code'], 3);
       assert.equal(d['output_tail'], 'trying\n');
+    } finally {
+      stream.close();
+    }
+  });
+
+  test('a mission past SVC_MISSION_TIMEOUT_SECONDS fails with reason timeout; one ended by a signal with reason killed', async () => {
+    await register('sleeper', { agent_id: vm, name: 'sleeper', command: ['sleep', '120'] });
+    await register('signalled', { agent_id: vm, name: 'signalled', command: ['sh', '-c', 'echo bye; kill -KILL $$'] });
+    const stream = follow('event_type=mission.failed');
+    await stream.opened;
+    try {
+      const slow = mission({ long_running: false });
+      const dead = mission();
+      assert.equal((await dispatch(tokens['sleeper'] as string, slow)).status, 202);
+      assert.equal((await dispatch(tokens['signalled'] as string, dead)).status, 202);
+      const reasonOf = (id: unknown): unknown => (ofMission(stream.events(), String(id))[0]?.['details'] as Json | undefined)?.['reason'];
+      await waitFor(
+        'both missions failed',
+        () => reasonOf(slow['mission_id']) !== undefined && reasonOf(dead['mission_id']) !== undefined,
+        {
+          deadlineMs: DEADLINE_MS.process,
+          lastState: () => JSON.stringify(stream.events()),
+        },
+      );
+      assert.equal(reasonOf(slow['mission_id']), 'timeout');
+      assert.equal(reasonOf(dead['mission_id']), 'killed');
+      assert.equal((await http('GET', `/api/v2/missions/${String(dead['mission_id'])}`)).json['exit_code'], 137);
     } finally {
       stream.close();
     }

@@ -20,6 +20,7 @@ import { frameThrottle, h, setText, uid } from '../dom.js';
 import { describeError } from '../ui/toast.js';
 import { button, emptyState, pageHeader, section } from '../ui/widgets.js';
 import { VM_EVENT_TYPES } from '../../../wire/events.js';
+import { MISSION_EVENT_TYPES } from '../../../wire/missions.js';
 
 /** The spec's event types (part 6), offered in the type filter. */
 const SPEC_EVENT_TYPES = [
@@ -35,6 +36,8 @@ const SPEC_EVENT_TYPES = [
   'session.reconcile_complete',
   'session.killed',
   'session.preserved',
+  // missions (spec part 6 names mission.failed; README "Missions and dispatch")
+  ...MISSION_EVENT_TYPES,
 ];
 
 export function eventsView(app: AppContext, route: Route, signal: AbortSignal): ViewInstance {
