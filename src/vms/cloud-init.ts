@@ -17,6 +17,7 @@
  */
 import { stringify } from 'yaml';
 import { environmentFileLine, type ProvisioningMaterial } from '../loadouts/apply.js';
+import { INBOX_TAG, OUTBOX_TAG } from '../storage/agentshare.js';
 
 /** Where the guest keeps the agent's identity. */
 export const GUEST_CERTS_DIR = '/etc/sandbox-agent/certs';
@@ -42,6 +43,12 @@ export interface CloudInitInput {
   macAddress: string;
   /** What the VM's loadout (and profile env) gives it. */
   loadout?: ProvisioningMaterial | null;
+  /**
+   * The VM's agentshare flag: its domain carries the two 9p shares (src/storage/agentshare.ts), and
+   * the guest mounts them at workspace/inbox and workspace/outbox (nofail: a guest kernel without
+   * 9p boots all the same, without them).
+   */
+  agentshare?: boolean;
 }
 
 export interface CloudInitSeed {
@@ -127,6 +134,22 @@ export function buildCloudInit(input: CloudInitInput): CloudInitSeed {
       ['systemctl', 'enable', '--now', 'sandbox-agent.service'],
     ],
   };
+  if (input.agentshare === true) {
+    const ws = `/home/${GUEST_USER}/workspace`;
+    const opts = 'trans=virtio,version=9p2000.L,msize=262144,nofail,x-systemd.device-timeout=5s';
+    Object.assign(config, {
+      mounts: [
+        [INBOX_TAG, `${ws}/inbox`, '9p', opts, '0', '0'],
+        [OUTBOX_TAG, `${ws}/outbox`, '9p', opts, '0', '0'],
+      ],
+    });
+    // The mounts module runs before runcmd; mapped access keeps this owner in an xattr on the host.
+    config.runcmd.splice(2, 0, [
+      'sh',
+      '-c',
+      `for d in inbox outbox; do mountpoint -q ${ws}/$d && chown ${GUEST_USER}:${GUEST_USER} ${ws}/$d; done; true`,
+    ]);
+  }
   const l = input.loadout ?? null;
   if (l !== null) {
     for (const f of l.files)

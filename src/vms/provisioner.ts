@@ -589,6 +589,7 @@ export class Provisioner {
       sshKeys,
       macAddress: macFromName(vm),
       loadout: await this.#keptLoadout(vm),
+      agentshare: info.metadata.labels?.['sandboxd/agentshare'] === 'true' && this.#o.storageDir !== undefined,
     });
   }
 }

@@ -44,6 +44,22 @@ describe('cloud-init seed', () => {
     assert.equal(ud.users[0]?.ssh_authorized_keys, undefined, 'no keys unless allowed');
   });
 
+  test('an agentshare VM mounts its inbox and outbox 9p shares in the workspace (nofail), owned by the agent user; others mount nothing', () => {
+    const ud = parse(buildCloudInit({ ...input, agentshare: true }).userData) as UserData & { mounts?: string[][] };
+    assert.deepEqual(
+      ud.mounts?.map((m) => m.slice(0, 3)),
+      [
+        ['sbx-inbox', '/home/agent/workspace/inbox', '9p'],
+        ['sbx-outbox', '/home/agent/workspace/outbox', '9p'],
+      ],
+    );
+    for (const m of ud.mounts ?? []) assert.match(m[3] ?? '', /^trans=virtio,version=9p2000\.L,.*nofail/);
+    const chown = ud.runcmd.findIndex((c) => c.join(' ').includes('chown agent:agent /home/agent/workspace/$d'));
+    const enable = ud.runcmd.findIndex((c) => c.join(' ') === 'systemctl enable --now sandbox-agent.service');
+    assert.ok(chown >= 0 && chown < enable, "the mount points are the agent user's before the agent starts");
+    assert.equal((parse(buildCloudInit(input).userData) as { mounts?: unknown }).mounts, undefined);
+  });
+
   test('allowed SSH keys go to the agent user; meta-data and network-config', () => {
     const seed = buildCloudInit({ ...input, sshKeys: ['ssh-ed25519 AAAAC3Nz me@x'], cloudInitInstanceId: 'reseed-2' });
     assert.deepEqual((parse(seed.userData) as UserData).users[0]?.ssh_authorized_keys, ['ssh-ed25519 AAAAC3Nz me@x']);
