@@ -14,7 +14,7 @@ import type { Component } from '../component/component.js';
 import { CONNECTED_STATUSES } from '../core/agent-status.js';
 import { originUrl, publicOrigin } from '../http/public-url.js';
 import { A2aBindingOps } from './binding-handler.js';
-import { A2aDispatcher, DEFAULT_A2A_COMMAND_TIMEOUT_SECONDS, type InstanceAgents } from './dispatch.js';
+import { A2aDispatcher, type InstanceAgents } from './dispatch.js';
 import { registerA2aRoutes } from './routes.js';
 import { A2aTaskStore } from './task-store.js';
 
@@ -64,9 +64,9 @@ export function a2aComponent(o: A2aComponentOptions = {}): Component {
       for (const state of ['completed', 'failed', 'canceled']) ended.inc({ state }, 0);
       for (const version of ['0.3', '1.0', 'rejected']) versions.inc({ version }, 0);
       const store = new A2aTaskStore({
-        ...(o.maxTasks !== undefined && { maxTasks: o.maxTasks }),
-        ...(o.maxTaskOutputBytes !== undefined && { maxTaskOutputBytes: o.maxTaskOutputBytes }),
-        ...(o.maxTotalOutputBytes !== undefined && { maxTotalOutputBytes: o.maxTotalOutputBytes }),
+        maxTasks: o.maxTasks ?? config.a2aMaxTasks,
+        maxTaskOutputBytes: o.maxTaskOutputBytes ?? config.a2aTaskOutputBytes,
+        maxTotalOutputBytes: o.maxTotalOutputBytes ?? config.a2aStoreOutputBytes,
         logger,
         onTerminal: (state) => ended.inc({ state }),
       });
@@ -89,7 +89,7 @@ export function a2aComponent(o: A2aComponentOptions = {}): Component {
         store,
         commands,
         agents: { byInstance },
-        timeoutSeconds: o.commandTimeoutSeconds ?? DEFAULT_A2A_COMMAND_TIMEOUT_SECONDS,
+        timeoutSeconds: o.commandTimeoutSeconds ?? config.a2aCommandTimeoutSeconds,
         ...(o.killGraceMs !== undefined && { killGraceMs: o.killGraceMs }),
         logger,
       });
