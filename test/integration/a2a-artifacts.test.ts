@@ -175,4 +175,13 @@ describe('A2A task artifacts (spec 4.8, A2A-Version)', () => {
     const none = await fetch(`${bed.srv.base}/agents/nobody-here/.well-known/agent-card.json`);
     assert.equal(none.status, 404);
   });
+
+  test('after a server restart the artifacts are still served, byte for byte', async () => {
+    const path = `/agents/${bed.instanceId}/v1/tasks/${taskId}/artifacts`;
+    const before = await (await fetch(bed.srv.base + path)).json();
+    await bed.restart();
+    const after = await fetch(bed.srv.base + path);
+    assert.equal(after.status, 200);
+    assert.deepEqual(await after.json(), before);
+  });
 });
