@@ -26,7 +26,7 @@ describe('A2A task artifacts (spec 4.8, A2A-Version)', () => {
   let taskId = '';
   let listed: Record_[] = [];
 
-  test('a message runs its text on the agent; the artifacts are byte-identical to what the command printed', async () => {
+  test('a message runs its text on the agent; the artifacts are byte-identical to what the command printed', async (t) => {
     const c = await A2aWsClient.open(bed.srv.wsBase, bed.instanceId);
     try {
       const sent = await c.call('SendMessage', { message: textMessage(COMMAND) });
@@ -44,6 +44,7 @@ describe('A2A task artifacts (spec 4.8, A2A-Version)', () => {
     assert.equal(body.task_id, taskId);
     listed = body.artifacts;
     assert.ok(listed.length >= 2, `${listed.length} artifacts`);
+    t.diagnostic(`${listed.length} records for ${Buffer.byteLength(EXPECTED_STDOUT) + EXPECTED_STDERR.byteLength} bytes of output`);
     for (const [i, a] of listed.entries()) {
       assert.equal(a.task_id, taskId);
       assert.equal(a.artifact.kind, 'output_chunk');
