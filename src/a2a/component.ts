@@ -2,20 +2,23 @@
  * The `a2a` component (issue 23 items 3 and 4; README "A2A"): the executor task store, message
  * dispatch to the instances' agents (through an AgentCommandClient of its own, like tasks and
  * MCP), the 4.8 artifact routes with A2A-Version negotiation, the per-instance AgentCard, and the
- * A2A core operations of the pty-ws.v1 binding. Listed before `sessions`, which looks its binding
+ * A2A core operations of the pty-ws.v1 binding. The store is `$SVC_STATE_DIR/a2a/tasks.db`
+ * (task-db.ts). Listed before `sessions`, which looks its binding
  * handler up at start (so binding_hello lists the A2A ops only when this component runs).
  *
  * Metrics: `svc_a2a_tasks_total{state}` (tasks that ended, by terminal state),
  * `svc_a2a_version_requests_total{version}` (0.3, 1.0, rejected).
  */
+import { join } from 'node:path';
 import { Counter } from 'prom-client';
 import { AgentCommandClient } from '../agent-link/command-client.js';
 import type { Component } from '../component/component.js';
 import { CONNECTED_STATUSES } from '../core/agent-status.js';
 import { originUrl, publicOrigin } from '../http/public-url.js';
 import { A2aBindingOps } from './binding-handler.js';
-import { A2aDispatcher, DEFAULT_A2A_COMMAND_TIMEOUT_SECONDS, type InstanceAgents } from './dispatch.js';
+import { A2aDispatcher, type InstanceAgents } from './dispatch.js';
 import { registerA2aRoutes } from './routes.js';
+import { A2aTaskDb } from './task-db.js';
 import { A2aTaskStore } from './task-store.js';
 
 /** What the component provides: the store (other features may record tasks in it), dispatch and the binding handler. */
@@ -32,6 +35,8 @@ declare module '../component/component.js' {
 }
 
 export const A2A_SERVER_VERSION = '0.1.0';
+/** The store's directory under $SVC_STATE_DIR. */
+export const A2A_DIR = 'a2a';
 
 export interface A2aComponentOptions {
   readonly maxTasks?: number;
@@ -64,9 +69,10 @@ export function a2aComponent(o: A2aComponentOptions = {}): Component {
       for (const state of ['completed', 'failed', 'canceled']) ended.inc({ state }, 0);
       for (const version of ['0.3', '1.0', 'rejected']) versions.inc({ version }, 0);
       const store = new A2aTaskStore({
-        ...(o.maxTasks !== undefined && { maxTasks: o.maxTasks }),
-        ...(o.maxTaskOutputBytes !== undefined && { maxTaskOutputBytes: o.maxTaskOutputBytes }),
-        ...(o.maxTotalOutputBytes !== undefined && { maxTotalOutputBytes: o.maxTotalOutputBytes }),
+        db: new A2aTaskDb(join(config.stateDir, A2A_DIR)),
+        maxTasks: o.maxTasks ?? config.a2aMaxTasks,
+        maxTaskOutputBytes: o.maxTaskOutputBytes ?? config.a2aTaskOutputBytes,
+        maxTotalOutputBytes: o.maxTotalOutputBytes ?? config.a2aStoreOutputBytes,
         logger,
         onTerminal: (state) => ended.inc({ state }),
       });
@@ -89,7 +95,7 @@ export function a2aComponent(o: A2aComponentOptions = {}): Component {
         store,
         commands,
         agents: { byInstance },
-        timeoutSeconds: o.commandTimeoutSeconds ?? DEFAULT_A2A_COMMAND_TIMEOUT_SECONDS,
+        timeoutSeconds: o.commandTimeoutSeconds ?? config.a2aCommandTimeoutSeconds,
         ...(o.killGraceMs !== undefined && { killGraceMs: o.killGraceMs }),
         logger,
       });
@@ -114,6 +120,7 @@ export function a2aComponent(o: A2aComponentOptions = {}): Component {
         stop: () => {
           dispatcher.stop();
           commands.stop();
+          store.close();
           return Promise.resolve();
         },
       });

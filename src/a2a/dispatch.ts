@@ -37,8 +37,6 @@ export interface DispatcherOptions {
   readonly logger?: { warn(obj: object, msg?: string): void };
 }
 
-export const DEFAULT_A2A_COMMAND_TIMEOUT_SECONDS = 300;
-
 export class A2aDispatcher {
   readonly #o: DispatcherOptions;
   /** Running commands' abort controllers, by task id. */

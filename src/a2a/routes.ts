@@ -18,8 +18,8 @@
  *
  * Path confinement: ids are checked before any lookup: 1..128 characters of [A-Za-z0-9._:-], not
  * `.`/`..`-led, no `..` (else 400 a2a.invalid_id); an encoded slash decodes into the id and fails
- * that check; `.`/`..` segments are refused by the router (400) before routing. The records live
- * in memory; no file is read.
+ * that check; `.`/`..` segments are refused by the router (400) before routing. Records are
+ * looked up by id in the store: no path is ever built from an id.
  */
 import { SvcError, envelope, type ErrorCode } from '../core/errors.js';
 import type { Router } from '../http/router.js';

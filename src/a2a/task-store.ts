@@ -5,7 +5,9 @@
  * (artifact-record.schema.json). The 4.8 routes and the pty-ws.v1 A2A operations read it; message
  * dispatch (dispatch.ts) writes it, and other features may too through {@link A2aTaskWriter}.
  *
- * Held in memory, like the spec's v1 resources (part 1): a server restart forgets the tasks.
+ * Held in memory and, given an {@link A2aTaskDb}, written through to `$SVC_STATE_DIR/a2a/tasks.db`:
+ * after a restart the tasks and their output are back, and a task whose command was still running
+ * is failed ("sandboxd restarted while the command ran": nothing resumes it).
  * Bounded (README "A2A", Limits):
  * - at most `maxTasks` tasks; a new task evicts the oldest terminal task, and is refused
  *   (`a2a.store_full`, 503) when every task is still running;
@@ -23,6 +25,7 @@ import { Buffer } from 'node:buffer';
 import { SvcError } from '../core/errors.js';
 import { StateMachine, type TransitionLogger, type TransitionTable } from '../core/state-machine.js';
 import type { A2aArtifactRecord } from '../wire/a2a.js';
+import type { A2aTaskDb, TaskRow } from './task-db.js';
 import { isTerminal, type TaskState } from './wire.js';
 
 /** The output streams a command's chunks come on. */
@@ -82,6 +85,8 @@ export interface TaskStoreOptions {
   /** Called once per task reaching a terminal state (metrics). */
   readonly onTerminal?: (state: TaskState) => void;
   readonly now?: () => number;
+  /** Where the store is written through (none: memory only). */
+  readonly db?: A2aTaskDb;
 }
 
 export const DEFAULT_MAX_TASKS = 1000;
@@ -134,6 +139,75 @@ export class A2aTaskStore implements A2aTaskWriter {
     this.#maxTasks = o.maxTasks ?? DEFAULT_MAX_TASKS;
     this.#maxTaskBytes = o.maxTaskOutputBytes ?? DEFAULT_MAX_TASK_OUTPUT_BYTES;
     this.#maxTotalBytes = o.maxTotalOutputBytes ?? DEFAULT_MAX_TOTAL_OUTPUT_BYTES;
+    if (o.db !== undefined) this.#load(o.db);
+  }
+
+  /** Reads the tasks back; a task left running by the previous process is failed. */
+  #load(db: A2aTaskDb): void {
+    for (const { task: t, artifacts } of db.load()) {
+      const e = this.#entry(
+        {
+          instanceId: t.instance_id,
+          text: t.text,
+          messageId: t.message_id,
+          contextId: t.context_id,
+          taskId: t.id,
+          commandId: t.command_id,
+        },
+        t.created_at,
+        t.state as TaskState,
+      );
+      e.updatedAt = t.updated_at;
+      e.exitCode = t.exit_code;
+      e.reason = t.reason;
+      for (const a of artifacts) {
+        const rec: ArtifactRecord = {
+          artifact_id: a.artifact_id,
+          task_id: a.task_id,
+          created_at: a.created_at,
+          artifact: {
+            kind: a.kind === 'output_truncated' ? 'output_truncated' : 'output_chunk',
+            stream: a.stream === 'stderr' ? 'stderr' : 'stdout',
+            data: a.data.toString('utf8'),
+            data_base64: a.data.toString('base64'),
+            command_id: a.command_id,
+            seq: a.seq,
+          },
+        };
+        e.artifacts.push(rec);
+        e.byId.set(rec.artifact_id, rec);
+        e.outputBytes += a.data.byteLength;
+        if (rec.artifact.kind === 'output_truncated') e.truncated = true;
+      }
+      this.#totalBytes += e.outputBytes;
+      this.#tasks.set(e.id, e);
+      if (!isTerminal(e.machine.state))
+        this.transition(e.id, 'failed', 'server_restarted', { reason: 'sandboxd restarted while the command ran' });
+    }
+  }
+
+  /** Flushes and closes the file, when there is one. */
+  close(): void {
+    this.#o.db?.close();
+  }
+
+  #persist(e: Entry): void {
+    const row: TaskRow = {
+      id: e.id,
+      instance_id: e.instanceId,
+      context_id: e.contextId,
+      created_at: e.createdAt,
+      updated_at: e.updatedAt,
+      text: e.text,
+      message_id: e.messageId,
+      command_id: e.commandId,
+      state: e.machine.state,
+      exit_code: e.exitCode,
+      reason: e.reason,
+      output_bytes: e.outputBytes,
+      truncated: e.truncated ? 1 : 0,
+    };
+    this.#o.db?.putTask(row);
   }
 
   #now(): string {
@@ -149,15 +223,22 @@ export class A2aTaskStore implements A2aTaskWriter {
         throw new SvcError('a2a.store_full', `the task store holds ${this.#maxTasks} tasks that are all still running`);
       }
     }
-    const at = this.#now();
+    const e = this.#entry({ ...input, taskId: id }, this.#now(), 'submitted');
+    this.#tasks.set(id, e);
+    this.#persist(e);
+    return snapshot(e);
+  }
+
+  #entry(input: NewTask & { taskId: string }, at: string, state: TaskState): Entry {
+    const id = input.taskId;
     const machine = new StateMachine<TaskState>({
       name: 'a2a task',
-      initial: 'submitted',
+      initial: state,
       table: A2A_TASK_TRANSITIONS,
       logFields: { task: id, instance: input.instanceId },
       ...(this.#o.logger !== undefined && { logger: this.#o.logger }),
     });
-    const e: Entry = {
+    return {
       id,
       contextId: input.contextId ?? crypto.randomUUID(),
       instanceId: input.instanceId,
@@ -176,8 +257,6 @@ export class A2aTaskStore implements A2aTaskWriter {
       pending: { stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) },
       listeners: new Set(),
     };
-    this.#tasks.set(id, e);
-    return snapshot(e);
   }
 
   /** A task of `instanceId` (undefined when unknown, or another instance's). */
@@ -236,11 +315,13 @@ export class A2aTaskStore implements A2aTaskWriter {
     if (fields.exitCode !== undefined) e.exitCode = fields.exitCode;
     if (isTerminal(from)) {
       // A terminal task keeps its state; a late exit code (a canceled command's) is still recorded.
+      if (fields.exitCode !== undefined) this.#persist(e);
       return false;
     }
     if (fields.reason !== undefined) e.reason = fields.reason;
     if (!e.machine.transition([from], to, cause)) return false;
     e.updatedAt = this.#now();
+    this.#persist(e);
     if (isTerminal(to)) this.#o.onTerminal?.(to);
     const s = snapshot(e);
     for (const l of [...e.listeners]) l(s);
@@ -251,7 +332,9 @@ export class A2aTaskStore implements A2aTaskWriter {
   /** Sets the exit code of a task that has already ended (a canceled command's result). */
   setExitCode(taskId: string, exitCode: number): void {
     const e = this.#tasks.get(taskId);
-    if (e !== undefined) e.exitCode = exitCode;
+    if (e === undefined) return;
+    e.exitCode = exitCode;
+    this.#persist(e);
   }
 
   /** Listens to the task's state changes until it ends; returns the unsubscribe. */
@@ -316,6 +399,16 @@ export class A2aTaskStore implements A2aTaskWriter {
     };
     e.artifacts.push(rec);
     e.byId.set(rec.artifact_id, rec);
+    this.#o.db?.putArtifact({
+      artifact_id: rec.artifact_id,
+      task_id: e.id,
+      seq,
+      created_at: rec.created_at,
+      kind,
+      stream,
+      data: Buffer.from(bytes),
+      command_id: e.commandId,
+    });
   }
 
   /** Evicts the oldest terminal task other than `keep`; false when there is none. */
@@ -324,6 +417,7 @@ export class A2aTaskStore implements A2aTaskWriter {
       if (e.id === keep || !isTerminal(e.machine.state)) continue;
       this.#tasks.delete(e.id);
       this.#totalBytes -= e.outputBytes;
+      this.#o.db?.deleteTask(e.id);
       return true;
     }
     return false;

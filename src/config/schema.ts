@@ -821,6 +821,39 @@ export const SCHEMA = {
     parse: parseIntInRange(0, 86_400),
     doc: 'At most one log line per this many seconds about the orchestration link (an unreachable endpoint counts in svc_orch_link_* metrics, not in log lines); 0 logs every change.',
   }),
+  // ---- A2A (README "A2A")
+  SVC_A2A_COMMAND_TIMEOUT_SECONDS: entry({
+    field: 'a2aCommandTimeoutSeconds',
+    group: 'agents',
+    defaultText: '300',
+    defaultRaw: '300',
+    parse: parseIntInRange(1, 86_400),
+    doc: "Deadline of the command an A2A message runs on the instance's agent (the agent kills its process group then; the task fails).",
+  }),
+  SVC_A2A_MAX_TASKS: entry({
+    field: 'a2aMaxTasks',
+    group: 'agents',
+    defaultText: '1000',
+    defaultRaw: '1000',
+    parse: parseIntInRange(1, 1_000_000),
+    doc: 'A2A tasks the executor task store keeps (in memory); a new one evicts the oldest ended task, and is refused (503 a2a.store_full) when all still run.',
+  }),
+  SVC_A2A_TASK_OUTPUT_BYTES: entry({
+    field: 'a2aTaskOutputBytes',
+    group: 'agents',
+    defaultText: '1MiB',
+    defaultRaw: '1MiB',
+    parse: parseBytes(1024, 1024 ** 3),
+    doc: "Output kept per A2A task; past it the task's output is cut and one output_truncated artifact says so.",
+  }),
+  SVC_A2A_STORE_OUTPUT_BYTES: entry({
+    field: 'a2aStoreOutputBytes',
+    group: 'agents',
+    defaultText: '64MiB',
+    defaultRaw: '64MiB',
+    parse: parseBytes(1024 ** 2, 16 * 1024 ** 3),
+    doc: 'Output kept over all A2A tasks; the oldest ended tasks are evicted to make room, then new output is cut.',
+  }),
 } as const;
 
 function parseCellId(raw: string): string {

@@ -26,7 +26,7 @@ describe('A2A task artifacts (spec 4.8, A2A-Version)', () => {
   let taskId = '';
   let listed: Record_[] = [];
 
-  test('a message runs its text on the agent; the artifacts are byte-identical to what the command printed', async () => {
+  test('a message runs its text on the agent; the artifacts are byte-identical to what the command printed', async (t) => {
     const c = await A2aWsClient.open(bed.srv.wsBase, bed.instanceId);
     try {
       const sent = await c.call('SendMessage', { message: textMessage(COMMAND) });
@@ -44,6 +44,7 @@ describe('A2A task artifacts (spec 4.8, A2A-Version)', () => {
     assert.equal(body.task_id, taskId);
     listed = body.artifacts;
     assert.ok(listed.length >= 2, `${listed.length} artifacts`);
+    t.diagnostic(`${listed.length} records for ${Buffer.byteLength(EXPECTED_STDOUT) + EXPECTED_STDERR.byteLength} bytes of output`);
     for (const [i, a] of listed.entries()) {
       assert.equal(a.task_id, taskId);
       assert.equal(a.artifact.kind, 'output_chunk');
@@ -174,5 +175,14 @@ describe('A2A task artifacts (spec 4.8, A2A-Version)', () => {
     assert.ok(card.skills.length > 0);
     const none = await fetch(`${bed.srv.base}/agents/nobody-here/.well-known/agent-card.json`);
     assert.equal(none.status, 404);
+  });
+
+  test('after a server restart the artifacts are still served, byte for byte', async () => {
+    const path = `/agents/${bed.instanceId}/v1/tasks/${taskId}/artifacts`;
+    const before = await (await fetch(bed.srv.base + path)).json();
+    await bed.restart();
+    const after = await fetch(bed.srv.base + path);
+    assert.equal(after.status, 200);
+    assert.deepEqual(await after.json(), before);
   });
 });

@@ -87,6 +87,8 @@ export interface A2aBed {
   readonly srv: A2aServer;
   readonly agent: AgentProc;
   readonly instanceId: string;
+  /** Stops the server and starts a new one on the same state directory (the agent is not reconnected). */
+  restart(): Promise<void>;
 }
 
 export function useA2aBed(instanceId: string): A2aBed {
@@ -114,6 +116,10 @@ export function useA2aBed(instanceId: string): A2aBed {
       return agent;
     },
     instanceId,
+    async restart() {
+      await srv?.stop();
+      srv = await startA2aServer(dir);
+    },
   };
 }
 

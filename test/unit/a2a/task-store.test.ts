@@ -141,3 +141,45 @@ describe('A2aTaskStore', () => {
     assert.equal(p2.nextPageToken, '');
   });
 });
+
+describe('A2aTaskStore on disk (tasks.db)', () => {
+  test('tasks and their output come back after a reopen, byte for byte; a task left running is failed; evictions are forgotten', async () => {
+    const { mkdtemp, rm } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const { A2aTaskDb } = await import('../../../src/a2a/task-db.js');
+    const dir = await mkdtemp(join(tmpdir(), 'a2a-db-'));
+    try {
+      const first = new A2aTaskStore({ db: new A2aTaskDb(dir), maxTasks: 2 });
+      const evicted = newTask(first);
+      first.transition(evicted, 'working', 'test');
+      first.transition(evicted, 'completed', 'test', { exitCode: 0 });
+      const done = newTask(first);
+      first.transition(done, 'working', 'test');
+      first.appendOutput(done, 'stdout', Buffer.from('caf'));
+      first.appendOutput(done, 'stdout', Buffer.from([0xc3])); // half of é: held back
+      first.appendOutput(done, 'stdout', Buffer.from([0xa9, 0x0a]));
+      first.appendOutput(done, 'stderr', Buffer.from([0xff]));
+      first.finishOutput(done);
+      first.transition(done, 'failed', 'test', { exitCode: 2, reason: 'exit code 2' });
+      const running = newTask(first); // evicts the oldest ended task
+      first.transition(running, 'working', 'test');
+      first.appendOutput(running, 'stdout', Buffer.from('partial\n'));
+      const before = first.artifacts('inst-1', done);
+      first.close();
+
+      const second = new A2aTaskStore({ db: new A2aTaskDb(dir) });
+      assert.equal(second.get('inst-1', evicted), undefined);
+      assert.deepEqual(second.artifacts('inst-1', done), before);
+      assert.equal(second.get('inst-1', done)?.state, 'failed');
+      assert.equal(second.get('inst-1', done)?.exitCode, 2);
+      const was = second.get('inst-1', running);
+      assert.equal(was?.state, 'failed');
+      assert.match(was?.reason ?? '', /restarted/);
+      assert.equal(second.artifacts('inst-1', running)?.[0]?.artifact.data, 'partial\n');
+      assert.equal(second.stats().outputBytes, 3 + 3 + 1 + 8);
+      second.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
