@@ -41,6 +41,8 @@ export class A2aDispatcher {
   readonly #o: DispatcherOptions;
   /** Running commands' abort controllers, by task id. */
   readonly #running = new Map<string, AbortController>();
+  /** Tasks this dispatcher made and has not finished (prepared, or running). */
+  readonly #mine = new Set<string>();
 
   constructor(o: DispatcherOptions) {
     this.#o = o;
@@ -60,13 +62,15 @@ export class A2aDispatcher {
     if (m.taskId !== undefined) {
       throw new SvcError('request.invalid', 'a task takes one message: send a new message without taskId (contextId groups tasks)');
     }
-    return this.#o.store.create({
+    const task = this.#o.store.create({
       instanceId,
       text: m.text,
       messageId: m.messageId,
       contextId: m.contextId,
       commandId: `a2a-${crypto.randomUUID()}`,
     });
+    this.#mine.add(task.id);
+    return task;
   }
 
   /**
@@ -75,8 +79,14 @@ export class A2aDispatcher {
    */
   async start(task: TaskSnapshot): Promise<TaskSnapshot> {
     const { store } = this.#o;
+    // Canceled between prepare and start: nothing to run.
+    if (isTerminal(this.#now(task).state)) {
+      this.#mine.delete(task.id);
+      return this.#now(task);
+    }
     const agent = this.#o.agents.byInstance(task.instanceId);
     if (agent === undefined || !agent.connected) {
+      this.#mine.delete(task.id);
       store.transition(task.id, 'failed', 'agent_unavailable', { reason: 'the agent is not connected' });
       return this.#now(task);
     }
@@ -115,6 +125,7 @@ export class A2aDispatcher {
     );
     void done.finally(() => {
       this.#running.delete(task.id);
+      this.#mine.delete(task.id);
       started();
     });
     await running;
@@ -123,7 +134,7 @@ export class A2aDispatcher {
 
   /**
    * CancelTask: the task is canceled now and its command killed. Throws a2a.task_not_found,
-   * a2a.task_not_cancelable (already terminal).
+   * a2a.task_not_cancelable (already terminal, or not started over A2A).
    */
   cancel(instanceId: string, taskId: string): TaskSnapshot {
     const { store } = this.#o;
@@ -131,6 +142,13 @@ export class A2aDispatcher {
     if (t === undefined)
       throw new SvcError('a2a.task_not_found', `no task ${JSON.stringify(taskId.slice(0, 128))} on instance ${instanceId}`);
     if (isTerminal(t.state)) throw new SvcError('a2a.task_not_cancelable', `task ${taskId} is ${t.state}`);
+    // A task another feature records (a dispatched mission) runs a command this dispatcher does
+    // not hold: marking it canceled would leave the command running.
+    if (!this.#mine.has(taskId))
+      throw new SvcError(
+        'a2a.task_not_cancelable',
+        `task ${taskId} was not started over A2A (a dispatched mission); it cannot be canceled here`,
+      );
     store.transition(taskId, 'canceled', 'cancel_requested', { reason: 'canceled by CancelTask' });
     this.#running.get(taskId)?.abort();
     return this.#now(t);

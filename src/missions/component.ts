@@ -45,6 +45,8 @@ export function missionsComponent(): Component {
         registers,
       });
       const commands = new AgentCommandClient(ctx.need('actors'), agents);
+      // Listed after the a2a component: a mission is also an A2A task of its agent's instance.
+      const a2a = ctx.find('a2a');
       const service = new MissionService({
         store,
         events: ctx.need('events'),
@@ -56,6 +58,15 @@ export function missionsComponent(): Component {
         logger,
         onDispatch: (outcome) => dispatches.inc({ outcome }),
         onFinished: (status, reason) => finished.inc({ status, reason }),
+        ...(a2a !== undefined && {
+          tasks: {
+            writer: a2a.store,
+            instanceOf: (agentId: string) => {
+              const a = agents.registry.get(agentId);
+              return a === undefined ? undefined : a.instance_id || agentId;
+            },
+          },
+        }),
       });
       const unsubscribe = agents.registry.subscribe((change) => {
         if (change.kind === 'removed') service.agentRemoved(change.agentId);

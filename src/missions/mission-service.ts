@@ -12,6 +12,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { CommandResultFrame } from '../../actors/protocol/agent-frames.js';
+import type { A2aTaskWriter } from '../a2a/task-store.js';
 import type { AgentCommandClient, RunningCommand } from '../agent-link/command-client.js';
 import { CONNECTED_STATUSES } from '../core/agent-status.js';
 import { SvcError } from '../core/errors.js';
@@ -45,6 +46,12 @@ export interface MissionServiceOptions {
   readonly onDispatch?: (outcome: string) => void;
   /** Counts each finished mission. */
   readonly onFinished?: (status: 'completed' | 'failed', reason: string) => void;
+  /**
+   * The A2A executor task store (spec 4.8: "stdout/stderr chunks captured from message dispatch"):
+   * each mission that starts is recorded there as a task whose id is the mission id, on its agent's
+   * instance, with its output as artifacts. Absent without the a2a component.
+   */
+  readonly tasks?: { readonly writer: A2aTaskWriter; readonly instanceOf: (agentId: string) => string | undefined };
   readonly now?: () => number;
 }
 
@@ -256,6 +263,7 @@ export class MissionService {
     const sign = new Promise<'sign'>((resolve) => (signal = () => resolve('sign')));
     let running: RunningCommand;
     const live: { tail: Buffer } = { tail: Buffer.alloc(0) };
+    const task = this.#recordTask(rec);
     try {
       running = await this.#o.commands.start(
         agentId,
@@ -275,7 +283,10 @@ export class MissionService {
         },
         {
           output: (stream, data) => {
-            if (stream !== 'log') live.tail = keepTail(live.tail, data);
+            if (stream !== 'log') {
+              live.tail = keepTail(live.tail, data);
+              task?.output(stream, data);
+            }
             signal();
           },
         },
@@ -283,6 +294,7 @@ export class MissionService {
     } catch (err) {
       const gone = err instanceof SvcError && (err.code === 'agent.not_found' || err.code === 'server.unavailable');
       const msg = `the mission could not be handed to agent ${agentId}: ${errorMessage(err)}`;
+      task?.end('failed', 'dispatch_error', null, msg);
       this.#fail(rec.id, ['assigned'], 'dispatch_error', msg);
       throw new SvcError(gone ? 'dispatch.no_agents' : 'dispatch.failed', msg, { reason: 'dispatch_error' });
     }
@@ -298,10 +310,12 @@ export class MissionService {
     if (typeof first === 'object' && first.r.exit_code === -1 && first.r.timed_out_by === '' && first.r.error !== '') {
       this.#live.delete(rec.id);
       const msg = `the mission's command could not start on agent ${agentId}: ${first.r.error}`;
+      task?.end('failed', 'start_failed', first.r.exit_code, msg);
       this.#fail(rec.id, ['assigned'], 'start_failed', msg, first.r.exit_code);
       throw new SvcError('dispatch.failed', msg, { reason: 'start_failed' });
     }
     const started = this.#o.store.moveMission(rec.id, ['assigned'], 'running', 'started', { startedAtMs: this.#now() });
+    task?.working();
     if (started !== undefined) {
       this.#emit('mission.started', started, { started_by: first === 'window' ? 'start_window' : first === 'sign' ? 'output' : 'result' });
     }
@@ -309,9 +323,40 @@ export class MissionService {
       const l = this.#live.get(rec.id);
       if (l === undefined) return;
       this.#live.delete(rec.id);
+      const ok = r.exit_code === 0 && r.timed_out_by === '';
+      task?.end(ok ? 'completed' : 'failed', 'exited', r.exit_code, ok ? '' : r.error !== '' ? r.error : `exit code ${r.exit_code}`);
       this.#finish(rec.id, r, live.tail);
     });
     return accepted(started ?? rec);
+  }
+
+  /**
+   * Records the mission as an A2A task (see MissionServiceOptions.tasks); null without the store,
+   * or when the store refuses it (full: the mission runs all the same, with a warning).
+   */
+  #recordTask(rec: MissionRecord): {
+    output(stream: 'stdout' | 'stderr', data: Uint8Array): void;
+    working(): void;
+    end(state: 'completed' | 'failed', cause: string, exitCode: number | null, reason: string): void;
+  } | null {
+    const t = this.#o.tasks;
+    const instanceId = t?.instanceOf(rec.agentId);
+    if (t === undefined || instanceId === undefined) return null;
+    try {
+      t.writer.create({ instanceId, text: rec.objective, messageId: rec.id, taskId: rec.id, commandId: rec.commandId });
+    } catch (err) {
+      this.#o.logger?.warn({ mission: rec.id, err: errorMessage(err) }, 'mission not recorded as an A2A task');
+      return null;
+    }
+    const { writer } = t;
+    return {
+      output: (stream, data) => writer.appendOutput(rec.id, stream, data),
+      working: () => writer.transition(rec.id, 'working', 'mission_started'),
+      end: (state, cause, exitCode, reason) => {
+        writer.finishOutput(rec.id);
+        writer.transition(rec.id, state, cause, { ...(exitCode !== null && { exitCode }), ...(reason !== '' && { reason }) });
+      },
+    };
   }
 
   #finish(id: string, r: CommandResultFrame, tail: Buffer): void {

@@ -222,6 +222,25 @@ describe('mission dispatch with a real local agent', () => {
         ofMission(listed, id).map((e) => e['event_type']),
         ['mission.assigned', 'mission.started', 'mission.completed'],
       );
+      // The mission is also an A2A task of its agent's instance (spec 4.8's executor task store):
+      // its output is there as artifacts, byte for byte.
+      const instance = server.agents.registry.get(vm)?.instance_id ?? vm;
+      const artifacts = await waitFor(
+        'the mission task output in the A2A task store',
+        async () => {
+          const a = await http('GET', `/agents/${instance}/v1/tasks/${id}/artifacts`);
+          return a.status === 200 && (a.json['artifacts'] as Json[]).length > 0 ? (a.json['artifacts'] as Json[]) : undefined;
+        },
+        { deadlineMs: DEADLINE_MS.process },
+      );
+      assert.equal(
+        artifacts
+          .map((a) => a['artifact'] as Json)
+          .filter((a) => a['stream'] === 'stdout')
+          .map((a) => String(a['data']))
+          .join(''),
+        `ran ${id} for orch-session-1\n`,
+      );
 
       // The same mission again replays the first answer and runs nothing.
       const again = await dispatch(tokens['proof'] as string, body);
