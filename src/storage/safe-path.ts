@@ -9,7 +9,7 @@
  *    when its target, first read lexically and then resolved with realpath, stays inside the
  *    root (so a symlinked file or a symlinked parent directory pointing out is refused, even
  *    when its target does not exist, without telling whether it does).
- * 3. The open ({@link readFileInRoot}): O_NOFOLLOW | O_NONBLOCK (a swapped-in symlink fails, a FIFO
+ * 3. The open ({@link openFileInRoot}): O_NOFOLLOW | O_NONBLOCK (a swapped-in symlink fails, a FIFO
  *    cannot hang the server), then the opened descriptor's real path (/proc/self/fd) is checked
  *    against the root again, which closes the race between the walk and the open. Only regular
  *    files are read; directories and devices are refused.
@@ -101,13 +101,6 @@ export async function resolveInRoot(realRoot: string, segments: readonly string[
   return cur;
 }
 
-/** A file read by {@link readFileInRoot}. */
-export interface StoredFile {
-  readonly bytes: Uint8Array;
-  /** The last path segment (for Content-Type and Content-Disposition). */
-  readonly name: string;
-}
-
 export interface ReadOptions {
   /** Refuse files larger than this (bytes). */
   readonly maxBytes: number;
@@ -130,7 +123,7 @@ export interface OpenedFile {
   readonly name: string;
 }
 
-/** The walk both readers share: `relPath` (client text) checked and resolved under `rootDir`. */
+/** The walk: `relPath` (client text) checked and resolved under `rootDir`. */
 async function targetInRoot(
   rootDir: string,
   relPath: string | undefined,
@@ -151,9 +144,8 @@ async function targetInRoot(
 }
 
 /**
- * Open the regular file at `relPath` (client text) under `rootDir` for streaming (the same walk
- * and checks as {@link readFileInRoot}). Rejects with 400 `storage.invalid_path`, 404
- * `storage.not_found`, or `opts.tooLarge(size)`.
+ * Open the regular file at `relPath` (client text) under `rootDir` for streaming. Rejects with 400
+ * `storage.invalid_path`, 404 `storage.not_found`, or `opts.tooLarge(size)`.
  */
 export async function openFileInRoot(rootDir: string, relPath: string | undefined, opts: ReadOptions): Promise<OpenedFile> {
   const { segments, realRoot, target } = await targetInRoot(rootDir, relPath, opts);
@@ -173,38 +165,6 @@ export async function openFileInRoot(rootDir: string, relPath: string | undefine
   } catch (err) {
     await fh.close();
     throw err;
-  }
-}
-
-/**
- * Read the regular file at `relPath` (client text) under `rootDir`. Rejects with 400
- * `storage.invalid_path`, 404 `storage.not_found`, or `opts.tooLarge(size)`.
- */
-export async function readFileInRoot(rootDir: string, relPath: string | undefined, opts: ReadOptions): Promise<StoredFile> {
-  const { segments, realRoot, target } = await targetInRoot(rootDir, relPath, opts);
-  let fh;
-  try {
-    fh = await open(target, OPEN_FLAGS);
-  } catch (err) {
-    throw lookupError(err);
-  }
-  try {
-    await checkOpenedInside(fh.fd, realRoot);
-    const st = await fh.stat();
-    if (st.isDirectory()) throw invalid('path names a directory, not a file');
-    if (!st.isFile()) throw invalid('path names something that is not a regular file');
-    if (st.size > opts.maxBytes) throw opts.tooLarge(st.size);
-    const buf = Buffer.allocUnsafe(st.size);
-    let got = 0;
-    // A file that grows while we read is cut at its size at open time; one that shrinks is sent as it is.
-    while (got < st.size) {
-      const { bytesRead } = await fh.read(buf, got, st.size - got, got);
-      if (bytesRead === 0) break;
-      got += bytesRead;
-    }
-    return { bytes: buf.subarray(0, got), name: segments[segments.length - 1] ?? 'download' };
-  } finally {
-    await fh.close();
   }
 }
 

@@ -15,15 +15,12 @@ import { join } from 'node:path';
 import { SvcError } from '../core/errors.js';
 import { isValidName } from '../identity/spiffe.js';
 import { TASK_ID_RE } from '../core/ids.js';
-import { openFileInRoot, readFileInRoot, type OpenedFile, type StoredFile } from './safe-path.js';
+import { openFileInRoot, type OpenedFile } from './safe-path.js';
 
 export type StorageArea = 'global' | 'inbox' | 'outbox';
 
 /** A VM's agent id (its name) as an outbox owner (the VM name rule of create-request.ts). */
 const VM_OWNER_RE = /^agent-[a-z0-9-]+$/u;
-
-/** Largest file read into memory whole (task artifact downloads, which are not streamed yet): 64 MiB. */
-export const MAX_BUFFERED_READ_BYTES = 64 * 1024 * 1024;
 
 /** Largest download served by default (64 GiB: downloads stream, so this bounds time, not memory). */
 export const DEFAULT_MAX_DOWNLOAD_BYTES = 64 * 1024 ** 3;
@@ -92,20 +89,6 @@ export class Storage {
           'storage.download_too_large',
           `the file is ${size} bytes; downloads are limited to ${this.maxDownloadBytes} bytes (SVC_STORAGE_MAX_DOWNLOAD_BYTES)`,
         ),
-    });
-  }
-
-  /**
-   * Read `relPath` of an area whole (task artifacts): as {@link openDownload}, limited to
-   * {@link MAX_BUFFERED_READ_BYTES} as well (413 `storage.download_too_large`).
-   */
-  async download(area: StorageArea, id: string | undefined, relPath: string | undefined): Promise<StoredFile> {
-    const maxBytes = Math.min(this.maxDownloadBytes, MAX_BUFFERED_READ_BYTES);
-    return readFileInRoot(this.areaDir(area, id), relPath, {
-      maxBytes,
-      container: this.rootDir,
-      tooLarge: (size) =>
-        new SvcError('storage.download_too_large', `the file is ${size} bytes; this download is limited to ${maxBytes} bytes`),
     });
   }
 }

@@ -32,7 +32,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { SvcError } from '../core/errors.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { StoredFile } from '../storage/safe-path.js';
+import type { OpenedFile } from '../storage/safe-path.js';
 import type { Storage } from '../storage/storage.js';
 import {
   runAgentCommand,
@@ -88,7 +88,7 @@ export interface OrchestratorOptions {
   readonly events: { append(e: { event_type: string; vm_name?: string; agent_id?: string; details?: Record<string, unknown> }): unknown };
   readonly vms: TaskVms;
   readonly commands: CommandStarter;
-  readonly storage: Pick<Storage, 'outboxDir' | 'download'>;
+  readonly storage: Pick<Storage, 'outboxDir' | 'openDownload'>;
   /** Task directories go to <stateDir>/tasks/<task_id>/. */
   readonly stateDir: string;
   readonly capacity: () => Promise<CapacityCheck>;
@@ -220,13 +220,17 @@ export class TaskOrchestrator {
     return ctx.artifacts ?? collectArtifacts(ctx.outbox, { patterns: ctx.manifest.artifacts.patterns, ...this.#jobs() });
   }
 
-  /** One artifact's bytes; 404 storage.not_found unless `name` matches the task's artifact patterns. */
-  async artifactFile(id: string, name: string): Promise<StoredFile> {
+  /**
+   * One artifact, opened for a streamed download (the caller closes it; at most
+   * SVC_STORAGE_MAX_DOWNLOAD_BYTES); 404 storage.not_found unless `name` matches the task's
+   * artifact patterns.
+   */
+  async artifactFile(id: string, name: string): Promise<OpenedFile> {
     const ctx = this.#ctx(id);
     if (!ctx.manifest.artifacts.patterns.some((p) => globToRegExp(p).test(name))) {
       throw new SvcError('storage.not_found', `task ${id} has no artifact ${JSON.stringify(name.slice(0, 200))}`);
     }
-    return this.#o.storage.download('outbox', id, name);
+    return this.#o.storage.openDownload('outbox', id, name);
   }
 
   /** Tool calls of every task's coding agent as they are seen; returns the unsubscribe function. A throwing listener is ignored. */

@@ -10,7 +10,7 @@
  * | DELETE /api/v1/tasks/{id} {reason}      | 200 {success: true, error: null}           | 400 task.not_cancellable; 404 |
  * | GET /api/v1/tasks/{id}/logs             | 200 SSE                                    | 404 |
  * | GET /api/v1/tasks/{id}/artifacts        | 200 {artifacts: [entry]}                   | 404 |
- * | GET /api/v1/tasks/{id}/artifacts/{name} | 200 the file, Content-Type, Content-Disposition | 404 task.not_found / storage.not_found; 400 storage.invalid_path |
+ * | GET /api/v1/tasks/{id}/artifacts/{name} | 200 the file (streamed), Content-Type, Content-Disposition | 404 task.not_found / storage.not_found; 400 storage.invalid_path; 413 storage.download_too_large |
  *
  * POST: manifest parsing runs inline on the main thread: the YAML loader refuses anything large,
  * deep or alias-heavy before parsing (src/tasks/manifest-yaml.ts), so a manifest costs well under
@@ -34,6 +34,7 @@
 import { SvcError } from '../core/errors.js';
 import type { Router } from '../http/router.js';
 import { contentTypeFor, downloadHeaders } from '../storage/content-type.js';
+import { fileSource } from '../storage/file-source.js';
 import type { TaskOrchestrator } from './orchestrator.js';
 import { parseLastEventId, streamTaskLog } from './task-log-stream.js';
 import { TASK_ID_RE } from '../core/ids.js';
@@ -192,12 +193,15 @@ export function registerTaskRoutes(router: Router, deps: { tasks: TaskOrchestrat
     method: 'GET',
     path: '/api/v1/tasks/:id/artifacts/*',
     handler: async (req) => {
+      // Streamed like the storage downloads: one chunk in memory at a time, however large.
       const file = await tasks.artifactFile(taskId(req.params), req.params['*'] ?? '');
+      const { 'content-length': _length, ...headers } = downloadHeaders(file.name, file.sizeBytes);
       return {
         status: 200,
-        headers: downloadHeaders(file.name, file.bytes.byteLength),
-        body: file.bytes,
+        headers,
         contentType: contentTypeFor(file.name),
+        lengthBytes: file.sizeBytes,
+        stream: fileSource(file.fh, file.sizeBytes),
       };
     },
   });

@@ -56,7 +56,7 @@ export interface TaskServiceOptions extends Pick<
   | 'keepWorkspaces'
   | 'jobs'
 > {
-  readonly storage: Pick<Storage, 'outboxDir' | 'download'>;
+  readonly storage: Pick<Storage, 'outboxDir' | 'openDownload'>;
   /** The VM service (`api` and `operations`). */
   readonly vms: TaskVmBackend;
   /** The agents service: its registry (readiness, lost agents) and its command events. */

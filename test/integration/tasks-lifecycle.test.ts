@@ -6,8 +6,8 @@
  * task with its exit code; failure_action preserve keeps the VM.
  */
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { createHash, randomBytes } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DEADLINE_MS } from '../support/wait.js';
@@ -99,6 +99,15 @@ void describe('tasks: the full walk', () => {
     const viaStorage = await fetch(`${h.base}/api/v1/storage/outbox/${id}/_download?path=report.md`);
     assert.equal(viaStorage.status, 200);
     assert.match(await viaStorage.text(), /Prompt: Make hello.txt greet the sandbox/);
+    // Artifact downloads stream: one past the 64 MiB the route used to read into memory whole
+    // arrives intact (Content-Length, then the bytes).
+    const big = randomBytes(65 * 1024 * 1024 + 123);
+    await writeFile(join(h.dir, 'storage', 'outbox', id, 'big.bin'), big);
+    const bigRes = await fetch(`${h.base}/api/v1/tasks/${id}/artifacts/big.bin`);
+    assert.equal(bigRes.status, 200);
+    assert.equal(bigRes.headers.get('content-length'), String(big.length));
+    const got = Buffer.from(await bigRes.arrayBuffer());
+    assert.equal(createHash('sha256').update(got).digest('hex'), createHash('sha256').update(big).digest('hex'));
     assert.equal((await h.request('GET', `/api/v1/tasks/${id}/artifacts/nope.txt`)).status, 404);
     assert.equal((await h.request('GET', `/api/v1/tasks/${id}/artifacts/..%2F..%2Fetc%2Fpasswd`)).status, 400);
 

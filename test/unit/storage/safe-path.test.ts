@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { SvcError } from '../../../src/core/errors.js';
-import { isInside, parseRelativePath, readFileInRoot } from '../../../src/storage/safe-path.js';
+import { isInside, openFileInRoot, parseRelativePath, type ReadOptions } from '../../../src/storage/safe-path.js';
 import { makeStorageFixture, type StorageFixture } from './storage-fixture.js';
 
 const isCode =
@@ -75,7 +75,17 @@ describe('isInside', () => {
   });
 });
 
-describe('readFileInRoot', () => {
+/** The file's bytes through openFileInRoot (what a download streams), and its name. */
+async function readFileInRoot(root: string, rel: string | undefined, opts: ReadOptions): Promise<{ bytes: Buffer; name: string }> {
+  const f = await openFileInRoot(root, rel, opts);
+  try {
+    return { bytes: await f.fh.readFile(), name: f.name };
+  } finally {
+    await f.fh.close();
+  }
+}
+
+describe('openFileInRoot', () => {
   let fx: StorageFixture;
   before(() => {
     fx = makeStorageFixture();
