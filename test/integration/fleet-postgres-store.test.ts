@@ -14,11 +14,12 @@ import pg from 'pg';
 import pino from 'pino';
 import { fleetComponent, fleetInventoryComponent } from '../../src/fleet/component.js';
 import { PostgresInventoryStore } from '../../src/fleet/postgres-inventory-store.js';
-import { content, NOT_OBSERVED, type DesiredRecord } from '../../src/fleet/records.js';
+import { content, NOT_OBSERVED } from '../../src/fleet/records.js';
 import { inject } from '../../src/http/inject.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
 import type { FleetWorkloadsResponse } from '../../src/wire/fleet.js';
 import type { AdminOperation } from '../../src/wire/vms.js';
+import { desired } from '../support/fleet-records.js';
 import { startPostgres, type TestPostgres } from '../support/postgres.js';
 import { loopbackConfig } from '../support/test-config.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
@@ -32,26 +33,6 @@ before(async () => {
 });
 after(async () => {
   await server?.stop();
-});
-
-const desired = (over: Partial<DesiredRecord> = {}): DesiredRecord => ({
-  state: 'running',
-  profile: 'basic',
-  loadout: null,
-  vcpus: 1,
-  memoryMiB: 256,
-  diskGiB: 1,
-  agentshare: true,
-  host: null,
-  owner: { actor: 'alice', mode: 'mtls' },
-  labels: {},
-  sinceMs: 1,
-  origin: 'vm_create',
-  operationId: 'op-1',
-  checkpointId: null,
-  pool: null,
-  pendingOperationId: null,
-  ...over,
 });
 
 /** What the database itself holds for `scope`, read on a connection of the test's own. */

@@ -10,27 +10,9 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { SqliteInventoryStore } from '../../../src/fleet/inventory-store.js';
 import { classify, content, NOT_OBSERVED, type DesiredRecord, type WorkloadRecord } from '../../../src/fleet/records.js';
+import { desired } from '../../support/fleet-records.js';
 import type { ObservedDomain } from '../../../src/wire/fleet.js';
 
-const desired = (over: Partial<DesiredRecord> = {}): DesiredRecord => ({
-  state: 'running',
-  profile: 'basic',
-  loadout: null,
-  vcpus: 1,
-  memoryMiB: 256,
-  diskGiB: 1,
-  agentshare: true,
-  host: null,
-  owner: { actor: 'alice', mode: 'mtls' },
-  labels: {},
-  sinceMs: 1,
-  origin: 'vm_create',
-  operationId: 'op-1',
-  checkpointId: null,
-  pool: null,
-  pendingOperationId: null,
-  ...over,
-});
 const domain = (over: Partial<ObservedDomain> = {}): ObservedDomain => ({
   state: 'running',
   uuid: 'u',
