@@ -3,7 +3,8 @@
  *
  *   vmlinux         the Debian kernel, uncompressed, booted through QEMU's PVH entry (no in-guest
  *                   xz decompression: about 2 s faster under TCG)
- *   initramfs.cpio  busybox-static, the virtio/ext4/fw_cfg modules and /init (guest-init.ts)
+ *   initramfs.cpio  busybox-static, the virtio/ext4/fw_cfg modules (9p too, loaded when the VM
+ *                   has its agent share) and /init (guest-init.ts)
  *   disk.ext4       raw ext4 (mke2fs -d, no mount needed): the host's node binary and its libraries,
  *                   the sandbox-agent bundle with its V8 code cache (agent-bundle.ts), tmux and git
  *   manifest.json   what was built from what (the provisioner reads it next to the disk)
@@ -14,7 +15,7 @@
 import { createHash } from 'node:crypto';
 import { chmod, cp, mkdir, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { GUEST_INIT, GUEST_MODULES } from './guest-init.js';
+import { GUEST_INIT, GUEST_MODULES, SHARE_MODULES } from './guest-init.js';
 import {
   agentBundleFor,
   candidateVersion,
@@ -30,7 +31,7 @@ import {
 import { ensureAptLists, ensureStepPrograms, run } from './run.js';
 
 /** Bumped when the layout or the recipe changes (part of the cache key). */
-export const IMAGE_RECIPE_VERSION = 'minimal-2';
+export const IMAGE_RECIPE_VERSION = 'minimal-3';
 /** The guest's userland: downloaded and unpacked, never installed on the host. */
 export const BUSYBOX_PACKAGE = 'busybox-static';
 /** Size of the sparse disk file, MiB (the agent's work dir lives on the per-VM overlay of it). */
@@ -89,7 +90,16 @@ export async function buildMinimalImage(o: BuildOptions): Promise<BuildResult> {
   const agent = await agentBundleFor(o.agentTree, o.packageRoot);
   const h = createHash('sha256');
   h.update(
-    [IMAGE_RECIPE_VERSION, kernelPackage, kernelVersion, busyboxVersion, GUEST_INIT, GUEST_MODULES.join(','), MINIMAL_CMDLINE].join('\n'),
+    [
+      IMAGE_RECIPE_VERSION,
+      kernelPackage,
+      kernelVersion,
+      busyboxVersion,
+      GUEST_INIT,
+      GUEST_MODULES.join(','),
+      SHARE_MODULES.join(','),
+      MINIMAL_CMDLINE,
+    ].join('\n'),
   );
   h.update(await fileDigest(nodePath));
   h.update(`agent ${agent.key}\n`);
@@ -188,7 +198,7 @@ async function buildInitramfs(root: string, modulesDir: string, busybox: string,
     .filter((a) => a !== '' && a !== 'busybox' && a !== 'init');
   for (const a of applets) await symlink('busybox', join(root, 'bin', a));
   const all = await listFiles(join(modulesDir, 'kernel'));
-  for (const m of GUEST_MODULES) {
+  for (const m of [...GUEST_MODULES, ...SHARE_MODULES]) {
     const f = all.find((p) => basename(p) === `${m}.ko`);
     if (f === undefined) throw new Error(`module ${m}.ko not found in the kernel package`);
     await cp(f, join(root, 'lib', 'modules', `${m}.ko`));

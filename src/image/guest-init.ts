@@ -33,6 +33,15 @@ export const GUEST_MODULES: readonly string[] = [
   'qemu_fw_cfg',
 ];
 
+/**
+ * The agent share's modules (README "Scoped storage"), in dependency order: in the initramfs, but
+ * loaded only when the VM has virtio-9p devices (its `agentshare`), so a VM without pays nothing.
+ */
+export const SHARE_MODULES: readonly string[] = ['9pnet', '9pnet_virtio', 'netfs', 'fscache', '9p'];
+
+/** Where a minimal guest mounts the two shares (the agent's work dir, like a local agent's links). */
+export const GUEST_WORK_DIR = '/opt/sbx/work';
+
 /** fw_cfg folder the guest reads (names passed to QEMU are `opt/sandboxd/<file>`). */
 export const FW_CFG_PREFIX = 'opt/sandboxd';
 /** The fw_cfg file of the VM's loadout material (src/vms/fw-cfg.ts writes it; empty without one). */
@@ -79,11 +88,29 @@ ip route add default via "$SBX_GW"
 mount -t ext4 -o noatime /dev/vda /opt/sbx || { echo "sbx-init: cannot mount /dev/vda"; poweroff -f; }
 ln -sf /opt/sbx/lib/ld-linux-x86-64.so.2 /lib64/ld-linux-x86-64.so.2
 export LD_LIBRARY_PATH=/opt/sbx/lib HOME=/root TERMINFO_DIRS=/opt/sbx/terminfo GIT_EXEC_PATH=/opt/sbx/bin LOCPATH=/opt/sbx/locale LANG=C.UTF-8
-mkdir -p /opt/sbx/work /root
+mkdir -p ${GUEST_WORK_DIR} /root
+# The agent share: virtio-9p devices (virtio id 9) are there when the VM has agentshare.
+shares() {
+  for m in ${SHARE_MODULES.join(' ')}; do insmod /lib/modules/$m.ko || echo "sbx-init: insmod $m failed"; done
+  for t in inbox outbox; do
+    mkdir -p ${GUEST_WORK_DIR}/$t
+    mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 sbx-$t ${GUEST_WORK_DIR}/$t || echo "sbx-init: cannot mount sbx-$t"
+  done
+  echo "sbx-init: shares $(up)"
+}
+if grep -qx 0x0009 /sys/bus/virtio/devices/*/device 2>/dev/null; then
+  if [ "$SBX_ENROLLMENT" = deferred ]; then
+    # QEMU cannot save a domain while a 9p share is mounted (a migration blocker): a checkpoint's
+    # guest mounts them once a restore brought its material.
+    ( while ! grep -q '"token"' $FW/bootstrap.json/raw 2>/dev/null; do sleep 0.2; done; shares ) &
+  else
+    shares
+  fi
+fi
 echo "sbx-init: starting sandbox-agent for $SBX_INSTANCE_ID $(up)"
 while :; do
   node /opt/sbx/agent/src/bin/sandbox-agent.js --server "$SBX_SERVER" --certs /run/sbx/certs "$@" \\
-    --profile "$SBX_PROFILE" --work-dir /opt/sbx/work --loadout-file /run/sbx/loadout.json
+    --profile "$SBX_PROFILE" --work-dir ${GUEST_WORK_DIR} --loadout-file /run/sbx/loadout.json
   rc=$?
   echo "sbx-init: sandbox-agent exited $rc"
   if [ $rc -eq 0 ] || [ $rc -eq 2 ]; then break; fi

@@ -14,11 +14,13 @@
  * - qemu guests: two virtio-9p shares (`accessmode='mapped'`: the guest's owners and modes are
  *   kept in xattrs, not applied to host files, so the guest cannot plant a setuid file or a
  *   device on the host) with tags `sbx-inbox` and `sbx-outbox`; the guest mounts them with
- *   `mount -t 9p -o trans=virtio,version=9p2000.L sbx-inbox <dir>`.
+ *   `mount -t 9p -o trans=virtio,version=9p2000.L sbx-inbox <dir>` (the minimal image's /init at
+ *   `<work dir>/inbox` and `outbox`, a cloud-init seed at `workspace/…`). The two directories
+ *   belong to QEMU's user, which writes there for the guest.
  * Whatever the guest puts there (symlinks out, swapped directories) the server's own access goes
  * through area-fs.ts, which never follows a symlink.
  */
-import { mkdir, readlink, rm, symlink } from 'node:fs/promises';
+import { chmod, chown, mkdir, readlink, rm, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 
 /** 9p mount tags of the two shares. */
@@ -30,11 +32,24 @@ export interface AgentshareDirs {
   readonly outbox: string;
 }
 
-/** The host directories of an agent's share (made when missing, mode 0775). */
-export async function agentshareDirs(storageDir: string, agentId: string): Promise<AgentshareDirs> {
+/**
+ * The host directories of an agent's share (made when missing, mode 0775). `owner`: the user QEMU
+ * runs as (libvirt-qemu), who must write there for the guest: the two directories become its,
+ * mode 2775 (setgid: what the server makes inside keeps the group, so QEMU can add to it).
+ */
+export async function agentshareDirs(
+  storageDir: string,
+  agentId: string,
+  owner?: { uid: number; gid: number } | null,
+): Promise<AgentshareDirs> {
   const dirs = { inbox: join(storageDir, 'inbox', agentId), outbox: join(storageDir, 'outbox', agentId) };
-  await mkdir(dirs.inbox, { recursive: true, mode: 0o775 });
-  await mkdir(dirs.outbox, { recursive: true, mode: 0o775 });
+  for (const d of [dirs.inbox, dirs.outbox]) {
+    await mkdir(d, { recursive: true, mode: 0o775 });
+    if (owner != null) {
+      await chown(d, owner.uid, owner.gid);
+      await chmod(d, 0o2775);
+    }
+  }
   return dirs;
 }
 

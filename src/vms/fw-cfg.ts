@@ -226,7 +226,7 @@ export async function removeFwCfg(fwDir: string): Promise<void> {
 
 let qemuUserCache: Promise<{ uid: number; gid: number } | null> | undefined;
 /** libvirt's qemu user (Debian: libvirt-qemu), or null when absent or we are not root. */
-function qemuUser(): Promise<{ uid: number; gid: number } | null> {
+export function qemuUser(): Promise<{ uid: number; gid: number } | null> {
   qemuUserCache ??= (async () => {
     if (process.getuid?.() !== 0) return null;
     try {

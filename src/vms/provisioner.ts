@@ -51,6 +51,7 @@ import {
   bootSpec,
   loadBootImage,
   pickAddress,
+  qemuUser,
   removeFwCfg,
   writeFwCfg,
   type BootImage,
@@ -294,7 +295,7 @@ export class Provisioner {
   /** The agent share of a qemu guest: two 9p shares, when the VM has agentshare and a storage root is set. */
   async #shares(vm: string, agentshare: boolean): Promise<{ shares?: ReturnType<typeof agentshareQemuShares> }> {
     if (!agentshare || this.#o.storageDir === undefined) return {};
-    return { shares: agentshareQemuShares(await agentshareDirs(this.#o.storageDir, vm)) };
+    return { shares: agentshareQemuShares(await agentshareDirs(this.#o.storageDir, vm, await qemuUser())) };
   }
 
   /** The agent share of a local agent: `inbox` and `outbox` links in its work dir. */

@@ -17,10 +17,10 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { copyFile, readFile } from 'node:fs/promises';
+import { copyFile, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { execCollect, operatorClient } from './agents-harness.js';
+import { execCollect, operatorClient, waitFor } from './agents-harness.js';
 import { findPackageRoot } from '../../src/image/command.js';
 import { skipReason, startRealVmEnv, type RealVmEnv } from '../support/realvm.js';
 
@@ -219,6 +219,25 @@ void describe('real VMs: pre-enrollment checkpoints (qemu:///system)', { skip: s
         assert.ok(Math.abs(Number(guestNow) - Date.now() / 1000) < 60, `guest clock ${guestNow} is not the present one`);
         assert.ok(rest.includes('agent.pem') && rest.includes('agent-key.pem') && rest.includes('enrollment.json'), rest.join(','));
         assert.ok(!rest.includes('bootstrap.json'), 'the copied material was deleted after enrollment');
+
+        // The agent share: QEMU cannot save a domain with a mounted 9p share, so the guest mounted
+        // its inbox and outbox only once the restore brought its material; what the host puts in
+        // the inbox the restored guest reads.
+        await writeFile(join(env.server.config.storageDir, 'inbox', vm, 'after-restore.txt'), 'restored\n');
+        const seen = await waitFor(
+          'the restored guest to read its inbox',
+          async () => {
+            const r = await execCollect(client, { agentId: vm, command: 'cat', args: ['inbox/after-restore.txt'] }, 60_000);
+            return r.status.code === 0 ? r.stdout.toString() : undefined;
+          },
+          60_000,
+          500,
+        );
+        assert.equal(seen, 'restored\n');
+        const console2 = await readFile(join(env.dir, 'vms', vm, 'console.log'), 'utf8');
+        const waited = console2.indexOf('waiting for bootstrap material');
+        const mounted = console2.indexOf('sbx-init: shares');
+        assert.ok(waited >= 0 && mounted > waited, 'the shares were mounted after the save, not before');
       } finally {
         client.close();
       }

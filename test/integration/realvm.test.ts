@@ -152,8 +152,31 @@ void describe('real VMs (qemu:///system)', { skip: skip ?? false, timeout: 1_500
       const killed = await api(env, 'DELETE', `/api/v1/agents/agent-rv1/sessions/${String(session.body['session_id'])}?signal=TERM`);
       assert.equal(killed.status, 200, killed.text);
 
+      // The agent share: the VM's inbox and outbox are 9p mounts in the guest's work dir. What the
+      // host puts in the inbox the guest reads; what the guest leaves in its outbox the outbox
+      // download route serves.
+      const storageDir = env.server.config.storageDir;
+      await writeFile(join(storageDir, 'inbox', 'agent-rv1', 'from-host.txt'), 'inbox file\n');
       const client = await operatorClient(env);
       try {
+        const shared = await execCollect(
+          client,
+          {
+            agentId: 'agent-rv1',
+            command: 'sh',
+            args: [
+              '-c',
+              'cat inbox/from-host.txt && mkdir -p outbox/notes && echo "from $(hostname)" > outbox/notes/from-guest.txt && grep -c " 9p " /proc/mounts',
+            ],
+          },
+          120_000,
+        );
+        assert.equal(shared.status.code, 0, `${shared.status.details} ${shared.stderr.toString()}`);
+        assert.equal(shared.stdout.toString(), 'inbox file\n2\n');
+        const fromGuest = await fetch(`${base(env)}/api/v1/storage/outbox/agent-rv1/_download?path=notes%2Ffrom-guest.txt`);
+        assert.equal(fromGuest.status, 200);
+        assert.equal(await fromGuest.text(), 'from agent-rv1\n');
+
         const out = await execCollect(
           client,
           {
