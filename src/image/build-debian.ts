@@ -1,8 +1,9 @@
 /**
- * Builds the `debian` guest image: a debootstrap Debian root with systemd, cloud-init and the
- * cloud kernel, for production-like VMs (build-minimal.ts is the fast test image).
+ * Builds the `debian` guest image: a debootstrap Debian root with systemd, cloud-init and
+ * Debian's kernel, for production-like VMs (build-minimal.ts is the fast test image).
  *
- *   vmlinux       Debian's cloud kernel, uncompressed, booted through QEMU's PVH entry
+ *   vmlinux       Debian's generic kernel (9p as modules, for the agent share), uncompressed,
+ *                 booted through QEMU's PVH entry
  *   initrd.img    Debian's initramfs (initramfs-tools, MODULES=list: virtio, ext4, qemu_fw_cfg)
  *   disk.ext4     the root filesystem (raw ext4 made by mke2fs -d, no mount): systemd, cloud-init,
  *                 tmux, git, curl, sudo, the host's node binary (+ npm) and the sandbox-agent
@@ -54,7 +55,7 @@ import {
 import { ensureStepPrograms, run } from './run.js';
 
 /** Bumped when the layout or the recipe changes (part of the cache key). */
-export const DEBIAN_RECIPE_VERSION = 'debian-3';
+export const DEBIAN_RECIPE_VERSION = 'debian-4';
 /** Size of the sparse disk file, MiB (per-VM overlays grow into it). */
 export const DEBIAN_DISK_SIZE_MIB = 4096;
 /** Kernel command line: root on the overlay, stable eth0 name, console on the serial port (quiet: slow under TCG). */
@@ -126,7 +127,7 @@ export function debianImageKey(k: DebianKeyInputs, files: readonly GuestFile[] =
   return h.digest('hex').slice(0, 16);
 }
 
-/** The kernel package (linux-image-<abi>-cloud-amd64) in a resolved package set, with its version. */
+/** The kernel package (linux-image-<abi>-amd64) in a resolved package set, with its version. */
 export function kernelOf(packages: readonly string[]): { name: string; version: string; release: string } {
   const pin = packages.find((p) => /^linux-image-\d[^=]*=/.test(p));
   if (pin === undefined) throw new Error('the package set has no versioned linux-image package');

@@ -134,6 +134,21 @@ chown ${DEBIAN_GUEST_USER}:${DEBIAN_GUEST_USER} "$RUN/loadout.json"
 chown -R ${DEBIAN_GUEST_USER}:${DEBIAN_GUEST_USER} "$RUN/certs"
 umask 022
 [ -d /home/${DEBIAN_GUEST_USER}/workspace ] || install -d -o ${DEBIAN_GUEST_USER} -g ${DEBIAN_GUEST_USER} /home/${DEBIAN_GUEST_USER}/workspace
+# The agent share: virtio-9p devices (virtio id 9) when the VM has agentshare; its inbox and
+# outbox go into the workspace (mounted once per boot: a unit restart finds them mounted).
+if grep -qx 0x0009 /sys/bus/virtio/devices/*/device 2>/dev/null; then
+  modprobe 9pnet_virtio || log "no 9p in this kernel: the agent share is not mounted"
+  for t in inbox outbox; do
+    d=/home/${DEBIAN_GUEST_USER}/workspace/$t
+    if mountpoint -q "$d"; then continue; fi
+    [ -d "$d" ] || install -d -o ${DEBIAN_GUEST_USER} -g ${DEBIAN_GUEST_USER} "$d"
+    if mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 "sbx-$t" "$d"; then
+      chown ${DEBIAN_GUEST_USER}:${DEBIAN_GUEST_USER} "$d"
+    else
+      log "cannot mount sbx-$t"
+    fi
+  done
+fi
 if [ -n "$SBX_HOSTNAME" ]; then
   echo "$SBX_HOSTNAME" > /proc/sys/kernel/hostname
   echo "$SBX_HOSTNAME" > /etc/hostname

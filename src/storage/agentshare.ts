@@ -45,7 +45,7 @@ export async function agentshareDirs(
   const dirs = { inbox: join(storageDir, 'inbox', agentId), outbox: join(storageDir, 'outbox', agentId) };
   for (const d of [dirs.inbox, dirs.outbox]) {
     await mkdir(d, { recursive: true, mode: 0o775 });
-    if (owner != null) {
+    if (owner !== undefined && owner !== null) {
       await chown(d, owner.uid, owner.gid);
       await chmod(d, 0o2775);
     }

@@ -15,6 +15,7 @@
  * Skipped, loudly, only where QEMU cannot run at all (not root, or no QEMU and no apt-get).
  */
 import assert from 'node:assert/strict';
+import { status as grpcStatus } from '@grpc/grpc-js';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { copyFile, readFile, writeFile } from 'node:fs/promises';
@@ -228,7 +229,7 @@ void describe('real VMs: pre-enrollment checkpoints (qemu:///system)', { skip: s
           'the restored guest to read its inbox',
           async () => {
             const r = await execCollect(client, { agentId: vm, command: 'cat', args: ['inbox/after-restore.txt'] }, 60_000);
-            return r.status.code === 0 ? r.stdout.toString() : undefined;
+            return r.status.code === grpcStatus.OK ? r.stdout.toString() : undefined;
           },
           60_000,
           500,

@@ -442,32 +442,21 @@ void describe('debian image on libvirt: sbx ssh with no SVC_GATEWAY_SSH_TARGETS 
         SVC_GATEWAY_SSH_ACTOR: 'alice',
       };
       const sshArgs = [...kBatchSsh, '-o', 'ConnectTimeout=60'];
+      const sbxSsh = (command: string): Promise<{ code: number; stdout: string; stderr: string }> =>
+        new Promise((res) =>
+          execFile(
+            process.execPath,
+            [SBX_BIN, 'ssh', VM, '-l', 'agent', '--principal', 'ops', '--ttl', '300', '--', ...sshArgs, command],
+            { env: sbxEnv, timeout: 120_000 },
+            (err, stdout, stderr) => res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr }),
+          ),
+        );
       let last = { code: -1, stdout: '', stderr: '' };
       // The agent is up; sshd may still be making its host key (TCG).
       await waitFor(
         `sbx ssh ${VM} to log in`,
         async () => {
-          last = await new Promise((res) =>
-            execFile(
-              process.execPath,
-              [
-                SBX_BIN,
-                'ssh',
-                VM,
-                '-l',
-                'agent',
-                '--principal',
-                'ops',
-                '--ttl',
-                '300',
-                '--',
-                ...sshArgs,
-                'echo "ssh-ok $(id -un)@$(hostname)"',
-              ],
-              { env: sbxEnv, timeout: 120_000 },
-              (err, stdout, stderr) => res({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr }),
-            ),
-          );
+          last = await sbxSsh('echo "ssh-ok $(id -un)@$(hostname)"');
           return last.code === 0;
         },
         240_000,
@@ -476,6 +465,19 @@ void describe('debian image on libvirt: sbx ssh with no SVC_GATEWAY_SSH_TARGETS 
       );
       process.stderr.write(`debian on libvirt: sbx ssh says ${last.stdout}`);
       assert.match(last.stdout, new RegExp(`^ssh-ok agent@${VM}$`, 'm'));
+
+      // The agent share: the VM's inbox and outbox are 9p mounts in the agent user's workspace
+      // (the generic kernel has 9p); the agent user reads what the host put in the inbox and
+      // writes to the outbox, which the outbox download route serves.
+      await writeFile(join(e.server.config.storageDir, 'inbox', VM, 'from-host.txt'), 'inbox file\n');
+      const shared = await sbxSsh(
+        'cd workspace && cat inbox/from-host.txt && echo "from $(id -un)" > outbox/from-guest.txt && grep -c " 9p " /proc/mounts',
+      );
+      assert.equal(shared.code, 0, shared.stderr);
+      assert.equal(shared.stdout, 'inbox file\n2\n');
+      const fromGuest = await fetch(`${http}/api/v1/storage/outbox/${VM}/_download?path=from-guest.txt`);
+      assert.equal(fromGuest.status, 200);
+      assert.equal(await fromGuest.text(), 'from agent\n');
       const del = await fetch(`${http}/api/v1/vms/${VM}?force=true&delete_disk=true`, { method: 'DELETE' });
       assert.ok(del.status === 200 || del.status === 202, String(del.status));
     },
