@@ -90,8 +90,7 @@ ln -sf /opt/sbx/lib/ld-linux-x86-64.so.2 /lib64/ld-linux-x86-64.so.2
 export LD_LIBRARY_PATH=/opt/sbx/lib HOME=/root TERMINFO_DIRS=/opt/sbx/terminfo GIT_EXEC_PATH=/opt/sbx/bin LOCPATH=/opt/sbx/locale LANG=C.UTF-8
 mkdir -p ${GUEST_WORK_DIR} /root
 # The agent share: virtio-9p devices (virtio id 9) are there when the VM has agentshare.
-shares() {
-  for m in ${SHARE_MODULES.join(' ')}; do insmod /lib/modules/$m.ko || echo "sbx-init: insmod $m failed"; done
+mount_shares() {
   for t in inbox outbox; do
     mkdir -p ${GUEST_WORK_DIR}/$t
     mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 sbx-$t ${GUEST_WORK_DIR}/$t || echo "sbx-init: cannot mount sbx-$t"
@@ -99,12 +98,13 @@ shares() {
   echo "sbx-init: shares $(up)"
 }
 if grep -qx 0x0009 /sys/bus/virtio/devices/*/device 2>/dev/null; then
+  for m in ${SHARE_MODULES.join(' ')}; do insmod /lib/modules/$m.ko || echo "sbx-init: insmod $m failed"; done
   if [ "$SBX_ENROLLMENT" = deferred ]; then
     # QEMU cannot save a domain while a 9p share is mounted (a migration blocker): a checkpoint's
-    # guest mounts them once a restore brought its material.
-    ( while ! grep -q '"token"' $FW/bootstrap.json/raw 2>/dev/null; do sleep 0.2; done; shares ) &
+    # guest loads the modules now and mounts once a restore brought its material.
+    ( while ! grep -q '"token"' $FW/bootstrap.json/raw 2>/dev/null; do sleep 0.1; done; mount_shares ) &
   else
-    shares
+    mount_shares
   fi
 fi
 echo "sbx-init: starting sandbox-agent for $SBX_INSTANCE_ID $(up)"
