@@ -19,6 +19,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { ensureCa, type CaMaterial } from '../../src/identity/ca.js';
 import { startServer, type ServerHandle } from '../../src/main.js';
 import { serverPort } from './ports.js';
+import { errorMessage } from '../../src/util/error-message.js';
 
 export interface RealVmEnv {
   /** The whole server (its state dir is `dir`). */
@@ -70,13 +71,7 @@ export async function startRealVmEnv(
           agentTree: tree,
           packageRoot: findPackageRoot(tree),
         });
-  const n = (process.pid % 40) + 200;
-  const net: NetworkSpec = {
-    name: `sbxt-${tag}-${process.pid}`,
-    bridge: `sbxt${tag.slice(0, 3)}${process.pid % 10000}`.slice(0, 15),
-    hostAddress: `192.168.${n}.1`,
-  };
-  const prep = await prepareHost({ network: net });
+  const { net, prep } = await prepareOwnNetwork(tag);
   const dir = await mkdtemp(join(tmpdir(), 'sandboxd-realvm-'));
   await chmod(dir, 0o711); // QEMU (libvirt-qemu) traverses to the VMs' overlays and fw_cfg files
   const port = await serverPort();
@@ -170,4 +165,38 @@ export async function startRealVmEnv(
       if (problems.length > 0) throw problems[0] instanceof Error ? problems[0] : new Error(String(problems[0]));
     },
   };
+}
+
+/**
+ * Prepares the host with a network of the test's own: a 192.168.x.0/24 (x in 200-239, starting at
+ * one the pid picks) that no host interface has yet. Another run may take the same one between the
+ * look and libvirt's start (two real-VM files run at once, or a leftover of a run cut short): then
+ * libvirt refuses ("already in use"), the network is removed and the next one tried.
+ */
+async function prepareOwnNetwork(tag: string): Promise<{ net: NetworkSpec; prep: PrepareResult }> {
+  const first = process.pid % 40;
+  let lastError: unknown = new Error('every 192.168.200-239.0/24 is in use on this host');
+  for (let i = 0; i < 40; i++) {
+    const n = 200 + ((first + i) % 40);
+    if (subnetsInUse().has(n)) continue;
+    const net: NetworkSpec = {
+      name: `sbxt-${tag}-${process.pid}`,
+      bridge: `sbxt${tag.slice(0, 3)}${process.pid % 10000}`.slice(0, 15),
+      hostAddress: `192.168.${n}.1`,
+    };
+    try {
+      return { net, prep: await prepareHost({ network: net }) };
+    } catch (err) {
+      await removeNetwork(net.name, net.bridge);
+      if (!/already in use/i.test(errorMessage(err))) throw err;
+      lastError = err;
+    }
+  }
+  throw lastError;
+}
+
+/** The x of every 192.168.x.y/… address on this host's interfaces. */
+function subnetsInUse(): Set<number> {
+  const out = execFileSync('ip', ['-4', '-o', 'addr', 'show'], { encoding: 'utf8', timeout: 10_000 });
+  return new Set([...out.matchAll(/\binet 192\.168\.(\d+)\./g)].map((m) => Number(m[1])));
 }
