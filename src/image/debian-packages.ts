@@ -21,9 +21,10 @@ export const DEBIAN_SUITE = 'bookworm';
 /**
  * What the image holds besides the minbase set: systemd as init, cloud-init (its cffi backend
  * named because debootstrap-era resolvers miss the virtual package), Debian's generic kernel
- * (the cloud kernel is built without 9p, which the agent share needs) and initramfs-tools, what tasks and sessions use (tmux, screen, git, curl, sudo, ...), and
- * openssh-server for SSH leases (its host keys are removed from the root; sandboxd-sshd.service
- * makes one at first boot, guest-ssh.ts).
+ * (the cloud kernel is built without 9p, which the agent share needs) and initramfs-tools, what
+ * tasks and sessions use (tmux, screen, git, curl, sudo, ...), and openssh-server for SSH leases
+ * (its host keys are removed from the root; sandboxd-sshd.service makes one at first boot,
+ * guest-ssh.ts).
  */
 export const IMAGE_PACKAGES: readonly string[] = [
   'usr-is-merged',
