@@ -106,7 +106,15 @@ describe('dashboard: activity', { skip: skip ?? false, timeout: 300_000 }, () =>
     await page.getByLabel('Command', { exact: true }).fill(second);
     await page.getByRole('button', { name: 'Apply' }).click();
     await page.waitForURL(new RegExp(`#/activity\\?command_id=${second}`));
-    await shows(page, 'the filtered rows', page.locator(`tr[data-command-id="${second}"][data-event-name="command.finished"]`));
+    // The unfiltered table holds the second command's rows too: wait for the filtered answer to
+    // replace it (no row of another command left), not just for a row of the second.
+    await waitFor(
+      'the filtered rows',
+      async () =>
+        (await rows.count()) >= 2 &&
+        (await rows.evaluateAll((trs: RowEl[], id: string) => trs.every((tr) => tr.getAttribute('data-command-id') === id), second)),
+      { deadlineMs: DEADLINE_MS.process, intervalMs: 100, lastState: async () => `rows: ${await textOn(page, 'table.table-activity')}` },
+    );
     const filtered = await rows.evaluateAll((trs: RowEl[]) =>
       trs.map((tr) => [tr.getAttribute('data-event-name'), tr.getAttribute('data-command-id'), tr.textContent ?? '']),
     );
