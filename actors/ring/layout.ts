@@ -58,9 +58,16 @@
  * second, and when it is set, lowers it (`Atomics.exchange`, so only one notifier wins) and calls
  * `Atomics.notify`, which wakes every waiter of that counter. Either the waiter sees the new
  * counter or the notifier sees the flag (both orders are seq-cst), and waitAsync itself returns
- * at once when the value has already changed, so no wake-up is lost; a waiter that registers
- * after the flag was lowered raised it again first. A busy stream pays no notify per record, and
- * a woken side that has not run yet is not notified again for each record published meanwhile.
+ * at once when the value has already changed. One more interleaving: the notifier can lower the
+ * flag between the waiter's raise and its registration, for a counter change the waiter has
+ * already seen (it consumed that record, or a deferred wake-up, WakeMode in sab-ring.ts, came
+ * late): its notify finds no waiter, and the waiter would then sleep with its flag down, so that
+ * no later change woke it until its wait slice ran out (kWaitSliceMs: a 100 ms stall, seen once
+ * in CI and once per few runs of a paced ping-pong with deferred wake-ups). So after registering,
+ * the waiter reads its flag once more and, finding it lowered, releases its wait at once and
+ * raises the flag again; a lowering after that re-read is followed by a notify that finds the
+ * registered waiter. A busy stream pays no notify per record, and a woken side that has not run
+ * yet is not notified again for each record published meanwhile.
  * Close sets kClosed and notifies kHead unconditionally; a consumer re-reads kClosed after its
  * waiter is registered, so a close between its check and its wait is not lost either.
  * `Atomics.wait` (blocking) is never used.

@@ -165,7 +165,8 @@ export class SabRingProducer implements RingProducer {
         // the consumer sees our flag and notifies.
         const tail = Atomics.load(ctrl, kTail);
         if (this.#makeRoom(size)) return;
-        await waitForChange(ctrl, kTail, tail, signal, () => this.#closed);
+        // A flag lowered after we raised it and before the wait was registered: its notify missed us (layout.ts).
+        await waitForChange(ctrl, kTail, tail, signal, () => this.#closed || Atomics.load(ctrl, kProducerWaiting) === 0);
       } finally {
         if (--this.#waiters === 0) Atomics.store(ctrl, kProducerWaiting, 0);
       }
@@ -285,7 +286,14 @@ export class SabRingConsumer implements RingConsumer {
       try {
         const head = Atomics.load(ctrl, kHead);
         if (head !== this.#tail || Atomics.load(ctrl, kClosed) !== 0) continue;
-        await waitForChange(ctrl, kHead, head, signal, () => Atomics.load(ctrl, kClosed) !== 0);
+        // A flag lowered after we raised it and before the wait was registered: its notify missed us (layout.ts).
+        await waitForChange(
+          ctrl,
+          kHead,
+          head,
+          signal,
+          () => Atomics.load(ctrl, kClosed) !== 0 || Atomics.load(ctrl, kConsumerWaiting) === 0,
+        );
       } finally {
         if (--this.#waiters === 0) Atomics.store(ctrl, kConsumerWaiting, 0);
       }

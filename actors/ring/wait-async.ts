@@ -16,9 +16,10 @@ const waitAsync = (
  * Longest single wait (ms). Callers loop and look again after every wake-up, so a wait that ends
  * without a notify costs one look. It bounds what a notify that never arrives can cost: once in
  * CI a worker call stalled for good (a burst whose last frames never left the worker, the test in
- * actor-system.test.ts), as if a notify were lost between the two threads; the cause is not
- * proven. An idle ring wakes its waiter 10 times a second for nothing; a lost notify delays its
- * side by at most this much, never forever.
+ * actor-system.test.ts), as if a notify were lost between the two threads. One such loss was
+ * found and closed since (a flag lowered between a waiter's raise and its registration, layout.ts
+ * "Waking"); this bound stays as the backstop. An idle ring wakes its waiter 10 times a second
+ * for nothing; a lost notify delays its side by at most this much, never forever.
  */
 export const kWaitSliceMs = 100;
 

@@ -1,7 +1,17 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { describe, test } from 'node:test';
+import { Worker } from 'node:worker_threads';
 import { SabRingConsumer, SabRingProducer, allocateSabRing } from '../../../../actors/ring/sab-ring.js';
-import { kControlBytes, kPadMarker, kTail, recordBytes } from '../../../../actors/ring/layout.js';
+import {
+  kConsumerWaiting,
+  kControlBytes,
+  kHead,
+  kPadMarker,
+  kProducerWaiting,
+  kTail,
+  recordBytes,
+} from '../../../../actors/ring/layout.js';
 import { ringContract } from './ring-contract.js';
 import { runTwoThreadStream } from './two-thread.js';
 
@@ -69,4 +79,66 @@ void describe('SAB ring', () => {
     const sab = allocateSabRing(capacityBytes);
     await runTwoThreadStream(new SabRingConsumer(sab), { kind: 'sab', sab, capacityBytes, seed: 0x5ab, count: 5000, maxBodyBytes: 3000 });
   });
+
+  /**
+   * A wake-up that comes after its record was taken (a deferred one, or a producer preempted
+   * between publishing and reading the flag) can lower the waiting flag between the waiter's raise
+   * and its registration; its notify then finds nobody. Before the waiter re-read its flag after
+   * registering, it slept with the flag down, the next real wake-up was skipped, and the record
+   * waited for the end of the 100 ms wait slice (seen in the latency bench as a p99 of 80 ms).
+   */
+  for (const side of ['consumer', 'producer'] as const) {
+    void test(`late wake-up: a ${side} whose flag was lowered by a notify that missed it still wakes for the next record at once`, async () => {
+      const rounds = 10;
+      const sab = allocateSabRing(256);
+      const producer = new SabRingProducer(sab);
+      const consumer = new SabRingConsumer(sab);
+      const control = new Int32Array(new SharedArrayBuffer(12));
+      const worker = new Worker(new URL('./late-notifier.worker.js', import.meta.url), {
+        workerData: {
+          ring: sab,
+          control: control.buffer,
+          flagSlot: side === 'consumer' ? kConsumerWaiting : kProducerWaiting,
+          counterSlot: side === 'consumer' ? kHead : kTail,
+          rounds,
+        },
+      });
+      const exited = once(worker, 'exit');
+      const record = new Uint8Array(200); // one fills the 256-byte ring
+      const latencies: number[] = [];
+      for (let round = 1; round <= rounds; round++) {
+        if (side === 'producer') assert.equal(producer.tryWrite(record), true);
+        Atomics.store(control, 0, round);
+        Atomics.notify(control, 0);
+        const woken = side === 'consumer' ? consumer.waitReadable() : producer.waitWritable(record.byteLength);
+        // the late notifier has lowered the flag and notified
+        while (Atomics.load(control, 1) < round) {
+          const w = (
+            Atomics as unknown as { waitAsync(a: Int32Array, i: number, v: number, t: number): { async: boolean; value: unknown } }
+          ).waitAsync(control, 1, round - 1, 1000);
+          if (w.async) await w.value;
+        }
+        const t0 = performance.now();
+        if (side === 'consumer') assert.equal(producer.tryWrite(record), true);
+        else
+          assert.equal(
+            consumer.drain(() => undefined),
+            1,
+          );
+        await woken;
+        latencies.push(performance.now() - t0);
+        if (side === 'consumer')
+          assert.equal(
+            consumer.drain(() => undefined),
+            1,
+          );
+      }
+      await exited;
+      assert.ok(Atomics.load(control, 2) > 0, 'the late notifier never hit the window between flag and wait (nothing was tested)');
+      assert.ok(
+        latencies.every((ms) => ms < 50),
+        `woken after ${latencies.map((ms) => ms.toFixed(1)).join(', ')} ms (notifies that found no waiter: ${Atomics.load(control, 2)} of ${rounds})`,
+      );
+    });
+  }
 });
