@@ -54,6 +54,9 @@ interface PhaseCpu {
   workerMs: number;
   restMs: number;
   clientMs: number;
+  /** Times the main thread and the busiest other thread were put on a CPU (wake-ups, returns after preemption). */
+  mainSlices: number;
+  workerSlices: number;
   bytes: number;
 }
 
@@ -101,6 +104,8 @@ async function sampled(
     workerMs: split.busiestMs,
     restMs: split.restMs,
     clientMs: clientCpu.cpuMs,
+    mainSlices: split.mainSlices,
+    workerSlices: split.busiestSlices,
     bytes: counter() - bytes0,
   };
   // The profiles' clock (V8's and `perf record -k CLOCK_MONOTONIC`), to cut them by phase.
@@ -211,9 +216,21 @@ function mean(rates: readonly Rate[]): Rate {
       workerMs: rates.reduce((n, r) => n + r.cpu.workerMs, 0),
       restMs: rates.reduce((n, r) => n + r.cpu.restMs, 0),
       clientMs: rates.reduce((n, r) => n + r.cpu.clientMs, 0),
+      mainSlices: rates.reduce((n, r) => n + r.cpu.mainSlices, 0),
+      workerSlices: rates.reduce((n, r) => n + r.cpu.workerSlices, 0),
       bytes: rates.reduce((n, r) => n + r.cpu.bytes, 0),
     },
   };
+}
+
+/**
+ * Times per MB of output that the server's main thread (and the shard worker) went onto a CPU:
+ * each is a wake-up from a wait or a return after preemption, and each costs the kernel's
+ * switch and the thread's cold caches. A 4 KiB chunk stream is 244 chunks per MB.
+ */
+function wakeupsPerMB(c: PhaseCpu, withWorker: boolean): Record<string, number> {
+  const mb = c.bytes / 1e6;
+  return { main: Math.round(c.mainSlices / mb), ...(withWorker && { worker: Math.round(c.workerSlices / mb) }) };
 }
 
 /** CPU ms per MB (10^6 bytes) of output, per thread, over all rounds of a phase. */
@@ -284,6 +301,11 @@ export const ingest: BenchScenario = {
           rounds: ROUNDS,
           roundRatios: rates[0]!.map((w, i) => r2(w.mbps / rates[2]![i]!.mbps)),
           cpuMsPerMB: { workers: cpuPerMB(workers.cpu, true), raw: cpuPerMB(raw.cpu, false), inline: cpuPerMB(inline.cpu, false) },
+          wakeupsPerMB: {
+            workers: wakeupsPerMB(workers.cpu, true),
+            raw: wakeupsPerMB(raw.cpu, false),
+            inline: wakeupsPerMB(inline.cpu, false),
+          },
         },
         problems,
       };
