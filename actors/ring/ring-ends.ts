@@ -9,7 +9,7 @@
 import { MessageChannel, type MessagePort, type Transferable } from 'node:worker_threads';
 import { validateCapacityBytes } from './layout.js';
 import { PortRingConsumer, PortRingProducer } from './port-ring.js';
-import { SabRingConsumer, SabRingProducer, allocateSabRing } from './sab-ring.js';
+import { SabRingConsumer, SabRingProducer, allocateSabRing, type WakeMode } from './sab-ring.js';
 import type { RingConsumer, RingProducer } from './types.js';
 
 export type RingKind = 'sab' | 'port';
@@ -17,14 +17,18 @@ export type RingKind = 'sab' | 'port';
 /** What the other thread needs to open its end (structured-cloned; a port must be transferred). */
 export type RingHandle = { kind: 'sab'; sab: SharedArrayBuffer } | { kind: 'port'; port: MessagePort; capacityBytes: number };
 
-/** A ring whose producer end stays in this thread. `capacityBytes`: a power of two (RangeError otherwise). */
+/**
+ * A ring whose producer end stays in this thread. `capacityBytes`: a power of two (RangeError
+ * otherwise); `wake` as in openProducer.
+ */
 export function producerHere(
   kind: RingKind,
   capacityBytes: number,
+  wake: WakeMode = 'each',
 ): { producer: RingProducer; remote: RingHandle; transfer: Transferable[] } {
   if (kind === 'sab') {
     const sab = allocateSabRing(capacityBytes);
-    return { producer: new SabRingProducer(sab), remote: { kind, sab }, transfer: [] };
+    return { producer: new SabRingProducer(sab, wake), remote: { kind, sab }, transfer: [] };
   }
   const { port1, port2 } = new MessageChannel();
   return { producer: new PortRingProducer(port1, capacityBytes), remote: { kind, port: port2, capacityBytes }, transfer: [port2] };
@@ -44,9 +48,12 @@ export function consumerHere(
   return { consumer: new PortRingConsumer(port1), remote: { kind, port: port2, capacityBytes }, transfer: [port2] };
 }
 
-/** The producer end of a ring another thread created with consumerHere. */
-export function openProducer(handle: RingHandle): RingProducer {
-  return handle.kind === 'sab' ? new SabRingProducer(handle.sab) : new PortRingProducer(handle.port, handle.capacityBytes);
+/**
+ * The producer end of a ring another thread created with consumerHere. `wake`: when a SAB
+ * ring's consumer is woken (sab-ring.ts, WakeMode); a port ring posts each record at once.
+ */
+export function openProducer(handle: RingHandle, wake: WakeMode = 'each'): RingProducer {
+  return handle.kind === 'sab' ? new SabRingProducer(handle.sab, wake) : new PortRingProducer(handle.port, handle.capacityBytes);
 }
 
 /** The consumer end of a ring another thread created with producerHere. */

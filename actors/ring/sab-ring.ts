@@ -80,6 +80,20 @@ function partsLength(parts: Uint8Array | readonly Uint8Array[]): number {
   return n;
 }
 
+/**
+ * When the producer wakes a waiting consumer:
+ * - `each`: at the first record published while it waits (lowest latency, one wake-up per wait);
+ * - `microtask`: once the producer's current synchronous run is over (a worker's drain loop
+ *   emits many records in one run; the consumer then wakes once for all of them);
+ * - `turn`: in the check phase of the producer's event-loop turn (setImmediate), so everything
+ *   published by one turn's I/O callbacks (many gRPC messages of one socket read, each delivered
+ *   in its own microtask) costs one wake-up.
+ * A deferred wake-up is flushed at once when the producer waits for room, closes, or calls
+ * flushWake(). Every wake-up is a futex call here and a context switch for the other thread;
+ * on a busy pipeline they were one per few records on both threads (native-bench "ingest").
+ */
+export type WakeMode = 'each' | 'microtask' | 'turn';
+
 /** Producer side of a SAB ring. Use from exactly one thread. */
 export class SabRingProducer implements RingProducer {
   /** Bytes of the data region. */
@@ -95,8 +109,17 @@ export class SabRingProducer implements RingProducer {
   #closed = false;
   /** Pending waitWritable calls in this thread; kProducerWaiting is lowered when the last ends. */
   #waiters = 0;
+  readonly #wake: WakeMode;
+  /** A record was published since the last wake-up check (deferred modes). */
+  #wakeOwed = false;
+  #wakeScheduled = false;
+  readonly #flushWakeBound = (): void => {
+    this.#wakeScheduled = false;
+    this.flushWake();
+  };
 
-  constructor(sab: SharedArrayBuffer) {
+  constructor(sab: SharedArrayBuffer, wake: WakeMode = 'each') {
+    this.#wake = wake;
     const v = openRing(sab);
     this.#ctrl = v.ctrl;
     this.#bytes = v.bytes;
@@ -154,6 +177,8 @@ export class SabRingProducer implements RingProducer {
     }
     const size = recordBytes(Math.max(0, recordBytesWanted));
     const ctrl = this.#ctrl;
+    // The consumer must hear of what is already there, or it may never make the room we wait for.
+    this.flushWake();
     for (;;) {
       signal?.throwIfAborted();
       if (this.#closed || this.#makeRoom(size)) return;
@@ -173,9 +198,17 @@ export class SabRingProducer implements RingProducer {
     }
   }
 
+  /** Wakes the consumer now if a deferred wake-up is owed (no-op in mode `each`). */
+  flushWake(): void {
+    if (!this.#wakeOwed) return;
+    this.#wakeOwed = false;
+    wakeIfWaiting(this.#ctrl, kConsumerWaiting, kHead);
+  }
+
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#wakeOwed = false;
     Atomics.store(this.#ctrl, kClosed, 1);
     // Unconditional: the consumer re-reads kClosed after registering its waiter (layout.ts).
     Atomics.notify(this.#ctrl, kHead);
@@ -204,7 +237,15 @@ export class SabRingProducer implements RingProducer {
   #publish(head: number): void {
     this.#head = head;
     Atomics.store(this.#ctrl, kHead, head);
-    wakeIfWaiting(this.#ctrl, kConsumerWaiting, kHead);
+    if (this.#wake === 'each') {
+      wakeIfWaiting(this.#ctrl, kConsumerWaiting, kHead);
+      return;
+    }
+    this.#wakeOwed = true;
+    if (this.#wakeScheduled) return;
+    this.#wakeScheduled = true;
+    if (this.#wake === 'microtask') queueMicrotask(this.#flushWakeBound);
+    else setImmediate(this.#flushWakeBound);
   }
 }
 

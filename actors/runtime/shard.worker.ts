@@ -44,7 +44,9 @@ const logger: ActorLogger = { info: forward('info'), warn: forward('warn'), erro
 
 const types = await loadActorTypes(data.actorModules);
 const inbound = openConsumer(data.inbound);
-const outbound = openProducer(data.outbound);
+// The worker wakes the main thread once per synchronous run (a drain of up to kDrainBatch records
+// emits many frames), not once per frame (WakeMode, sab-ring.ts).
+const outbound = openProducer(data.outbound, 'microtask');
 const encoder = new FrameEncoder();
 let badFrames = 0;
 /**

@@ -188,7 +188,9 @@ export class WorkerShard implements ShardBackend {
   }
 
   #newGeneration(): Generation {
-    const inbound = producerHere(this.#opts.ring, this.#opts.ringBytes);
+    // The main thread wakes the worker once per event-loop turn, not once per frame: one socket read
+    // of an agent's stream delivers many gRPC messages, each in its own callback (WakeMode, sab-ring.ts).
+    const inbound = producerHere(this.#opts.ring, this.#opts.ringBytes, 'turn');
     const outbound = consumerHere(this.#opts.ring, this.#opts.ringBytes);
     let markReady!: () => void;
     let failReady!: (err: Error) => void;

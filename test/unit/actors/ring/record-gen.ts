@@ -1,4 +1,5 @@
 import type { MessagePort } from 'node:worker_threads';
+import type { WakeMode } from '../../../../actors/ring/sab-ring.js';
 
 /**
  * Deterministic test records for the two-thread ring tests, built the same way in the producer
@@ -39,6 +40,8 @@ export function makeRecord(seed: number, seq: number, maxBodyBytes: number): [Ui
 export interface ProducerJob {
   kind: 'sab' | 'port';
   sab?: SharedArrayBuffer;
+  /** When the SAB producer wakes the consumer (default `each`). */
+  wake?: WakeMode;
   port?: MessagePort;
   capacityBytes: number;
   seed: number;

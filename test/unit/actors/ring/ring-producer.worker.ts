@@ -6,7 +6,8 @@ import type { RingProducer } from '../../../../actors/ring/types.js';
 import { makeRecord, type ProducerJob } from './record-gen.js';
 
 const job = workerData as ProducerJob;
-const producer: RingProducer = job.kind === 'sab' ? new SabRingProducer(job.sab!) : new PortRingProducer(job.port!, job.capacityBytes);
+const producer: RingProducer =
+  job.kind === 'sab' ? new SabRingProducer(job.sab!, job.wake) : new PortRingProducer(job.port!, job.capacityBytes);
 
 for (let seq = 0; seq < job.count; seq++) {
   const parts = makeRecord(job.seed, seq, job.maxBodyBytes);

@@ -15,10 +15,12 @@ import {
 import { ringContract } from './ring-contract.js';
 import { runTwoThreadStream } from './two-thread.js';
 
-ringContract('SAB ring', (capacityBytes) => {
-  const sab = allocateSabRing(capacityBytes);
-  return { producer: new SabRingProducer(sab), consumer: new SabRingConsumer(sab) };
-});
+for (const wake of ['each', 'microtask', 'turn'] as const) {
+  ringContract(wake === 'each' ? 'SAB ring' : `SAB ring, wake-ups deferred (${wake})`, (capacityBytes) => {
+    const sab = allocateSabRing(capacityBytes);
+    return { producer: new SabRingProducer(sab, wake), consumer: new SabRingConsumer(sab) };
+  });
+}
 
 void describe('SAB ring', () => {
   void test('refuses a SharedArrayBuffer that was not made by allocateSabRing', () => {
@@ -74,10 +76,50 @@ void describe('SAB ring', () => {
     assert.deepEqual(got.at(-1), [...odd]);
   });
 
-  void test('two threads: a worker producer and a main-thread consumer stream 5,000 records byte-exact', async () => {
-    const capacityBytes = 64 * 1024;
-    const sab = allocateSabRing(capacityBytes);
-    await runTwoThreadStream(new SabRingConsumer(sab), { kind: 'sab', sab, capacityBytes, seed: 0x5ab, count: 5000, maxBodyBytes: 3000 });
+  for (const wake of ['each', 'microtask', 'turn'] as const) {
+    void test(`two threads: a worker producer (wake-ups: ${wake}) and a main-thread consumer stream 5,000 records byte-exact`, async () => {
+      const capacityBytes = 64 * 1024;
+      const sab = allocateSabRing(capacityBytes);
+      await runTwoThreadStream(new SabRingConsumer(sab), {
+        kind: 'sab',
+        sab,
+        wake,
+        capacityBytes,
+        seed: 0x5ab,
+        count: 5000,
+        maxBodyBytes: 3000,
+      });
+    });
+  }
+
+  void test('a deferred wake-up reaches a waiting consumer once per turn, and at once when the producer waits for room', async () => {
+    const sab = allocateSabRing(256);
+    const producer = new SabRingProducer(sab, 'turn');
+    const consumer = new SabRingConsumer(sab);
+    const ctrl = new Int32Array(sab, 0, 32);
+    let woken = false;
+    const waiting = consumer.waitReadable().then((v) => (woken = v));
+    assert.equal(Atomics.load(ctrl, kConsumerWaiting), 1, 'the consumer waits with its flag up');
+    for (let i = 0; i < 3; i++) assert.equal(producer.tryWrite(new Uint8Array(40)), true);
+    assert.equal(Atomics.load(ctrl, kConsumerWaiting), 1, 'no wake-up yet: the flag is still up after three records');
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(Atomics.load(ctrl, kConsumerWaiting), 0, 'one wake-up in the check phase lowered it');
+    await waiting;
+    assert.equal(woken, true);
+    assert.equal(
+      consumer.drain(() => undefined),
+      3,
+    );
+    // A producer that must wait for room wakes the consumer at once, not at the end of the turn:
+    // it may be the consumer that makes the room.
+    const waitingAgain = consumer.waitReadable();
+    while (producer.tryWrite(new Uint8Array(40)));
+    assert.equal(Atomics.load(ctrl, kConsumerWaiting), 1);
+    const room = producer.waitWritable(40);
+    assert.equal(Atomics.load(ctrl, kConsumerWaiting), 0, 'woken before the producer waits');
+    assert.equal(await waitingAgain, true);
+    assert.ok(consumer.drain(() => undefined) > 0);
+    await room;
   });
 
   /**
