@@ -181,15 +181,13 @@ export async function startOutputFanout(opts: OutputFanoutOptions): Promise<Outp
       stream === undefined ? outputPublishTopicsAllStreams(agentId, commandId) : outputPublishTopics(agentId, commandId, stream));
   };
 
-  const sseFrames = metrics.framesPublished.labels({ transport: 'sse' });
-  const wsFrames = metrics.framesPublished.labels({ transport: 'ws' });
   const subscribed: string[] = [];
   /** One chunk: encoded once per transport that has a subscriber for it, else not at all. */
   const onChunk = (agentId: string, commandId: string, frame: OutputFrame): void => {
     index.learn(agentId, commandId);
     if (frame.clock === 0) return; // not stored by the replay state: not published either
-    sseFrames.inc();
-    wsFrames.inc();
+    metrics.countFrame('sse');
+    metrics.countFrame('ws');
     const stream: OutputStreamName = frame.stream === OutputStream.stderr ? 'stderr' : frame.stream === OutputStream.log ? 'log' : 'stdout';
     subscribed.length = 0;
     for (const topic of topicsFor(commandKey(agentId, commandId), agentId, commandId, frame.stream, stream))
@@ -222,7 +220,7 @@ export async function startOutputFanout(opts: OutputFanoutOptions): Promise<Outp
     if (ids === null || p === null) throw new Error('malformed kFrameOutputPublish');
     index.learn(ids.agentId, ids.commandId);
     if ((p.flags & kPublishGap) !== 0) metrics.gapsReported.inc({ where: 'live' });
-    sseFrames.inc();
+    metrics.countFrame('sse');
     if ((p.flags & kPublishEnd) !== 0) {
       let frame: Uint8Array | undefined;
       for (const topic of commandScopedTopics(ids.agentId, ids.commandId)) {

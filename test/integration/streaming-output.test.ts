@@ -233,5 +233,10 @@ void describe('agent output SSE', () => {
     }
     const ringBytes = Number(/^svc_output_replay_ring_bytes (\d+)/m.exec(text)?.[1]);
     assert.ok(ringBytes > 0, 'the replay rings hold the output of the commands above');
+    // Counted in plain numbers and added when scraped: the chunks above are in it, and a second scrape adds nothing twice.
+    const framesOf = (t: string): number => Number(/^svc_output_frames_published_total\{transport="sse"\} (\d+)/m.exec(t)?.[1]);
+    const frames = framesOf(text);
+    assert.ok(frames > 0, 'the chunks of the commands above were published');
+    assert.equal(framesOf(await ts.metricsText()), frames, 'no new chunk, no new count');
   });
 });
