@@ -88,9 +88,9 @@ function partsLength(parts: Uint8Array | readonly Uint8Array[]): number {
  * - `turn`: in the check phase of the producer's event-loop turn (setImmediate), so everything
  *   published by one turn's I/O callbacks (many gRPC messages of one socket read, each delivered
  *   in its own microtask) costs one wake-up.
- * A deferred wake-up is flushed at once when the producer waits for room, closes, or calls
- * flushWake(). Every wake-up is a futex call here and a context switch for the other thread;
- * on a busy pipeline they were one per few records on both threads (native-bench "ingest").
+ * A deferred wake-up is flushed at once when the producer waits for room or closes. Every
+ * wake-up is a futex call here and a context switch for the other thread; on a busy pipeline
+ * they were one per few records on both threads (native-bench "ingest").
  */
 export type WakeMode = 'each' | 'microtask' | 'turn';
 
@@ -115,7 +115,7 @@ export class SabRingProducer implements RingProducer {
   #wakeScheduled = false;
   readonly #flushWakeBound = (): void => {
     this.#wakeScheduled = false;
-    this.flushWake();
+    this.#flushWake();
   };
 
   constructor(sab: SharedArrayBuffer, wake: WakeMode = 'each') {
@@ -178,7 +178,7 @@ export class SabRingProducer implements RingProducer {
     const size = recordBytes(Math.max(0, recordBytesWanted));
     const ctrl = this.#ctrl;
     // The consumer must hear of what is already there, or it may never make the room we wait for.
-    this.flushWake();
+    this.#flushWake();
     for (;;) {
       signal?.throwIfAborted();
       if (this.#closed || this.#makeRoom(size)) return;
@@ -198,8 +198,8 @@ export class SabRingProducer implements RingProducer {
     }
   }
 
-  /** Wakes the consumer now if a deferred wake-up is owed (no-op in mode `each`). */
-  flushWake(): void {
+  /** Wakes the consumer now if a deferred wake-up is owed (never in mode `each`). */
+  #flushWake(): void {
     if (!this.#wakeOwed) return;
     this.#wakeOwed = false;
     wakeIfWaiting(this.#ctrl, kConsumerWaiting, kHead);
