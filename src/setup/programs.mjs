@@ -179,7 +179,11 @@ export const PROGRAMS = Object.freeze({
   zstd: { debianPackage: 'zstd', step: 'image', why: 'unpacks a zstd-compressed kernel (extractVmlinux)' },
 
   dnsmasq: { debianPackage: 'dnsmasq-base', step: 'host', why: "libvirtd's network driver runs it for DNS/DHCP of libvirt networks" },
-  ip: { debianPackage: 'iproute2', step: 'host', why: 'removing a network also deletes a bridge a dead libvirtd left behind' },
+  ip: {
+    debianPackage: 'iproute2',
+    step: 'host',
+    why: 'removing a network also deletes a bridge a dead libvirtd left behind; the real-VM test harness lists the host addresses to pick a free /24 for its network',
+  },
   iptables: { debianPackage: 'iptables', step: 'host', why: "libvirtd adds the isolated network's REJECT rules" },
   'qemu-img': {
     debianPackage: 'qemu-utils',
