@@ -174,7 +174,11 @@ export const PROGRAMS = Object.freeze({
 
   cpio: { debianPackage: 'cpio', step: 'image', kinds: ['minimal'], why: 'minimal image: packs the initramfs' },
   debootstrap: { debianPackage: 'debootstrap', step: 'image', kinds: ['debian'], why: 'debian image: the minbase root' },
-  lz4: { debianPackage: 'lz4', step: 'image', why: "unpacks an lz4-compressed kernel (extractVmlinux; Debian's cloud kernel)" },
+  lz4: {
+    debianPackage: 'lz4',
+    step: 'image',
+    why: 'unpacks an lz4-compressed kernel (extractVmlinux; no image boots one today, a kernel of another build may be one)',
+  },
   xz: { debianPackage: 'xz-utils', step: 'image', why: 'unpacks an xz-compressed kernel (extractVmlinux)' },
   zstd: { debianPackage: 'zstd', step: 'image', why: 'unpacks a zstd-compressed kernel (extractVmlinux)' },
 
