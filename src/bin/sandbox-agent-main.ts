@@ -14,7 +14,11 @@
  * With --loadout-file it applies the VM's loadout material before it connects (a file that is not
  * material exits 2).
  *
- * Exit codes: 0 after a graceful stop (SIGTERM, SIGINT or the server's ShutdownSignal),
+ * With --exit-with stdin it stops as on SIGTERM when its standard input ends (a local agent's
+ * pipe from sandboxd, src/vms/local-agents.ts).
+ *
+ * Exit codes: 0 after a graceful stop (SIGTERM, SIGINT, the end of stdin with --exit-with stdin,
+ * or the server's ShutdownSignal),
  * 2 for a bad or missing setting, 1 when stopped by a second signal or a crash.
  */
 import { statSync } from 'node:fs';
@@ -164,6 +168,17 @@ async function mainAsync(): Promise<void> {
   // The agent's own timers are unref'd; this keeps the process up through reconnect backoffs.
   const keepAlive = setInterval(() => undefined, 3_600_000);
   agent.start();
+  if (cfg.exitWith === 'stdin') {
+    // The other end is held by the process that started us; it closes when that process ends.
+    const parentGone = (): void => {
+      if (signalled) return;
+      log.info({}, 'standard input ended (--exit-with stdin): the process that started the agent is gone; stopping');
+      onSignal('SIGTERM');
+    };
+    process.stdin.on('end', parentGone);
+    process.stdin.on('error', parentGone);
+    process.stdin.resume();
+  }
   // Stopped by a signal or by the server's ShutdownSignal: exit 0 once the stop completed.
   void agent.stopped.then(() => {
     clearInterval(keepAlive);

@@ -62,6 +62,12 @@ export interface AgentConfig {
   readonly killGraceMs: number;
   /** Longest wait between reconnect attempts, in ms. Default 30000. */
   readonly reconnectMaxMs: number;
+  /**
+   * `stdin`: stop as on SIGTERM when standard input reaches its end. A local agent's stdin is a
+   * pipe from the sandboxd that started it, and the pipe closes however sandboxd ends, killed
+   * included, so its agents do not outlive it (src/vms/local-agents.ts). Null: stdin is ignored.
+   */
+  readonly exitWith: 'stdin' | null;
   /** Environment handed to commands (the agent's own, minus SANDBOX_AGENT_*), before CommandRequest.env. */
   readonly childEnv: Readonly<Record<string, string>>;
 }
@@ -89,7 +95,7 @@ type Key =
   | 'bootstrapWait';
 
 /** Settings that may be absent (no default). */
-const OPTIONAL: readonly Key[] = ['tlsServerName', 'bootstrapTokenFile', 'bootstrapWait', 'loadoutFile'];
+const OPTIONAL: readonly Key[] = ['tlsServerName', 'bootstrapTokenFile', 'bootstrapWait', 'loadoutFile', 'exitWith'];
 
 /** Required settings a bootstrap token file supplies when they are not given. */
 const FROM_BOOTSTRAP: readonly Key[] = ['agentId', 'instanceId'];
@@ -248,6 +254,17 @@ const OPTIONS: readonly Option[] = [
     defaultRaw: () => '30000',
     parse: parseIntInRange(100, 3_600_000),
   },
+  {
+    key: 'exitWith',
+    flag: '--exit-with',
+    env: 'SANDBOX_AGENT_EXIT_WITH',
+    arg: 'stdin',
+    doc: 'stop gracefully when standard input ends (a pipe from the process that started the agent: it closes when that process ends, even killed)',
+    parse: (raw) => {
+      if (raw !== 'stdin') throw new ConfigValueError(`"${raw}" must be stdin`);
+      return raw;
+    },
+  },
 ];
 
 /** --help text, generated from the option table. */
@@ -356,6 +373,7 @@ export function parseAgentConfig(argv: readonly string[], env: Readonly<Record<s
     outputBufferBytes: values.outputBufferBytes as number,
     killGraceMs: values.killGraceMs as number,
     reconnectMaxMs: values.reconnectMaxMs as number,
+    exitWith: values.exitWith === undefined ? null : 'stdin',
     childEnv,
   };
   return deepFreeze(cfg);

@@ -5,7 +5,7 @@
  *
  *   node <dist>/src/bin/sandbox-agent.js --server HOST:PORT --certs <vm>/certs --agent-id <vm>
  *        --instance-id <uuid> --profile P --work-dir <vm>/work [--labels k=v,...]
- *        [--bootstrap-token-file <vm>/bootstrap/material.json]
+ *        [--bootstrap-token-file <vm>/bootstrap/material.json] [--exit-with stdin]
  *
  * The last only while staged bootstrap material exists: the agent enrolls with it. Only the
  * file's path is on the command line, never the token.
@@ -27,6 +27,11 @@
  *
  * With an sshd supervisor (SVC_GATEWAY_SSH_CA_PUBLIC_KEY_HOST_PATH set), each VM's sshd
  * (local-sshd.ts) is started with its agent and stopped when the VM stops.
+ *
+ * The agent of a VM that ends with sandboxd gets `--exit-with stdin` and a pipe as its stdin that
+ * only sandboxd holds: when sandboxd ends in any way, SIGKILL included, the pipe closes and the
+ * agent stops by itself (before, a killed sandboxd's agents kept reconnecting to nothing until a
+ * sandboxd started on the same state dir ended them; a benchmark's temporary one never does).
  *
  * Leftovers: the pid is written to <vm>/agent.pid. If sandboxd died without stopping its agents,
  * the next start of that VM's agent finds the pid, checks /proc/<pid>/cmdline really is this
@@ -259,14 +264,23 @@ export class LocalAgentSupervisor {
       args.push('--bootstrap-token-file', spec.bootstrapTokenFile);
     const labels = Object.entries(spec.labels ?? {}).filter(([k, v]) => !/[,=]/.test(k) && !/[,=]/.test(v));
     if (labels.length > 0) args.push('--labels', labels.map(([k, v]) => `${k}=${v}`).join(','));
+    // A VM that ends with sandboxd: its agent's stdin is a pipe we hold, which closes however we
+    // end (SIGKILL too), and the agent then stops by itself instead of reconnecting forever.
+    if (spec.endsWithServer) args.push('--exit-with', 'stdin');
     const nodePath = this.#opts.nodePath ?? process.execPath;
     const fd = openSync(spec.logPath, 'a', 0o600);
     let child: ChildProcess;
     try {
-      child = spawn(nodePath, args, { cwd: spec.workDir, stdio: ['ignore', fd, fd], env: await localAgentEnv(spec) });
+      child = spawn(nodePath, args, {
+        cwd: spec.workDir,
+        stdio: [spec.endsWithServer ? 'pipe' : 'ignore', fd, fd],
+        env: await localAgentEnv(spec),
+      });
     } finally {
       closeSync(fd);
     }
+    // Nothing is written to it; an agent that exits first must not make it throw (EPIPE).
+    child.stdin?.on('error', () => undefined);
     const entry: Entry = {
       spec,
       child,

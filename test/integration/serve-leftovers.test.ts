@@ -6,8 +6,9 @@
  * process whose environment carries a mark set on the server.
  *
  * - SIGTERM: the server exits 0 and none of them is left.
- * - SIGKILL: they may be left; a server started again on the same state dir ends them before it
- *   is ready, and logs each one.
+ * - SIGKILL: the local agent stops by itself (its stdin, a pipe only the server held, ends:
+ *   --exit-with stdin); the VM's other processes may be left, and a server started again on the
+ *   same state dir ends them before it is ready, and logs each one.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -32,6 +33,13 @@ const kShutdownDeadlineMs = 10_000;
 const kExitMarginMs = 10_000;
 /** After the server is gone (or the restarted one is ready): how long its processes may take to go. */
 const kGoneMs = 5_000;
+/**
+ * A local agent whose sandboxd was killed stops gracefully by itself (src/guest-agent/agent.ts
+ * `stop`): its commands' grace (5 s by default), then the flush of pending output (at most 5 s:
+ * the session's unacknowledged output is pending, and nobody acknowledges it), then the stream's
+ * close (2 s), and a margin.
+ */
+const kAgentStopMs = 15_000;
 /** The session: a shell with a program in its own session and one that ignores TERM and HUP. */
 const kSessionCommand = "sleep 3600 & setsid sleep 3601 & (trap '' TERM HUP; exec sleep 3602) & exec bash";
 
@@ -155,8 +163,8 @@ async function waitFor<T>(what: string, timeoutMs: number, probe: () => T | unde
 }
 
 /** Waits until none of `procs` is alive; fails naming the survivors. */
-async function assertAllGone(procs: readonly Proc[], when: string): Promise<void> {
-  const deadline = Date.now() + kGoneMs;
+async function assertAllGone(procs: readonly Proc[], when: string, withinMs = kGoneMs): Promise<void> {
+  const deadline = Date.now() + withinMs;
   let left = procs.filter(alive);
   while (left.length > 0 && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 50));
@@ -165,7 +173,7 @@ async function assertAllGone(procs: readonly Proc[], when: string): Promise<void
   assert.equal(
     left.length,
     0,
-    `${when}, ${left.length} process(es) of the server are still alive ${kGoneMs} ms later:\n${describeProcs(left)}`,
+    `${when}, ${left.length} process(es) of the server are still alive ${withinMs} ms later:\n${describeProcs(left)}`,
   );
 }
 
@@ -316,6 +324,9 @@ describe('sandboxd serve on the embedded default leaves no process behind', { ti
     const procs = await vmWithSession(first, root, 'agent-lo-kill');
     first.child.kill('SIGKILL');
     await first.exit;
+    const agents = procs.filter((q) => /sandbox-agent\.js/.test(q.cmdline));
+    assert.ok(agents.length > 0, describeProcs(procs));
+    await assertAllGone(agents, 'the local agent, once the sandboxd that started it was killed', kAgentStopMs);
     const second = await serve(root, mark);
     await assertAllGone(procs, 'after a restart on the same state dir was ready');
     const reaped = second
@@ -325,7 +336,7 @@ describe('sandboxd serve on the embedded default leaves no process behind', { ti
     // The ones that cannot end on their own. tmux clients can (a client whose terminal went with
     // the killed agent exits by itself, and its cmdline is the server's), so for tmux only the
     // server must be among those logged.
-    for (const p of procs.filter((q) => /sandbox-agent\.js|^sleep 360[0-2]$|^bash$/.test(q.cmdline))) {
+    for (const p of procs.filter((q) => /^sleep 360[0-2]$|^bash$/.test(q.cmdline))) {
       assert.ok(
         reaped.some((l) => l.includes(`"pid":${p.pid},`)),
         `the restart logs ending ${p.pid} (${p.cmdline}):\n${reaped.join('\n')}`,

@@ -56,6 +56,15 @@ describe('agent config', () => {
     assert.deepEqual(cfg.childEnv, { PATH: '/usr/bin' }, 'children do not inherit the agent settings');
   });
 
+  test('--exit-with takes stdin only; without it the agent ignores its stdin', () => {
+    assert.equal(parseAgentConfig(REQUIRED, {}, '/work').exitWith, null);
+    assert.equal(parseAgentConfig([...REQUIRED, '--exit-with', 'stdin'], {}, '/work').exitWith, 'stdin');
+    assert.equal(parseAgentConfig(REQUIRED, { SANDBOX_AGENT_EXIT_WITH: 'stdin' }, '/work').exitWith, 'stdin');
+    const err = configError([...REQUIRED, '--exit-with', 'parent']);
+    assert.equal(err.flag, '--exit-with');
+    assert.match(err.message, /"parent" must be stdin/);
+  });
+
   test('a missing required setting names the flag and its variable', () => {
     const err = configError(['--server', '127.0.0.1:1', '--certs', 'x', '--agent-id', 'a']);
     assert.equal(err.flag, '--instance-id');

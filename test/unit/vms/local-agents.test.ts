@@ -107,8 +107,15 @@ describe('local agent processes', () => {
       join(dir, 'agent-a', 'work'),
       '--labels',
       'team=a',
+      '--exit-with',
+      'stdin',
     ]);
     assert.equal(await readlink(`/proc/${info.pid}/cwd`), join(dir, 'agent-a', 'work'));
+    assert.match(
+      await readlink(`/proc/${info.pid}/fd/0`),
+      /^(pipe|socket):/,
+      'stdin: a pipe (a socket pair) only this sandboxd holds (--exit-with stdin)',
+    );
     assert.equal((await readFile(join(dir, 'agent-a.pid'), 'utf8')).trim(), String(info.pid));
     assert.equal(s.serverAddress, '127.0.0.1:8120', '0.0.0.0 is dialled on loopback');
     const deadline = Date.now() + 10_000;
@@ -122,6 +129,14 @@ describe('local agent processes', () => {
     assert.equal(s.info('agent-a'), null);
     await assert.rejects(stat(join(dir, 'agent-a.pid')));
     assert.equal(await s.stop('agent-a'), false, 'stopping a stopped agent is a no-op');
+  });
+
+  test('a VM that outlives sandboxd (daemon-served driver): its agent gets no --exit-with, and /dev/null as stdin', async () => {
+    const s = sup();
+    const info = await s.start({ ...spec('agent-o'), endsWithServer: false });
+    assert.ok(!info.argv.includes('--exit-with'), info.argv.join(' '));
+    assert.equal(await readlink(`/proc/${info.pid}/fd/0`), '/dev/null');
+    assert.equal(await s.stop('agent-o'), true);
   });
 
   test('restart replaces the process; an agent that ignores SIGTERM is killed after the grace', async () => {
