@@ -18,6 +18,7 @@
 import xtermHeadless from '@xterm/headless';
 import { SerializeAddon } from '@xterm/addon-serialize/lib/addon-serialize.mjs';
 import { SvcError } from '../../src/core/errors.js';
+import { installRegionScroll } from './region-scroll.js';
 import { serializeScreen } from './screen-snapshot.js';
 
 // A CommonJS bundle whose exports Node cannot list for a named import.
@@ -68,6 +69,7 @@ export class SessionScreen {
     this.#onOverrun = opts.onOverrun;
     // allowProposedApi: the headless build puts `buffer` and `parser` behind it.
     this.#term = new Terminal({ cols: opts.cols, rows: opts.rows, scrollback: opts.scrollback, allowProposedApi: true });
+    installRegionScroll(this.#term);
     this.#addon = new SerializeAddon();
     this.#term.loadAddon(this.#addon);
     const term = this.#term;
