@@ -2,10 +2,13 @@
  * Server-side screen state for pty-ws.v1 Keyframes: a headless terminal per session in one worker
  * thread, fed each session's PTY output and resizes, that answers snapshots of the screen.
  *
- * This is the main thread's side: every call is one postMessage on one port, so the worker
+ * This is the main thread's side: every call goes as a postMessage on one port, so the worker
  * applies a session's calls in call order and a snapshot describes exactly the calls made before
- * it. No per-byte work here beyond one copy of the output chunk (posting a view would clone its
- * whole underlying buffer, a pooled Buffer's 8 KiB or a slab's megabytes).
+ * it. Consecutive output chunks of a session in one synchronous run are copied into one buffer
+ * and posted as one message (with the last chunk's sequence) at the end of the run or before any
+ * other call; the screen after the joined chunks is the screen after each in turn. No per-byte
+ * work here beyond that one copy (posting a view of the caller's chunk would clone its whole
+ * underlying buffer, a pooled Buffer's 8 KiB or a slab's megabytes).
  *
  * The worker does not keep the process alive (it is ref'd only while a snapshot is pending). If
  * it dies, pending snapshots reject with server.unavailable, a new one starts (backoff 100 ms
@@ -13,6 +16,7 @@
  * the "not known" state of session-screen.ts: its snapshots reject until the program redraws.
  * See README.md here for the format and the costs.
  */
+import { Buffer } from 'node:buffer';
 import { Worker } from 'node:worker_threads';
 import { SvcError, fromWire } from '../../src/core/errors.js';
 import { errorMessage } from '../../src/util/error-message.js';
@@ -82,6 +86,11 @@ const kDefaultMaxBacklogBytes = 8 * 1024 * 1024;
 const kMaxCells = 1024;
 const kRestartBackoffBaseMs = 100;
 const kRestartBackoffMaxMs = 30_000;
+/**
+ * Output chunks of a session that arrive in one synchronous run are posted together, up to this
+ * many bytes per message: a PTY flood's 4 KiB chunks cost one postMessage per run, not one each.
+ */
+const kOutputBatchBytes = 32 * 1024;
 /** A worker that lived this long before dying restarts without delay. */
 const kHealthyRunMs = 10_000;
 
@@ -110,6 +119,8 @@ class ScreenStateWorker implements ScreenStates {
   #overruns = 0;
   #restartTimer: NodeJS.Timeout | undefined;
   #stopping: Promise<void> | undefined;
+  /** Output not posted yet: consecutive chunks of one session, up to the end of the synchronous run. */
+  #batch: { id: string; seq: number; bytes: Uint8Array<ArrayBuffer>; used: number } | undefined;
 
   constructor(opts: ScreenStatesOptions) {
     this.#data = { scrollback: opts.scrollback ?? 0, maxBacklogBytes: opts.maxBacklogBytes ?? kDefaultMaxBacklogBytes };
@@ -126,12 +137,33 @@ class ScreenStateWorker implements ScreenStates {
   }
 
   output(sessionId: string, sequence: number, data: Uint8Array): void {
-    const worker = this.#worker;
-    if (worker === undefined || !this.#sizes.has(sessionId)) return;
-    const copy = new Uint8Array(data.byteLength);
-    copy.set(data);
-    const msg: ToScreenWorker = { t: 'output', id: sessionId, seq: sequence, data: copy };
-    worker.postMessage(msg, [copy.buffer]);
+    if (this.#worker === undefined || !this.#sizes.has(sessionId)) return;
+    let batch = this.#batch;
+    if (batch !== undefined && (batch.id !== sessionId || batch.used + data.byteLength > batch.bytes.byteLength)) {
+      this.#flushOutput();
+      batch = undefined;
+    }
+    if (batch === undefined) {
+      // allocUnsafeSlow: an ArrayBuffer of its own (transferable), not zero-filled.
+      const bytes = new Uint8Array(Buffer.allocUnsafeSlow(Math.max(kOutputBatchBytes, data.byteLength)).buffer);
+      batch = this.#batch = { id: sessionId, seq: sequence, bytes, used: 0 };
+      queueMicrotask(this.#flushQueued);
+    }
+    batch.bytes.set(data, batch.used);
+    batch.used += data.byteLength;
+    batch.seq = sequence;
+  }
+
+  readonly #flushQueued = (): void => this.#flushOutput();
+
+  /** Posts the output batched since the last post: one session's consecutive chunks as one. */
+  #flushOutput(): void {
+    const batch = this.#batch;
+    if (batch === undefined) return;
+    this.#batch = undefined;
+    const data = batch.bytes.subarray(0, batch.used);
+    const msg: ToScreenWorker = { t: 'output', id: batch.id, seq: batch.seq, data };
+    this.#worker?.postMessage(msg, [data.buffer]);
   }
 
   resize(sessionId: string, sequence: number, cols: number, rows: number): void {
@@ -178,6 +210,7 @@ class ScreenStateWorker implements ScreenStates {
   }
 
   #post(msg: ToScreenWorker): void {
+    this.#flushOutput();
     this.#worker?.postMessage(msg);
   }
 

@@ -80,6 +80,26 @@ void describe('startScreenStates', () => {
     });
   });
 
+  void test('chunks of one synchronous run, interleaved between sessions and past the batch size, land in order on each screen', async () => {
+    await withStates(async (states) => {
+      states.open('a', 30, 3);
+      states.open('b', 30, 3);
+      const filler = `${'x'.repeat(29)}\r\n`.repeat(1500); // 45 KB: more than one batch
+      states.output('a', 1, utf8.encode('a1 '));
+      states.output('b', 1, utf8.encode('b1 '));
+      states.output('a', 2, utf8.encode('a2\r\n'));
+      states.output('a', 3, utf8.encode(filler));
+      states.output('a', 4, utf8.encode('a4 '));
+      states.output('a', 5, utf8.encode('a5'));
+      states.output('b', 2, utf8.encode('b2'));
+      const [a, b] = await Promise.all([states.snapshot('a'), states.snapshot('b')]);
+      assert.equal(a.anchorSequence, 5);
+      assert.deepEqual(screenOf(await replay(a)).lines, ['x'.repeat(29), 'x'.repeat(29), 'a4 a5']);
+      assert.equal(b.anchorSequence, 2);
+      assert.deepEqual(screenOf(await replay(b)).lines, ['b1 b2', '', '']);
+    });
+  });
+
   void test('a resize reflows the screen as the terminal on the other end does', async () => {
     await withStates(async (states) => {
       const ref = newTerminal(40, 5);
