@@ -3,13 +3,26 @@ import { randomFillSync } from 'node:crypto';
 import { Buffer } from 'node:buffer';
 
 /**
+ * Random bytes for frame ids, drawn in blocks (every PTY output frame gets an id, and a call into
+ * the CSPRNG per frame was a few per cent of a flood's main-thread time); each byte is used once.
+ */
+const kRandomPoolBytes = 4096;
+const randomPool = Buffer.allocUnsafeSlow(kRandomPoolBytes);
+let randomUsed = kRandomPoolBytes;
+
+/**
  * A fresh UUIDv7 (RFC 9562): 48-bit Unix milliseconds, version 7, then 74 random bits. Node 20
  * has only crypto.randomUUID (v4), so the layout is written here; ids are not used for ordering
  * (the sequence is), so no monotonic counter within a millisecond.
  */
 export function newFrameId(now: number = Date.now()): string {
   const b = Buffer.allocUnsafe(16);
-  randomFillSync(b, 6, 10);
+  if (randomUsed + 10 > kRandomPoolBytes) {
+    randomFillSync(randomPool);
+    randomUsed = 0;
+  }
+  randomPool.copy(b, 6, randomUsed, randomUsed + 10);
+  randomUsed += 10;
   b.writeUIntBE(now, 0, 6);
   b[6] = 0x70 | (b[6]! & 0x0f);
   b[8] = 0x80 | (b[8]! & 0x3f);
