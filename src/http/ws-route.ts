@@ -86,6 +86,15 @@ interface UserData {
 
 let nextConnId = 1;
 
+/**
+ * Sends to a connection are batched: held until the end of the synchronous run that made them
+ * (a microtask) and handed to uWS corked, so a run that sends many frames to many connections
+ * (a PTY flood to a session's observers: one frame per output chunk per client) costs one write
+ * per connection, not one per frame. A batch reaching this many bytes is handed over at once,
+ * so what waits here stays small and the send status stays current.
+ */
+const kBatchFlushBytes = 64 * 1024;
+
 class WsConnImpl implements WsConn {
   readonly id = nextConnId++;
   readonly request: RequestView;
@@ -95,6 +104,14 @@ class WsConnImpl implements WsConn {
   readonly #drainCbs: Array<() => void> = [];
   readonly #pongCbs: Array<() => void> = [];
   #closeCbs: Array<() => void> = [];
+  /** Sends held until the end of the synchronous run (see {@link kBatchFlushBytes}); false once subscribed to a topic. */
+  #batching = true;
+  #pending: Array<Uint8Array | string> = [];
+  #pendingBinary: boolean[] = [];
+  #pendingBytes = 0;
+  #flushQueued = false;
+  /** A batch met backpressure; cleared by uWS's drain event. */
+  #blocked = false;
 
   constructor(request: RequestView, protocol: string) {
     this.request = request;
@@ -106,9 +123,13 @@ class WsConnImpl implements WsConn {
   detach(): void {
     this.#closed = true;
     this.#ws = null;
+    this.#pending = [];
+    this.#pendingBinary = [];
+    this.#pendingBytes = 0;
     for (const cb of this.#closeCbs.splice(0)) cb();
   }
   drained(): void {
+    this.#blocked = false;
     for (const cb of this.#drainCbs) cb();
   }
   onDrain(cb: () => void): void {
@@ -121,6 +142,7 @@ class WsConnImpl implements WsConn {
     this.#pongCbs.push(cb);
   }
   ping(): void {
+    this.#flush();
     this.#ws?.ping();
   }
   onClose(cb: () => void): void {
@@ -131,11 +153,48 @@ class WsConnImpl implements WsConn {
     return this.#closed;
   }
   send(data: Uint8Array | string, isBinary = false): WsSendStatus {
-    if (this.#ws === null) return 'closed';
-    const r = this.#ws.send(data, isBinary);
-    return r === 1 ? 'sent' : r === 0 ? 'backpressure' : 'dropped';
+    const ws = this.#ws;
+    if (ws === null) return 'closed';
+    if (!this.#batching) {
+      const r = ws.send(data, isBinary);
+      return r === 1 ? 'sent' : r === 0 ? 'backpressure' : 'dropped';
+    }
+    this.#pending.push(data);
+    this.#pendingBinary.push(isBinary);
+    this.#pendingBytes += typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength;
+    if (this.#pendingBytes >= kBatchFlushBytes) this.#flush();
+    else if (!this.#flushQueued) {
+      this.#flushQueued = true;
+      queueMicrotask(this.#flushQueuedBatch);
+    }
+    return this.#ws === null ? 'dropped' : this.#blocked ? 'backpressure' : 'sent';
+  }
+  readonly #flushQueuedBatch = (): void => {
+    this.#flushQueued = false;
+    this.#flush();
+  };
+  /** Hands the batch to uWS corked: one write for all of it. */
+  #flush(): void {
+    const ws = this.#ws;
+    const frames = this.#pending;
+    const binary = this.#pendingBinary;
+    if (frames.length === 0) return;
+    this.#pending = [];
+    this.#pendingBinary = [];
+    this.#pendingBytes = 0;
+    if (ws === null) return;
+    ws.cork(() => {
+      for (let i = 0; i < frames.length; i++) {
+        // 0: queued in uWS under backpressure (its drain event unblocks); 2: over the limit, closing.
+        if (ws.send(frames[i] as Uint8Array | string, binary[i]) !== 1) this.#blocked = true;
+      }
+    });
   }
   subscribe(topic: string): void {
+    // uWS orders a send after what was published to the connection before it; a batch held back
+    // here would be overtaken, so a subscribed connection sends at once from now on.
+    this.#flush();
+    this.#batching = false;
     this.#ws?.subscribe(topic);
   }
   unsubscribe(topic: string): void {
@@ -144,11 +203,12 @@ class WsConnImpl implements WsConn {
   close(code = 1000, reason = ''): void {
     const ws = this.#ws;
     if (ws === null) return;
+    this.#flush();
     this.detach();
     ws.end(code, reason.slice(0, 120));
   }
   bufferedAmount(): number {
-    return this.#ws?.getBufferedAmount() ?? 0;
+    return (this.#ws?.getBufferedAmount() ?? 0) + this.#pendingBytes;
   }
 }
 
