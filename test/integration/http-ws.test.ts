@@ -111,6 +111,60 @@ void describe('WebSocket listener (spec 4.18)', () => {
   });
 });
 
+void describe('WebSocket sends are batched per synchronous run (ws-route.ts)', () => {
+  void test('frames sent in one run arrive all and in order; a close right after them comes after them', async () => {
+    const listener = await startWsListener({
+      host: '127.0.0.1',
+      port: 0,
+      logger,
+      handlers: {
+        open: (conn) => {
+          // 2,000 frames of about 100 bytes: several batches handed over at their size bound, and a tail
+          for (let i = 0; i < 2000; i++) conn.send(JSON.stringify({ i, pad: 'x'.repeat(80) }));
+          conn.close(1000, 'done');
+        },
+      },
+    });
+    try {
+      const ws = new WebSocketClient(`ws://127.0.0.1:${listener.port}/`);
+      const got: number[] = [];
+      ws.on('message', (d) => got.push((JSON.parse(d.toString('utf8')) as { i: number }).i));
+      const code = await new Promise<number>((resolve, reject) => ws.on('close', resolve).on('error', reject));
+      assert.equal(code, 1000);
+      assert.deepEqual(
+        got,
+        Array.from({ length: 2000 }, (_, i) => i),
+      );
+    } finally {
+      await listener.close();
+    }
+  });
+
+  void test('a frame sent before subscribing arrives before what is then published to the topic', async () => {
+    const listener = await startWsListener({
+      host: '127.0.0.1',
+      port: 0,
+      logger,
+      handlers: {
+        message: (conn) => {
+          conn.send(JSON.stringify({ type: 'subscribed' }));
+          conn.subscribe('t');
+          listener.publish('t', JSON.stringify({ type: 'published' }));
+        },
+      },
+    });
+    try {
+      const c = await connect(`ws://127.0.0.1:${listener.port}/`);
+      c.ws.send('{"type":"subscribe"}');
+      assert.equal((await c.next()).type, 'subscribed');
+      assert.equal((await c.next()).type, 'published');
+      c.ws.close();
+    } finally {
+      await listener.close();
+    }
+  });
+});
+
 void describe('WS route on the HTTP listener', () => {
   void test('params, subprotocol selection and authorization; HTTP routes keep working', async () => {
     const router = new Router();
