@@ -245,36 +245,49 @@ void describe('runIsolated', () => {
        }
        setInterval(() => {}, 1000);`,
     );
+    // Alive and not a zombie (a killed grandchild waits as one until whoever inherited it reaps it).
     const alive = (pid: number): boolean => {
       try {
         process.kill(pid, 0);
-        return true;
+      } catch {
+        return false;
+      }
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+        return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
       } catch {
         return false;
       }
     };
+    // The pid the scenario wrote, or null while the file is missing or being written: writeFileSync
+    // truncates before it writes, and a read in between (a preempted writer, under load) got ''
+    // which was taken for pid 0, and `kill(0, 0)` (this process group) never fails.
+    const writtenPid = (): number | null => {
+      try {
+        const text = readFileSync(join(dir, 'pid'), 'utf8');
+        return /^[1-9]\d*$/.test(text) ? Number(text) : null;
+      } catch {
+        return null;
+      }
+    };
     const line = await runIsolated(leaves, fake.quick!, 30);
     assert.equal(line.value, 1);
-    const left = Number(readFileSync(join(dir, 'pid'), 'utf8'));
-    assert.ok(left > 0);
+    const left = writtenPid();
+    assert.ok(left !== null);
     await waitFor('the grandchild left by a finished scenario is killed', () => !alive(left), { deadlineMs: DEADLINE_MS.process });
 
     process.env.BENCH_TEST_HANG = '1';
     t.after(() => delete process.env.BENCH_TEST_HANG);
     const interrupt = new AbortController();
     const pending = runIsolated(leaves, fake.quick!, 30, interrupt.signal);
-    await waitFor(
+    const hung = await waitFor(
       'the hanging scenario started its grandchild',
       () => {
-        try {
-          return Number(readFileSync(join(dir, 'pid'), 'utf8')) !== left;
-        } catch {
-          return false;
-        }
+        const pid = writtenPid();
+        return pid !== null && pid !== left ? pid : undefined;
       },
       { deadlineMs: DEADLINE_MS.process },
     );
-    const hung = Number(readFileSync(join(dir, 'pid'), 'utf8'));
     interrupt.abort();
     const failed = await pending;
     assert.equal(failed.value, null);
