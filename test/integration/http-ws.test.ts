@@ -11,7 +11,7 @@ import { pino } from 'pino';
 import { SvcError } from '../../src/core/errors.js';
 import { Router } from '../../src/http/router.js';
 import { startHttpListener } from '../../src/http/uws-server.js';
-import { startWsListener, type WsConn } from '../../src/http/ws-server.js';
+import { startWsListener, type WsConn, type WsHandlers, type WsListener } from '../../src/http/ws-server.js';
 import { DEADLINE_MS, waitFor } from '../support/wait.js';
 
 /** The part of the `ws` client API these tests use (the package ships no types here). */
@@ -60,11 +60,20 @@ function refusedStatus(url: string, protocols?: string[]): Promise<number> {
   });
 }
 
+/** A WS listener on a free loopback port with `handlers`, closed after `fn`. */
+async function withWsListener(handlers: WsHandlers | undefined, fn: (listener: WsListener, url: string) => Promise<void>): Promise<void> {
+  const listener = await startWsListener({ host: '127.0.0.1', port: 0, logger, ...(handlers !== undefined && { handlers }) });
+  try {
+    await fn(listener, `ws://127.0.0.1:${listener.port}/`);
+  } finally {
+    await listener.close();
+  }
+}
+
 void describe('WebSocket listener (spec 4.18)', () => {
   void test('greets with server_hello and answers unknown messages with an error frame', async () => {
-    const listener = await startWsListener({ host: '127.0.0.1', port: 0, logger });
-    try {
-      const c = await connect(`ws://127.0.0.1:${listener.port}/`);
+    await withWsListener(undefined, async (listener, url) => {
+      const c = await connect(url);
       const hello = await c.next();
       assert.equal(hello.type, 'server_hello');
       assert.equal(typeof hello.conn_id, 'number');
@@ -76,9 +85,7 @@ void describe('WebSocket listener (spec 4.18)', () => {
       assert.equal(res.status, 404, 'plain HTTP gets an envelope');
       assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'route.not_found');
       c.ws.close();
-    } finally {
-      await listener.close();
-    }
+    });
   });
 
   void test('publish reaches every subscriber of the topic and nobody else; close() sends 1001', async () => {
@@ -113,20 +120,15 @@ void describe('WebSocket listener (spec 4.18)', () => {
 
 void describe('WebSocket sends are batched per synchronous run (ws-route.ts)', () => {
   void test('frames sent in one run arrive all and in order; a close right after them comes after them', async () => {
-    const listener = await startWsListener({
-      host: '127.0.0.1',
-      port: 0,
-      logger,
-      handlers: {
-        open: (conn) => {
-          // 2,000 frames of about 100 bytes: several batches handed over at their size bound, and a tail
-          for (let i = 0; i < 2000; i++) conn.send(JSON.stringify({ i, pad: 'x'.repeat(80) }));
-          conn.close(1000, 'done');
-        },
+    const handlers: WsHandlers = {
+      open: (conn) => {
+        // 2,000 frames of about 100 bytes: several batches handed over at their size bound, and a tail
+        for (let i = 0; i < 2000; i++) conn.send(JSON.stringify({ i, pad: 'x'.repeat(80) }));
+        conn.close(1000, 'done');
       },
-    });
-    try {
-      const ws = new WebSocketClient(`ws://127.0.0.1:${listener.port}/`);
+    };
+    await withWsListener(handlers, async (_listener, url) => {
+      const ws = new WebSocketClient(url);
       const got: number[] = [];
       ws.on('message', (d) => got.push((JSON.parse(d.toString('utf8')) as { i: number }).i));
       const code = await new Promise<number>((resolve, reject) => ws.on('close', resolve).on('error', reject));
@@ -135,33 +137,26 @@ void describe('WebSocket sends are batched per synchronous run (ws-route.ts)', (
         got,
         Array.from({ length: 2000 }, (_, i) => i),
       );
-    } finally {
-      await listener.close();
-    }
+    });
   });
 
   void test('a frame sent before subscribing arrives before what is then published to the topic', async () => {
-    const listener = await startWsListener({
-      host: '127.0.0.1',
-      port: 0,
-      logger,
-      handlers: {
-        message: (conn) => {
-          conn.send(JSON.stringify({ type: 'subscribed' }));
-          conn.subscribe('t');
-          listener.publish('t', JSON.stringify({ type: 'published' }));
-        },
+    let publish: (topic: string, frame: string) => void = () => undefined;
+    const handlers: WsHandlers = {
+      message: (conn) => {
+        conn.send(JSON.stringify({ type: 'subscribed' }));
+        conn.subscribe('t');
+        publish('t', JSON.stringify({ type: 'published' }));
       },
-    });
-    try {
-      const c = await connect(`ws://127.0.0.1:${listener.port}/`);
+    };
+    await withWsListener(handlers, async (listener, url) => {
+      publish = (topic, frame) => listener.publish(topic, frame);
+      const c = await connect(url);
       c.ws.send('{"type":"subscribe"}');
       assert.equal((await c.next()).type, 'subscribed');
       assert.equal((await c.next()).type, 'published');
       c.ws.close();
-    } finally {
-      await listener.close();
-    }
+    });
   });
 });
 
