@@ -26,7 +26,12 @@ export interface WsConn {
   /** The subprotocol selected at upgrade ('' when none). */
   readonly protocol: string;
   readonly closed: boolean;
-  /** Text frame unless `isBinary`. */
+  /**
+   * Text frame unless `isBinary`. Sends are batched (see kBatchFlushBytes): the bytes are read
+   * when the batch goes, at the end of the synchronous run at the latest, so leave them unchanged
+   * until then. 'sent' means queued in order; a batch that meets backpressure makes later sends
+   * answer 'backpressure' until uWS drains the connection.
+   */
   send(data: Uint8Array | string, isBinary?: boolean): WsSendStatus;
   subscribe(topic: string): void;
   unsubscribe(topic: string): void;
