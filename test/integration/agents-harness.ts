@@ -168,6 +168,10 @@ export function spawnAgent(opts: {
   instanceId: string;
   workDir?: string;
   extraArgs?: string[];
+  /** Node options before the agent's script (a guest image's, say). */
+  nodeOptions?: readonly string[];
+  /** Environment changes: a string sets the variable, undefined removes it. */
+  env?: Readonly<Record<string, string | undefined>>;
 }): AgentProcess {
   const args = [
     AGENT_BIN,
@@ -185,7 +189,15 @@ export function spawnAgent(opts: {
     '1000',
   ];
   if (opts.workDir !== undefined) args.push('--work-dir', opts.workDir);
-  const child = spawn(process.execPath, [...args, ...(opts.extraArgs ?? [])], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const [k, v] of Object.entries(opts.env ?? {})) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  const child = spawn(process.execPath, [...(opts.nodeOptions ?? []), ...args, ...(opts.extraArgs ?? [])], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env,
+  });
   let log = '';
   child.stderr?.setEncoding('utf8');
   child.stderr?.on('data', (d: string) => {

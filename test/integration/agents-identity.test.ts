@@ -5,9 +5,13 @@
  * operator call.
  */
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { createServer as createTlsServer } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { createStandaloneCa, issueAgentCert, issueOperatorCert } from '../../src/identity/ca.js';
+import { AGENT_NODE_OPTIONS } from '../../src/image/guest-init.js';
 import {
   agentCerts,
   agentOf,
@@ -138,6 +142,55 @@ void describe('gRPC identity', () => {
     const cert = await issueAgentCert(ts.ca, { instanceId: 'i-noid' });
     const noId = await tryConnect(grpcClient(ts, cert), { 'x-agent-instance-id': 'i-noid' }, 'agent-noid', 'i-noid');
     assert.equal(noId.code, grpc.status.INVALID_ARGUMENT);
+  });
+
+  /** The minimal guest's agent: its node options, and no CA store of OpenSSL's own (the image has none). */
+  const guestTrust = {
+    nodeOptions: AGENT_NODE_OPTIONS,
+    env: { SSL_CERT_FILE: '/nonexistent/cert.pem', SSL_CERT_DIR: '/nonexistent/certs', NODE_EXTRA_CA_CERTS: undefined },
+  };
+
+  void test("the agent run as the minimal guest runs it (its node options, no OpenSSL CA store) registers with sandboxd's CA alone", async () => {
+    const certs = await agentCerts(ts, 'i-guest-opts');
+    const agent = spawnAgent({ server: ts.grpcTarget, certs, agentId: 'agent-guest-opts', instanceId: 'i-guest-opts', ...guestTrust });
+    procs.push(agent);
+    await waitForStatus(ts, 'agent-guest-opts', 'Ready');
+  });
+
+  void test('that agent still refuses a server whose certificate another CA signed', async () => {
+    const other = await createStandaloneCa('other.example');
+    let handshakes = 0;
+    let refusals = 0;
+    const impostor = createTlsServer(
+      { cert: other.serverCertPem, key: other.serverKeyPem, requestCert: true, rejectUnauthorized: false, ALPNProtocols: ['h2'] },
+      (socket) => {
+        handshakes += 1;
+        socket.destroy();
+      },
+    );
+    impostor.on('tlsClientError', () => (refusals += 1));
+    impostor.listen(0, '127.0.0.1');
+    await once(impostor, 'listening');
+    const certs = await agentCerts(ts, 'i-impostor');
+    const agent = spawnAgent({
+      server: `127.0.0.1:${(impostor.address() as AddressInfo).port}`,
+      certs,
+      agentId: 'agent-impostor',
+      instanceId: 'i-impostor',
+      ...guestTrust,
+    });
+    procs.push(agent);
+    try {
+      // The agent dials, refuses the certificate, backs off (at most 1 s here) and dials again.
+      const deadline = Date.now() + 30_000;
+      while (refusals + handshakes < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      assert.equal(handshakes, 0, 'the agent completed a TLS handshake with the impostor');
+      assert.ok(refusals >= 2, `the agent dialled the impostor ${refusals} time(s) in 30 s; its log: ${agent.log().slice(-2000)}`);
+      assert.doesNotMatch(agent.log(), /"msg":"registered"/);
+    } finally {
+      agent.kill();
+      impostor.close();
+    }
   });
 
   void test('a valid agent certificate and metadata register: the ack carries the configured heartbeat interval', async () => {

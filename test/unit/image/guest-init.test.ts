@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { FW_CFG_PREFIX, GUEST_INIT, GUEST_MODULES } from '../../../src/image/guest-init.js';
+import { AGENT_NODE_OPTIONS, FW_CFG_PREFIX, GUEST_INIT, GUEST_MODULES } from '../../../src/image/guest-init.js';
 import { agentEnv, fwCfgFiles, pickAddress } from '../../../src/vms/fw-cfg.js';
 
 const settings = {
@@ -26,6 +26,8 @@ void describe('minimal guest image', () => {
     assert.ok(GUEST_INIT.includes(`/sys/firmware/qemu_fw_cfg/by_name/${FW_CFG_PREFIX}`));
     assert.ok(!GUEST_INIT.includes('/proc/cmdline'));
     assert.match(GUEST_INIT, /--certs \/run\/sbx\/certs/);
+    // integration/agents-identity runs the agent with these options to show it still registers and trusts only its CA
+    assert.ok(GUEST_INIT.includes(`node ${AGENT_NODE_OPTIONS.join(' ')} /opt/sbx/agent/src/bin/sandbox-agent.js `));
     for (const f of Object.keys(fwCfgFiles('/x'))) assert.ok(f.startsWith(`${FW_CFG_PREFIX}/`));
   });
 
